@@ -1,0 +1,124 @@
+"""Run configured checks, and only those: timeout, output cap, whole process group killed."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shlex
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from autod.config import CheckConfig
+
+KILL_GRACE_S = 3.0
+
+
+@dataclass
+class CheckResult:
+    name: str
+    exit_code: int
+    output: str
+    duration_ms: int
+    timed_out: bool = False
+    truncated: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+    def record(self) -> dict[str, object]:
+        return {"name": self.name, "exit_code": self.exit_code, "duration_ms": self.duration_ms}
+
+
+class CheckNotConfigured(KeyError):
+    pass
+
+
+async def _read_capped(stream: asyncio.StreamReader, limit: int) -> tuple[bytes, bool]:
+    """Keep the head and the tail of the output (the tail has pytest's summary)."""
+    head = bytearray()
+    tail = bytearray()
+    truncated = False
+    half = limit // 2
+    while True:
+        chunk = await stream.read(65536)
+        if not chunk:
+            break
+        if len(head) < half:
+            take = half - len(head)
+            head += chunk[:take]
+            chunk = chunk[take:]
+        if chunk:
+            tail += chunk
+            if len(tail) > limit - half:
+                truncated = True
+                del tail[: len(tail) - (limit - half)]
+    if truncated:
+        return bytes(head) + b"\n... [output truncated] ...\n" + bytes(tail), True
+    return bytes(head) + bytes(tail), False
+
+
+def _kill_group(pid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, sig)
+
+
+async def run_check(name: str, check: CheckConfig, cwd: Path) -> CheckResult:
+    """Run one configured check in `cwd`. Never raises for the command's own failure."""
+    argv = shlex.split(check.run)
+    env = {**os.environ, **check.env}
+    start = time.monotonic()
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            cwd=str(cwd),
+            env=env,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,  # own process group: a timeout kills its children too
+        )
+    except (FileNotFoundError, PermissionError) as exc:
+        return CheckResult(
+            name, 127, f"cannot start check {name!r}: {type(exc).__name__}: {argv[0]}", 0
+        )
+    assert proc.stdout is not None
+    reader = asyncio.ensure_future(_read_capped(proc.stdout, check.output_limit_kb * 1024))
+    timed_out = False
+    try:
+        await asyncio.wait_for(proc.wait(), timeout=check.timeout_s)
+    except TimeoutError:
+        timed_out = True
+        _kill_group(proc.pid, signal.SIGTERM)
+        try:
+            await asyncio.wait_for(proc.wait(), timeout=KILL_GRACE_S)
+        except TimeoutError:
+            _kill_group(proc.pid, signal.SIGKILL)
+            await proc.wait()
+    except asyncio.CancelledError:
+        _kill_group(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(Exception):
+            await asyncio.shield(proc.wait())
+        reader.cancel()
+        raise
+    # Grandchildren may hold the pipe open after the leader exits: kill the group, bound the read.
+    _kill_group(proc.pid, signal.SIGKILL)
+    try:
+        data, truncated = await asyncio.wait_for(reader, timeout=KILL_GRACE_S)
+    except TimeoutError:
+        data, truncated = b"", True
+    output = data.decode("utf-8", "replace")
+    if timed_out:
+        output += f"\n[autod] check {name!r} timed out after {check.timeout_s:g}s and was killed"
+    code = proc.returncode if proc.returncode is not None else -1
+    return CheckResult(
+        name=name,
+        exit_code=124 if timed_out else code,
+        output=output,
+        duration_ms=int((time.monotonic() - start) * 1000),
+        timed_out=timed_out,
+        truncated=truncated,
+    )

@@ -1,0 +1,31 @@
+"""Errors a cycle survives. The cycle maps each to a reflection status and a reason."""
+
+from __future__ import annotations
+
+
+class CycleError(Exception):
+    """A cycle ends early for a reason worth recording; the daemon keeps running."""
+
+    status = "failed"
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class PlanRejected(CycleError):
+    """The plan broke an act rule (confinement, deny glob, scope, cap, search text); nothing written."""
+
+    status = "rejected"
+
+
+class PlanInvalid(CycleError):
+    """The planner's reply was not a valid plan, even after one repair round."""
+
+
+class LLMUnavailable(CycleError):
+    """The LLM could not be reached in time (retries and deadline spent); counts toward the breaker."""
+
+
+class BudgetExhausted(CycleError):
+    """A limit (tokens per day, edits per day) is spent; the event waits."""

@@ -1,0 +1,103 @@
+"""The Event contract (sources -> queue -> cycle) and fingerprinting."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import uuid
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class EventKind(StrEnum):
+    FILES_CHANGED = "files_changed"
+    BUILD_FAILED = "build_failed"
+    CHECK_FAILED = "check_failed"
+    SCHEDULE = "schedule"
+    MANUAL = "manual"
+
+
+# Lower number = handled first: failures before file changes before schedules.
+PRIORITY: dict[EventKind, int] = {
+    EventKind.BUILD_FAILED: 0,
+    EventKind.CHECK_FAILED: 0,
+    EventKind.MANUAL: 1,
+    EventKind.FILES_CHANGED: 2,
+    EventKind.SCHEDULE: 3,
+}
+
+FAILURE_KINDS = frozenset({EventKind.BUILD_FAILED, EventKind.CHECK_FAILED})
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Event(BaseModel):
+    """One thing that happened. `payload` keys used by the cycle:
+
+    - ``excerpt``: failure output (str); ``locations``: ``[{"path", "line"}]`` the failure names
+    - ``check``: name of the failing configured check; ``exit_code``
+    - ``paths``: changed paths relative to the workspace (files_changed)
+    - ``mode``: target mode (schedule/manual events address one mode)
+    - ``message``: operator text (manual)
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(default_factory=lambda: uuid.uuid4().hex)
+    source: str
+    kind: EventKind
+    summary: str
+    payload: dict[str, Any] = Field(default_factory=dict)
+    fingerprint: str
+    created_at: datetime = Field(default_factory=utcnow)
+    merged: int = 1
+
+    @property
+    def priority(self) -> int:
+        return PRIORITY[self.kind]
+
+    @property
+    def target_mode(self) -> str | None:
+        mode = self.payload.get("mode")
+        return mode if isinstance(mode, str) else None
+
+
+_NORMALISERS: list[tuple[re.Pattern[str], str]] = [
+    # ISO timestamps and clock times
+    (re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?"), "<ts>"),
+    (re.compile(r"\b\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\b"), "<ts>"),
+    # memory addresses and long hex ids
+    (re.compile(r"0x[0-9a-fA-F]+"), "<addr>"),
+    (re.compile(r"\b[0-9a-f]{12,}\b"), "<hex>"),
+    # temp paths
+    (re.compile(r"(?:/private)?/(?:tmp|var/folders|var/tmp)/[^\s:'\")]+"), "<tmp>"),
+    (re.compile(r"[A-Za-z]:\\[^\s]*\\Temp\\[^\s:'\")]+"), "<tmp>"),
+    # line/column numbers: file.py:12:3, line 12, (12, 3)
+    (re.compile(r"(?<=:)\d+(?=(?::\d+)?(?::|\b))"), "<n>"),
+    (re.compile(r"\bline \d+"), "line <n>"),
+    (re.compile(r"\(\d+,\s*\d+\)"), "(<n>)"),
+    # durations
+    (re.compile(r"\b\d+(?:\.\d+)?\s*(?:s|ms|sec|seconds)\b"), "<dur>"),
+]
+
+
+def normalise(text: str) -> str:
+    """Strip what changes between two runs of the same failure."""
+    out = text
+    for pattern, repl in _NORMALISERS:
+        out = pattern.sub(repl, out)
+    return re.sub(r"\s+", " ", out).strip()
+
+
+def fingerprint(*parts: str) -> str:
+    """Stable short hash of the normalised parts."""
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(normalise(part).encode("utf-8", "replace"))
+        h.update(b"\x00")
+    return h.hexdigest()[:16]

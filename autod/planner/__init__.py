@@ -1,0 +1,47 @@
+"""Planners turn an event plus context into a Plan. They never write files."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from autod.events import Event
+from autod.planner.plan import Plan
+
+
+@dataclass
+class TokenUsage:
+    prompt: int = 0
+    completion: int = 0
+
+    def __iadd__(self, other: TokenUsage) -> TokenUsage:
+        self.prompt += other.prompt
+        self.completion += other.completion
+        return self
+
+    @property
+    def total(self) -> int:
+        return self.prompt + self.completion
+
+
+@dataclass
+class PlanRequest:
+    """What a mode hands a planner: the event, rendered prompt messages and structured context."""
+
+    mode: str
+    event: Event
+    messages: list[dict[str, str]]
+    context: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class PlanResult:
+    plan: Plan
+    tokens: TokenUsage = field(default_factory=TokenUsage)
+    endpoint: str = ""
+
+
+class Planner(Protocol):
+    async def plan(self, request: PlanRequest) -> PlanResult:
+        """Return a valid Plan or raise PlanInvalid / LLMUnavailable."""
+        ...

@@ -1,0 +1,56 @@
+"""The Plan contract (planner -> actor): models and the JSON schema sent to the LLM."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Edit(BaseModel):
+    """Replace the one occurrence of `search` in `path` by `replace`.
+
+    `search == ""` on a path that does not exist creates the file with `replace`.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    path: str = Field(min_length=1, max_length=1024)
+    search: str = Field(max_length=200_000)
+    replace: str = Field(max_length=200_000)
+
+
+class Plan(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    summary: str = Field(min_length=1, max_length=4000)
+    edits: list[Edit] = Field(default_factory=list, max_length=1000)
+    verify: list[str] = Field(default_factory=list, max_length=100)
+    report: str | None = Field(None, max_length=1_000_000)
+
+
+def plan_schema() -> dict[str, Any]:
+    """A JSON schema an OpenAI-compatible server accepts for `response_format`."""
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["summary", "edits", "verify", "report"],
+        "properties": {
+            "summary": {"type": "string"},
+            "edits": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["path", "search", "replace"],
+                    "properties": {
+                        "path": {"type": "string"},
+                        "search": {"type": "string"},
+                        "replace": {"type": "string"},
+                    },
+                },
+            },
+            "verify": {"type": "array", "items": {"type": "string"}},
+            "report": {"type": ["string", "null"]},
+        },
+    }
