@@ -457,9 +457,8 @@ def load_config(
         text = cfg_path.read_text(encoding="utf-8")
     if overrides:
         data = {**data, **overrides}
-    if "workspace" not in data and not os.environ.get("AUTOD_WORKSPACE"):
-        if cfg_path is None:
-            data["workspace"] = "."  # no config at all: the current directory, all defaults
+    if "workspace" not in data and not os.environ.get("AUTOD_WORKSPACE") and cfg_path is None:
+        data["workspace"] = "."  # no config file at all: the current directory, all defaults
 
     class _Loaded(Settings):
         @classmethod
