@@ -1,0 +1,448 @@
+"""Durable, coalescing event queue: one SQLite file (state_dir/queue.db) between the sources and the cycle.
+
+An accepted event survives a crash (WAL + synchronous=FULL, one transaction per put); a leased event is
+marked in_flight durably and comes back with its attempts and finished modes after a crash; pending
+events with the same fingerprint (or files_changed events from one source) merge into one row; the
+number of pending events is bounded, evicting the least important and never a failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Collection, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import structlog
+
+from autod.events import FAILURE_KINDS, PRIORITY, Event, EventKind, fingerprint
+
+log = structlog.get_logger(__name__)
+
+SCHEMA_VERSION = 1
+MAX_PATHS = 500  # files_changed payload cap; the rest is counted in payload["more"]
+BUSY_TIMEOUT_MS = 10_000
+
+T = TypeVar("T")
+
+_SCHEMA = """
+CREATE TABLE events (
+    seq         INTEGER PRIMARY KEY AUTOINCREMENT,  -- tie-break: insertion order
+    id          TEXT NOT NULL UNIQUE,
+    source      TEXT NOT NULL,
+    kind        TEXT NOT NULL,
+    summary     TEXT NOT NULL,
+    payload     TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    created_at  TEXT NOT NULL,
+    created_ts  REAL NOT NULL,
+    priority    INTEGER NOT NULL,
+    merged      INTEGER NOT NULL DEFAULT 1,
+    status      TEXT NOT NULL CHECK (status IN ('pending', 'in_flight')),
+    attempts    INTEGER NOT NULL DEFAULT 0,
+    done_modes  TEXT NOT NULL DEFAULT '[]',
+    leased_at   REAL
+);
+CREATE INDEX events_order ON events (status, priority, created_ts, seq);
+CREATE INDEX events_fp ON events (fingerprint, status);
+CREATE INDEX events_source ON events (source, kind, status);
+CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
+INSERT INTO counters (name, value) VALUES
+    ('n_pending', 0), ('n_in_flight', 0), ('merged_total', 0), ('dropped_total', 0);
+-- Row counts kept by triggers so the bound check is O(1) and always agrees with the table.
+CREATE TRIGGER events_ins AFTER INSERT ON events BEGIN
+    UPDATE counters SET value = value + 1 WHERE name = 'n_' || NEW.status;
+END;
+CREATE TRIGGER events_del AFTER DELETE ON events BEGIN
+    UPDATE counters SET value = value - 1 WHERE name = 'n_' || OLD.status;
+END;
+CREATE TRIGGER events_upd AFTER UPDATE OF status ON events WHEN OLD.status <> NEW.status BEGIN
+    UPDATE counters SET value = value - 1 WHERE name = 'n_' || OLD.status;
+    UPDATE counters SET value = value + 1 WHERE name = 'n_' || NEW.status;
+END;
+"""
+
+_COLUMNS = "seq, id, source, kind, summary, payload, fingerprint, created_at, merged, attempts, done_modes"
+_LEASE_ORDER = "ORDER BY priority, created_ts, seq"
+
+
+class QueueSchemaError(RuntimeError):
+    """queue.db was written by a newer autod (unknown schema version)."""
+
+
+@dataclass
+class PutResult:
+    accepted: bool
+    id: str  # the id that now carries the event (the existing one if merged)
+    merged: bool = False
+    dropped_id: str | None = None  # an older, lower-priority event evicted to make room
+
+
+@dataclass
+class Leased:
+    event: Event  # .merged = how many events merged into it
+    attempts: int  # times this event was handed out (>1 after a crash mid-cycle)
+    done_modes: list[str] = field(default_factory=list)  # modes whose cycle already completed
+
+
+def _row_event(row: sqlite3.Row) -> Event:
+    return Event(
+        id=row["id"],
+        source=row["source"],
+        kind=EventKind(row["kind"]),
+        summary=row["summary"],
+        payload=json.loads(row["payload"]),
+        fingerprint=row["fingerprint"],
+        created_at=datetime.fromisoformat(row["created_at"]),
+        merged=row["merged"],
+    )
+
+
+def _union_paths(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """Newer payload with paths = union of both (capped), overflow counted in 'more'."""
+    paths = {str(p) for p in old.get("paths", [])} | {str(p) for p in new.get("paths", [])}
+    ordered = sorted(paths)
+    more = int(old.get("more", 0) or 0) + int(new.get("more", 0) or 0) + max(0, len(ordered) - MAX_PATHS)
+    out = {**new, "paths": ordered[:MAX_PATHS]}
+    if more:
+        out["more"] = more
+    else:
+        out.pop("more", None)
+    return out
+
+
+class EventQueue:
+    """The durable queue. Sync methods for tests and the CLI; `a*` wrappers for the daemon's event loop."""
+
+    def __init__(self, path: Path, *, max_pending: int = 10_000) -> None:
+        if max_pending < 1:
+            raise ValueError("max_pending must be >= 1")
+        self.path = Path(path)
+        self.max_pending = max_pending
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # One connection shared by the caller's thread and the async worker thread: the lock serialises
+        # every use, so check_same_thread can be off safely.
+        self._lock = threading.Lock()
+        self._executor: ThreadPoolExecutor | None = None
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        conn.row_factory = sqlite3.Row
+        self._conn: sqlite3.Connection | None = conn
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = FULL")
+            self._migrate()
+        except BaseException:
+            conn.close()
+            raise
+
+    # -- schema ------------------------------------------------------------------------------------
+
+    def _migrate(self) -> None:
+        with self._tx() as db:
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise QueueSchemaError(
+                    f"{self.path}: queue schema version {version} is newer than this autod supports "
+                    f"({SCHEMA_VERSION}); upgrade autod or move the file aside"
+                )
+            if version == 0:
+                for statement in _split_sql(_SCHEMA):
+                    db.execute(statement)
+                db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction taken up front (IMMEDIATE), so two processes never deadlock on upgrade."""
+        with self._lock:
+            if self._conn is None:
+                raise RuntimeError("queue is closed")
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._conn
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+
+    @contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            if self._conn is None:
+                raise RuntimeError("queue is closed")
+            yield self._conn
+
+    # -- put -------------------------------------------------------------------------------------
+
+    def put(self, event: Event) -> PutResult:
+        """Accept one event (merged, coalesced or inserted); durable when this returns."""
+        with self._tx() as db:
+            return self._put(db, event)
+
+    def put_many(self, events: Sequence[Event]) -> list[PutResult]:
+        """Accept many events in one transaction (one fsync for a storm)."""
+        with self._tx() as db:
+            return [self._put(db, event) for event in events]
+
+    def _put(self, db: sqlite3.Connection, event: Event) -> PutResult:
+        target = db.execute(
+            "SELECT * FROM events WHERE fingerprint = ? AND status = 'pending' ORDER BY seq LIMIT 1",
+            (event.fingerprint,),
+        ).fetchone()
+        if target is None and event.kind == EventKind.FILES_CHANGED:
+            target = db.execute(
+                "SELECT * FROM events WHERE source = ? AND kind = ? AND status = 'pending'"
+                " ORDER BY seq LIMIT 1",
+                (event.source, EventKind.FILES_CHANGED.value),
+            ).fetchone()
+        if target is not None:
+            self._merge(db, target, event)
+            return PutResult(accepted=True, id=target["id"], merged=True)
+
+        dropped_id: str | None = None
+        if self._count(db, "n_pending") >= self.max_pending:
+            victim = self._eviction_candidate(db)
+            if victim is None:
+                log.warning(
+                    "queue over bound: failure events are never dropped",
+                    event_id=event.id, kind=event.kind.value, max_pending=self.max_pending,
+                )
+            elif event.kind not in FAILURE_KINDS and victim["priority"] < event.priority:
+                # The newcomer is the least important event of all: it is the one not taken.
+                log.warning(
+                    "queue full: event dropped", dropped_id=event.id, kind=event.kind.value,
+                    fingerprint=event.fingerprint, max_pending=self.max_pending,
+                )
+                self._bump(db, "dropped_total", 1)
+                return PutResult(accepted=False, id=event.id)
+            else:
+                dropped_id = victim["id"]
+                db.execute("DELETE FROM events WHERE seq = ?", (victim["seq"],))
+                self._bump(db, "dropped_total", 1)
+                log.warning(
+                    "queue full: event dropped", dropped_id=dropped_id, kind=victim["kind"],
+                    fingerprint=victim["fingerprint"], max_pending=self.max_pending,
+                )
+        self._insert(db, event)
+        return PutResult(accepted=True, id=event.id, dropped_id=dropped_id)
+
+    def _merge(self, db: sqlite3.Connection, row: sqlite3.Row, event: Event) -> None:
+        payload = event.model_dump(mode="json")["payload"]
+        fp = row["fingerprint"]
+        if row["kind"] == EventKind.FILES_CHANGED and event.kind == EventKind.FILES_CHANGED:
+            payload = _union_paths(json.loads(row["payload"]), payload)
+            fp = fingerprint(EventKind.FILES_CHANGED.value, *payload["paths"])
+        # The more urgent kind wins, so the row's priority stays the min of both.
+        kind = row["kind"] if row["priority"] <= event.priority else event.kind.value
+        db.execute(
+            "UPDATE events SET summary = ?, payload = ?, fingerprint = ?, kind = ?, priority = ?,"
+            " merged = merged + ? WHERE seq = ?",
+            (
+                event.summary, json.dumps(payload), fp, kind, PRIORITY[EventKind(kind)], event.merged,
+                row["seq"],
+            ),
+        )
+        self._bump(db, "merged_total", event.merged)
+
+    def _insert(self, db: sqlite3.Connection, event: Event) -> None:
+        data = event.model_dump(mode="json")
+        db.execute(
+            "INSERT INTO events (id, source, kind, summary, payload, fingerprint, created_at, created_ts,"
+            " priority, merged, status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending')",
+            (
+                event.id, event.source, event.kind.value, event.summary, json.dumps(data["payload"]),
+                event.fingerprint, event.created_at.isoformat(), event.created_at.timestamp(),
+                event.priority, event.merged,
+            ),
+        )
+
+    @staticmethod
+    def _eviction_candidate(db: sqlite3.Connection) -> sqlite3.Row | None:
+        """Oldest pending event of the lowest priority, failures excluded (two index lookups, no sort)."""
+        failures = tuple(k.value for k in FAILURE_KINDS)
+        marks = ", ".join("?" * len(failures))
+        worst = db.execute(
+            f"SELECT MAX(priority) FROM events WHERE status = 'pending' AND kind NOT IN ({marks})", failures
+        ).fetchone()[0]
+        if worst is None:
+            return None
+        return db.execute(
+            f"SELECT * FROM events WHERE status = 'pending' AND priority = ? AND kind NOT IN ({marks})"
+            " ORDER BY created_ts, seq LIMIT 1",
+            (worst, *failures),
+        ).fetchone()
+
+    @staticmethod
+    def _count(db: sqlite3.Connection, name: str) -> int:
+        return int(db.execute("SELECT value FROM counters WHERE name = ?", (name,)).fetchone()[0])
+
+    @staticmethod
+    def _bump(db: sqlite3.Connection, name: str, by: int) -> None:
+        db.execute("UPDATE counters SET value = value + ? WHERE name = ?", (by, name))
+
+    # -- hand-off ----------------------------------------------------------------------------------
+
+    def lease(self, *, kinds: Collection[str] | None = None) -> Leased | None:
+        """Hand out the most urgent, then oldest, pending event (of `kinds` if given); mark it in_flight."""
+        where, args = "status = 'pending'", []
+        if kinds is not None:
+            if not kinds:
+                return None
+            where += f" AND kind IN ({', '.join('?' * len(kinds))})"
+            args = [str(k) for k in kinds]
+        with self._tx() as db:
+            row = db.execute(
+                f"SELECT {_COLUMNS} FROM events WHERE {where} {_LEASE_ORDER} LIMIT 1",
+                args,
+            ).fetchone()
+            if row is None:
+                return None
+            db.execute(
+                "UPDATE events SET status = 'in_flight', attempts = attempts + 1, leased_at = ?"
+                " WHERE seq = ?",
+                (time.time(), row["seq"]),
+            )
+        done = json.loads(row["done_modes"])
+        return Leased(event=_row_event(row), attempts=row["attempts"] + 1, done_modes=done)
+
+    def mark_done(self, event_id: str, mode: str) -> None:
+        """Record durably that `mode`'s cycle finished for this event (skipped if it comes back)."""
+        with self._tx() as db:
+            row = db.execute("SELECT done_modes FROM events WHERE id = ?", (event_id,)).fetchone()
+            if row is None:
+                log.warning("queue mark_done: unknown event", event_id=event_id, mode=mode)
+                return
+            done = json.loads(row["done_modes"])
+            if mode not in done:
+                done.append(mode)
+                db.execute("UPDATE events SET done_modes = ? WHERE id = ?", (json.dumps(done), event_id))
+
+    def ack(self, event_id: str) -> None:
+        """The event is finished: removed for good (idempotent)."""
+        with self._tx() as db:
+            deleted = db.execute("DELETE FROM events WHERE id = ?", (event_id,)).rowcount
+        if not deleted:
+            log.debug("queue ack: unknown event", event_id=event_id)
+
+    def release(self, event_id: str) -> None:
+        """Put an in_flight event back to pending (its cycle never started); attempts are kept."""
+        with self._tx() as db:
+            db.execute(
+                "UPDATE events SET status = 'pending', leased_at = NULL"
+                " WHERE id = ? AND status = 'in_flight'",
+                (event_id,),
+            )
+
+    def recover(self) -> int:
+        """At start-up: every in_flight event (its cycle died with the process) goes back to pending."""
+        with self._tx() as db:
+            count = db.execute(
+                "UPDATE events SET status = 'pending', leased_at = NULL WHERE status = 'in_flight'"
+            ).rowcount
+        if count:
+            log.info("queue recovered in-flight events", count=count)
+        return count
+
+    # -- inspection --------------------------------------------------------------------------------
+
+    def depth(self) -> int:
+        """Pending + in_flight events."""
+        with self._read() as db:
+            return self._count(db, "n_pending") + self._count(db, "n_in_flight")
+
+    def stats(self) -> dict[str, Any]:
+        """Pending per kind, in_flight, merged_total, dropped_total, oldest_age_s (None when empty)."""
+        with self._read() as db:
+            db.execute("BEGIN")  # one snapshot for all figures
+            try:
+                per_kind = dict(
+                    db.execute(
+                        "SELECT kind, COUNT(*) FROM events WHERE status = 'pending' GROUP BY kind"
+                    ).fetchall()
+                )
+                counters = dict(db.execute("SELECT name, value FROM counters").fetchall())
+                oldest = db.execute("SELECT MIN(created_ts) FROM events").fetchone()[0]
+            finally:
+                db.execute("COMMIT")
+        return {
+            "pending": {k.value: per_kind.get(k.value, 0) for k in EventKind},
+            "pending_total": counters["n_pending"],
+            "in_flight": counters["n_in_flight"],
+            "merged_total": counters["merged_total"],
+            "dropped_total": counters["dropped_total"],
+            "oldest_age_s": None if oldest is None else max(0.0, round(time.time() - oldest, 3)),
+        }
+
+    def pending(self, limit: int = 50) -> list[Event]:
+        """Pending events in the order they would be leased."""
+        with self._read() as db:
+            rows = db.execute(
+                f"SELECT {_COLUMNS} FROM events WHERE status = 'pending' {_LEASE_ORDER} LIMIT ?",
+                (limit,),
+            ).fetchall()
+        return [_row_event(r) for r in rows]
+
+    def close(self) -> None:
+        """Stop the worker thread and close the database (idempotent)."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    # -- async wrappers: sqlite fsyncs run on one dedicated worker thread, never on the event loop --
+
+    async def _run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="autod-queue")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, lambda: fn(*args, **kwargs))
+
+    async def aput(self, event: Event) -> PutResult:
+        return await self._run(self.put, event)
+
+    async def aput_many(self, events: Sequence[Event]) -> list[PutResult]:
+        return await self._run(self.put_many, events)
+
+    async def alease(self, *, kinds: Collection[str] | None = None) -> Leased | None:
+        return await self._run(self.lease, kinds=kinds)
+
+    async def amark_done(self, event_id: str, mode: str) -> None:
+        await self._run(self.mark_done, event_id, mode)
+
+    async def aack(self, event_id: str) -> None:
+        await self._run(self.ack, event_id)
+
+    async def arelease(self, event_id: str) -> None:
+        await self._run(self.release, event_id)
+
+    async def adepth(self) -> int:
+        return await self._run(self.depth)
+
+    async def astats(self) -> dict[str, Any]:
+        return await self._run(self.stats)
+
+    async def aclose(self) -> None:
+        """Close without blocking the loop on the worker's last transaction."""
+        await asyncio.to_thread(self.close)
+
+
+def _split_sql(script: str) -> list[str]:
+    """Statements of the schema script; triggers hold inner ';' so split on complete statements."""
+    statements, current = [], ""
+    for line in script.splitlines(keepends=True):
+        current += line
+        if sqlite3.complete_statement(current):
+            statements.append(current.strip())
+            current = ""
+    return [s for s in statements if s]
