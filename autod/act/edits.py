@@ -1,0 +1,341 @@
+"""Turn a Plan into validated FileChanges: confinement, deny globs, search/replace, scope, caps.
+
+Nothing here writes a file. `prepare` either returns every change of the plan or raises
+PlanRejected naming the path and the rule, so an invalid plan is never partly applied.
+Writing (atomic, journaled, reversible) is `autod.act.journal`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import stat
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from autod.errors import PlanRejected
+from autod.planner.plan import Plan
+
+TMP_MARKER = ".autod-tmp-"
+# Reading is bounded even before the size cap applies, so a huge file cannot eat memory.
+_READ_FACTOR = 4
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_DRIVE = re.compile(r"^[A-Za-z]:")
+
+
+@dataclass(frozen=True)
+class Caps:
+    max_edits: int  # edits in this plan (after the per-day remainder is applied by the caller)
+    max_lines: int  # added + removed lines over the whole plan
+    max_file_bytes: int  # no file may grow beyond this
+
+
+@dataclass
+class FileChange:
+    rel: str  # normalised path relative to the workspace (posix)
+    path: Path  # absolute real path inside the workspace
+    old: bytes | None  # None: the file does not exist (creation)
+    new: bytes
+    mode: int | None  # permission bits of the original (kept on write); None for new files
+    added: int  # lines added (difflib over decoded text)
+    removed: int
+
+
+ScopeCheck = Callable[[FileChange], None]
+
+
+@lru_cache(maxsize=256)
+def _glob_regex(pattern: str) -> re.Pattern[str]:
+    """fnmatch-style glob with `**`: `*` and `?` stay inside one component, `**/` spans zero or more."""
+    out: list[str] = []
+    i, n = 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        if pattern.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif c == "*":
+            out.append("[^/]*")
+            i += 1
+        elif c == "?":
+            out.append("[^/]")
+            i += 1
+        elif c == "[":
+            j = pattern.find("]", i + 2 if pattern[i + 1 : i + 2] in ("!", "]") else i + 1)
+            if j < 0:
+                out.append(re.escape(c))
+                i += 1
+            else:
+                body = pattern[i + 1 : j].replace("\\", "\\\\")
+                if body.startswith("!"):
+                    body = "^" + body[1:]
+                out.append(f"(?!/)[{body}]")
+                i = j + 1
+        else:
+            out.append(re.escape(c))
+            i += 1
+    # Case-insensitive: denying `KEY.PEM` too is the safe side of the trade.
+    return re.compile("".join(out), re.IGNORECASE | re.DOTALL)
+
+
+def glob_match(pattern: str, rel: str) -> bool:
+    """True if the deny glob covers `rel` (a posix path relative to the workspace).
+
+    A pattern without `/` matches any single component (`.env`, `*.pem`, `secrets`); a pattern
+    with `/` matches the whole path or any ancestor directory of it (`**/secrets/**`, `build/*`).
+    """
+    pattern = pattern.strip().strip("/")
+    if not pattern:
+        return False
+    rx = _glob_regex(pattern)
+    parts = rel.split("/")
+    if "/" not in pattern:
+        return any(rx.fullmatch(part) for part in parts)
+    return any(rx.fullmatch("/".join(parts[:k])) for k in range(1, len(parts) + 1))
+
+
+class Confinement:
+    """Maps plan paths to real paths inside the workspace, or refuses them."""
+
+    def __init__(self, workspace: Path, state_dir: Path, deny_globs: Sequence[str]) -> None:
+        self.workspace = Path(os.path.realpath(workspace))
+        if not self.workspace.is_dir():
+            raise ValueError(f"workspace is not a directory: {workspace}")
+        self.state_dir = Path(os.path.realpath(state_dir))
+        self.deny_globs = tuple(deny_globs)
+
+    def resolve(self, rel: str) -> tuple[str, Path]:
+        """Return (normalised rel, real absolute path); raise PlanRejected naming the path and rule."""
+        shown = _show(rel)
+        if not isinstance(rel, str) or not rel.strip():
+            raise PlanRejected("edit path is empty")
+        if "\x00" in rel:
+            raise PlanRejected(f"{shown}: path contains a NUL byte")
+        if _CONTROL.search(rel):
+            raise PlanRejected(f"{shown}: path contains control characters")
+        if "\\" in rel:
+            raise PlanRejected(f"{shown}: backslashes are not allowed in paths")
+        if rel.startswith(("/", "~")) or _DRIVE.match(rel):
+            raise PlanRejected(f"{shown}: absolute or home-relative path is outside the workspace")
+        parts = [p for p in rel.split("/") if p not in ("", ".")]
+        if not parts:
+            raise PlanRejected(f"{shown}: path names the workspace itself")
+        if ".." in parts:
+            raise PlanRejected(f"{shown}: '..' is not allowed in paths")
+        norm = "/".join(parts)
+        self._check_denied(norm)
+        path = self.workspace.joinpath(*parts)
+        check_chain(self.workspace, norm)
+        # Belt and braces: whatever the walk above concluded, the real parent must be inside.
+        real_parent = Path(os.path.realpath(path.parent))
+        if real_parent != self.workspace and self.workspace not in real_parent.parents:
+            raise PlanRejected(f"{norm}: resolves outside the workspace")
+        state = self.state_dir
+        if path == state or state in path.parents or Path(os.path.realpath(path)) == state:
+            raise PlanRejected(f"{norm}: inside autod's state dir")
+        return norm, path
+
+    def _check_denied(self, norm: str) -> None:
+        parts = norm.split("/")
+        if any(p.lower() == ".git" for p in parts):
+            raise PlanRejected(f"{norm}: .git is never edited")
+        if TMP_MARKER in parts[-1]:
+            raise PlanRejected(f"{norm}: autod temp files are never edited")
+        for pattern in self.deny_globs:
+            if glob_match(pattern, norm):
+                raise PlanRejected(f"{norm}: denied by glob {pattern!r}")
+
+
+def check_chain(workspace: Path, rel: str) -> None:
+    """Walk rel from the workspace: no symlink anywhere, directories on the way, a regular file at the end.
+
+    Components that do not exist yet are fine (a creation). Raises PlanRejected.
+    """
+    parts = rel.split("/")
+    cur = workspace
+    for i, part in enumerate(parts):
+        cur = cur / part
+        try:
+            st = os.lstat(cur)
+        except FileNotFoundError:
+            return  # the rest does not exist yet: parents are made inside the workspace
+        except OSError as e:
+            raise PlanRejected(f"{rel}: cannot inspect path ({e.strerror})") from None
+        if stat.S_ISLNK(st.st_mode):
+            raise PlanRejected(f"{rel}: symlinks are never followed or edited")
+        last = i == len(parts) - 1
+        if not last and not stat.S_ISDIR(st.st_mode):
+            raise PlanRejected(f"{rel}: a parent is not a directory")
+        if last and not stat.S_ISREG(st.st_mode):
+            raise PlanRejected(f"{rel}: not a regular file")
+
+
+def prepare(
+    plan: Plan, confinement: Confinement, caps: Caps, *, scope: ScopeCheck | None = None
+) -> list[FileChange]:
+    """Validate every edit of the plan and compute the resulting files; write nothing.
+
+    Raises PlanRejected on the first broken rule: confinement, deny globs, search/replace,
+    text-only and size, the mode's scope hook, then the edit and line caps.
+    """
+    originals: dict[str, tuple[Path, bytes | None, int | None]] = {}
+    texts: dict[str, str | None] = {}
+    order: list[str] = []
+    for edit in plan.edits:
+        rel, path = confinement.resolve(edit.path)
+        if rel not in originals:
+            old, mode = _read_original(rel, path, caps.max_file_bytes)
+            originals[rel] = (path, old, mode)
+            texts[rel] = None if old is None else _decode(rel, old)
+            order.append(rel)
+        texts[rel] = _apply_edit(rel, texts[rel], edit.search, edit.replace)
+
+    changes: list[FileChange] = []
+    for rel in order:
+        path, old, mode = originals[rel]
+        text = texts[rel]
+        if text is None:  # unreachable: every touched file has content after its edits
+            raise PlanRejected(f"{rel}: no content after its edits")
+        new = text.encode("utf-8")
+        if new == old:
+            continue
+        if len(new) > caps.max_file_bytes:
+            raise PlanRejected(
+                f"{rel}: would be {len(new)} bytes, over max_file_bytes {caps.max_file_bytes}"
+            )
+        added, removed = _count_lines("" if old is None else old.decode("utf-8"), text)
+        changes.append(FileChange(rel, path, old, new, mode, added, removed))
+
+    if scope is not None:
+        for change in changes:
+            scope(change)
+
+    if len(plan.edits) > caps.max_edits:
+        raise PlanRejected(f"plan has {len(plan.edits)} edits, over the edit cap of {caps.max_edits}")
+    lines = sum(c.added + c.removed for c in changes)
+    if lines > caps.max_lines:
+        raise PlanRejected(f"plan changes {lines} lines, over the line cap of {caps.max_lines}")
+    return changes
+
+
+def unified_diff(changes: Sequence[FileChange], *, context: int = 3) -> str:
+    """A git-style unified diff (a/ and b/ prefixes) of the changes, for proposals and re-plan prompts."""
+    out: list[str] = []
+    for c in changes:
+        old = [] if c.old is None else c.old.decode("utf-8").splitlines(keepends=True)
+        new = c.new.decode("utf-8").splitlines(keepends=True)
+        out.append(f"diff --git a/{c.rel} b/{c.rel}\n")
+        if c.old is None:
+            out.append(f"new file mode {0o100000 | new_file_mode():o}\n")
+        fromfile = "/dev/null" if c.old is None else f"a/{c.rel}"
+        for line in difflib.unified_diff(old, new, fromfile, f"b/{c.rel}", n=context, lineterm="\n"):
+            if line.endswith("\n"):
+                out.append(line)
+            else:
+                out.append(line + "\n\\ No newline at end of file\n")
+    return "".join(out)
+
+
+def _read_original(rel: str, path: Path, max_bytes: int) -> tuple[bytes | None, int | None]:
+    """Bytes and permission bits of the file now, or (None, None) if it does not exist."""
+    try:
+        # O_NOFOLLOW: a symlink swapped in after the confinement walk is refused, not followed.
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        return None, None
+    except OSError as e:
+        raise PlanRejected(f"{rel}: cannot open ({e.strerror})") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise PlanRejected(f"{rel}: not a regular file")
+        limit = max_bytes * _READ_FACTOR
+        if st.st_size > limit:
+            raise PlanRejected(f"{rel}: {st.st_size} bytes, too large to edit (max_file_bytes {max_bytes})")
+        with os.fdopen(os.dup(fd), "rb") as f:
+            data = f.read(limit + 1)
+        if len(data) > limit:
+            raise PlanRejected(f"{rel}: too large to edit (max_file_bytes {max_bytes})")
+        return data, stat.S_IMODE(st.st_mode)
+    finally:
+        os.close(fd)
+
+
+def _decode(rel: str, data: bytes) -> str:
+    if b"\x00" in data:
+        raise PlanRejected(f"{rel}: binary file (NUL bytes), only UTF-8 text is edited")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise PlanRejected(f"{rel}: not UTF-8 text, only UTF-8 text is edited") from None
+
+
+def _apply_edit(rel: str, text: str | None, search: str, replace: str) -> str:
+    if "\x00" in replace:
+        raise PlanRejected(f"{rel}: replacement text contains a NUL byte")
+    if search == "":
+        if text is not None:
+            raise PlanRejected(f"{rel}: empty search creates a file, but the file already exists")
+        return replace
+    if text is None:
+        raise PlanRejected(f"{rel}: file does not exist (use an empty search to create it)")
+    search, replace = _match_line_endings(text, search, replace)
+    n = _count_overlapping(text, search)
+    if n == 0:
+        raise PlanRejected(f"search text not found in {rel}")
+    if n > 1:
+        raise PlanRejected(f"search text occurs {n} times in {rel}")
+    return text.replace(search, replace, 1)
+
+
+def _match_line_endings(text: str, search: str, replace: str) -> tuple[str, str]:
+    """In a file that is CRLF throughout, LF-only search/replace text is taken as CRLF (endings kept)."""
+    crlf = text.count("\r\n")
+    if crlf == 0 or crlf != text.count("\n") or "\n" not in search or "\r\n" in search:
+        return search, replace
+    if search in text:
+        return search, replace
+    return search.replace("\n", "\r\n"), replace.replace("\r\n", "\n").replace("\n", "\r\n")
+
+
+def _count_overlapping(text: str, search: str) -> int:
+    n, i = 0, text.find(search)
+    while i >= 0:
+        n += 1
+        i = text.find(search, i + 1)
+    return n
+
+
+def _count_lines(old: str, new: str) -> tuple[int, int]:
+    a, b = old.splitlines(keepends=True), new.splitlines(keepends=True)
+    added = removed = 0
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if tag != "equal":
+            removed += i2 - i1
+            added += j2 - j1
+    return added, removed
+
+
+def new_file_mode() -> int:
+    """0o644 less the process umask, read without changing it where the OS allows."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return 0o644 & ~int(line.split()[1], 8)
+    except OSError:
+        pass
+    return 0o644  # no portable read-only way to get the umask; don't race other threads with os.umask
+
+
+def _show(rel: object) -> str:
+    """A path for an error message: printable and short."""
+    text = repr(rel) if not isinstance(rel, str) else rel
+    text = _CONTROL.sub("?", text)
+    return text if len(text) <= 200 else text[:200] + "..."

@@ -1,0 +1,403 @@
+"""The cycle's journal of originals, atomic writes, rollback and crash recovery.
+
+Layout: ``state_dir/journal/<cycle_id>/`` holds ``<n>.orig`` (copies of the originals),
+``manifest.json`` (what will be written) and, once the cycle keeps its edits, ``kept``.
+
+The crash-safety argument, step by step:
+1. Originals are copied and fsynced, then the manifest is written atomically. Until the
+   manifest exists no workspace file has been touched, so a dir without one is just removed.
+2. Each file is written to a temp file in its own directory, fsynced, then renamed over the
+   target: at any instant the file holds either its old or its new bytes, never a mix.
+3. Rollback compares each file's sha256 with the manifest: original -> nothing to do, planned
+   -> restore (same temp+rename) or delete a created file. So it can be re-run after a crash
+   at any point of apply() or of itself.
+4. ``kept`` is written atomically before the dir is removed: with it, recovery keeps the
+   edits; without it, recovery rolls them back.
+A file that holds neither the original nor the planned bytes was changed by someone else;
+rollback leaves it alone (and logs it) rather than destroy that change.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import secrets
+import stat
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import structlog
+
+from autod.act.edits import TMP_MARKER, FileChange, check_chain, new_file_mode
+from autod.errors import PlanRejected
+
+log = structlog.get_logger(__name__)
+
+OnWrite = Callable[[Path, bytes | None], None]
+
+MANIFEST = "manifest.json"
+KEPT = "kept"
+_CYCLE_ID = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$")
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_CHANGED_BY_OTHERS = "changed by someone else since autod wrote it; left as is"
+
+
+@dataclass
+class _Entry:
+    rel: str
+    existed: bool
+    mode: int | None
+    orig_sha256: str | None
+    new_sha256: str
+    orig: str | None  # name of the saved copy in the journal dir
+    created_dirs: list[str] = field(default_factory=list)  # made for a creation, shallow to deep
+
+
+class _ChangedMeanwhile(Exception):
+    def __init__(self, rel: str) -> None:
+        self.rel = rel
+
+
+class Journal:
+    """The cycle's record of originals: state_dir/journal/<cycle_id>/ ."""
+
+    def __init__(self, directory: Path, workspace: Path | None = None, entries: list[_Entry] | None = None):
+        self.dir = directory
+        self._workspace = workspace
+        self._entries = entries or []
+        self._changes: list[FileChange] = []
+        self._state = "applied" if entries else "begun"  # begun | applied | rolled_back | kept
+
+    @classmethod
+    def begin(cls, state_dir: Path, cycle_id: str) -> Journal:
+        """Create the cycle's empty journal dir (mode 0700)."""
+        if not _CYCLE_ID.match(cycle_id):
+            raise ValueError(f"cycle id not usable as a directory name: {cycle_id!r}")
+        root = Path(state_dir) / "journal"
+        root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        directory = root / cycle_id
+        directory.mkdir(mode=0o700)
+        _fsync_dir(root)
+        return cls(directory)
+
+    @property
+    def changes(self) -> list[FileChange]:
+        """The changes handed to apply() (empty for a journal loaded by recover())."""
+        return list(self._changes)
+
+    def apply(self, changes: Sequence[FileChange], *, on_write: OnWrite | None = None) -> None:
+        """Save the originals, then write every change atomically; on any failure roll back and re-raise.
+
+        Raises PlanRejected if a file no longer holds what prepare() read (edited meanwhile).
+        """
+        if self._state != "begun":
+            raise RuntimeError(f"journal {self.dir.name} is {self._state}; apply() runs once")
+        if len({c.rel for c in changes}) != len(changes):
+            raise ValueError("one FileChange per file: the same path appears twice")
+        self._changes = list(changes)
+        if not changes:
+            self._state = "applied"
+            return
+        workspace = _workspace_of(changes[0])
+        if any(_workspace_of(c) != workspace for c in changes):
+            raise ValueError("all changes must be inside one workspace")
+        self._workspace = workspace
+        self._entries = self._save_originals(changes, workspace)
+        # From here on rollback() is the way back, whatever happens.
+        self._state = "applied"
+        try:
+            for change in changes:
+                self._write_one(change, workspace, on_write)
+        except _ChangedMeanwhile as e:
+            self.rollback(on_write=on_write)
+            raise PlanRejected(f"{e.rel}: changed while the plan was applied; rolled back") from None
+        except BaseException:
+            try:
+                self.rollback(on_write=on_write)
+            except Exception:  # the journal stays on disk; recover() finishes at next start
+                log.exception("act.rollback_failed", journal=str(self.dir))
+            raise
+
+    def rollback(self, *, on_write: OnWrite | None = None) -> list[str]:
+        """Restore every original (delete created files); return the rels now as they were. Idempotent."""
+        if self._state == "kept":
+            raise RuntimeError(f"journal {self.dir.name} was kept; its edits are final")
+        if self._state == "rolled_back":
+            return []
+        restored: list[str] = []
+        if self._entries and self._workspace is not None:
+            restored = _rollback_entries(self._workspace, self.dir, self._entries, on_write)
+        _remove_journal_dir(self.dir)
+        self._state = "rolled_back"
+        return restored
+
+    def keep(self) -> None:
+        """The edits are final: mark kept, then remove the journal dir."""
+        if self._state == "rolled_back":
+            raise RuntimeError(f"journal {self.dir.name} was rolled back; nothing to keep")
+        if self._state == "kept":
+            return
+        _atomic_write(self.dir / KEPT, b"kept\n", 0o600)
+        self._state = "kept"
+        _remove_journal_dir(self.dir)
+
+    def _save_originals(self, changes: Sequence[FileChange], workspace: Path) -> list[_Entry]:
+        entries: list[_Entry] = []
+        for n, change in enumerate(changes):
+            orig = None
+            if change.old is not None:
+                orig = f"{n}.orig"
+                _write_new_file(self.dir / orig, change.old, 0o600)
+            entries.append(
+                _Entry(
+                    rel=change.rel,
+                    existed=change.old is not None,
+                    mode=change.mode,
+                    orig_sha256=_sha(change.old),
+                    new_sha256=_sha(change.new) or "",
+                    orig=orig,
+                    created_dirs=_missing_parents(workspace, change.rel) if change.old is None else [],
+                )
+            )
+        manifest = {
+            "version": 1,
+            "cycle_id": self.dir.name,
+            "workspace": str(workspace),
+            "entries": [e.__dict__ for e in entries],
+        }
+        _fsync_dir(self.dir)  # the .orig names are durable before the manifest points at them
+        _atomic_write(self.dir / MANIFEST, json.dumps(manifest, indent=1).encode(), 0o600)
+        return entries
+
+    def _write_one(self, change: FileChange, workspace: Path, on_write: OnWrite | None) -> None:
+        check_chain(workspace, change.rel)  # a symlink swapped in since prepare() is refused
+        if _read_current(change.path) != change.old:
+            raise _ChangedMeanwhile(change.rel)
+        if change.old is None:
+            _make_parents(workspace, change.rel)
+        mode = change.mode if change.mode is not None else new_file_mode()
+        _atomic_write(change.path, change.new, mode, on_write=on_write)
+
+
+def recover(state_dir: Path, workspace: Path, *, on_write: OnWrite | None = None) -> list[str]:
+    """At start-up: roll back every journal a crash left (kept ones are just removed); return their ids."""
+    root = Path(state_dir) / "journal"
+    if not root.is_dir():
+        return []
+    real_ws = Path(os.path.realpath(workspace))
+    recovered: list[str] = []
+    for directory in sorted(root.iterdir()):
+        if directory.is_symlink() or not directory.is_dir():
+            continue
+        if (directory / KEPT).exists() or not (directory / MANIFEST).exists():
+            # Kept: the edits are final. No manifest: nothing in the workspace was touched yet.
+            _remove_journal_dir(directory)
+            recovered.append(directory.name)
+            continue
+        try:
+            manifest = json.loads((directory / MANIFEST).read_bytes())
+            entries = [_Entry(**e) for e in manifest["entries"]]
+            recorded_ws = Path(manifest["workspace"])
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            log.error("act.journal_unreadable", journal=str(directory), error=str(e))
+            continue
+        if Path(os.path.realpath(recorded_ws)) != real_ws:
+            # Rolling back into another tree would be wrong; keep the originals for the operator.
+            log.error("act.journal_other_workspace", journal=str(directory), workspace=str(recorded_ws))
+            continue
+        restored = Journal(directory, real_ws, entries).rollback(on_write=on_write)
+        log.warning("act.recovered", cycle_id=directory.name, restored=restored)
+        recovered.append(directory.name)
+    return recovered
+
+
+def _rollback_entries(
+    workspace: Path, directory: Path, entries: list[_Entry], on_write: OnWrite | None
+) -> list[str]:
+    restored: list[str] = []
+    for entry in reversed(entries):
+        path = workspace / entry.rel
+        _remove_temp_leftovers(path)
+        try:
+            check_chain(workspace, entry.rel)
+            current = _read_current(path)
+        except (PlanRejected, OSError) as e:
+            log.warning("act.rollback_skipped", path=entry.rel, reason=str(e))
+            continue
+        digest = _sha(current)
+        if entry.existed:
+            if current is not None and digest == entry.orig_sha256:
+                pass  # already as it was
+            elif current is None or digest == entry.new_sha256:
+                _restore(path, directory, entry, on_write)
+            else:
+                log.warning("act.rollback_skipped", path=entry.rel, reason=_CHANGED_BY_OTHERS)
+                continue
+        else:
+            if current is not None and digest != entry.new_sha256:
+                log.warning("act.rollback_skipped", path=entry.rel, reason=_CHANGED_BY_OTHERS)
+                continue
+            if current is not None:
+                if on_write is not None:
+                    on_write(path, None)
+                path.unlink()
+                _fsync_dir(path.parent)
+            for rel_dir in reversed(entry.created_dirs):
+                with contextlib.suppress(OSError):  # not empty (or already gone): leave it
+                    os.rmdir(workspace / rel_dir)
+        restored.append(entry.rel)
+    restored.reverse()
+    return restored
+
+
+def _restore(path: Path, directory: Path, entry: _Entry, on_write: OnWrite | None) -> None:
+    if entry.orig is None:
+        raise ValueError(f"journal {directory.name}: {entry.rel} has no saved original")
+    data = (directory / entry.orig).read_bytes()
+    if _sha(data) != entry.orig_sha256:
+        raise ValueError(f"journal {directory.name}: saved original of {entry.rel} is corrupt")
+    mode = entry.mode if entry.mode is not None else new_file_mode()
+    _atomic_write(path, data, mode, on_write=on_write)
+
+
+def _atomic_write(path: Path, data: bytes, mode: int, *, on_write: OnWrite | None = None) -> None:
+    """Temp file in the same dir, write, fsync, chmod, rename over path, fsync the dir."""
+    tmp = path.parent / f"{_tmp_prefix(path.name)}{secrets.token_hex(6)}"
+    owner = _owner_of(path)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _O_CLOEXEC, 0o600)
+        try:
+            _write_all(fd, data)
+            if owner is not None and owner != (os.geteuid(), os.getegid()):
+                with contextlib.suppress(PermissionError):  # only root may give a file away
+                    os.fchown(fd, *owner)
+            os.fchmod(fd, mode)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if on_write is not None:
+            on_write(path, data)  # before the rename: the watcher never sees an unrecorded write
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(path.parent)
+
+
+def _write_new_file(path: Path, data: bytes, mode: int) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _O_CLOEXEC, mode)
+    try:
+        _write_all(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _read_current(path: Path) -> bytes | None:
+    """The file's bytes now, None if it does not exist; never follows a symlink."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | _O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise OSError(f"{path.name} is not a regular file")
+        return f.read()
+
+
+def _owner_of(path: Path) -> tuple[int, int] | None:
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    return st.st_uid, st.st_gid
+
+
+def _missing_parents(workspace: Path, rel: str) -> list[str]:
+    parts = rel.split("/")[:-1]
+    missing = []
+    for k in range(1, len(parts) + 1):
+        if not (workspace.joinpath(*parts[:k])).exists():
+            missing.append("/".join(parts[:k]))
+    return missing
+
+
+def _make_parents(workspace: Path, rel: str) -> None:
+    cur = workspace
+    for part in rel.split("/")[:-1]:
+        cur = cur / part
+        try:
+            os.mkdir(cur)
+            _fsync_dir(cur.parent)
+        except FileExistsError:
+            pass
+    check_chain(workspace, rel)  # what exists now is still plain directories
+
+
+def _remove_temp_leftovers(path: Path) -> None:
+    prefix = _tmp_prefix(path.name)
+    try:
+        names = os.listdir(path.parent)
+    except OSError:
+        return
+    for name in names:
+        if name.startswith(prefix):
+            with contextlib.suppress(OSError):
+                os.unlink(path.parent / name)
+
+
+def _tmp_prefix(name: str) -> str:
+    return f".{name[:200]}{TMP_MARKER}"  # stays under NAME_MAX with the random suffix
+
+
+def _remove_journal_dir(directory: Path) -> None:
+    """Remove in an order a crash cannot misread: manifest first, `kept` last."""
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return
+    order = sorted(names, key=lambda n: (n != MANIFEST, n == KEPT))
+    for name in order:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(directory / name)
+        if name == MANIFEST:
+            _fsync_dir(directory)
+    with contextlib.suppress(FileNotFoundError):
+        os.rmdir(directory)
+    _fsync_dir(directory.parent)
+
+
+def _fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _O_CLOEXEC)
+    except FileNotFoundError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # some filesystems refuse fsync on a directory; the rename is still atomic
+        pass
+    finally:
+        os.close(fd)
+
+
+def _sha(data: bytes | None) -> str | None:
+    return None if data is None else hashlib.sha256(data).hexdigest()
+
+
+def _workspace_of(change: FileChange) -> Path:
+    parts = change.rel.split("/")
+    root = change.path.parents[len(parts) - 1]
+    if root.joinpath(*parts) != change.path:
+        raise ValueError(f"{change.rel}: path and rel disagree")
+    return root
