@@ -1,0 +1,269 @@
+"""Structured logging: one structlog chain, JSON lines to a file, readable text on stderr.
+
+Every record passes the same pipeline: context (cycle_id, event_id, mode, phase from
+contextvars), level, logger name, an ISO-8601 UTC timestamp, exception rendering without
+locals, redaction of secrets, then a renderer per handler: JSON for the file (what
+`autod logs` reads), console text for stderr (coloured on a TTY, plain under journald).
+Records from libraries (httpx, chromadb, apscheduler) go through the same formatters at
+WARNING and above.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import logging.handlers
+import os
+import re
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import structlog
+from structlog.typing import EventDict, Processor, WrappedLogger
+
+__all__ = [
+    "PHASES",
+    "bind_cycle",
+    "clear_cycle",
+    "configure_logging",
+    "flush",
+    "get_logger",
+    "redact",
+    "set_phase",
+    "set_secrets",
+]
+
+PHASES = ("observe", "plan", "act", "reflect")
+REDACTED = "***"
+ROOT_LOGGER = "autod"
+_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING,
+           "error": logging.ERROR, "critical": logging.CRITICAL}
+_CYCLE_KEYS = ("cycle_id", "event_id", "mode", "phase")
+# Libraries that are chatty at INFO (httpx logs every request) or noisy at any level
+# (chromadb's telemetry client logs an error whenever it cannot phone home).
+_QUIET = {"httpx": logging.WARNING, "httpcore": logging.WARNING, "apscheduler": logging.WARNING,
+          "chromadb": logging.WARNING, "chromadb.telemetry": logging.CRITICAL + 1,
+          "watchfiles": logging.WARNING}
+
+# ---------------------------------------------------------------------------------------
+# Redaction
+
+_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]+"), r"\1" + REDACTED),
+    (re.compile(r"""(?i)\b(authorization["']?\s*[:=]\s*["']?)[^"'\r\n,}]+"""), r"\1" + REDACTED),
+    (re.compile(r"sk-[A-Za-z0-9_-]{8,}"), REDACTED),
+    (re.compile(r"""(?i)\b((?:api[_-]?key|password|passwd)["']?\s*[:=]\s*["']?)[^"'\s&,;}]+"""),
+     r"\1" + REDACTED),
+)
+_SECRET_KEY_PARTS = ("api_key", "apikey", "authorization", "password", "passwd", "secret", "token",
+                     "credential")
+_secret_re: re.Pattern[str] | None = None
+
+
+def set_secrets(secrets: Sequence[str]) -> None:
+    """Replace the list of exact strings redacted from every log line (on start and reload)."""
+    global _secret_re
+    values = sorted({s for s in secrets if s and s.strip()}, key=len, reverse=True)
+    # Longest first so a secret that contains another is replaced whole.
+    _secret_re = re.compile("|".join(re.escape(s) for s in values)) if values else None
+
+
+def _redact_text(text: str) -> str:
+    if _secret_re is not None:
+        text = _secret_re.sub(REDACTED, text)
+    for pattern, replacement in _PATTERNS:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+def _is_secret_key(key: object) -> bool:
+    name = str(key).lower().replace("-", "_")
+    return any(part in name for part in _SECRET_KEY_PARTS)
+
+
+def _redact_value(value: Any) -> Any:
+    # New containers, never in place: the caller's objects must stay as they were.
+    if isinstance(value, str):
+        return _redact_text(value)
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    if isinstance(value, dict):
+        return {k: _redact_item(k, v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_redact_value(v) for v in value]
+    # Anything else would be str()-ed by the renderer; do it here so redaction sees it.
+    return _redact_text(str(value))
+
+
+def _redact_item(key: object, value: Any) -> Any:
+    if isinstance(value, str) and value and _is_secret_key(key):
+        return REDACTED
+    return _redact_value(value)
+
+
+def redact(_: WrappedLogger, __: str, event_dict: EventDict) -> EventDict:
+    """structlog processor: configured secrets, credential patterns and secret-named keys -> ***."""
+    return {k: _redact_item(k, v) for k, v in event_dict.items()}
+
+
+# ---------------------------------------------------------------------------------------
+# Renderers
+
+
+def _render_json(_: WrappedLogger, __: str, event_dict: EventDict) -> str:
+    # timestamp, level, event first: the file is also read by people with `less`.
+    head = {k: event_dict[k] for k in ("timestamp", "level", "event") if k in event_dict}
+    head.update(event_dict)
+    return json.dumps(head, default=str, ensure_ascii=False)
+
+
+def _drop_timestamp(_: WrappedLogger, __: str, event_dict: EventDict) -> EventDict:
+    # journald stamps every line itself.
+    event_dict.pop("timestamp", None)
+    return event_dict
+
+
+_SHARED: list[Processor] = [
+    structlog.contextvars.merge_contextvars,
+    structlog.stdlib.add_log_level,
+    structlog.stdlib.add_logger_name,
+    structlog.processors.TimeStamper(fmt="iso", utc=True, key="timestamp"),
+]
+
+
+def _formatter(renderer: Processor, *, text_exceptions: bool, journal: bool) -> logging.Formatter:
+    if text_exceptions:
+        exceptions = structlog.processors.ExceptionRenderer()  # plain traceback text, never locals
+    else:
+        exceptions = structlog.processors.ExceptionRenderer(
+            structlog.tracebacks.ExceptionDictTransformer(show_locals=False)
+        )
+    processors: list[Processor] = [structlog.stdlib.ProcessorFormatter.remove_processors_meta, exceptions]
+    if journal:
+        processors.append(_drop_timestamp)
+    # Redaction after exception rendering so the traceback text is redacted too.
+    processors += [redact, renderer]
+    return structlog.stdlib.ProcessorFormatter(
+        processors=processors, foreign_pre_chain=[structlog.stdlib.ExtraAdder(), *_SHARED]
+    )
+
+
+class _LogFile(logging.handlers.WatchedFileHandler):
+    """WatchedFileHandler that creates the file (and every reopened one) mode 0640."""
+
+    def _open(self):  # type: ignore[no-untyped-def]
+        fd = os.open(self.baseFilename, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
+        return open(fd, "a", encoding=self.encoding, errors=self.errors)
+
+
+# ---------------------------------------------------------------------------------------
+# Configuration
+
+_handlers: list[logging.Handler] = []
+_file_handler: _LogFile | None = None
+
+
+def _configure_structlog() -> None:
+    structlog.configure(
+        processors=[structlog.stdlib.filter_by_level, *_SHARED,
+                    structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        wrapper_class=structlog.stdlib.BoundLogger,
+        # Not cached: a reload must never leave a logger bound to an old configuration.
+        cache_logger_on_first_use=False,
+    )
+
+
+def configure_logging(
+    *, level: str = "info", file: Path | None, secrets: Sequence[str] = (), stderr: bool = True
+) -> None:
+    """Install the handlers; calling it again (SIGHUP reload) replaces them and the secrets."""
+    global _file_handler
+    try:
+        numeric = _LEVELS[level.lower()]
+    except KeyError:
+        raise ValueError(f"logging.level must be one of {', '.join(_LEVELS)}") from None
+    set_secrets(secrets)
+    _configure_structlog()
+
+    new: list[logging.Handler] = []
+    new_file: _LogFile | None = None
+    if file is not None:
+        file = Path(file)
+        file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        new_file = _LogFile(file, encoding="utf-8")
+        new_file.setFormatter(_formatter(_render_json, text_exceptions=False, journal=False))
+        new.append(new_file)
+    if stderr:
+        journal = "JOURNAL_STREAM" in os.environ
+        colors = sys.stderr.isatty() and not journal and "NO_COLOR" not in os.environ
+        console = logging.StreamHandler(sys.stderr)
+        renderer = structlog.dev.ConsoleRenderer(
+            colors=colors, exception_formatter=structlog.dev.plain_traceback
+        )
+        console.setFormatter(_formatter(renderer, text_exceptions=True, journal=journal))
+        new.append(console)
+
+    root = logging.getLogger()
+    for old in _handlers:
+        root.removeHandler(old)
+        old.close()  # closes the old file: a moved log path is not kept open
+    for handler in new:
+        root.addHandler(handler)
+    _handlers[:] = new
+    _file_handler = new_file
+
+    # Libraries speak at WARNING and above; autod's own loggers at the configured level.
+    root.setLevel(logging.WARNING)
+    logging.getLogger(ROOT_LOGGER).setLevel(numeric)
+    for name, lib_level in _QUIET.items():
+        logging.getLogger(name).setLevel(lib_level)
+    logging.captureWarnings(True)
+
+
+def flush() -> None:
+    """Flush every handler and fsync the log file (on stop, so the last lines survive a crash)."""
+    for handler in _handlers:
+        handler.flush()
+    handler = _file_handler
+    if handler is not None and handler.stream is not None:
+        # A closed handler or a stream that is not a real file has nothing to sync.
+        with handler.lock, contextlib.suppress(OSError, ValueError):  # type: ignore[union-attr]
+            os.fsync(handler.stream.fileno())
+
+
+def get_logger(name: str | None = None) -> structlog.stdlib.BoundLogger:
+    """A logger under the `autod` hierarchy (so the configured level applies to it)."""
+    if not structlog.is_configured():
+        # Never fall back to structlog's default PrintLogger, which writes to stdout
+        # (where `--json` commands print their document).
+        _configure_structlog()
+    if not name:
+        name = ROOT_LOGGER
+    elif name != ROOT_LOGGER and not name.startswith(ROOT_LOGGER + "."):
+        name = f"{ROOT_LOGGER}.{name}"
+    return structlog.stdlib.get_logger(name)
+
+
+# ---------------------------------------------------------------------------------------
+# Cycle context
+
+
+def bind_cycle(cycle_id: str, event_id: str, mode: str) -> None:
+    """Every line logged from here on (in this task) carries the cycle's ids and mode."""
+    structlog.contextvars.bind_contextvars(cycle_id=cycle_id, event_id=event_id, mode=mode)
+
+
+def set_phase(phase: str) -> None:
+    """Mark the current phase (observe, plan, act, reflect) on every following line."""
+    if phase not in PHASES:
+        raise ValueError(f"phase must be one of {', '.join(PHASES)}, not {phase!r}")
+    structlog.contextvars.bind_contextvars(phase=phase)
+
+
+def clear_cycle() -> None:
+    """Drop the cycle context (other bound context vars are kept)."""
+    structlog.contextvars.unbind_contextvars(*_CYCLE_KEYS)

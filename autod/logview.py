@@ -1,0 +1,485 @@
+"""The reader behind `autod logs`: filter, tail and follow the JSON-lines log.
+
+Lines that are not JSON objects (a torn write, an editor's scratch, a binary blob) are
+skipped, never fatal. `--json` prints matching lines exactly as they are in the file; the
+human format puts one record on one line, the cycle's reflection record included.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import re
+import sys
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, BinaryIO, TextIO
+
+__all__ = ["LogFilter", "follow", "format_record", "parse_since", "read_records", "run_logs"]
+
+_LEVELS = {"debug": 10, "info": 20, "warn": 30, "warning": 30, "error": 40, "exception": 40,
+           "critical": 50, "fatal": 50}
+_BLOCK = 64 * 1024
+_MAX_READ = 4 * 1024 * 1024  # per poll, so one huge burst cannot starve the event loop's other work
+_MAX_PARTIAL = 16 * 1024 * 1024  # a "line" this long without a newline is garbage; drop it
+
+
+def _level_rank(level: object) -> int:
+    return _LEVELS.get(str(level).lower(), 0)
+
+
+def _parse_time(value: object) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+@dataclass
+class LogFilter:
+    """Which records to show; every set field must match."""
+
+    cycle: str | None = None  # a cycle id or its prefix (the human format shows 8 characters)
+    phase: str | None = None
+    level: str | None = None  # the minimum level
+    mode: str | None = None
+    since: datetime | None = None
+
+    def __post_init__(self) -> None:
+        if self.level is not None and _level_rank(self.level) == 0:
+            raise ValueError(f"level must be debug, info, warning, error or critical, not {self.level!r}")
+        if self.since is not None and self.since.tzinfo is None:
+            self.since = self.since.replace(tzinfo=UTC)
+
+    def match(self, record: dict) -> bool:
+        """True when the record passes every filter that is set."""
+        if self.cycle is not None and not str(record.get("cycle_id", "")).startswith(self.cycle):
+            return False
+        if self.phase is not None and record.get("phase") != self.phase:
+            return False
+        if self.mode is not None and record.get("mode") != self.mode:
+            return False
+        if self.level is not None and _level_rank(record.get("level")) < _level_rank(self.level):
+            return False
+        if self.since is not None:
+            stamp = _parse_time(record.get("timestamp"))
+            if stamp is None or stamp < self.since:
+                return False
+        return True
+
+
+_RELATIVE = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$", re.IGNORECASE)
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def parse_since(text: str, *, now: datetime | None = None) -> datetime:
+    """ "30s", "10m", "2h", "1d", "1w" ago, or an ISO date/time (UTC when no offset is given)."""
+    relative = _RELATIVE.match(text)
+    if relative:
+        amount, unit = int(relative.group(1)), relative.group(2).lower()
+        return (now or datetime.now(UTC)) - timedelta(**{_UNITS[unit]: amount})
+    parsed = _parse_time(text.strip())
+    if parsed is None:
+        raise ValueError(f"--since takes 30s, 10m, 2h, 1d or an ISO date/time, not {text!r}")
+    return parsed
+
+
+# ---------------------------------------------------------------------------------------
+# Reading
+
+
+def _parse_line(raw: bytes) -> tuple[str, dict] | None:
+    """(the line as text, the record) or None for anything that is not one JSON object."""
+    if raw.endswith(b"\r"):
+        raw = raw[:-1]
+    if not raw.strip():
+        return None
+    try:
+        text = raw.decode("utf-8")
+        record = json.loads(text)
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    return (text, record) if isinstance(record, dict) else None
+
+
+def _lines_backwards(fh: BinaryIO, end: int) -> Iterator[bytes]:
+    """The lines of fh[:end], last first, reading fixed-size blocks from the end."""
+    pos, rest = end, b""
+    while pos > 0:
+        size = min(_BLOCK, pos)
+        pos -= size
+        fh.seek(pos)
+        parts = (fh.read(size) + rest).split(b"\n")
+        rest = parts[0]
+        yield from reversed(parts[1:])
+    yield rest
+
+
+def _complete_end(fh: BinaryIO, size: int) -> int:
+    """Offset just past the last newline: a torn last line is left for the follower."""
+    pos = size
+    while pos > 0:
+        start = max(0, pos - _BLOCK)
+        fh.seek(start)
+        idx = fh.read(pos - start).rfind(b"\n")
+        if idx >= 0:
+            return start + idx + 1
+        pos = start
+    return 0
+
+
+def _tail(path: Path, flt: LogFilter, n: int | None, end: int | None = None) -> list[tuple[str, dict]]:
+    """The last n matching (line, record) pairs of one file, oldest first; n=None: all."""
+    try:
+        fh = open(path, "rb")  # noqa: SIM115 (closed below; the generators need it open)
+    except (FileNotFoundError, IsADirectoryError, PermissionError):
+        return []
+    with fh:
+        if end is None:
+            end = os.fstat(fh.fileno()).st_size
+        if n is None:
+            fh.seek(0)
+            pairs = (_parse_line(raw.rstrip(b"\n")) for raw in _bounded(fh, end))
+            return [p for p in pairs if p is not None and flt.match(p[1])]
+        found: list[tuple[str, dict]] = []
+        if n <= 0:
+            return found
+        for raw in _lines_backwards(fh, end):
+            pair = _parse_line(raw)
+            if pair is not None and flt.match(pair[1]):
+                found.append(pair)
+                if len(found) >= n:
+                    break
+        found.reverse()
+        return found
+
+
+def _bounded(fh: BinaryIO, end: int) -> Iterator[bytes]:
+    """Lines of fh from the current position up to the offset end."""
+    left = end - fh.tell()
+    for raw in fh:
+        if left <= 0:
+            return
+        yield raw[:left]
+        left -= len(raw)
+
+
+def _rotated(path: Path) -> Path:
+    return path.with_name(path.name + ".1")
+
+
+def _history(path: Path, flt: LogFilter, n: int | None, end: int | None = None) -> list[tuple[str, dict]]:
+    current = _tail(path, flt, n, end)
+    if n is None or len(current) < n:
+        # The previous file (logrotate's path.1) fills in what the current one lacks.
+        older = _tail(_rotated(path), flt, None if n is None else n - len(current))
+        current = older + current
+    return current
+
+
+def read_records(path: Path, flt: LogFilter, n: int | None) -> list[dict]:
+    """The last n matching records (all with n=None), oldest first; path.1 fills in if needed."""
+    return [record for _, record in _history(path, flt, n)]
+
+
+# ---------------------------------------------------------------------------------------
+# Following
+
+
+class _Follower:
+    """Blocking, non-waiting reader of new complete lines across rotation; like `tail -F`."""
+
+    def __init__(self, path: Path, start: int | None, file_id: tuple[int, int] | None = None) -> None:
+        self.path = path
+        self._start = start  # offset in the file we first open; None: its end
+        self._expect = file_id  # the file the start offset belongs to
+        self._fh: BinaryIO | None = None
+        self._id: tuple[int, int] = (0, 0)
+        self._pos = 0
+        self._buf = b""
+        self._tried = False  # the start offset only applies to a file present at the first poll
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+    def _open(self, *, first: bool) -> bool:
+        try:
+            fh = open(self.path, "rb", buffering=0)  # noqa: SIM115 (kept open across polls)
+        except (FileNotFoundError, PermissionError):
+            return False
+        st = os.fstat(fh.fileno())
+        self._fh, self._id, self._buf = fh, (st.st_dev, st.st_ino), b""
+        self._pos = 0
+        if first and self._start is None:
+            self._pos = st.st_size
+        elif first and (self._expect is None or self._expect == self._id) and self._start <= st.st_size:
+            self._pos = self._start
+        fh.seek(self._pos)
+        return True
+
+    def _read(self) -> list[bytes]:
+        assert self._fh is not None
+        chunks, total = [], 0
+        while total < _MAX_READ:
+            data = self._fh.read(_BLOCK)
+            if not data:
+                break
+            chunks.append(data)
+            total += len(data)
+        if not chunks:
+            return []
+        self._pos += total
+        *lines, self._buf = (self._buf + b"".join(chunks)).split(b"\n")
+        if len(self._buf) > _MAX_PARTIAL:
+            self._buf = b""
+        return lines
+
+    def poll(self) -> list[bytes]:
+        """Complete lines written since the last poll (possibly from a new file)."""
+        if self._fh is None:
+            first, self._tried = not self._tried, True
+            if not self._open(first=first):
+                return []
+        lines = self._read()
+        if lines:
+            return lines
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return []  # moved away, the new file not created yet: keep the old one open
+        if (st.st_dev, st.st_ino) != self._id:
+            # Renamed: finish the old file first (the writer may have appended to it before
+            # it noticed the rename and reopened); a torn last line there is dropped.
+            lines = self._read()
+            self.close()
+            if self._open(first=False):
+                lines += self._read()
+            return lines
+        if st.st_size < self._pos:
+            # copytruncate: the same file, cut to zero and written again from the start.
+            assert self._fh is not None
+            self._fh.seek(0)
+            self._pos, self._buf = 0, b""
+            return self._read()
+        return []
+
+
+async def _follow_pairs(
+    path: Path,
+    flt: LogFilter,
+    *,
+    poll_s: float,
+    stop: asyncio.Event | None,
+    start: int | None,
+    file_id: tuple[int, int] | None = None,
+) -> AsyncIterator[tuple[str, dict]]:
+    follower = _Follower(path, start, file_id)
+    stop = stop or asyncio.Event()
+    try:
+        while not stop.is_set():
+            lines = await asyncio.to_thread(follower.poll)
+            for raw in lines:
+                pair = _parse_line(raw)
+                if pair is not None and flt.match(pair[1]):
+                    yield pair
+            if not lines:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), poll_s)
+    finally:
+        follower.close()
+
+
+async def follow(
+    path: Path,
+    flt: LogFilter,
+    *,
+    poll_s: float = 0.25,
+    stop: asyncio.Event | None = None,
+    start: int | None = None,
+) -> AsyncIterator[dict]:
+    """New matching records as they are written, across rename and copytruncate rotation.
+
+    start: byte offset in the current file to begin at (None: its end, like `tail -F -n 0`).
+    """
+    async for _, record in _follow_pairs(path, flt, poll_s=poll_s, stop=stop, start=start):
+        yield record
+
+
+# ---------------------------------------------------------------------------------------
+# Human format
+
+_RESET, _DIM, _BOLD = "\x1b[0m", "\x1b[2m", "\x1b[1m"
+_RED, _GREEN, _YELLOW, _CYAN, _MAGENTA = "\x1b[31m", "\x1b[32m", "\x1b[33m", "\x1b[36m", "\x1b[35m"
+_LEVEL_SHOW = {10: ("DEBUG", _DIM), 20: ("INFO", _GREEN), 30: ("WARN", _YELLOW), 40: ("ERROR", _RED),
+               50: ("CRIT", _RED + _BOLD)}
+_STATUS_COLOR = {"fixed": _GREEN, "improved": _GREEN, "reported": _GREEN, "no_change": _DIM,
+                 "pending_approval": _YELLOW, "rejected": _YELLOW, "rolled_back": _RED, "failed": _RED}
+_SHOWN_ELSEWHERE = {"timestamp", "level", "event", "mode", "cycle_id", "phase", "event_id", "exception"}
+_REFLECT_KEYS = {"status", "edits", "checks", "durations_ms", "tokens", "memory_used", "lesson"}
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _clean(text: str) -> str:
+    # One record, one line; and no terminal escapes smuggled in from a build log excerpt.
+    return _CONTROL.sub(lambda m: "\\n" if m.group() == "\n" else f"\\x{ord(m.group()):02x}", text)
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, str):
+        needs_quotes = not value or any(c.isspace() or c in "\"'=" for c in value)
+        return _clean(json.dumps(value, ensure_ascii=False) if needs_quotes else value)
+    if isinstance(value, dict | list):
+        return _clean(json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str))
+    return _clean(str(value))
+
+
+def _paint(text: str, style: str, color: bool) -> str:
+    return f"{style}{text}{_RESET}" if color and style else text
+
+
+def _clock(record: dict) -> str:
+    stamp = _parse_time(record.get("timestamp"))
+    if stamp is None:
+        return "??:??:??.???"
+    stamp = stamp.astimezone(UTC)
+    return stamp.strftime("%H:%M:%S.") + f"{stamp.microsecond // 1000:03d}"
+
+
+def _duration(ms: Any) -> str:
+    if not isinstance(ms, int | float):
+        return _value(ms)
+    return f"{ms / 1000:.1f}s" if ms >= 1000 else f"{ms:.0f}ms"
+
+
+def _exception_summary(exc: Any) -> str:
+    if isinstance(exc, list) and exc and isinstance(exc[-1], dict):
+        last = exc[-1]  # dict_tracebacks: the outermost exception is last
+        where = ""
+        frames = last.get("frames")
+        if isinstance(frames, list) and frames and isinstance(frames[-1], dict):
+            frame = frames[-1]
+            where = f" at {Path(str(frame.get('filename', '?'))).name}:{frame.get('lineno', '?')}"
+        return _clean(f"{last.get('exc_type', 'Exception')}: {last.get('exc_value', '')}{where}")
+    return _clean(str(exc).strip().splitlines()[-1]) if str(exc).strip() else ""
+
+
+def _reflection_fields(record: dict, color: bool) -> list[str]:
+    status = str(record.get("status"))
+    parts = ["status=" + _paint(_clean(status), _STATUS_COLOR.get(status, ""), color)]
+    edits = record.get("edits")
+    if isinstance(edits, list):
+        files = [
+            f"{_clean(str(e.get('path', '?')))}(+{e.get('added', 0)} -{e.get('removed', 0)})"
+            for e in edits if isinstance(e, dict)
+        ]
+        parts.append("files=" + (",".join(files) if files else "-"))
+    checks = record.get("checks")
+    if isinstance(checks, list):
+        shown = []
+        for check in checks:
+            if isinstance(check, dict):
+                code = check.get("exit_code")
+                text = f"{_clean(str(check.get('name', '?')))}={code}"
+                shown.append(_paint(text, _GREEN if code == 0 else _RED, color))
+        parts.append("checks=" + (",".join(shown) if shown else "-"))
+    durations = record.get("durations_ms")
+    if isinstance(durations, dict) and durations:
+        shown_durations = [f"{_clean(str(k))}:{_duration(v)}" for k, v in durations.items()]
+        parts.append("durations=" + ",".join(shown_durations))
+    tokens = record.get("tokens")
+    if isinstance(tokens, dict) and tokens:
+        parts.append(f"tokens={tokens.get('prompt', 0)}+{tokens.get('completion', 0)}")
+    memory = record.get("memory_used")
+    if isinstance(memory, list) and memory:
+        parts.append(f"memory={len(memory)}")
+    lesson = record.get("lesson")
+    if isinstance(lesson, str) and lesson:
+        parts.append("lesson=" + _value(lesson if len(lesson) <= 100 else lesson[:99] + "…"))
+    return parts
+
+
+def format_record(record: dict, *, color: bool) -> str:
+    """One line: "HH:MM:SS.mmm LEVEL [mode cycle8 phase] event key=value ..."."""
+    rank = _level_rank(record.get("level"))
+    name, style = _LEVEL_SHOW.get(rank, (_clean(str(record.get("level", "?"))).upper()[:5], ""))
+    parts = [_paint(_clock(record), _DIM, color), _paint(f"{name:<5}", style, color)]
+    context = [_clean(str(record[k]))[:8] if k == "cycle_id" else _clean(str(record[k]))
+               for k in ("mode", "cycle_id", "phase") if record.get(k)]
+    if context:
+        parts.append(_paint("[" + " ".join(context) + "]", _CYAN, color))
+    parts.append(_paint(_clean(str(record.get("event", ""))), _BOLD, color))
+    reflection = record.get("phase") == "reflect" and "status" in record
+    if reflection:
+        parts += _reflection_fields(record, color)
+    for key, value in record.items():
+        if key in _SHOWN_ELSEWHERE or (reflection and key in _REFLECT_KEYS):
+            continue
+        if key == "logger" and str(value).split(".")[0] == "autod":
+            continue  # our own module names are noise; a library's name is worth showing
+        parts.append(f"{_paint(_clean(str(key)), _MAGENTA, color)}={_value(value)}")
+    if "exception" in record:
+        parts.append(_paint("exception=" + _value(_exception_summary(record["exception"])), _RED, color))
+    return " ".join(parts)
+
+
+# ---------------------------------------------------------------------------------------
+# The command
+
+
+def _file_state(path: Path) -> tuple[int, tuple[int, int]] | None:
+    """(offset past the last complete line, file id) of the current log file."""
+    try:
+        with open(path, "rb") as fh:
+            st = os.fstat(fh.fileno())
+            return _complete_end(fh, st.st_size), (st.st_dev, st.st_ino)
+    except (FileNotFoundError, IsADirectoryError, PermissionError):
+        return None
+
+
+def run_logs(
+    path: Path, *, follow: bool, as_json: bool, flt: LogFilter, n: int, out: TextIO, color: bool | None = None
+) -> int:
+    """`autod logs`: print the last n matching records, then (with follow) new ones as they come."""
+    if color is None:
+        color = out.isatty() and "NO_COLOR" not in os.environ
+
+    def emit(text: str, record: dict) -> None:
+        out.write((text if as_json else format_record(record, color=color)) + "\n")
+
+    state = _file_state(path)
+    if state is None and not follow and not _rotated(path).exists():
+        print(f"autod logs: no log file at {path} (see logging.file in the config)", file=sys.stderr)
+        return 1
+    end, file_id = state if state is not None else (0, None)
+    try:
+        for text, record in _history(path, flt, n, end if state is not None else None):
+            emit(text, record)
+        out.flush()
+        if follow:
+            asyncio.run(_follow_to(path, flt, emit, out, start=end, file_id=file_id))
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # The reader went away (`autod logs | head`): not an error. Point stdout at
+        # /dev/null so the interpreter's final flush does not complain.
+        if out is sys.stdout:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        return 0
+    return 0
+
+
+async def _follow_to(path: Path, flt: LogFilter, emit: Any, out: TextIO, *, start: int,
+                     file_id: tuple[int, int] | None) -> None:
+    async for text, record in _follow_pairs(path, flt, poll_s=0.25, stop=None, start=start, file_id=file_id):
+        emit(text, record)
+        out.flush()  # a pipe (`| grep`) sees each record as it comes
