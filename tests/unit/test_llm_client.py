@@ -1,0 +1,473 @@
+"""LLMPlanner over httpx.MockTransport: request shape, negotiation, repair, retries, deadline, fallback."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+from email.utils import format_datetime
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+import pytest
+from structlog.testing import capture_logs
+
+from autod.config import LLMConfig, LLMEndpoint
+from autod.errors import LLMUnavailable, PlanInvalid
+from autod.events import Event, EventKind
+from autod.planner import PlanRequest
+from autod.planner.llm import MAX_REPLY_BYTES, LLMPlanner
+from autod.planner.plan import plan_schema
+
+PRIMARY = "http://primary.test/v1"
+FALLBACK = "http://fallback.test/v1"
+KEY = "sk-primary-SECRET-0123456789"
+FB_KEY = "sk-fallback-SECRET-9876543210"
+PROMPT_MARKER = "UNIQUE-PROMPT-TEXT-41b7"
+PLAN = {"summary": "guard the division", "edits": [], "verify": ["tests"], "report": None}
+
+Answer = httpx.Response | Exception | Callable[[httpx.Request], Any]
+
+
+def completion(content: str, finish: str = "stop", usage: tuple[int, int] | None = (100, 20)) -> httpx.Response:
+    doc: dict[str, Any] = {
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish}]
+    }
+    if usage is not None:
+        doc["usage"] = {"prompt_tokens": usage[0], "completion_tokens": usage[1]}
+    return httpx.Response(200, json=doc)
+
+
+def plan_reply(plan: dict[str, Any] | None = None, **kw: Any) -> httpx.Response:
+    return completion(json.dumps(plan or PLAN), **kw)
+
+
+class Server:
+    """Answers per host from a script; the last answer repeats. Records every request."""
+
+    def __init__(self, **scripts: list[Answer]) -> None:
+        self.scripts = {host: list(answers) for host, answers in scripts.items()}
+        self.requests: list[httpx.Request] = []
+
+    def bodies(self, host: str = "primary") -> list[dict[str, Any]]:
+        return [json.loads(r.content) for r in self.requests if r.url.host == f"{host}.test"]
+
+    async def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(request)
+        script = self.scripts[request.url.host.split(".")[0]]
+        answer = script.pop(0) if len(script) > 1 else script[0]
+        if isinstance(answer, Exception):
+            raise answer
+        if callable(answer) and not isinstance(answer, httpx.Response):
+            answer = answer(request)
+            if asyncio.iscoroutine(answer):
+                answer = await answer
+        return answer
+
+
+class Sleeps(list[float]):
+    async def __call__(self, seconds: float) -> None:
+        self.append(seconds)
+
+
+def make(server: Server, *, key: str | None = KEY, clock: Callable[[], float] | None = None, **cfg: Any):
+    cfg.setdefault("base_url", PRIMARY)
+    sleeps = Sleeps()
+    extra = {"clock": clock} if clock is not None else {}
+    planner = LLMPlanner(LLMConfig(**cfg), key, transport=httpx.MockTransport(server), sleep=sleeps, **extra)
+    return planner, sleeps
+
+
+def request() -> PlanRequest:
+    event = Event(source="check:tests", kind=EventKind.CHECK_FAILED, summary="tests failed", fingerprint="f")
+    messages = [
+        {"role": "system", "content": "You write plans."},
+        {"role": "user", "content": f"Fix it. {PROMPT_MARKER}"},
+    ]
+    return PlanRequest(mode="auto-debug", event=event, messages=messages)
+
+
+def run(planner: LLMPlanner, req: PlanRequest | None = None):
+    async def go():
+        try:
+            return await planner.plan(req or request())
+        finally:
+            await planner.aclose()
+
+    return asyncio.run(go())
+
+
+def run_many(planner: LLMPlanner, n: int) -> list[Any]:
+    """n plans in one event loop; each outcome is a PlanResult or the exception raised."""
+
+    async def go():
+        out: list[Any] = []
+        for _ in range(n):
+            try:
+                out.append(await planner.plan(request()))
+            except (LLMUnavailable, PlanInvalid) as exc:
+                out.append(exc)
+        await planner.aclose()
+        return out
+
+    return asyncio.run(go())
+
+
+def fails(planner: LLMPlanner, exc_type: type[Exception]) -> Exception:
+    with pytest.raises(exc_type) as info:
+        run(planner)
+    return info.value
+
+
+# -- request shape --------------------------------------------------------------------
+
+
+def test_plan_posts_chat_completion_with_schema_and_returns_the_plan():
+    server = Server(primary=[plan_reply()])
+    planner, _ = make(server, model="m1", temperature=0.3, max_tokens=512)
+    result = run(planner)
+    assert result.plan.summary == PLAN["summary"]
+    assert result.endpoint == PRIMARY
+    req = server.requests[0]
+    assert req.method == "POST" and str(req.url) == f"{PRIMARY}/chat/completions"
+    body = json.loads(req.content)
+    assert body["model"] == "m1" and body["temperature"] == 0.3 and body["max_tokens"] == 512
+    assert body["messages"] == request().messages
+    assert body["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "plan", "schema": plan_schema(), "strict": True},
+    }
+    assert (result.tokens.prompt, result.tokens.completion) == (100, 20)
+
+
+def test_bearer_key_is_sent_only_when_given():
+    server = Server(primary=[plan_reply()])
+    run(make(server, key=KEY)[0])
+    run(make(server, key=None)[0])
+    assert server.requests[0].headers["authorization"] == f"Bearer {KEY}"
+    assert "authorization" not in server.requests[1].headers
+
+
+def test_missing_usage_is_estimated_from_text_length():
+    content = json.dumps(PLAN)
+    server = Server(primary=[completion(content, usage=None)])
+    result = run(make(server)[0])
+    prompt_chars = sum(len(m["content"]) for m in request().messages)
+    assert result.tokens.prompt == prompt_chars // 4
+    assert result.tokens.completion == len(content) // 4
+
+
+# -- response_format negotiation ------------------------------------------------------
+
+
+def test_refused_json_schema_falls_back_to_json_object_and_is_remembered():
+    refusal = httpx.Response(400, json={"error": {"message": "response_format json_schema not supported"}})
+    server = Server(primary=[refusal, plan_reply()])
+    planner, _ = make(server)
+    results = run_many(planner, 2)
+    assert all(r.plan.summary == PLAN["summary"] for r in results)
+    formats = [b.get("response_format", {}).get("type") for b in server.bodies()]
+    assert formats == ["json_schema", "json_object", "json_object"]
+
+
+def test_422_naming_the_schema_and_then_400_ends_with_no_response_format():
+    server = Server(
+        primary=[
+            httpx.Response(422, text="unsupported field: schema"),
+            httpx.Response(400, text="bad request"),
+            plan_reply(),
+        ]
+    )
+    result = run(make(server)[0])
+    assert result.plan.summary == PLAN["summary"]
+    bodies = server.bodies()
+    assert [b.get("response_format", {}).get("type") for b in bodies] == ["json_schema", "json_object", None]
+    assert "response_format" not in bodies[2]
+
+
+def test_422_unrelated_to_the_format_is_not_negotiated_away():
+    server = Server(primary=[httpx.Response(422, text="messages: too long")])
+    exc = fails(make(server)[0], LLMUnavailable)
+    assert "HTTP 422" in exc.reason
+    assert len(server.requests) == 1
+
+
+def test_400_with_every_format_is_unavailable_and_nothing_is_remembered():
+    server = Server(primary=[httpx.Response(400, text="context length exceeded")])
+    planner, _ = make(server)
+    outcomes = run_many(planner, 2)
+    assert all(isinstance(o, LLMUnavailable) and "HTTP 400" in o.reason for o in outcomes)
+    types = [b.get("response_format", {}).get("type") for b in server.bodies()]
+    assert types == ["json_schema", "json_object", None] * 2
+
+
+@pytest.mark.parametrize(("forced", "expected"), [("json_object", {"type": "json_object"}), ("none", None)])
+def test_forced_response_format_is_sent_as_configured(forced, expected):
+    server = Server(primary=[plan_reply()])
+    run(make(server, response_format=forced)[0])
+    assert server.bodies()[0].get("response_format") == expected
+
+
+def test_forced_format_refusal_is_not_negotiated():
+    server = Server(primary=[httpx.Response(400, text="response_format not supported")])
+    exc = fails(make(server, response_format="json_schema")[0], LLMUnavailable)
+    assert "HTTP 400" in exc.reason
+    assert len(server.requests) == 1
+
+
+# -- repair round and length limit ----------------------------------------------------
+
+
+def test_invalid_reply_gets_one_repair_round_carrying_the_error():
+    bad = '{"summary": "x", "edits": [{"path": "a.py", "replace": "y"}]}'
+    server = Server(primary=[completion(bad, usage=(10, 5)), plan_reply(usage=(30, 7))])
+    result = run(make(server)[0])
+    assert result.plan.summary == PLAN["summary"]
+    second = server.bodies()[1]["messages"]
+    assert second[:2] == request().messages
+    assert second[2] == {"role": "assistant", "content": bad}
+    assert second[3]["role"] == "user"
+    assert "edits.0.search: field required" in second[3]["content"]
+    assert second[3]["content"].startswith("Your reply was not a valid plan:")
+    assert (result.tokens.prompt, result.tokens.completion) == (40, 12)
+
+
+def test_still_invalid_after_the_repair_round_raises_plan_invalid():
+    server = Server(primary=[completion("no plan here"), completion("still nothing")])
+    exc = fails(make(server)[0], PlanInvalid)
+    assert "no JSON object" in exc.reason
+    assert len(server.requests) == 2
+
+
+def test_reply_cut_off_by_length_is_never_parsed_and_asked_again_bigger():
+    cut = {**PLAN, "summary": "cut-off plan that happens to parse"}
+    server = Server(primary=[plan_reply(cut, finish="length"), plan_reply()])
+    result = run(make(server, max_tokens=1000)[0])
+    assert result.plan.summary == PLAN["summary"]
+    first, second = server.bodies()
+    assert first["max_tokens"] == 1000 and second["max_tokens"] == 2000
+    assert "cut off" in second["messages"][-1]["content"]
+    assert [m["role"] for m in second["messages"]] == ["system", "user"]  # roles still alternate
+
+
+def test_cut_off_twice_raises_plan_invalid():
+    server = Server(primary=[plan_reply(finish="length")])
+    exc = fails(make(server)[0], PlanInvalid)
+    assert exc.reason == "reply cut off by the length limit"
+    assert len(server.requests) == 2
+
+
+# -- garbled replies ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("response", "words"),
+    [
+        (httpx.Response(200, text="<html>gateway</html>"), "not JSON"),
+        (httpx.Response(200, json={"object": "chat.completion"}), "no choices"),
+        (httpx.Response(200, json={"choices": []}), "no choices"),
+        (httpx.Response(200, content=b'{"choices": [{"message": {"content": "{\\"summ'), "not JSON"),
+    ],
+)
+def test_garbled_200_body_is_an_invalid_plan_without_repair(response, words):
+    server = Server(primary=[response])
+    exc = fails(make(server)[0], PlanInvalid)
+    assert words in exc.reason
+    assert len(server.requests) == 1
+
+
+def test_reply_over_the_size_cap_is_rejected_by_declared_length():
+    server = Server(primary=[httpx.Response(200, content=b" " * (MAX_REPLY_BYTES + 1))])
+    assert fails(make(server)[0], PlanInvalid).reason == "reply too large"
+
+
+def test_reply_over_the_size_cap_is_rejected_while_streaming():
+    async def chunks() -> AsyncIterator[bytes]:
+        for _ in range(MAX_REPLY_BYTES // 65536 + 2):
+            yield b" " * 65536
+
+    server = Server(primary=[lambda _req: httpx.Response(200, content=chunks())])
+    assert fails(make(server)[0], PlanInvalid).reason == "reply too large"
+
+
+# -- retries and deadline -------------------------------------------------------------
+
+
+def test_5xx_is_retried_with_growing_jittered_backoff():
+    server = Server(primary=[httpx.Response(500), httpx.Response(503), httpx.Response(502), plan_reply()])
+    planner, sleeps = make(server, max_retries=3)
+    assert run(planner).plan.summary == PLAN["summary"]
+    assert len(server.requests) == 4
+    # base 1s doubling, jitter in the upper half of each step
+    assert 0.5 <= sleeps[0] <= 1 and 1 <= sleeps[1] <= 2 and 2 <= sleeps[2] <= 4
+
+
+@pytest.mark.parametrize("status", [408, 429])
+def test_408_and_429_are_retried(status):
+    server = Server(primary=[httpx.Response(status), plan_reply()])
+    assert run(make(server)[0]).plan.summary == PLAN["summary"]
+    assert len(server.requests) == 2
+
+
+@pytest.mark.parametrize("status", [400, 401, 403, 404])
+def test_client_errors_are_not_retried(status):
+    server = Server(primary=[httpx.Response(status, text="nope"), plan_reply()])
+    exc = fails(make(server, response_format="json_object")[0], LLMUnavailable)
+    assert f"HTTP {status}" in exc.reason
+    assert len(server.requests) == 1
+
+
+def test_retries_are_capped_by_max_retries():
+    server = Server(primary=[httpx.Response(500)])
+    exc = fails(make(server, max_retries=2)[0], LLMUnavailable)
+    assert "HTTP 500" in exc.reason and "3 attempts" in exc.reason
+    assert len(server.requests) == 3
+
+
+@pytest.mark.parametrize(
+    "error",
+    [httpx.ConnectError("refused"), httpx.ReadTimeout("slow"), httpx.RemoteProtocolError("disconnected")],
+)
+def test_connect_errors_and_timeouts_are_retried(error):
+    server = Server(primary=[error, plan_reply()])
+    assert run(make(server)[0]).plan.summary == PLAN["summary"]
+    assert len(server.requests) == 2
+
+
+def test_retry_after_seconds_is_honoured():
+    server = Server(primary=[httpx.Response(429, headers={"Retry-After": "7"}), plan_reply()])
+    planner, sleeps = make(server)
+    run(planner)
+    assert sleeps == [7.0]
+
+
+def test_retry_after_http_date_is_honoured():
+    when = format_datetime(datetime.now(UTC) + timedelta(seconds=20), usegmt=True)
+    server = Server(primary=[httpx.Response(503, headers={"Retry-After": when}), plan_reply()])
+    planner, sleeps = make(server)
+    run(planner)
+    assert len(sleeps) == 1 and 10 <= sleeps[0] <= 20
+
+
+def test_retry_after_beyond_the_deadline_fails_without_waiting():
+    server = Server(primary=[httpx.Response(429, headers={"Retry-After": "600"}), plan_reply()])
+    planner, sleeps = make(server, timeout_s=30)
+    exc = fails(planner, LLMUnavailable)
+    assert "deadline" in exc.reason and "HTTP 429" in exc.reason
+    assert sleeps == [] and len(server.requests) == 1
+
+
+def test_hang_past_the_deadline_is_unavailable():
+    async def hang(_req: httpx.Request) -> httpx.Response:
+        await asyncio.sleep(60)
+        return plan_reply()
+
+    server = Server(primary=[hang])
+    exc = fails(make(server, timeout_s=0.2)[0], LLMUnavailable)
+    assert exc.reason.startswith("deadline of 0.2s exceeded")
+
+
+# -- fallback -------------------------------------------------------------------------
+
+
+def fallback_cfg(**kw: Any) -> dict[str, Any]:
+    fb = LLMEndpoint(base_url=FALLBACK, model="fb-model", api_key=FB_KEY)
+    return {"fallback": fb, "max_retries": 0, **kw}
+
+
+def test_unavailable_primary_hands_the_request_to_the_fallback():
+    server = Server(primary=[httpx.Response(500)], fallback=[plan_reply()])
+    result = run(make(server, **fallback_cfg())[0])
+    assert result.endpoint == FALLBACK
+    fb_req = [r for r in server.requests if r.url.host == "fallback.test"][0]
+    assert fb_req.headers["authorization"] == f"Bearer {FB_KEY}"
+    assert json.loads(fb_req.content)["model"] == "fb-model"
+    assert json.loads(fb_req.content)["messages"] == request().messages
+
+
+def test_invalid_plan_does_not_go_to_the_fallback():
+    server = Server(primary=[completion("nothing")], fallback=[plan_reply()])
+    fails(make(server, **fallback_cfg())[0], PlanInvalid)
+    assert server.bodies("fallback") == []
+
+
+def test_three_primary_failures_bench_it_for_five_minutes():
+    now = [1000.0]
+    server = Server(primary=[httpx.Response(500)], fallback=[plan_reply()])
+    planner, _ = make(server, clock=lambda: now[0], **fallback_cfg())
+
+    async def go() -> list[str]:
+        seen = []
+        for advance in (0, 0, 0, 0, 10, 301):
+            now[0] += advance
+            seen.append(planner.endpoint)
+            await planner.plan(request())
+        await planner.aclose()
+        return seen
+
+    seen = asyncio.run(go())
+    assert seen == [PRIMARY, PRIMARY, PRIMARY, FALLBACK, FALLBACK, PRIMARY]
+    assert len(server.bodies("primary")) == 4  # three failures, none while benched, one after
+    assert len(server.bodies("fallback")) == 6
+
+
+# -- ping -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("answer", "up"),
+    [(httpx.Response(200, json={"data": []}), True), (httpx.Response(503), False), (httpx.ConnectError("x"), False)],
+)
+def test_ping_reports_whether_models_answers(answer, up):
+    server = Server(primary=[answer])
+    planner, _ = make(server)
+
+    async def go() -> bool:
+        try:
+            return await planner.ping()
+        finally:
+            await planner.aclose()
+
+    assert asyncio.run(go()) is up
+    assert str(server.requests[0].url) == f"{PRIMARY}/models"
+
+
+# -- secrets and logs -----------------------------------------------------------------
+
+
+def test_keys_never_appear_in_errors_logs_or_repr():
+    echo = httpx.Response(401, json={"error": {"message": f"Incorrect API key provided: {KEY}"}})
+    fb_echo = httpx.Response(200, text=f"bad key {FB_KEY}")
+    server = Server(primary=[echo], fallback=[fb_echo])
+    planner, _ = make(server, **fallback_cfg())
+    with capture_logs() as logs:
+        exc = fails(planner, PlanInvalid)
+    rendered = str(exc) + repr(exc) + json.dumps(logs, default=str) + repr(planner)
+    assert "bad key ***" in exc.reason  # the excerpt is still shown, redacted
+    assert KEY not in rendered and FB_KEY not in rendered
+    assert any(entry["event"] == "llm_fallback" for entry in logs)
+
+    server = Server(primary=[echo])
+    with capture_logs() as logs:
+        exc = fails(make(server)[0], LLMUnavailable)
+    assert "HTTP 401" in exc.reason
+    assert KEY not in str(exc) + json.dumps(logs, default=str)
+
+
+def test_each_attempt_is_logged_and_retries_warn_without_the_prompt():
+    server = Server(primary=[httpx.Response(503), plan_reply()])
+    planner, _ = make(server)
+    with capture_logs() as logs:
+        run(planner)
+    attempts = [e for e in logs if e["event"] == "llm_request"]
+    retries = [e for e in logs if e["event"] == "llm_retry"]
+    assert [(e["log_level"], e["attempt"], e["status"]) for e in attempts] == [("debug", 1, 503), ("debug", 2, 200)]
+    assert [(e["log_level"], e["attempt"], e["status"]) for e in retries] == [("warning", 1, 503)]
+    dumped = json.dumps(logs, default=str)
+    assert PROMPT_MARKER not in dumped and KEY not in dumped
+
+
+def test_planner_without_base_url_is_refused():
+    with pytest.raises(ValueError, match="base_url"):
+        LLMPlanner(LLMConfig(), None)
