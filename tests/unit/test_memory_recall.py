@@ -1,0 +1,102 @@
+"""Recall scoring and packing (pure functions)."""
+
+from __future__ import annotations
+
+import pytest
+
+from autod.memory import Recalled, Tier
+from autod.memory.recall import (
+    Hit,
+    estimate_tokens,
+    outcome_factor,
+    pack,
+    rank,
+    recency_decay,
+    score,
+    similarity_from_distance,
+)
+
+NOW = 1_700_000_000.0
+DAY = 86400.0
+
+
+def hit(id: str, tier: Tier, sim: float, *, text: str | None = None, **meta: object) -> Hit:
+    meta.setdefault("ts", NOW)
+    body = text if text is not None else f"text of {id}"
+    return Hit(id=id, tier=tier, text=body, similarity=sim, metadata=meta)
+
+
+def test_cosine_distance_maps_to_similarity() -> None:
+    assert similarity_from_distance(0.0) == 1.0
+    assert similarity_from_distance(0.25) == 0.75
+
+
+def test_n0_halves_after_a_day_and_n1_after_thirty_and_lessons_never_decay() -> None:
+    assert recency_decay(Tier.N0, NOW - DAY, NOW) == pytest.approx(0.5)
+    assert recency_decay(Tier.N1, NOW - 30 * DAY, NOW) == pytest.approx(0.5)
+    assert recency_decay(Tier.N2, NOW - 3650 * DAY, NOW) == 1.0
+
+
+def test_future_timestamps_do_not_boost_an_item() -> None:
+    assert recency_decay(Tier.N0, NOW + DAY, NOW) == 1.0
+
+
+def test_outcome_factor_rewards_lessons_that_worked_and_fixed_episodes() -> None:
+    assert outcome_factor(Tier.N2, {"uses": 3, "successes": 3}) == pytest.approx(1.75)
+    assert outcome_factor(Tier.N2, {"uses": 3, "successes": 0}) == 1.0
+    assert outcome_factor(Tier.N1, {"status": "fixed"}) == pytest.approx(1.2)
+    assert outcome_factor(Tier.N1, {"status": "rolled_back"}) == 1.0
+    assert outcome_factor(Tier.N0, {"status": "fixed"}) == 1.0
+
+
+def test_equal_similarity_ranks_lesson_over_episode_over_observation() -> None:
+    ranked = rank([hit("o", Tier.N0, 0.8), hit("e", Tier.N1, 0.8), hit("l", Tier.N2, 0.8, uses=1)], NOW)
+    assert [r.id for r in ranked] == ["l", "e", "o"]
+
+
+def test_lesson_that_led_to_a_fix_outranks_a_closer_one_that_did_not() -> None:
+    worked = hit("worked", Tier.N2, 0.80, uses=2, successes=2)
+    failed = hit("failed", Tier.N2, 0.85, uses=2, successes=0)
+    assert [r.id for r in rank([failed, worked], NOW)] == ["worked", "failed"]
+
+
+def test_old_observation_decays_below_a_fresh_less_similar_one() -> None:
+    old = hit("old", Tier.N0, 0.9, ts=NOW - 3 * DAY)
+    fresh = hit("fresh", Tier.N0, 0.6, ts=NOW - 60)
+    ranked = rank([old, fresh], NOW)
+    assert [r.id for r in ranked] == ["fresh", "old"]
+    assert ranked[1].score == pytest.approx(0.9 * 0.6 * 0.125)
+
+
+def test_negative_similarity_scores_zero_even_with_bonuses() -> None:
+    assert score(hit("x", Tier.N2, -0.3, uses=1, successes=1), NOW) == 0.0
+
+
+def test_identical_texts_keep_only_the_best_copy() -> None:
+    ranked = rank([hit("a", Tier.N0, 0.7, text="same"), hit("b", Tier.N0, 0.9, text=" same ")], NOW)
+    assert [r.id for r in ranked] == ["b"]
+
+
+def test_token_estimate_is_chars_over_four_plus_framing() -> None:
+    assert estimate_tokens("x" * 40) == 18
+    assert estimate_tokens("") == 8
+
+
+def r(id: str, chars: int, score: float) -> Recalled:
+    return Recalled(id=id, tier=Tier.N1, text="x" * chars, score=score)
+
+
+def test_pack_takes_the_best_first_within_budget() -> None:
+    ranked = [r("a", 40, 0.9), r("b", 40, 0.8), r("c", 40, 0.7)]  # 18 tokens each
+    assert [x.id for x in pack(ranked, 40, 8)] == ["a", "b"]
+
+
+def test_pack_skips_an_item_too_big_and_keeps_a_smaller_later_one() -> None:
+    ranked = [r("big", 400, 0.9), r("small", 8, 0.5)]  # 108 and 10 tokens
+    assert [x.id for x in pack(ranked, 50, 8)] == ["small"]
+
+
+def test_pack_stops_at_k_and_empty_budget_gives_nothing() -> None:
+    ranked = [r(str(i), 4, 1.0 - i / 10) for i in range(5)]
+    assert [x.id for x in pack(ranked, 10_000, 3)] == ["0", "1", "2"]
+    assert pack(ranked, 0, 3) == []
