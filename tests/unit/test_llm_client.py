@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
-from email.utils import format_datetime
 from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
 from typing import Any
 
 import httpx
@@ -30,10 +30,11 @@ PLAN = {"summary": "guard the division", "edits": [], "verify": ["tests"], "repo
 Answer = httpx.Response | Exception | Callable[[httpx.Request], Any]
 
 
-def completion(content: str, finish: str = "stop", usage: tuple[int, int] | None = (100, 20)) -> httpx.Response:
-    doc: dict[str, Any] = {
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish}]
-    }
+def completion(
+    content: str, finish: str = "stop", usage: tuple[int, int] | None = (100, 20)
+) -> httpx.Response:
+    message = {"role": "assistant", "content": content}
+    doc: dict[str, Any] = {"choices": [{"index": 0, "message": message, "finish_reason": finish}]}
     if usage is not None:
         doc["usage"] = {"prompt_tokens": usage[0], "completion_tokens": usage[1]}
     return httpx.Response(200, json=doc)
@@ -380,7 +381,7 @@ def test_unavailable_primary_hands_the_request_to_the_fallback():
     server = Server(primary=[httpx.Response(500)], fallback=[plan_reply()])
     result = run(make(server, **fallback_cfg())[0])
     assert result.endpoint == FALLBACK
-    fb_req = [r for r in server.requests if r.url.host == "fallback.test"][0]
+    fb_req = next(r for r in server.requests if r.url.host == "fallback.test")
     assert fb_req.headers["authorization"] == f"Bearer {FB_KEY}"
     assert json.loads(fb_req.content)["model"] == "fb-model"
     assert json.loads(fb_req.content)["messages"] == request().messages
@@ -417,7 +418,11 @@ def test_three_primary_failures_bench_it_for_five_minutes():
 
 @pytest.mark.parametrize(
     ("answer", "up"),
-    [(httpx.Response(200, json={"data": []}), True), (httpx.Response(503), False), (httpx.ConnectError("x"), False)],
+    [
+        (httpx.Response(200, json={"data": []}), True),
+        (httpx.Response(503), False),
+        (httpx.ConnectError("x"), False),
+    ],
 )
 def test_ping_reports_whether_models_answers(answer, up):
     server = Server(primary=[answer])
@@ -462,8 +467,11 @@ def test_each_attempt_is_logged_and_retries_warn_without_the_prompt():
         run(planner)
     attempts = [e for e in logs if e["event"] == "llm_request"]
     retries = [e for e in logs if e["event"] == "llm_retry"]
-    assert [(e["log_level"], e["attempt"], e["status"]) for e in attempts] == [("debug", 1, 503), ("debug", 2, 200)]
-    assert [(e["log_level"], e["attempt"], e["status"]) for e in retries] == [("warning", 1, 503)]
+    def shape(entries: list[dict[str, Any]]) -> list[tuple[str, int, int]]:
+        return [(e["log_level"], e["attempt"], e["status"]) for e in entries]
+
+    assert shape(attempts) == [("debug", 1, 503), ("debug", 2, 200)]
+    assert shape(retries) == [("warning", 1, 503)]
     dumped = json.dumps(logs, default=str)
     assert PROMPT_MARKER not in dumped and KEY not in dumped
 
