@@ -66,7 +66,10 @@ class ScriptedLLM:
         self._server = server
         self.port = server.server_address[1]
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
-        self._thread = threading.Thread(target=server.serve_forever, name="scripted-llm", daemon=True)
+        # a short poll keeps stop() quick; tests start and stop many servers
+        self._thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="scripted-llm", daemon=True
+        )
         self._thread.start()
         return self
 
