@@ -205,7 +205,10 @@ class _Endpoint:
 
 
 class LLMPlanner:
-    """Planner over an OpenAI-compatible /chat/completions endpoint, with an optional fallback."""
+    """Planner over an OpenAI-compatible /chat/completions endpoint, with an optional fallback.
+
+    `sleep`, `clock` and the retry delays default to production behaviour; tests pass their own.
+    """
 
     def __init__(
         self,
@@ -261,7 +264,10 @@ class LLMPlanner:
                     log.warning("llm_fallback", endpoint=current.url, fallback=self._fallback.url,
                                 reason=exc.reason)
                     current = self._fallback
-                    plan = await self._plan_on(current, request, usage, deadline)
+                    try:
+                        plan = await self._plan_on(current, request, usage, deadline)
+                    except LLMUnavailable as fb_exc:
+                        raise LLMUnavailable(f"{exc.reason}; fallback: {fb_exc.reason}") from None
                 else:
                     if current is self._primary:
                         self._primary_failures = 0

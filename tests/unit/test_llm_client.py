@@ -479,3 +479,10 @@ def test_each_attempt_is_logged_and_retries_warn_without_the_prompt():
 def test_planner_without_base_url_is_refused():
     with pytest.raises(ValueError, match="base_url"):
         LLMPlanner(LLMConfig(), None)
+
+
+def test_both_endpoints_unavailable_names_both_failures():
+    server = Server(primary=[httpx.Response(502)], fallback=[httpx.Response(404, text="no such model")])
+    exc = fails(make(server, **fallback_cfg())[0], LLMUnavailable)
+    assert "HTTP 502" in exc.reason and "fallback: HTTP 404" in exc.reason
+    assert "no such model" in exc.reason
