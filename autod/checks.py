@@ -82,9 +82,7 @@ async def run_check(name: str, check: CheckConfig, cwd: Path) -> CheckResult:
             start_new_session=True,  # own process group: a timeout kills its children too
         )
     except (FileNotFoundError, PermissionError) as exc:
-        return CheckResult(
-            name, 127, f"cannot start check {name!r}: {type(exc).__name__}: {argv[0]}", 0
-        )
+        return CheckResult(name, 127, f"cannot start check {name!r}: {type(exc).__name__}: {argv[0]}", 0)
     assert proc.stdout is not None
     reader = asyncio.ensure_future(_read_capped(proc.stdout, check.output_limit_kb * 1024))
     timed_out = False

@@ -102,9 +102,7 @@ class Modes(Strict):
         return out
 
     def get(self, name: str) -> DebugMode | DocMode | PlanMode:
-        return {"auto-debug": self.auto_debug, "auto-doc": self.auto_doc, "auto-plan": self.auto_plan}[
-            name
-        ]
+        return {"auto-debug": self.auto_debug, "auto-doc": self.auto_doc, "auto-plan": self.auto_plan}[name]
 
 
 class CheckConfig(Strict):

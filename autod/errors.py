@@ -29,3 +29,9 @@ class LLMUnavailable(CycleError):
 
 class BudgetExhausted(CycleError):
     """A limit (tokens per day, edits per day) is spent; the event waits."""
+
+
+class NothingToDo(CycleError):
+    """The mode found nothing to act on (e.g. every changed function is documented)."""
+
+    status = "no_change"

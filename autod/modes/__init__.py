@@ -1,0 +1,139 @@
+"""Modes: which events they take, what context they build, what they may edit, how they verify."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from string import Template
+from typing import Any, Protocol
+
+from autod.act.edits import FileChange, ScopeCheck
+from autod.checks import CheckResult
+from autod.config import Settings
+from autod.errors import PlanRejected
+from autod.events import Event, EventKind
+from autod.memory import Memory, Recalled
+from autod.planner.plan import Plan
+from autod.state import State
+
+
+@dataclass
+class Attempt:
+    """A rolled-back attempt, shown to the planner so it does not repeat itself."""
+
+    summary: str
+    diff: str
+    output: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"summary": self.summary, "diff": self.diff[:6000], "output": self.output[-4000:]}
+
+
+@dataclass
+class Verification:
+    status: str  # fixed | improved | rolled_back | no_change
+    checks: list[CheckResult] = field(default_factory=list)
+    reason: str = ""
+
+    @property
+    def output(self) -> str:
+        return "\n".join(f"$ check {c.name} (exit {c.exit_code})\n{c.output[-3000:]}" for c in self.checks)
+
+
+@dataclass
+class ModeEnv:
+    """What a mode may use. Modes never run commands other than configured checks."""
+
+    settings: Settings
+    state: State
+    memory: Memory | None
+    run_check: Callable[[str], Awaitable[CheckResult]]
+
+    @property
+    def workspace(self) -> Path:
+        return self.settings.workspace
+
+
+class Mode(Protocol):
+    name: str
+    kinds: frozenset[EventKind]
+    writes_code: bool
+
+    def handles(self, event: Event) -> bool: ...
+
+    async def context(self, event: Event, env: ModeEnv, recalled: list[Recalled]) -> dict[str, str]:
+        """Prompt sections, already within the mode's budget, in priority order."""
+        ...
+
+    def messages(
+        self, event: Event, context: dict[str, str], attempts: list[Attempt]
+    ) -> list[dict[str, str]]: ...
+
+    def scope(self, env: ModeEnv) -> ScopeCheck | None: ...
+
+    async def verify(self, event: Event, plan: Plan, env: ModeEnv) -> Verification: ...
+
+
+def template(name: str) -> Template:
+    """A prompt template shipped as package data (autod/prompts/NAME.md)."""
+    text = resources.files("autod.prompts").joinpath(f"{name}.md").read_text(encoding="utf-8")
+    return Template(text)
+
+
+def render(name: str, **values: Any) -> str:
+    return template(name).safe_substitute({k: ("" if v is None else str(v)) for k, v in values.items()})
+
+
+def tokens(text: str) -> int:
+    """Cheap token estimate (4 chars a token) used for every budget."""
+    return len(text) // 4 + 1
+
+
+def pack(sections: list[tuple[str, str]], budget_tokens: int) -> dict[str, str]:
+    """Keep sections in priority order until the budget is spent; the last one kept may be cut."""
+    out: dict[str, str] = {}
+    left = budget_tokens
+    for key, text in sections:
+        if not text:
+            out[key] = ""
+            continue
+        need = tokens(text)
+        if need <= left:
+            out[key] = text
+            left -= need
+        elif left > 50:
+            out[key] = text[: left * 4] + "\n[... cut to fit the context budget ...]"
+            left = 0
+        else:
+            out[key] = ""
+    return out
+
+
+def python_syntax_scope(change: FileChange) -> None:
+    """Every edited Python file must still parse: a plan that breaks syntax is refused unwritten."""
+    if change.rel.endswith(".py"):
+        try:
+            ast.parse(change.new.decode("utf-8"), filename=change.rel)
+        except SyntaxError as exc:
+            raise PlanRejected(f"edit breaks Python syntax in {change.rel} (line {exc.lineno})") from None
+
+
+def chain(*checks: ScopeCheck | None) -> ScopeCheck:
+    real = [c for c in checks if c is not None]
+
+    def run(change: FileChange) -> None:
+        for c in real:
+            c(change)
+
+    return run
+
+
+def recalled_text(recalled: list[Recalled]) -> str:
+    lines = []
+    for r in recalled:
+        label = {"n0": "observation", "n1": "episode", "n2": "lesson"}.get(str(r.tier), str(r.tier))
+        lines.append(f"- [{label} {r.id[:8]}] {r.text.strip()}")
+    return "\n".join(lines)

@@ -1,0 +1,443 @@
+"""`autod ...` commands: parse, call, print. Exit 78 on a bad config, never a traceback."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
+os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+
+from autod.config import EXIT_CONFIG, ConfigError, Settings, find_config, load_config
+
+MODES = ("auto-debug", "auto-doc", "auto-plan")
+
+
+def _die(msg: str, code: int) -> int:
+    print(f"autod: {msg}", file=sys.stderr)
+    return code
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    return load_config(args.config)
+
+
+def _emit(data: Any) -> None:
+    print(json.dumps(data, indent=2, default=str))
+
+
+def _ago(ts: float | None) -> str:
+    if not ts:
+        return "-"
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+class Progress:
+    """A spinner on stderr for long operations (only on a TTY)."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._spin, daemon=True)
+
+    def _spin(self) -> None:
+        start = time.monotonic()
+        frames = "|/-\\"
+        i = 0
+        while not self._stop.wait(0.2):
+            sys.stderr.write(f"\r{frames[i % 4]} {self.label} ({time.monotonic() - start:.0f}s)")
+            sys.stderr.flush()
+            i += 1
+        sys.stderr.write("\r" + " " * (len(self.label) + 16) + "\r")
+
+    def __enter__(self) -> Progress:
+        if sys.stderr.isatty():
+            self._t.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._t.is_alive():
+            self._t.join()
+
+
+def _ask(settings: Settings, cmd: str, *, label: str | None = None, **kw: Any) -> dict[str, Any]:
+    from autod.control import request
+
+    if label:
+        with Progress(label):
+            return request(settings, cmd, **kw)
+    return request(settings, cmd, **kw)
+
+
+def _offline(settings: Settings) -> tuple[Any, Any] | None:
+    from autod.queue import EventQueue
+    from autod.state import State
+
+    sp = settings.state_path
+    if not (sp / "state.db").exists():
+        return None
+    return State(sp / "state.db"), EventQueue(sp / "queue.db")
+
+
+# -- commands --------------------------------------------------------------------------------
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from autod import logs
+    from autod.supervisor import Daemon, DaemonAlreadyRunning
+
+    settings = _settings(args)
+    logs.configure_logging(level=settings.logging.level, file=settings.log_file, secrets=settings.secrets())
+    daemon = Daemon(settings, find_config(args.config), once=args.once)
+    try:
+        return asyncio.run(daemon.run())
+    except DaemonAlreadyRunning as exc:
+        return _die(str(exc), 1)
+    except KeyboardInterrupt:
+        return 0
+
+
+def cmd_config_check(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    where = find_config(args.config) or "(no file: defaults)"
+    modes = ", ".join(settings.modes.enabled()) or "none"
+    planner = "llm" if settings.llm.base_url else "rules"
+    print(
+        f"{where}: ok (workspace {settings.workspace}, modes {modes},"
+        f" checks {', '.join(settings.checks) or 'none'}, planner {planner})"
+    )
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from autod.commands import offline_status
+    from autod.control import DaemonDown
+
+    settings = _settings(args)
+    try:
+        data = _ask(settings, "status", ping=True, timeout=30)
+    except DaemonDown:
+        off = _offline(settings)
+        data = {"running": False, "note": "the daemon is not running; figures read from the state dir"}
+        if off is not None:
+            state, queue = off
+            data |= offline_status(state, queue)
+            data["paused"] = bool(state.get_kv("paused", False))
+    if args.json:
+        _emit(data)
+        return 0
+    if data.get("running"):
+        print(
+            f"autod running (pid {data['pid']}, up {data['uptime_s']:.0f}s)"
+            f"{' — PAUSED' if data.get('paused') else ''}"
+        )
+        if data.get("waiting"):
+            print(f"  waiting: {data['waiting']}")
+        if data.get("current_cycle"):
+            c = data["current_cycle"]
+            print(f"  in cycle {c['cycle_id']} ({c['mode']}): {c['summary'][:100]}")
+        print(f"  modes: {', '.join(data.get('modes', [])) or 'none'}   memory: {data.get('memory')}")
+        llm = data.get("llm", {})
+        if llm.get("configured"):
+            circuit = (llm.get("circuit") or {}).get("state", "?")
+            print(f"  llm: {llm.get('endpoint')} reachable={llm.get('reachable')} circuit={circuit}")
+        else:
+            print("  llm: not configured (offline rules planner)")
+        for s in data.get("sources", []):
+            err = f" last error: {s['last_error']}" if s.get("last_error") else ""
+            print(f"  source {s['name']}: {s['state']} (events {s['events']}, restarts {s['restarts']}){err}")
+        for name, c in data.get("checks", {}).items():
+            print(f"  check {name}: {'ok' if c['ok'] else 'FAILING'} (exit {c['exit_code']})")
+        for name, c in data.get("counters", {}).items():
+            print(f"  {name}: {c['used']}/{c['cap']}")
+    else:
+        print(f"autod is not running. {data.get('note', '')}")
+    q = data.get("queue")
+    if q:
+        print(f"  queue depth: {q.get('depth')}")
+    if data.get("proposals"):
+        print(f"  pending proposals: {len(data['proposals'])} (autod proposals)")
+    for qd in data.get("quarantined", []) or []:
+        print(f"  quarantined {qd['fingerprint']}: {qd['summary'][:100]}")
+    for c in (data.get("last_cycles") or [])[:5]:
+        status = c["status"] or "running"
+        print(f"  {_ago(c['started_at'])} {c['id']} {c['mode']:<10} {status:<16} {c['summary'][:70]}")
+    return 0
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    off = _offline(settings)
+    rows = off[0].history(args.n) if off else []
+    if args.json:
+        _emit(rows)
+        return 0
+    if not rows:
+        print("no cycles yet")
+    for c in rows:
+        files = ",".join(e["path"] for e in c["edits"]) or "-"
+        dur = sum(c["durations_ms"].values()) if c["durations_ms"] else 0
+        print(
+            f"{_ago(c['started_at'])} {c['id']} {c['mode']:<10} {c['status'] or 'running':<16} "
+            f"{dur:>6}ms files={files} {c['summary'][:60]}"
+        )
+    return 0
+
+
+def cmd_logs(args: argparse.Namespace) -> int:
+    from autod.logview import LogFilter, parse_since, run_logs
+
+    settings = _settings(args)
+    try:
+        since = parse_since(args.since) if args.since else None
+    except ValueError as exc:
+        return _die(f"--since: {exc}", 2)
+    flt = LogFilter(cycle=args.cycle, phase=args.phase, level=args.level, mode=args.mode, since=since)
+    try:
+        return run_logs(
+            settings.log_file, follow=args.follow, as_json=args.json, flt=flt, n=args.n, out=sys.stdout
+        )
+    except KeyboardInterrupt:
+        return 0
+
+
+def cmd_proposals(args: argparse.Namespace) -> int:
+    from autod.commands import offline_status
+    from autod.control import DaemonDown
+
+    settings = _settings(args)
+    try:
+        rows = _ask(settings, "proposals")["proposals"]
+    except DaemonDown:
+        off = _offline(settings)
+        rows = offline_status(*off)["proposals"] if off else []
+    if args.json:
+        _emit(rows)
+        return 0
+    if not rows:
+        print("no pending proposals")
+    for p in rows:
+        print(f"proposal {p['id']} ({p['mode']}, expires {_ago(p['expires_at'])}): {p['summary']}")
+        print(f"  for: {p['event'][:120]}")
+        print("\n".join("  " + line for line in p["diff"].splitlines()))
+    return 0
+
+
+def _daemon_call(args: argparse.Namespace, cmd: str, label: str | None = None, **kw: Any) -> int:
+    from autod.control import DaemonDown
+
+    settings = _settings(args)
+    try:
+        resp = _ask(settings, cmd, label=label, **kw)
+    except DaemonDown:
+        return _die(f"the daemon is not running; `{cmd}` needs it (start it with `autod run`)", 3)
+    if getattr(args, "json", False):
+        _emit(resp)
+    else:
+        print(
+            json.dumps({k: v for k, v in resp.items() if k != "ok"}, default=str)
+            if resp.get("ok")
+            else f"autod: {resp.get('error') or resp.get('reason') or resp.get('status')}"
+        )
+    return 0 if resp.get("ok") else 1
+
+
+def cmd_approve(args: argparse.Namespace) -> int:
+    return _daemon_call(args, "approve", label="applying and verifying", id=args.id)
+
+
+def cmd_reject(args: argparse.Namespace) -> int:
+    return _daemon_call(args, "reject", id=args.id, reason=args.reason)
+
+
+def _set_pause(args: argparse.Namespace, paused: bool) -> int:
+    from autod.control import DaemonDown
+
+    settings = _settings(args)
+    try:
+        resp = _ask(settings, "pause" if paused else "resume")
+        print("paused" if resp.get("paused") else "resumed")
+        return 0
+    except DaemonDown:
+        off = _offline(settings)
+        if off is None:
+            settings.state_path.mkdir(parents=True, exist_ok=True)
+            from autod.state import State
+
+            off = (State(settings.state_path / "state.db"), None)
+        off[0].set_kv("paused", paused)
+        print(
+            f"{'paused' if paused else 'resumed'} (the daemon is not running; it starts "
+            f"{'paused' if paused else 'normally'})"
+        )
+        return 0
+
+
+def cmd_trigger(args: argparse.Namespace) -> int:
+    from autod.commands import manual_event
+    from autod.control import DaemonDown
+
+    settings = _settings(args)
+    try:
+        resp = _ask(settings, "trigger", mode=args.mode, path=args.path, message=args.message)
+    except DaemonDown:
+        from autod.queue import EventQueue
+
+        if args.mode not in settings.modes.enabled():
+            return _die(f"mode {args.mode} is not enabled in the config", 1)
+        settings.state_path.mkdir(parents=True, exist_ok=True)
+        q = EventQueue(settings.state_path / "queue.db")
+        event = manual_event(args.mode, args.path, args.message)
+        q.put(event)
+        q.close()
+        print(f"queued {event.id} (the daemon is not running; it runs when autod starts)")
+        return 0
+    if not resp.get("ok"):
+        return _die(resp.get("error", "failed"), 1)
+    print(f"queued {resp['event_id']}")
+    return 0
+
+
+def cmd_memory(args: argparse.Namespace) -> int:
+    from autod.control import DaemonDown
+
+    settings = _settings(args)
+    cmd = f"memory_{args.memory_cmd}"
+    kw: dict[str, Any] = {}
+    if args.memory_cmd == "search":
+        kw = {"query": args.query, "tier": args.tier, "k": args.k}
+    elif args.memory_cmd == "prune":
+        kw = {"dry_run": args.dry_run}
+    try:
+        resp = _ask(settings, cmd, label="pruning" if args.memory_cmd == "prune" else None, **kw)
+    except DaemonDown:
+        resp = asyncio.run(_memory_offline(settings, args.memory_cmd, kw))
+    if not resp.get("ok"):
+        return _die(resp.get("error", "failed"), 1)
+    if args.json:
+        _emit({k: v for k, v in resp.items() if k != "ok"})
+        return 0
+    from autod.memory.report import format_hits, format_stats
+
+    if args.memory_cmd == "stats":
+        print(format_stats(resp["stats"]))
+    elif args.memory_cmd == "search":
+        print(format_hits(resp["hits"]))
+    else:
+        verb = "would remove" if resp.get("dry_run") else "removed"
+        print(f"{verb}: " + ", ".join(f"{t} {n}" for t, n in resp["removed"].items()))
+    return 0
+
+
+async def _memory_offline(settings: Settings, sub: str, kw: dict[str, Any]) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    from autod.memory import Tier
+    from autod.memory.store import ChromaMemory
+
+    mem = await ChromaMemory.open(settings.memory, settings.state_path, read_only=sub != "prune")
+    try:
+        if sub == "stats":
+            return {"ok": True, "stats": await mem.stats()}
+        if sub == "search":
+            tier = Tier(kw["tier"].lower()) if kw.get("tier") else None
+            hits = await mem.search(kw["query"], tier=tier, k=kw["k"])
+            return {"ok": True, "hits": [asdict(h) for h in hits]}
+        return {"ok": True, "removed": await mem.prune(dry_run=kw["dry_run"]), "dry_run": kw["dry_run"]}
+    finally:
+        await mem.close()
+
+
+# -- parser ----------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="autod", description="autonomous developer daemon")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "-c",
+        "--config",
+        help="config file (default: $AUTOD_CONFIG, ./autod.yaml, ./config/autod.yaml, /etc/autod/autod.yaml)",
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def add(name: str, fn: Callable[[argparse.Namespace], int], help: str) -> argparse.ArgumentParser:
+        sp = sub.add_parser(name, parents=[common], help=help)
+        sp.set_defaults(fn=fn)
+        return sp
+
+    r = add("run", cmd_run, "run the daemon in the foreground")
+    r.add_argument("--once", action="store_true", help="run start-up checks and the queue, then exit 0/1/2")
+    cfg = sub.add_parser("config", help="config commands")
+    cs = cfg.add_subparsers(dest="config_cmd", required=True)
+    chk = cs.add_parser("check", parents=[common], help="validate the config: exit 0, or 78 naming the field")
+    chk.set_defaults(fn=cmd_config_check)
+    s = add("status", cmd_status, "daemon state, queue, counters, last cycles")
+    s.add_argument("--json", action="store_true")
+    h = add("history", cmd_history, "one row per cycle")
+    h.add_argument("--json", action="store_true")
+    h.add_argument("-n", type=int, default=20)
+    lg = add("logs", cmd_logs, "read or follow the JSON log")
+    lg.add_argument("-f", "--follow", action="store_true")
+    lg.add_argument("--json", action="store_true")
+    lg.add_argument("--cycle")
+    lg.add_argument("--phase", choices=["observe", "plan", "act", "reflect"])
+    lg.add_argument("--level", choices=["debug", "info", "warning", "error"])
+    lg.add_argument("--mode", choices=list(MODES))
+    lg.add_argument("--since", help="10m, 2h, 1d or an ISO time")
+    lg.add_argument("-n", type=int, default=50)
+    pr = add("proposals", cmd_proposals, "plans waiting for approval")
+    pr.add_argument("--json", action="store_true")
+    ap = add("approve", cmd_approve, "apply, verify and reflect a proposal")
+    ap.add_argument("id")
+    ap.add_argument("--json", action="store_true")
+    rj = add("reject", cmd_reject, "reject a proposal (remembered as a lesson)")
+    rj.add_argument("id")
+    rj.add_argument("--reason")
+    rj.add_argument("--json", action="store_true")
+    add("pause", lambda a: _set_pause(a, True), "stop starting cycles (sources keep queueing)")
+    add("resume", lambda a: _set_pause(a, False), "start cycles again")
+    t = add("trigger", cmd_trigger, "queue a manual event for a mode")
+    t.add_argument("mode", choices=list(MODES))
+    t.add_argument("--path")
+    t.add_argument("--message")
+    m = sub.add_parser("memory", help="tiered memory")
+    ms = m.add_subparsers(dest="memory_cmd", required=True)
+    st = ms.add_parser("stats", parents=[common])
+    st.add_argument("--json", action="store_true")
+    se = ms.add_parser("search", parents=[common])
+    se.add_argument("query")
+    se.add_argument("--tier", choices=["N0", "N1", "N2", "n0", "n1", "n2"])
+    se.add_argument("-k", type=int, default=10)
+    se.add_argument("--json", action="store_true")
+    pu = ms.add_parser("prune", parents=[common])
+    pu.add_argument("--dry-run", action="store_true")
+    pu.add_argument("--json", action="store_true")
+    for sp in (st, se, pu):
+        sp.set_defaults(fn=cmd_memory)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.fn(args))
+    except ConfigError as exc:
+        return _die(str(exc), EXIT_CONFIG)
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:  # never a traceback for the operator; the daemon logs its own
+        return _die(f"{type(exc).__name__}: {str(exc)[:300]}", 2)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

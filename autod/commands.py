@@ -1,0 +1,215 @@
+"""What the control socket can ask the running daemon, and the status snapshot shared with the CLI."""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from autod.events import Event, EventKind, fingerprint
+from autod.memory import Tier
+from autod.planner.plan import Plan
+from autod.queue import EventQueue
+from autod.state import State
+
+if TYPE_CHECKING:
+    from autod.supervisor import Daemon
+
+log = structlog.get_logger("autod.commands")
+
+MODES = ("auto-debug", "auto-doc", "auto-plan")
+
+
+def manual_event(mode: str, path: str | None, message: str | None) -> Event:
+    """The event `autod trigger MODE` queues."""
+    return Event(
+        source="manual",
+        kind=EventKind.MANUAL,
+        summary=f"manual trigger of {mode}"
+        + (f" on {path}" if path else "")
+        + (f": {message}" if message else ""),
+        payload={"mode": mode, "paths": [path] if path else [], "message": message or ""},
+        fingerprint=fingerprint("manual", mode, path or "", message or "", uuid.uuid4().hex),
+    )
+
+
+def offline_status(state: State, queue: EventQueue) -> dict[str, Any]:
+    """What can be read from the state dir alone (the daemon is down, or as part of its status)."""
+    return {
+        "queue": {"depth": queue.depth(), **queue.stats()},
+        "proposals": [_proposal_row(p) for p in state.proposals("pending")],
+        "quarantined": state.quarantined(),
+        "last_cycles": state.history(10),
+    }
+
+
+def _proposal_row(p: dict[str, Any]) -> dict[str, Any]:
+    return {k: p[k] for k in ("id", "cycle_id", "mode", "created_at", "expires_at", "status", "diff")} | {
+        "summary": Plan.model_validate_json(p["plan"]).summary,
+        "event": Event.model_validate_json(p["event"]).summary,
+    }
+
+
+class Commands:
+    def __init__(self, daemon: Daemon) -> None:
+        self.d = daemon
+
+    async def handle(self, req: dict[str, Any]) -> dict[str, Any]:
+        cmd = req["cmd"]
+        fn = getattr(self, f"cmd_{cmd}", None)
+        if fn is None:
+            return {"ok": False, "error": f"unknown command {cmd!r}"}
+        return await fn(req)
+
+    async def cmd_status(self, req: dict[str, Any]) -> dict[str, Any]:
+        d = self.d
+        snap = await d.state.call(offline_status, d.state, d.queue)
+        counters = await d.state.call(d.gate.counters)
+        llm: dict[str, Any] = {"configured": bool(d.settings.llm.base_url), "planner": d.planner_name}
+        if d.settings.llm.base_url:
+            llm["endpoint"] = getattr(d.planner, "endpoint", d.settings.llm.base_url)
+            llm["circuit"] = d.breaker.snapshot() if d.breaker else None
+            if req.get("ping"):
+                ping = getattr(d.planner, "ping", None)
+                llm["reachable"] = await ping() if ping else None
+        current = None
+        if d.current is not None:
+            current = {
+                "cycle_id": d.current.r.cycle_id,
+                "mode": d.current.r.mode,
+                "summary": d.current.r.summary,
+            }
+        return {
+            "ok": True,
+            "running": True,
+            "pid": os.getpid(),
+            "uptime_s": round(time.time() - d.started_at, 1),
+            "paused": d.paused,
+            "waiting": d.waiting_reason or None,
+            "current_cycle": current,
+            "modes": [m.name for m in d.modes],
+            "sources": [{k: v for k, v in asdict(s).items() if k != "crashes"} for s in d.sources.values()],
+            "checks": {n: {"exit_code": r.exit_code, "ok": r.ok} for n, r in d.last_results.items()},
+            "counters": counters,
+            "llm": llm,
+            "memory": "on" if d.memory is not None else "off",
+            **snap,
+        }
+
+    async def cmd_pause(self, req: dict[str, Any]) -> dict[str, Any]:
+        self.d.paused = True
+        await self.d.state.call(self.d.state.set_kv, "paused", True)
+        log.info("paused by operator")
+        self.d.notifier.status("paused")
+        return {"ok": True, "paused": True}
+
+    async def cmd_resume(self, req: dict[str, Any]) -> dict[str, Any]:
+        self.d.paused = False
+        await self.d.state.call(self.d.state.set_kv, "paused", False)
+        log.info("resumed by operator")
+        self.d.wakeup.set()
+        return {"ok": True, "paused": False}
+
+    async def cmd_trigger(self, req: dict[str, Any]) -> dict[str, Any]:
+        mode = req.get("mode")
+        if mode not in MODES:
+            return {"ok": False, "error": f"unknown mode {mode!r}; one of {', '.join(MODES)}"}
+        if mode not in [m.name for m in self.d.modes]:
+            return {"ok": False, "error": f"mode {mode} is not enabled in the config"}
+        event = manual_event(mode, req.get("path"), req.get("message"))
+        await self.d.accept(event)
+        return {"ok": True, "event_id": event.id}
+
+    async def cmd_proposals(self, req: dict[str, Any]) -> dict[str, Any]:
+        rows = await self.d.state.call(self.d.state.proposals, req.get("status", "pending"))
+        return {"ok": True, "proposals": [_proposal_row(p) for p in rows]}
+
+    async def cmd_approve(self, req: dict[str, Any]) -> dict[str, Any]:
+        from autod.cycle import Cycle
+
+        d = self.d
+        p = await d.state.call(d.state.proposal, str(req.get("id", "")))
+        if p is None:
+            return {"ok": False, "error": "no such proposal (or the id prefix is ambiguous)"}
+        if p["status"] != "pending":
+            return {"ok": False, "error": f"proposal {p['id']} is {p['status']}, not pending"}
+        if p["expires_at"] <= time.time():
+            await d.state.call(d.state.decide_proposal, p["id"], "expired", "not approved in time")
+            return {"ok": False, "error": f"proposal {p['id']} expired"}
+        mode = next((m for m in d.modes if m.name == p["mode"]), None)
+        if mode is None:
+            return {"ok": False, "error": f"mode {p['mode']} is no longer enabled"}
+        event = Event.model_validate_json(p["event"])
+        plan = Plan.model_validate_json(p["plan"])
+        await d.state.call(d.state.decide_proposal, p["id"], "approved", req.get("reason"))
+        async with d.workspace_lock:
+            cycle = Cycle(d.deps, mode, event, approved=plan)
+            d.current = cycle
+            try:
+                r = await cycle.run()
+            finally:
+                d.current = None
+        final = "applied" if r.status in ("fixed", "improved") else "failed"
+        await d.state.call(d.state.decide_proposal, p["id"], final, r.reason)
+        return {
+            "ok": r.status in ("fixed", "improved"),
+            "proposal": p["id"],
+            "cycle_id": r.cycle_id,
+            "status": r.status,
+            "reason": r.reason,
+            "edits": r.edits,
+            "checks": r.checks,
+        }
+
+    async def cmd_reject(self, req: dict[str, Any]) -> dict[str, Any]:
+        d = self.d
+        p = await d.state.call(d.state.proposal, str(req.get("id", "")))
+        if p is None or p["status"] != "pending":
+            return {"ok": False, "error": "no such pending proposal"}
+        reason = str(req.get("reason") or "no reason given")[:500]
+        await d.state.call(d.state.decide_proposal, p["id"], "rejected", reason)
+        plan = Plan.model_validate_json(p["plan"])
+        event = Event.model_validate_json(p["event"])
+        lesson = (
+            f"[{p['mode']}] The operator rejected the plan '{plan.summary[:200]}' for "
+            f"'{event.summary[:200]}'. Reason: {reason}. Do not propose this again."
+        )
+        if d.memory is not None:
+            await d.memory.add_lesson(
+                lesson,
+                {
+                    "fingerprint": event.fingerprint,
+                    "mode": p["mode"],
+                    "status": "rejected",
+                    "kind": str(event.kind),
+                },
+                success=False,
+            )
+        log.info("proposal rejected", proposal_id=p["id"], reason=reason)
+        return {"ok": True, "proposal": p["id"], "lesson": lesson}
+
+    async def cmd_memory_stats(self, req: dict[str, Any]) -> dict[str, Any]:
+        if self.d.memory is None:
+            return {"ok": False, "error": "memory is unavailable in the daemon (see its log)"}
+        return {"ok": True, "stats": await self.d.memory.stats()}  # type: ignore[attr-defined]
+
+    async def cmd_memory_search(self, req: dict[str, Any]) -> dict[str, Any]:
+        if self.d.memory is None:
+            return {"ok": False, "error": "memory is unavailable in the daemon (see its log)"}
+        tier = Tier(req["tier"].lower()) if req.get("tier") else None
+        hits = await self.d.memory.search(
+            str(req.get("query", "")),
+            tier=tier,  # type: ignore[attr-defined]
+            k=int(req.get("k", 10)),
+        )
+        return {"ok": True, "hits": [asdict(h) for h in hits]}
+
+    async def cmd_memory_prune(self, req: dict[str, Any]) -> dict[str, Any]:
+        if self.d.memory is None:
+            return {"ok": False, "error": "memory is unavailable in the daemon (see its log)"}
+        removed = await self.d.memory.prune(dry_run=bool(req.get("dry_run")))  # type: ignore[attr-defined]
+        return {"ok": True, "removed": removed, "dry_run": bool(req.get("dry_run"))}

@@ -1,0 +1,342 @@
+"""The Observe -> Plan -> Act -> Reflect cycle for one event and one mode. Nothing else."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import structlog
+
+from autod import logs
+from autod.act.edits import Confinement, FileChange, prepare, unified_diff
+from autod.act.journal import Journal
+from autod.errors import CycleError, LLMUnavailable, PlanInvalid, PlanRejected
+from autod.events import FAILURE_KINDS, Event
+from autod.limits import CircuitBreaker, Gate
+from autod.memory import Memory, Recalled
+from autod.modes import Attempt, Mode, ModeEnv, Verification, chain
+from autod.ownwrites import OwnWrites
+from autod.planner import Planner, PlanRequest, PlanResult
+from autod.planner.plan import Plan
+from autod.reflect import Reflection, distil_lesson, log_reflection
+
+log = structlog.get_logger("autod.cycle")
+
+
+@dataclass
+class CycleDeps:
+    env: ModeEnv
+    gate: Gate
+    planner: Planner
+    planner_name: str
+    own_writes: OwnWrites
+    breaker: CircuitBreaker | None = None
+    extra_after_keep: list = field(default_factory=list)  # callables(reflection, changes) e.g. git commit
+
+    @property
+    def memory(self) -> Memory | None:
+        return self.env.memory
+
+
+class Cycle:
+    """Runs one cycle. `run()` always returns a Reflection and always records it."""
+
+    def __init__(self, deps: CycleDeps, mode: Mode, event: Event, *, approved: Plan | None = None) -> None:
+        self.deps = deps
+        self.approved = approved  # a proposal the operator approved: no planner, no second confirmation
+        self.mode = mode
+        self.event = event
+        self.settings = deps.env.settings
+        self.state = deps.env.state
+        self.r = Reflection(
+            cycle_id=uuid.uuid4().hex[:12],
+            event_id=event.id,
+            mode=mode.name,
+            fingerprint=event.fingerprint,
+            kind=str(event.kind),
+            summary=event.summary,
+            merged=event.merged,
+            planner=deps.planner_name,
+        )
+        self.recalled: list[Recalled] = []
+        self.attempts: list[Attempt] = []
+        self.last_attempt: dict[str, str] | None = None
+
+    # -- the cycle -------------------------------------------------------------------
+    async def run(self) -> Reflection:
+        logs.bind_cycle(self.r.cycle_id, self.event.id, self.mode.name)
+        try:
+            async with self.phase("observe"):
+                await self.observe()
+            await self.plan_and_act()
+        except CycleError as exc:
+            self.r.status, self.r.reason = exc.status, exc.reason
+        except asyncio.CancelledError:
+            self.r.status, self.r.reason = "failed", "stopped: the daemon is shutting down"
+            raise
+        except Exception as exc:  # a bug: record it, keep the daemon alive
+            self.r.status, self.r.reason = "failed", f"internal error: {type(exc).__name__}"
+            log.exception("cycle crashed")
+        finally:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self.reflect())
+            logs.clear_cycle()
+        return self.r
+
+    async def observe(self) -> None:
+        await self.state.call(
+            self.state.cycle_started,
+            self.r.cycle_id,
+            self.event.id,
+            self.mode.name,
+            self.event.fingerprint,
+            str(self.event.kind),
+            self.event.summary,
+        )
+        log.info(
+            "observed", kind=str(self.event.kind), summary=self.event.summary[:300], merged=self.event.merged
+        )
+        if self.deps.memory is not None:
+            excerpt = str(self.event.payload.get("excerpt", ""))[:2000]
+            text = f"{self.event.kind}: {self.event.summary}\n{excerpt}"
+            await self.deps.memory.observe(
+                text,
+                {
+                    "kind": str(self.event.kind),
+                    "fingerprint": self.event.fingerprint,
+                    "mode": self.mode.name,
+                    "event_id": self.event.id,
+                },
+            )
+
+    async def plan_and_act(self) -> None:
+        """PLAN and ACT, re-planning after a rolled-back attempt (up to max_attempts_per_cycle)."""
+        if self.approved is not None:
+            self.r.attempts, self.r.plan_summary, self.r.planner = (
+                1,
+                self.approved.summary,
+                "operator-approved",
+            )
+            async with self.phase("act"):
+                verification = await self.act(self.approved)
+            assert verification is not None
+            self.r.status, self.r.reason = verification.status, verification.reason or None
+            return
+        async with self.phase("plan"):
+            await self.recall()
+            context = await self.mode.context(self.event, self.deps.env, self.recalled)
+        previous = await self.previous_attempt()
+        if previous:
+            self.attempts.append(previous)
+        max_attempts = getattr(self.settings.modes.get(self.mode.name), "max_attempts_per_cycle", 1)
+        for _ in range(max_attempts):
+            self.r.attempts += 1
+            async with self.phase("plan"):
+                result = await self.ask_planner(context)
+            plan = result.plan
+            self.r.plan_summary = plan.summary
+            if not self.mode.writes_code:
+                async with self.phase("act"):
+                    await self.write_report(plan)
+                return
+            if not plan.edits:
+                self.r.status = "no_change"
+                self.r.reason = "the planner proposed no edits"
+                if plan.report:
+                    async with self.phase("act"):
+                        await self.write_report(plan)
+                return
+            async with self.phase("act"):
+                verification = await self.act(plan)
+            if verification is None:  # stored as a proposal
+                return
+            self.r.status, self.r.reason = verification.status, verification.reason or None
+            if verification.status != "rolled_back":
+                return
+            self.attempts.append(Attempt(plan.summary, self._last_diff, verification.output))
+            self.last_attempt = self.attempts[-1].as_dict()
+
+    async def recall(self) -> None:
+        if self.deps.memory is None:
+            return
+        query = f"{self.event.summary}\n{str(self.event.payload.get('excerpt', ''))[:1500]}"
+        try:
+            self.recalled = await self.deps.memory.recall(
+                query, budget_tokens=self.settings.memory.recall_tokens, k=self.settings.memory.recall_k
+            )
+        except Exception as exc:  # memory trouble must not stop a fix
+            log.warning("recall failed", error=type(exc).__name__)
+            self.recalled = []
+        self.r.memory_used = [m.id for m in self.recalled]
+
+    async def previous_attempt(self) -> Attempt | None:
+        if self.event.kind not in FAILURE_KINDS:
+            return None
+        fp = await self.state.call(self.state.fingerprint, self.event.fingerprint)
+        last = (fp or {}).get("last_attempt")
+        if not last:
+            return None
+        return Attempt(last.get("summary", ""), last.get("diff", ""), last.get("output", ""))
+
+    async def ask_planner(self, context: dict[str, str]) -> PlanResult:
+        messages = self.mode.messages(self.event, context, self.attempts)
+        request = PlanRequest(
+            mode=self.mode.name,
+            event=self.event,
+            messages=messages,
+            context={**context, "attempts": [a.as_dict() for a in self.attempts]},
+        )
+        breaker = self.deps.breaker
+        try:
+            result = await self.deps.planner.plan(request)
+        except (LLMUnavailable, PlanInvalid):
+            if breaker is not None:
+                breaker.failure()
+            raise
+        if breaker is not None:
+            breaker.success()
+        self.r.tokens["prompt"] += result.tokens.prompt
+        self.r.tokens["completion"] += result.tokens.completion
+        log.info(
+            "planned",
+            summary=result.plan.summary[:300],
+            edits=len(result.plan.edits),
+            tokens=result.tokens.total,
+        )
+        return result
+
+    async def act(self, plan: Plan) -> Verification | None:
+        """Apply under every act rule, verify, keep or roll back. None: stored as a proposal."""
+        changes = await self.prepare(plan)
+        self._last_diff = unified_diff(changes)
+        if self.approved is None and self.settings.mode_requires_confirmation(self.mode.name):
+            await self.propose(plan, changes)
+            return None
+        journal = Journal.begin(self.settings.state_path, self.r.cycle_id)
+        kept = False
+        try:
+            await asyncio.to_thread(journal.apply, changes, on_write=self.deps.own_writes.record)
+            self.r.edits = [{"path": c.rel, "added": c.added, "removed": c.removed} for c in changes]
+            log.info("applied", files=[c.rel for c in changes])
+            verification = await self.mode.verify(self.event, plan, self.deps.env)
+            self.r.checks = [c.record() for c in verification.checks]
+            if verification.status in ("fixed", "improved", "no_change"):
+                await asyncio.to_thread(journal.keep)
+                kept = True
+                for hook in self.deps.extra_after_keep:
+                    await hook(self, changes)
+            return verification
+        finally:
+            if not kept:
+                # a failed verification, an exception or a stop: every edit goes back
+                await asyncio.shield(
+                    asyncio.to_thread(journal.rollback, on_write=self.deps.own_writes.record)
+                )
+                log.info("rolled back", files=[c.rel for c in changes])
+
+    async def prepare(self, plan: Plan) -> list[FileChange]:
+        caps = await self.state.call(self.deps.gate.caps)
+        if caps.max_edits <= 0:
+            raise PlanRejected("max_edits_per_day reached")
+        conf = Confinement(self.settings.workspace, self.settings.state_path, self.settings.limits.deny_globs)
+        scope = chain(self.mode.scope(self.deps.env))
+        return await asyncio.to_thread(prepare, plan, conf, caps, scope=scope)
+
+    async def propose(self, plan: Plan, changes: list[FileChange]) -> None:
+        pid = uuid.uuid4().hex[:10]
+        now = time.time()
+        await self.state.call(
+            self.state.add_proposal,
+            {
+                "id": pid,
+                "cycle_id": self.r.cycle_id,
+                "mode": self.mode.name,
+                "event": self.event.model_dump_json(),
+                "plan": plan.model_dump_json(),
+                "diff": self._last_diff,
+                "created_at": now,
+                "expires_at": now + self.settings.limits.proposal_ttl_h * 3600,
+            },
+        )
+        self.r.status, self.r.proposal_id = "pending_approval", pid
+        self.r.edits = [{"path": c.rel, "added": c.added, "removed": c.removed} for c in changes]
+        log.info("proposal stored", proposal_id=pid, files=[c.rel for c in changes])
+
+    async def write_report(self, plan: Plan) -> None:
+        writer = getattr(self.mode, "write_report", None)
+        if writer is None or not plan.report:
+            self.r.status = "reported" if plan.report else "no_change"
+            return
+        path: Path = await writer(self.event, plan, self.deps.env, self.deps.own_writes)
+        self.r.status, self.r.report_path = "reported", str(path)
+
+    async def reflect(self) -> None:
+        async with self.phase("reflect"):
+            r = self.r
+            if r.status in ("fixed", "improved", "rolled_back", "rejected", "no_change"):
+                attempt = self.last_attempt
+                if r.status == "rejected":
+                    attempt = {"summary": r.plan_summary or "", "diff": "", "output": f"rejected: {r.reason}"}
+                r.quarantined = await self.state.call(
+                    self.deps.gate.record_attempt, self.event, r.status, attempt
+                )
+                if r.quarantined:
+                    log.warning(
+                        "fingerprint quarantined",
+                        fingerprint=self.event.fingerprint,
+                        attempts=self.settings.limits.max_attempts_per_fingerprint,
+                    )
+            await self.state.call(
+                self.deps.gate.book, edits=len(r.edits), tokens=r.tokens["prompt"] + r.tokens["completion"]
+            )
+            r.lesson = distil_lesson(r, self.event)
+            if self.deps.memory is not None:
+                await self.remember()
+        log_reflection(r)
+        await self.state.call(self.state.cycle_finished, r.cycle_id, r.status, r.reason, r.record())
+
+    async def remember(self) -> None:
+        r, mem = self.r, self.deps.memory
+        assert mem is not None
+        meta = {
+            "fingerprint": r.fingerprint,
+            "mode": r.mode,
+            "status": r.status,
+            "kind": r.kind,
+            "cycle_id": r.cycle_id,
+        }
+        try:
+            episode = json.dumps(
+                {
+                    "event": r.summary[:500],
+                    "plan": r.plan_summary,
+                    "status": r.status,
+                    "reason": r.reason,
+                    "edits": r.edits,
+                },
+                default=str,
+            )
+            await mem.add_episode(episode, meta)
+            if r.lesson:
+                await mem.add_lesson(r.lesson, meta, success=r.status in ("fixed", "improved"))
+        except Exception as exc:
+            log.warning("memory write failed", error=type(exc).__name__)
+
+    # -- helpers -----------------------------------------------------------------------
+    _last_diff: str = ""
+
+    @contextlib.asynccontextmanager
+    async def phase(self, name: str) -> AsyncIterator[None]:
+        logs.set_phase(name)
+        start = time.monotonic()
+        try:
+            yield
+        finally:
+            ms = int((time.monotonic() - start) * 1000)
+            self.r.durations_ms[name] = self.r.durations_ms.get(name, 0) + ms

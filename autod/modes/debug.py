@@ -1,0 +1,157 @@
+"""auto-debug: fix build and check failures, verified by re-running the failing checks."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from pathlib import Path
+
+from autod.act.edits import ScopeCheck
+from autod.checks import CheckResult
+from autod.events import Event, EventKind
+from autod.memory import Recalled
+from autod.modes import Attempt, ModeEnv, Verification, pack, python_syntax_scope, recalled_text, render
+from autod.planner.plan import Plan
+
+WINDOW = 15  # lines of source on each side of a line the failure names
+CONTEXT_TOKENS = 6000
+
+_PYTEST_COUNTS = re.compile(r"(\d+) (failed|errors?)\b")
+
+
+def count_failures(result: CheckResult) -> int:
+    """How many failures a check's output reports (pytest's summary when there is one)."""
+    if result.ok:
+        return 0
+    counts = [int(n) for n, _ in _PYTEST_COUNTS.findall(result.output[-4000:])]
+    if counts:
+        return sum(counts)
+    from autod.sources.parsers import parse_failures
+
+    return max(1, len(parse_failures(result.output)))
+
+
+def source_windows(workspace: Path, locations: list[dict[str, object]], budget_chars: int = 16000) -> str:
+    """Numbered source around each file:line the failure names, resolved inside the workspace only."""
+    root = workspace.resolve()
+    seen: set[tuple[str, int]] = set()
+    parts: list[str] = []
+    used = 0
+    for loc in locations[:20]:
+        rel, line = str(loc.get("path", "")), loc.get("line")
+        if not isinstance(line, int) or not rel:
+            continue
+        p = Path(rel)
+        path = (p if p.is_absolute() else root / p).resolve()
+        if not path.is_relative_to(root) or not path.is_file() or ".git" in path.relative_to(root).parts:
+            continue
+        key = (str(path), line // (WINDOW * 2))
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            continue
+        lo, hi = max(1, line - WINDOW), min(len(lines), line + WINDOW)
+        body = "\n".join(f"{n:5d}{'>' if n == line else ' '} {lines[n - 1]}" for n in range(lo, hi + 1))
+        block = f"--- {path.relative_to(root).as_posix()} (lines {lo}-{hi}) ---\n{body}"
+        if used + len(block) > budget_chars:
+            break
+        parts.append(block)
+        used += len(block)
+    return "\n\n".join(parts)
+
+
+async def git_diff(workspace: Path, since: str | None, limit: int = 12000) -> str:
+    """Uncommitted and recent changes since the last green check, when the workspace is a git repo."""
+    if not (workspace / ".git").exists():
+        return ""
+    args = ["git", "-C", str(workspace), "diff", "--no-color", "--no-ext-diff"]
+    args.append(since or "HEAD")
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *args,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
+            stdin=asyncio.subprocess.DEVNULL,
+        )
+        out, _ = await asyncio.wait_for(proc.communicate(), timeout=20)
+    except (OSError, TimeoutError):
+        return ""
+    text = out.decode("utf-8", "replace")
+    return text[:limit] + ("\n[... diff cut ...]" if len(text) > limit else "")
+
+
+class DebugMode:
+    name = "auto-debug"
+    kinds = frozenset({EventKind.CHECK_FAILED, EventKind.BUILD_FAILED})
+    writes_code = True
+
+    def handles(self, event: Event) -> bool:
+        if event.kind == EventKind.MANUAL:
+            return event.target_mode == self.name
+        return event.kind in self.kinds
+
+    async def context(self, event: Event, env: ModeEnv, recalled: list[Recalled]) -> dict[str, str]:
+        payload = event.payload
+        excerpt = str(payload.get("excerpt") or payload.get("message") or event.summary)
+        locations = payload.get("locations") or []
+        if not locations and excerpt:
+            from autod.sources.parsers import parse_locations
+
+            locations = parse_locations(excerpt)
+        windows = await asyncio.to_thread(source_windows, env.workspace, list(locations))
+        since = await env.state.call(env.state.get_kv, "last_green_rev")
+        diff = await git_diff(env.workspace, since)
+        sections = [
+            ("excerpt", excerpt[-12000:]),
+            ("sources", windows),
+            ("diff", diff),
+            ("memory", recalled_text(recalled)),
+        ]
+        return pack(sections, CONTEXT_TOKENS)
+
+    def messages(
+        self, event: Event, context: dict[str, str], attempts: list[Attempt]
+    ) -> list[dict[str, str]]:
+        checks = context.get("checks", "")
+        tried = "\n\n".join(
+            f"Attempt {i}: {a.summary}\nDiff:\n{a.diff[:4000]}\nCheck output after it:\n{a.output[-3000:]}"
+            for i, a in enumerate(attempts, 1)
+        )
+        user = render(
+            "debug_user",
+            summary=event.summary,
+            check=event.payload.get("check", ""),
+            excerpt=context.get("excerpt") or "(none)",
+            sources=context.get("sources") or "(no source lines could be located)",
+            diff=context.get("diff") or "(no recent diff)",
+            memory=context.get("memory") or "(nothing recalled)",
+            attempts=tried or "(none)",
+            checks=checks,
+        )
+        return [{"role": "system", "content": render("debug_system")}, {"role": "user", "content": user}]
+
+    def scope(self, env: ModeEnv) -> ScopeCheck | None:
+        return python_syntax_scope
+
+    async def verify(self, event: Event, plan: Plan, env: ModeEnv) -> Verification:
+        configured = env.settings.checks
+        names: list[str] = []
+        failing = event.payload.get("check")
+        if isinstance(failing, str) and failing in configured:
+            names.append(failing)
+        names += [n for n in plan.verify if n in configured and n not in names]
+        if not names:
+            names = [n for n, c in configured.items() if not c.fixer]
+        if not names:
+            return Verification("rolled_back", reason="no configured check to verify the edits with")
+        results = [await env.run_check(n) for n in names]
+        before = int(event.payload.get("failures") or 1)
+        after = sum(count_failures(r) for r in results)
+        if all(r.ok for r in results):
+            return Verification("fixed", results)
+        if after < before:
+            return Verification("improved", results, f"failures {before} -> {after}")
+        return Verification("rolled_back", results, f"checks still fail ({after} failures, before {before})")

@@ -1,0 +1,259 @@
+"""auto-doc: keep docstrings and Markdown docs in step with code changes.
+
+Scope guarantee, enforced here in code: in `.py` files only docstrings may change (the AST with
+docstrings stripped must be identical before and after); other files only under the doc globs.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import fnmatch
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from autod.act.edits import FileChange, ScopeCheck
+from autod.errors import NothingToDo, PlanRejected
+from autod.events import Event, EventKind
+from autod.memory import Recalled
+from autod.modes import Attempt, ModeEnv, Verification, pack, recalled_text, render
+from autod.modes.plan import _atomic_write
+from autod.ownwrites import OwnWrites
+from autod.planner.plan import Plan
+
+CONTEXT_TOKENS = 6000
+_PARAM_DOC = re.compile(r"^\s*(?::param\s+(\w+)|(\w+)\s*(?:\([^)]*\))?\s*:)", re.M)
+_SECTION = re.compile(r"^\s*(Args|Arguments|Parameters|Params)\s*:?\s*$", re.M)
+
+
+def strip_docstrings(tree: ast.AST) -> str:
+    """A dump of the AST with every docstring removed: equal dumps mean only docstrings differ."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            body = node.body
+            if (
+                body
+                and isinstance(body[0], ast.Expr)
+                and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)
+            ):
+                node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree, annotate_fields=True, include_attributes=False)
+
+
+def only_docstrings_changed(old: str, new: str) -> bool:
+    try:
+        return strip_docstrings(ast.parse(old)) == strip_docstrings(ast.parse(new))
+    except SyntaxError:
+        return False
+
+
+def _params(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    a = fn.args
+    names = [x.arg for x in a.posonlyargs + a.args + a.kwonlyargs]
+    if a.vararg:
+        names.append(a.vararg.arg)
+    if a.kwarg:
+        names.append(a.kwarg.arg)
+    return [n for n in names if n not in ("self", "cls")]
+
+
+def documented_params(doc: str) -> set[str] | None:
+    """Parameter names a docstring documents (Google/NumPy/Sphinx styles); None if it lists none."""
+    m = _SECTION.search(doc)
+    names: set[str] = set()
+    if m:
+        section = doc[m.end() :]
+        for line in section.splitlines():
+            if line.strip() and not line.startswith((" ", "\t")) and not line.strip().endswith(":"):
+                break
+            pm = re.match(r"^\s+(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:", line)
+            if pm:
+                names.add(pm.group(1).lstrip("*"))
+            if re.match(r"^\s*(Returns|Raises|Yields|Examples?|Notes?)\s*:?\s*$", line):
+                break
+    names |= set(re.findall(r":param\s+(?:\w+\s+)?(\w+)\s*:", doc))
+    return names or None
+
+
+def findings(source: str, rel: str) -> list[dict[str, Any]]:
+    """Public functions/classes whose docstring is missing or no longer matches the signature."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    out: list[dict[str, Any]] = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            continue
+        if node.name.startswith("_"):
+            continue
+        doc = ast.get_docstring(node)
+        if doc is None:
+            out.append({"path": rel, "line": node.lineno, "name": node.name, "problem": "missing docstring"})
+            continue
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            documented = documented_params(doc)
+            if documented is not None:
+                actual = set(_params(node))
+                stale = sorted(documented - actual)
+                missing = sorted(actual - documented)
+                if stale or missing:
+                    problem = "docstring does not match the signature"
+                    if stale:
+                        problem += f"; documents unknown {', '.join(stale)}"
+                    if missing:
+                        problem += f"; misses {', '.join(missing)}"
+                    out.append({"path": rel, "line": node.lineno, "name": node.name, "problem": problem})
+    return out
+
+
+def _doc_files(workspace: Path, globs: list[str]) -> list[Path]:
+    files: set[Path] = set()
+    for g in globs:
+        for p in workspace.glob(g):
+            if p.is_file() and p.suffix in (".md", ".rst", ".txt") and ".autod" not in p.parts:
+                files.add(p)
+    return sorted(files)[:200]
+
+
+def doc_mentions(workspace: Path, globs: list[str], names: set[str]) -> list[dict[str, Any]]:
+    """Markdown docs that mention a changed public name or CLI option."""
+    out = []
+    for p in _doc_files(workspace, globs):
+        try:
+            text = p.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        hits = sorted(n for n in names if re.search(rf"(?<![\w-]){re.escape(n)}(?![\w-])", text))
+        if hits:
+            out.append({"path": p.relative_to(workspace).as_posix(), "mentions": hits})
+    return out
+
+
+def _changed_names(source: str) -> set[str]:
+    names: set[str] = set()
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return names
+    for node in ast.walk(tree):
+        if isinstance(
+            node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
+        ) and not node.name.startswith("_"):
+            names.add(node.name)
+    names |= set(re.findall(r"""["'](--[a-z][\w-]+)["']""", source))  # CLI options (argparse/click)
+    return names
+
+
+class DocMode:
+    name = "auto-doc"
+    kinds = frozenset({EventKind.FILES_CHANGED})
+    writes_code = True
+
+    def handles(self, event: Event) -> bool:
+        if event.kind == EventKind.MANUAL:
+            return event.target_mode == self.name
+        return event.kind in self.kinds
+
+    def _scan(self, env: ModeEnv, paths: list[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str]:
+        ws = env.workspace.resolve()
+        found: list[dict[str, Any]] = []
+        names: set[str] = set()
+        sources: list[str] = []
+        for rel in paths[:50]:
+            p = (ws / rel).resolve()
+            if p.suffix != ".py" or not p.is_file() or not p.is_relative_to(ws) or p.is_symlink():
+                continue
+            try:
+                text = p.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                continue
+            f = findings(text, p.relative_to(ws).as_posix())
+            found += f
+            names |= _changed_names(text)
+            if f:
+                sources.append(f"--- {p.relative_to(ws).as_posix()} ---\n{text[:20000]}")
+        mentions = doc_mentions(ws, env.settings.modes.auto_doc.doc_globs, names) if names else []
+        return found, mentions, "\n\n".join(sources)
+
+    async def context(self, event: Event, env: ModeEnv, recalled: list[Recalled]) -> dict[str, str]:
+        paths = list(event.payload.get("paths") or [])
+        found, mentions, sources = await asyncio.to_thread(self._scan, env, paths)
+        if not found and not mentions:
+            raise NothingToDo("no public function or class lacks a docstring or has a stale one")
+        listing = "\n".join(f"- {f['path']}:{f['line']} `{f['name']}`: {f['problem']}" for f in found)
+        docs = "\n".join(f"- {m['path']} mentions {', '.join(m['mentions'])}" for m in mentions)
+        report = (
+            "## Needs documenting\n"
+            + (listing or "- nothing in code")
+            + "\n\n## Docs that mention changed names (review them)\n"
+            + (docs or "- none")
+        )
+        ctx = pack(
+            [
+                ("findings", listing),
+                ("docs", docs),
+                ("sources", sources),
+                ("memory", recalled_text(recalled)),
+            ],
+            CONTEXT_TOKENS,
+        )
+        ctx["report"] = report
+        return ctx
+
+    def messages(
+        self, event: Event, context: dict[str, str], attempts: list[Attempt]
+    ) -> list[dict[str, str]]:
+        user = render(
+            "doc_user",
+            findings=context.get("findings") or "(none)",
+            docs=context.get("docs") or "(none)",
+            sources=context.get("sources") or "",
+            memory=context.get("memory") or "(none)",
+            attempts="\n".join(a.summary + ": " + a.output[-500:] for a in attempts) or "(none)",
+        )
+        return [{"role": "system", "content": render("doc_system")}, {"role": "user", "content": user}]
+
+    def scope(self, env: ModeEnv) -> ScopeCheck | None:
+        globs = env.settings.modes.auto_doc.doc_globs
+
+        def check(change: FileChange) -> None:
+            if change.rel.endswith(".py"):
+                old = (change.old or b"").decode("utf-8", "replace")
+                if change.old is None or not only_docstrings_changed(
+                    old, change.new.decode("utf-8", "replace")
+                ):
+                    raise PlanRejected(
+                        f"auto-doc may change only docstrings in {change.rel}; the plan changes code"
+                    )
+                return
+            if not any(
+                fnmatch.fnmatch(change.rel, g) or fnmatch.fnmatch(change.rel, g.replace("**/", ""))
+                for g in globs
+            ):
+                raise PlanRejected(f"auto-doc may edit only docs ({', '.join(globs)}), not {change.rel}")
+
+        return check
+
+    async def verify(self, event: Event, plan: Plan, env: ModeEnv) -> Verification:
+        names = [n for n, c in env.settings.checks.items() if not c.fixer]
+        names = [n for n in plan.verify if n in names] or names
+        results = [await env.run_check(n) for n in names]
+        if all(r.ok for r in results):
+            return Verification("fixed", results)
+        return Verification("rolled_back", results, "a configured check failed after the doc edits")
+
+    async def write_report(self, event: Event, plan: Plan, env: ModeEnv, own: OwnWrites) -> Path:
+        now = datetime.now(UTC)
+        path = env.settings.state_path / "reports" / f"auto-doc-{now:%Y-%m-%d}.md"
+        old = (
+            path.read_text(encoding="utf-8")
+            if path.exists()
+            else f"# autod auto-doc findings {now:%Y-%m-%d}\n"
+        )
+        text = f"{old}\n### {now:%H:%M UTC} — {event.summary}\n\n{plan.report or ''}\n"
+        await asyncio.to_thread(_atomic_write, path, text.encode())
+        return path

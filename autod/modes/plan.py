@@ -1,0 +1,89 @@
+"""auto-plan: a Markdown report of what to do next. No code edits."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+
+from autod.act.edits import Confinement, ScopeCheck
+from autod.errors import PlanRejected
+from autod.events import Event, EventKind
+from autod.memory import Recalled
+from autod.modes import Attempt, ModeEnv, Verification, recalled_text, render
+from autod.modes.report import gather_facts, render_facts, render_report, rule_actions
+from autod.ownwrites import OwnWrites
+from autod.planner.plan import Plan
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.autod-tmp-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class PlanReportMode:
+    name = "auto-plan"
+    kinds = frozenset({EventKind.SCHEDULE, EventKind.MANUAL})
+    writes_code = False
+
+    def handles(self, event: Event) -> bool:
+        return event.kind in self.kinds and event.target_mode == self.name
+
+    async def context(self, event: Event, env: ModeEnv, recalled: list[Recalled]) -> dict[str, str]:
+        self.facts = await gather_facts(env)
+        return {
+            "facts": render_facts(self.facts),
+            "rules": "\n".join(f"- {a}" for a in rule_actions(self.facts)),
+            "memory": recalled_text(recalled),
+        }
+
+    def messages(
+        self, event: Event, context: dict[str, str], attempts: list[Attempt]
+    ) -> list[dict[str, str]]:
+        user = render(
+            "plan_user",
+            facts=context["facts"],
+            memory=context.get("memory") or "(none)",
+            message=event.payload.get("message") or "",
+        )
+        return [{"role": "system", "content": render("plan_system")}, {"role": "user", "content": user}]
+
+    def scope(self, env: ModeEnv) -> ScopeCheck | None:
+        def no_edits(change: object) -> None:
+            raise PlanRejected("auto-plan writes a report and never edits files")
+
+        return no_edits
+
+    async def verify(self, event: Event, plan: Plan, env: ModeEnv) -> Verification:
+        return Verification("no_change")
+
+    def report_path(self, env: ModeEnv) -> Path:
+        day = datetime.now(UTC).strftime("%Y-%m-%d")
+        configured = env.settings.modes.auto_plan.report_path
+        if configured:
+            conf = Confinement(env.workspace, env.settings.state_path, env.settings.limits.deny_globs)
+            _, path = conf.resolve(configured.replace("{date}", day))
+            return path
+        return env.settings.state_path / "reports" / f"{day}.md"
+
+    async def write_report(self, event: Event, plan: Plan, env: ModeEnv, own: OwnWrites) -> Path:
+        facts = getattr(self, "facts", None) or await gather_facts(env)
+        planned_by = "planned by the LLM" if env.settings.llm.base_url else "derived by rules"
+        text = render_report(facts, plan.report or "", planned_by=planned_by)
+        path = self.report_path(env)
+        data = text.encode()
+        own.record(path, data)
+        await asyncio.to_thread(_atomic_write, path, data)
+        return path

@@ -1,0 +1,125 @@
+"""The offline rules planner: the embedded default when no LLM is configured.
+
+- auto-debug: runs the operator's checks marked `fixer: true` (e.g. `ruff check --fix`) in a scratch
+  copy of the workspace and turns what they changed into a Plan, so the fix goes through the same act
+  rules, caps, journal and verification as any LLM plan. It never runs anything else.
+- auto-doc / auto-plan: report what was found; no invented prose.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import structlog
+
+from autod.checks import run_check
+from autod.config import Settings
+from autod.errors import PlanInvalid
+from autod.planner import PlanRequest, PlanResult
+from autod.planner.plan import Edit, Plan
+
+log = structlog.get_logger("autod.planner.rules")
+
+SCRATCH_SKIP = {
+    ".git",
+    ".venv",
+    "venv",
+    "node_modules",
+    "__pycache__",
+    ".mypy_cache",
+    ".ruff_cache",
+    ".pytest_cache",
+    ".tox",
+    ".hypothesis",
+}
+MAX_SCRATCH_BYTES = 200_000_000
+
+
+def _copy_workspace(workspace: Path, state_dir: Path, dest: Path) -> None:
+    state = state_dir.resolve()
+    total = 0
+
+    def ignore(directory: str, names: list[str]) -> set[str]:
+        nonlocal total
+        skipped = set()
+        for n in names:
+            p = Path(directory, n)
+            if n in SCRATCH_SKIP or p.resolve() == state:
+                skipped.add(n)
+            elif p.is_file() and not p.is_symlink():
+                total += p.stat().st_size
+        if total > MAX_SCRATCH_BYTES:
+            raise PlanInvalid("workspace too large for the offline fixer's scratch copy")
+        return skipped
+
+    shutil.copytree(workspace, dest, symlinks=True, ignore=ignore, dirs_exist_ok=True)
+
+
+def _diff_trees(original: Path, scratch: Path, skip: set[str]) -> list[Edit]:
+    """Whole-file edits for every text file the fixer changed (new files are not taken)."""
+    edits: list[Edit] = []
+    for root, dirs, files in os.walk(scratch):
+        dirs[:] = sorted(d for d in dirs if d not in skip)
+        for name in sorted(files):
+            new_path = Path(root, name)
+            rel = new_path.relative_to(scratch)
+            old_path = original / rel
+            if new_path.is_symlink() or not old_path.is_file() or old_path.is_symlink():
+                continue
+            try:
+                old, new = old_path.read_bytes(), new_path.read_bytes()
+            except OSError:
+                continue
+            if old == new or not old:
+                continue
+            try:
+                edits.append(
+                    Edit(path=rel.as_posix(), search=old.decode("utf-8"), replace=new.decode("utf-8"))
+                )
+            except UnicodeDecodeError:
+                continue
+    return edits
+
+
+class RulesPlanner:
+    """Satisfies autod.planner.Planner without any network."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+
+    async def plan(self, request: PlanRequest) -> PlanResult:
+        if request.mode == "auto-debug":
+            return PlanResult(await self._fixers(request))
+        if request.mode == "auto-plan":
+            return PlanResult(
+                Plan(summary="next actions derived by rules", report=request.context.get("rules"))
+            )
+        report = request.context.get("report") or request.context.get("rules") or "nothing found"
+        return PlanResult(Plan(summary=f"{request.mode}: findings reported (offline planner)", report=report))
+
+    async def _fixers(self, request: PlanRequest) -> Plan:
+        fixers = {n: c for n, c in self.settings.checks.items() if c.fixer}
+        if not fixers:
+            return Plan(
+                summary="no LLM configured and no fixer checks (`fixer: true`) to run: reported only",
+                report=f"Unfixed: {request.event.summary}",
+            )
+        ws, state = self.settings.workspace, self.settings.state_path
+        tried = {a.get("summary") for a in request.context.get("attempts", [])}
+        with tempfile.TemporaryDirectory(prefix="autod-fix-") as tmp:
+            scratch = Path(tmp) / "ws"
+            await asyncio.to_thread(_copy_workspace, ws, state, scratch)
+            ran = []
+            for name, check in fixers.items():
+                result = await run_check(name, check, scratch)
+                ran.append(f"{name} (exit {result.exit_code})")
+            edits = await asyncio.to_thread(_diff_trees, ws, scratch, SCRATCH_SKIP)
+        summary = f"ran fixer checks {', '.join(ran)}: {len(edits)} file(s) changed"
+        if not edits or summary in tried:
+            return Plan(summary=f"fixers changed nothing useful ({', '.join(ran)})", edits=[])
+        log.info("fixers proposed edits", files=[e.path for e in edits])
+        return Plan(summary=summary, edits=edits, verify=[])

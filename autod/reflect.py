@@ -1,0 +1,80 @@
+"""REFLECT: the reflection record, the lesson, and where they go (log, state db, memory)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import structlog
+
+from autod.events import Event
+
+log = structlog.get_logger("autod.reflect")
+
+STATUSES = (
+    "fixed",
+    "improved",
+    "no_change",
+    "rolled_back",
+    "rejected",
+    "pending_approval",
+    "failed",
+    "reported",
+)
+
+
+@dataclass
+class Reflection:
+    cycle_id: str
+    event_id: str
+    mode: str
+    fingerprint: str
+    kind: str
+    summary: str
+    status: str = "failed"
+    reason: str | None = None
+    plan_summary: str | None = None
+    edits: list[dict[str, Any]] = field(default_factory=list)
+    checks: list[dict[str, Any]] = field(default_factory=list)
+    durations_ms: dict[str, int] = field(default_factory=dict)
+    tokens: dict[str, int] = field(default_factory=lambda: {"prompt": 0, "completion": 0})
+    memory_used: list[str] = field(default_factory=list)
+    lesson: str | None = None
+    attempts: int = 0
+    merged: int = 1
+    proposal_id: str | None = None
+    report_path: str | None = None
+    planner: str | None = None
+    quarantined: bool = False
+    commit: str | None = None
+
+    def record(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def distil_lesson(r: Reflection, event: Event) -> str | None:
+    """One lesson per finished cycle: what failed, what changed, whether it worked."""
+    if r.status in ("pending_approval", "reported") or (r.status == "no_change" and not r.plan_summary):
+        return None
+    what = event.summary.strip().splitlines()[0][:300] if event.summary.strip() else event.kind
+    files = ", ".join(e["path"] for e in r.edits) or "no files"
+    did = (r.plan_summary or "no plan").strip().splitlines()[0][:300]
+    outcome = {
+        "fixed": "it worked: the checks pass",
+        "improved": "it helped: fewer failures",
+        "rolled_back": "it did NOT work and was rolled back",
+        "rejected": "the plan was refused by the act rules",
+        "failed": "the cycle failed",
+        "no_change": "nothing was changed",
+    }.get(r.status, r.status)
+    why = f" ({r.reason[:200]})" if r.reason and r.status != "fixed" else ""
+    return f"[{r.mode}] Failure: {what}. Tried: {did} (edited {files}). Outcome: {outcome}{why}."
+
+
+def log_reflection(r: Reflection) -> None:
+    """The reflection record: one JSON line with phase=reflect (context vars add cycle/event/mode)."""
+    rec = r.record()
+    for key in ("cycle_id", "event_id", "mode"):
+        rec.pop(key)
+    level = "warning" if r.status in ("failed", "rejected") else "info"
+    getattr(log, level)("cycle finished", phase="reflect", **rec)

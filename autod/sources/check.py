@@ -1,0 +1,122 @@
+"""The check source: runs configured checks at start-up, after watched files settle, and on cron.
+
+A failing check becomes a `check_failed` event carrying its output, the file:line locations it names
+and a fingerprint that survives line-number churn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import structlog
+
+from autod.checks import CheckResult, run_check
+from autod.config import Settings
+from autod.events import Event, EventKind, fingerprint
+from autod.modes.debug import count_failures
+from autod.sources.parsers import parse_failures, parse_locations
+
+log = structlog.get_logger("autod.sources.check")
+
+EXCERPT_CHARS = 12000
+
+
+def failure_event(result: CheckResult) -> Event:
+    """Turn a failed check run into a check_failed Event."""
+    failures = parse_failures(result.output)
+    if failures:
+        fp = fingerprint("check", result.name, *sorted({f.fingerprint for f in failures}))
+        first = failures[0].summary
+    else:
+        tail = "\n".join(result.output.strip().splitlines()[-20:])
+        fp = fingerprint("check", result.name, str(result.exit_code), tail)
+        first = (result.output.strip().splitlines() or ["no output"])[-1][:200]
+    return Event(
+        source=f"check:{result.name}",
+        kind=EventKind.CHECK_FAILED,
+        summary=f"check {result.name} failed (exit {result.exit_code}): {first}"[:500],
+        payload={
+            "check": result.name,
+            "exit_code": result.exit_code,
+            "excerpt": result.output[-EXCERPT_CHARS:],
+            "locations": parse_locations(result.output)[:50],
+            "failures": count_failures(result),
+            "timed_out": result.timed_out,
+        },
+        fingerprint=fp,
+    )
+
+
+class CheckSource:
+    """Runs checks on their `when:` triggers and yields an Event for each failure."""
+
+    name = "check"
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        lock: asyncio.Lock | None = None,
+        on_result: Callable[[CheckResult], Awaitable[None]] | None = None,
+        run_start: bool = True,
+    ) -> None:
+        self.settings = settings
+        self.lock = lock or asyncio.Lock()
+        self.on_result = on_result
+        self.run_start = run_start
+        self._triggers: asyncio.Queue[tuple[str, list[str]]] = asyncio.Queue()
+        self.started = asyncio.Event()  # set once the start-up checks have run
+
+    def notify_change(self, paths: list[str]) -> None:
+        """Files settled: queue the `change` checks (coalesced: one run per burst)."""
+        names = [n for n, c in self.settings.checks.items() if "change" in c.when and not c.fixer]
+        if names and self._triggers.empty():
+            self._triggers.put_nowait(("change", names))
+
+    def trigger(self, names: list[str], why: str = "manual") -> None:
+        self._triggers.put_nowait((why, [n for n in names if n in self.settings.checks]))
+
+    async def run(self, name: str) -> CheckResult:
+        async with self.lock:
+            result = await run_check(name, self.settings.checks[name], self.settings.workspace)
+        log.info("check ran", check=name, exit_code=result.exit_code, duration_ms=result.duration_ms)
+        if self.on_result is not None:
+            await self.on_result(result)
+        return result
+
+    async def _cron(self, name: str, expr: str) -> None:
+        from autod.sources.cron import cron_ticks
+
+        async for _ in cron_ticks(expr):
+            await self._triggers.put((f"cron {expr}", [name]))
+
+    async def events(self) -> AsyncIterator[Event]:
+        crons = [
+            asyncio.create_task(self._cron(n, expr), name=f"check-cron:{n}")
+            for n, c in self.settings.checks.items()
+            for expr in c.cron
+        ]
+        try:
+            if self.run_start:
+                start = [n for n, c in self.settings.checks.items() if "start" in c.when and not c.fixer]
+                for name in start:
+                    result = await self.run(name)
+                    if not result.ok:
+                        yield failure_event(result)
+            self.started.set()
+            while True:
+                why, names = await self._triggers.get()
+                for name in names:
+                    result = await self.run(name)
+                    if not result.ok:
+                        log.info("check failed", check=name, trigger=why)
+                        yield failure_event(result)
+        finally:
+            self.started.set()
+            for t in crons:
+                t.cancel()
+            for t in crons:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await t

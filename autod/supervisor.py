@@ -1,0 +1,513 @@
+"""The daemon's task tree: sources -> queue -> cycles, signals, sd_notify, reload, restarts."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import os
+import signal
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from autod import logs
+from autod.act.journal import recover
+from autod.checks import CheckResult
+from autod.config import ConfigError, CronSource, LogtailSource, Settings, WatchSource, load_config
+from autod.control import ControlServer, socket_path
+from autod.cycle import Cycle, CycleDeps
+from autod.events import Event, EventKind
+from autod.limits import CircuitBreaker, Gate
+from autod.memory import Memory
+from autod.modes import Mode, ModeEnv
+from autod.notify import Notifier
+from autod.ownwrites import OwnWrites
+from autod.queue import EventQueue
+from autod.sources.check import CheckSource
+from autod.state import State
+
+log = structlog.get_logger("autod.supervisor")
+
+RESTART_BASE_S = 1.0
+RESTART_MAX_S = 60.0
+CRASHES_BEFORE_DISABLE = 5
+CRASH_WINDOW_S = 600.0
+
+
+class DaemonAlreadyRunning(Exception):
+    pass
+
+
+@dataclass
+class SourceState:
+    name: str
+    kind: str
+    state: str = "starting"  # running | restarting | disabled | stopped | done
+    restarts: int = 0
+    last_error: str | None = None
+    crashes: list[float] = field(default_factory=list)
+    events: int = 0
+
+
+def build_modes(settings: Settings) -> list[Mode]:
+    from autod.modes.debug import DebugMode
+    from autod.modes.doc import DocMode
+    from autod.modes.plan import PlanReportMode
+
+    all_modes: dict[str, Mode] = {
+        "auto-debug": DebugMode(),
+        "auto-doc": DocMode(),
+        "auto-plan": PlanReportMode(),
+    }
+    return [all_modes[name] for name in settings.modes.enabled()]
+
+
+class Daemon:
+    def __init__(self, settings: Settings, config_path: Path | None, *, once: bool = False) -> None:
+        self.settings = settings
+        self.config_path = config_path
+        self.once = once
+        self.started_at = time.time()
+        self.notifier = Notifier()
+        self.own_writes = OwnWrites()
+        self.workspace_lock = asyncio.Lock()
+        self.wakeup = asyncio.Event()
+        self.stopping = asyncio.Event()
+        self.paused = False
+        self.sources: dict[str, SourceState] = {}
+        self.source_tasks: dict[str, asyncio.Task[None]] = {}
+        self.last_results: dict[str, CheckResult] = {}
+        self.waiting_reason = ""
+        self.current: Cycle | None = None
+        self.cycles_run = 0
+        self.error: str | None = None
+        self.memory: Memory | None = None
+        self._lock_fd: int | None = None
+
+    # -- start-up ------------------------------------------------------------------
+    def _take_lock(self) -> None:
+        path = self.settings.state_path / "autod.pid"
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            other = os.read(fd, 32).decode(errors="replace").strip()
+            os.close(fd)
+            raise DaemonAlreadyRunning(
+                f"another autod (pid {other or '?'}) owns {self.settings.state_path}"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self._lock_fd = fd
+
+    async def _open(self) -> None:
+        s = self.settings
+        s.state_path.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._take_lock()
+        # Before anything else: a cycle a crash left half-done is rolled back.
+        recovered = await asyncio.to_thread(
+            recover, s.state_path, s.workspace, on_write=self.own_writes.record
+        )
+        if recovered:
+            log.warning("rolled back cycles left half-done by a crash", cycles=recovered)
+        self.state = State(s.state_path / "state.db")
+        interrupted = await self.state.call(self.state.cycles_interrupted)
+        if interrupted:
+            log.warning("cycles interrupted by a stop were marked failed", cycles=interrupted)
+        self.queue = EventQueue(s.state_path / "queue.db")
+        requeued = await asyncio.to_thread(self.queue.recover)
+        if requeued:
+            log.info("events handed back to the queue after a restart", count=requeued)
+        self.paused = bool(await self.state.call(self.state.get_kv, "paused", False))
+        self.memory = await self._open_memory()
+        self._configure()
+
+    async def _open_memory(self) -> Memory | None:
+        from autod.memory.store import ChromaMemory
+
+        try:
+            return await ChromaMemory.open(self.settings.memory, self.settings.state_path)
+        except Exception as exc:
+            # The daemon still fixes things without memory; status shows it.
+            log.error("memory unavailable; cycles run without recall", error=f"{type(exc).__name__}: {exc}")
+            return None
+
+    def _configure(self) -> None:
+        """(Re)build what depends on the config: planner, gate, modes."""
+        s = self.settings
+        logs.set_secrets(s.secrets())
+        self.breaker = (
+            CircuitBreaker(s.llm.circuit_failures, s.llm.circuit_cooldown_s) if s.llm.base_url else None
+        )
+        self.gate = Gate(s.limits, self.state, self.breaker)
+        self.modes = build_modes(s)
+        self.env = ModeEnv(settings=s, state=self.state, memory=self.memory, run_check=self._verify_check)
+        if s.llm.base_url:
+            from autod.planner.llm import LLMPlanner
+
+            self.planner: Any = LLMPlanner(s.llm, s.api_key())
+            self.planner_name = "llm"
+        else:
+            from autod.planner.rules import RulesPlanner
+
+            self.planner = RulesPlanner(s)
+            self.planner_name = "rules"
+        hooks = []
+        if s.git.commit:
+            from autod.gitops import commit_cycle
+
+            hooks.append(commit_cycle)
+        self.deps = CycleDeps(
+            env=self.env,
+            gate=self.gate,
+            planner=self.planner,
+            planner_name=self.planner_name,
+            own_writes=self.own_writes,
+            breaker=self.breaker,
+            extra_after_keep=hooks,
+        )
+
+    async def _verify_check(self, name: str) -> CheckResult:
+        """Checks run by verification (the cycle already holds the workspace lock)."""
+        from autod.checks import run_check
+
+        result = await run_check(name, self.settings.checks[name], self.settings.workspace)
+        await self._on_check(result)
+        return result
+
+    async def _on_check(self, result: CheckResult) -> None:
+        self.last_results[result.name] = result
+        if result.ok and all(r.ok for r in self.last_results.values()):
+            rev = await _git_head(self.settings.workspace)
+            if rev:
+                await self.state.call(self.state.set_kv, "last_green_rev", rev)
+
+    # -- sources ---------------------------------------------------------------------
+    def _make_sources(self) -> list[tuple[str, str, Callable[[], Any]]]:
+        s = self.settings
+        out: list[tuple[str, str, Callable[[], Any]]] = []
+        self.check_source = CheckSource(s, lock=self.workspace_lock, on_result=self._on_check)
+        if s.checks:
+            out.append(("check", "check", lambda: self.check_source))
+        if self.once:
+            return out
+        for i, cfg in enumerate(s.sources):
+            if isinstance(cfg, WatchSource):
+                from autod.sources.watch import WatchSource as Watch
+
+                name = cfg.name or f"watch:{','.join(cfg.paths)}"
+                out.append(
+                    (name, "watch", lambda c=cfg: Watch(c, s.workspace, s.state_path, self.own_writes))
+                )
+            elif isinstance(cfg, LogtailSource):
+                from autod.sources.logtail import LogtailSource as Tail
+
+                name = cfg.name or f"logtail:{Path(cfg.path).name}"
+                out.append((name, "logtail", lambda c=cfg: Tail(c, s.workspace, s.state_path)))
+            elif isinstance(cfg, CronSource):
+                from autod.sources.cron import CronSource as Cron
+
+                name = cfg.name or f"cron:{i}"
+                out.append((name, "cron", lambda c=cfg: Cron(c)))
+        plan = s.modes.auto_plan
+        if plan.enabled and plan.schedule:
+            from autod.config import CronSource as CronCfg
+            from autod.sources.cron import CronSource as Cron
+
+            cfg = CronCfg(type="cron", name="auto-plan", schedule=plan.schedule, mode="auto-plan")
+            out.append(("cron:auto-plan", "cron", lambda c=cfg: Cron(c)))
+        return out
+
+    def _start_sources(self) -> None:
+        for name, kind, factory in self._make_sources():
+            st = SourceState(name, kind)
+            self.sources[name] = st
+            self.source_tasks[name] = asyncio.create_task(
+                self._run_source(st, factory), name=f"source:{name}"
+            )
+
+    async def _stop_sources(self) -> None:
+        tasks = list(self.source_tasks.values())
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+        self.source_tasks.clear()
+        for st in self.sources.values():
+            if st.state != "disabled":
+                st.state = "stopped"
+
+    async def _run_source(self, st: SourceState, factory: Callable[[], Any]) -> None:
+        """Pump one source into the queue; restart it with backoff when it crashes."""
+        while True:
+            try:
+                source = factory()
+                st.state = "running"
+                events: AsyncIterator[Event] = source.events()
+                async for event in events:
+                    st.events += 1
+                    await self.accept(event)
+                st.state = "done"
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                now = time.time()
+                st.crashes = [t for t in st.crashes if now - t < CRASH_WINDOW_S] + [now]
+                st.last_error = f"{type(exc).__name__}: {str(exc)[:200]}"
+                if len(st.crashes) >= CRASHES_BEFORE_DISABLE:
+                    st.state = "disabled"
+                    log.error(
+                        "source disabled after repeated crashes",
+                        source=st.name,
+                        error=st.last_error,
+                        crashes=len(st.crashes),
+                    )
+                    return
+                st.restarts += 1
+                st.state = "restarting"
+                delay = min(RESTART_MAX_S, RESTART_BASE_S * 2 ** (len(st.crashes) - 1))
+                log.warning("source crashed; restarting", source=st.name, error=st.last_error, in_s=delay)
+                await asyncio.sleep(delay)
+
+    async def accept(self, event: Event) -> None:
+        """Route one event: file changes also trigger checks; queue it if an enabled mode takes it."""
+        if event.kind == EventKind.FILES_CHANGED:
+            self.check_source.notify_change(list(event.payload.get("paths", [])))
+        if not any(m.handles(event) for m in self.modes):
+            log.debug("event not handled by any enabled mode", kind=str(event.kind), source=event.source)
+            return
+        result = await self.queue.aput(event)
+        log.info(
+            "event queued",
+            event_id=result.id,
+            kind=str(event.kind),
+            source=event.source,
+            merged=result.merged,
+            summary=event.summary[:200],
+        )
+        self.wakeup.set()
+
+    # -- cycles ---------------------------------------------------------------------
+    async def _dispatch(self) -> None:
+        """Lease events one at a time and run one cycle per enabled mode that takes it, in order."""
+        while not self.stopping.is_set():
+            if self.paused:
+                self.waiting_reason = "paused"
+                await self._sleep(1.0)
+                continue
+            leased = await self.queue.alease()
+            if leased is None:
+                self.waiting_reason = ""
+                if self.once and await self._drained():
+                    return
+                await self._sleep(1.0)
+                continue
+            event = leased.event
+            done = set(leased.done_modes) | await self.state.call(self.state.modes_done, event.id)
+            finished = True
+            for mode in self.modes:
+                if mode.name in done or not mode.handles(event):
+                    continue
+                verdict = await self.state.call(self.gate.admit, event, uses_llm=self.planner_name == "llm")
+                if verdict.drop:
+                    log.warning("event dropped", reason=verdict.reason, summary=event.summary[:200])
+                    break
+                if not verdict.ok:
+                    self.waiting_reason = verdict.reason
+                    log.info("cycle waits", reason=verdict.reason, wait_s=round(verdict.wait_s, 1))
+                    await self.queue.arelease(event.id)
+                    finished = False
+                    if self.once and verdict.wait_s > 300:
+                        self.error = f"--once cannot wait: {verdict.reason}"
+                        return
+                    await self._sleep(min(verdict.wait_s, 60.0))
+                    break
+                self.waiting_reason = ""
+                await self._run_cycle(mode, event)
+                await self.queue.amark_done(event.id, mode.name)
+                if self.stopping.is_set():
+                    finished = False
+                    break
+            if finished:
+                await self.queue.aack(event.id)
+
+    async def _run_cycle(self, mode: Mode, event: Event) -> None:
+        cycle = Cycle(self.deps, mode, event)
+        self.current = cycle
+        self.notifier.status(f"cycle {cycle.r.cycle_id}: {mode.name} on {event.kind}")
+        try:
+            async with self.workspace_lock:
+                # a stop cancels this: the cycle rolls back its edits and records itself as stopped
+                await cycle.run()
+        finally:
+            self.current = None
+            self.cycles_run += 1
+        self.notifier.status(f"idle; last cycle {cycle.r.status}; queue {self.queue.depth()}")
+
+    async def _drained(self) -> bool:
+        if not self.check_source.started.is_set():
+            return False
+        return self.queue.depth() == 0
+
+    async def _sleep(self, seconds: float) -> None:
+        self.wakeup.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.wakeup.wait(), timeout=max(0.05, seconds))
+
+    # -- housekeeping -------------------------------------------------------------------
+    async def _housekeeping(self) -> None:
+        from autod.sources.cron import cron_ticks
+
+        async def prune() -> None:
+            async for _ in cron_ticks(self.settings.memory.prune_schedule):
+                if self.memory is not None and hasattr(self.memory, "prune"):
+                    removed = await self.memory.prune()
+                    log.info("memory pruned", removed=removed)
+
+        prune_task = asyncio.create_task(prune(), name="memory-prune")
+        try:
+            while True:
+                expired = await self.state.call(self.state.expire_proposals)
+                if expired:
+                    log.info("proposals expired", ids=expired)
+                await asyncio.sleep(60)
+        finally:
+            prune_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await prune_task
+
+    # -- signals and reload ------------------------------------------------------------
+    def _install_signals(self) -> None:
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGTERM, self.request_stop, "SIGTERM")
+        loop.add_signal_handler(signal.SIGINT, self.request_stop, "SIGINT")
+        loop.add_signal_handler(signal.SIGHUP, lambda: asyncio.ensure_future(self.reload()))
+
+    def request_stop(self, why: str = "stop") -> None:
+        if not self.stopping.is_set():
+            log.info("stopping", signal=why)
+            self.notifier.stopping()
+            self.stopping.set()
+            self.wakeup.set()
+
+    async def reload(self) -> None:
+        """SIGHUP: load the config again; a bad one is logged and the old one kept."""
+        self.notifier.reloading()
+        try:
+            new = await asyncio.to_thread(load_config, self.config_path)
+        except ConfigError as exc:
+            log.error("reload refused: the new config is invalid; keeping the old one", error=str(exc))
+            self.notifier.ready("running (reload refused: invalid config)")
+            return
+        if new.workspace != self.settings.workspace or new.state_path != self.settings.state_path:
+            log.error("reload refused: workspace and state_dir need a restart", workspace=str(new.workspace))
+            self.notifier.ready("running (reload refused)")
+            return
+        async with self.workspace_lock:  # never swap the config under a running cycle
+            await self._stop_sources()
+            self.settings = new
+            logs.configure_logging(level=new.logging.level, file=new.log_file, secrets=new.secrets())
+            self._configure()
+            self.sources.clear()
+            self._start_sources()
+        log.info("config reloaded", modes=new.modes.enabled(), checks=list(new.checks))
+        self.notifier.ready("running (config reloaded)")
+
+    # -- main ---------------------------------------------------------------------------
+    async def run(self) -> int:
+        from autod.commands import Commands
+
+        await self._open()
+        self._install_signals()
+        control = ControlServer(socket_path(self.settings), Commands(self).handle)
+        await control.start()
+        self._start_sources()
+        dispatcher = asyncio.create_task(self._dispatch(), name="dispatcher")
+        house = asyncio.create_task(self._housekeeping(), name="housekeeping")
+        watchdog = asyncio.create_task(
+            self.notifier.watchdog_loop(lambda: not dispatcher.done()), name="watchdog"
+        )
+        log.info(
+            "autod started",
+            workspace=str(self.settings.workspace),
+            modes=[m.name for m in self.modes],
+            planner=self.planner_name,
+            checks=list(self.settings.checks),
+            once=self.once,
+            memory="on" if self.memory else "off",
+        )
+        self.notifier.ready(f"running; modes {', '.join(m.name for m in self.modes) or 'none'}")
+        stop_wait = asyncio.create_task(self.stopping.wait(), name="stop-wait")
+        try:
+            await asyncio.wait({dispatcher, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+            if dispatcher.done() and not dispatcher.cancelled() and dispatcher.exception():
+                self.error = f"dispatcher crashed: {type(dispatcher.exception()).__name__}"
+                log.error("dispatcher crashed", exc_info=dispatcher.exception())
+        finally:
+            self.stopping.set()
+            await self._stop_sources()
+            if not dispatcher.done():
+                if self.current is not None:
+                    log.info("rolling back the cycle in flight")
+                dispatcher.cancel()
+            for t in (dispatcher, house, watchdog, stop_wait):
+                t.cancel()
+            for t in (dispatcher, house, watchdog, stop_wait):
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await t
+            await control.stop()
+            await self._close()
+        if self.once:
+            return self._once_exit_code()
+        return 0
+
+    def _once_exit_code(self) -> int:
+        if self.error:
+            log.error("run --once ended with an error", error=self.error)
+            return 2
+        failing = [n for n, r in self.last_results.items() if not r.ok]
+        log.info("run --once finished", failing=failing, cycles=self.cycles_run)
+        return 1 if failing else 0
+
+    async def _close(self) -> None:
+        if self.memory is not None:
+            with contextlib.suppress(Exception):
+                await self.memory.close()
+        planner_close = getattr(self.planner, "aclose", None)
+        if planner_close is not None:
+            with contextlib.suppress(Exception):
+                await planner_close()
+        await asyncio.to_thread(self.queue.close)
+        self.state.close()
+        log.info("autod stopped")
+        logs.flush()
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+
+
+async def _git_head(workspace: Path) -> str | None:
+    if not (workspace / ".git").exists():
+        return None
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            "git",
+            "-C",
+            str(workspace),
+            "rev-parse",
+            "HEAD",
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
+            stdin=asyncio.subprocess.DEVNULL,
+        )
+        out, _ = await asyncio.wait_for(proc.communicate(), 10)
+    except (OSError, TimeoutError):
+        return None
+    rev = out.decode().strip()
+    return rev if proc.returncode == 0 and rev else None
