@@ -1,0 +1,283 @@
+"""`type: logtail`: follow a log file like `tail -F` and report build failures found in it.
+
+Polling, not inotify: one stat and one read per poll survive every rotation scheme, network
+filesystems and deleted directories, and cost nothing at a 0.25 s interval.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+import structlog
+
+from autod.config import LogtailSource as LogtailConfig
+from autod.events import Event, EventKind
+from autod.sources.parsers import Failure, scan_failures
+
+log = structlog.get_logger(__name__)
+
+READ_BYTES = 1 << 20  # one read; also the longest line kept whole
+MAX_LINE = 1 << 20
+KEEP_OF_LONG_LINE = 64 << 10
+MAX_CHUNK = 8 << 20  # bytes parsed at once, so a burst is bounded in memory
+HISTORY_LINES = 200  # lines kept from earlier chunks so a block split across chunks is whole
+HISTORY_CHARS = 256 << 10
+TRUNCATED_MARK = b" [autod: line truncated]"
+
+
+@dataclass
+class Position:
+    dev: int
+    inode: int
+    offset: int
+
+
+def _cap_long_lines(data: bytes) -> bytes:
+    """Cut any line over MAX_LINE to its first KEEP_OF_LONG_LINE bytes (few calls for normal data)."""
+    if len(data) <= MAX_LINE:
+        return data
+    out: list[bytes] = []
+    pos = 0
+    n = len(data)
+    while pos < n:
+        window_end = min(n, pos + MAX_LINE + 1)
+        last_nl = data.rfind(b"\n", pos, window_end)
+        if window_end == n and (last_nl < 0 or n - pos <= MAX_LINE):
+            out.append(data[pos:])
+            break
+        if last_nl >= 0:  # every line in [pos, last_nl] is short
+            out.append(data[pos : last_nl + 1])
+            pos = last_nl + 1
+            continue
+        nl = data.find(b"\n", pos)
+        out.append(data[pos : pos + KEEP_OF_LONG_LINE] + TRUNCATED_MARK + b"\n")
+        pos = n if nl < 0 else nl + 1
+    return b"".join(out)
+
+
+class FileFollower:
+    """The synchronous half: open, read, detect truncation and rotation. Runs in a thread."""
+
+    def __init__(self, path: Path, *, from_start: bool, saved: Position | None) -> None:
+        self.path = path
+        self._from_start = from_start
+        self._saved = saved
+        self._fh: BinaryIO | None = None
+        self._id: tuple[int, int] | None = None
+        self._offset = 0  # file offset just past the last complete line handed out
+        self._pending = b""  # a line not yet ended by a newline
+        self._skipping = False  # inside a too-long line: drop bytes until its newline
+        self._first_poll = True
+
+    @property
+    def position(self) -> Position | None:
+        if self._id is None:
+            return None
+        return Position(self._id[0], self._id[1], self._offset)
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+    def _open(self) -> bool:
+        first = self._first_poll
+        self._first_poll = False
+        try:
+            fh = open(self.path, "rb")  # noqa: SIM115 - held open across polls on purpose
+        except (FileNotFoundError, NotADirectoryError, PermissionError):
+            return False
+        st = os.fstat(fh.fileno())
+        self._id = (st.st_dev, st.st_ino)
+        start = 0
+        saved = self._saved
+        self._saved = None
+        if saved is not None and (saved.dev, saved.inode) == self._id and saved.offset <= st.st_size:
+            start = saved.offset
+        elif first and not self._from_start:
+            start = st.st_size  # an old log is not replayed on every start
+        fh.seek(start)
+        self._fh, self._offset, self._pending, self._skipping = fh, start, b"", False
+        return True
+
+    def read(self) -> bytes:
+        """Complete lines appended since the last call (b"" when there is nothing new)."""
+        if self._fh is None and not self._open():
+            return b""
+        assert self._fh is not None
+        data = self._fh.read(READ_BYTES)
+        if not data:
+            self._check_replaced()
+            return b""
+        return self._lines(data)
+
+    def _lines(self, data: bytes) -> bytes:
+        if self._skipping:
+            nl = data.find(b"\n")
+            if nl < 0:
+                self._offset += len(data)
+                return b""
+            self._offset += nl + 1
+            data = data[nl + 1 :]
+            self._skipping = False
+            head = self._pending + TRUNCATED_MARK + b"\n"
+            self._pending = b""
+            return head + self._lines(data) if data else head
+        data = self._pending + data
+        cut = data.rfind(b"\n") + 1
+        complete, self._pending = data[:cut], data[cut:]
+        if len(self._pending) > MAX_LINE:
+            self._offset += len(self._pending)
+            self._pending = self._pending[:KEEP_OF_LONG_LINE]
+            self._skipping = True
+        self._offset += len(complete)
+        return _cap_long_lines(complete)
+
+    def _check_replaced(self) -> None:
+        """At the end of the open file: has the path been truncated, rotated or re-created?"""
+        assert self._fh is not None
+        try:
+            st = os.stat(self.path)
+        except (FileNotFoundError, NotADirectoryError):
+            return  # deleted: keep the old handle until a new file appears
+        if (st.st_dev, st.st_ino) != self._id:
+            log.info("logtail_reopen", path=str(self.path), reason="rotated or re-created")
+            self.close()  # the old file was read to its end (this read returned nothing)
+            self._first_poll = False
+            self._open_new()
+        elif st.st_size < self._fh.tell():
+            log.info("logtail_reopen", path=str(self.path), reason="truncated")
+            self._fh.seek(0)
+            self._offset, self._pending, self._skipping = 0, b"", False
+
+    def _open_new(self) -> None:
+        self._saved = None
+        self._open()
+
+
+class _Scanner:
+    """Parses each chunk with a little history, and reports each failure once."""
+
+    def __init__(self, patterns: list[str], context_lines: int) -> None:
+        self._patterns = patterns
+        self._context = context_lines
+        self._keep = HISTORY_LINES + context_lines
+        self._history: list[str] = []
+        self._lines_before = 0  # lines fed before the current chunk
+        self._recent: dict[str, int] = {}  # fingerprint -> global line of its last report
+
+    def feed(self, text: str) -> list[Failure]:
+        hist = "\n".join(self._history) + "\n" if self._history else ""
+        results = scan_failures(hist + text, extra_patterns=self._patterns, context_lines=self._context)
+        base = self._lines_before - len(self._history)
+        out = []
+        for failure, idx in results:
+            if idx < len(self._history):
+                continue  # completed, and so reported, in an earlier chunk
+            line = base + idx
+            last = self._recent.get(failure.fingerprint)
+            if last is not None and line - last <= self._keep:
+                continue  # the same failure printed again right away
+            self._recent[failure.fingerprint] = line
+            out.append(failure)
+        new_lines = text.count("\n")
+        self._lines_before += new_lines
+        tail = text.rstrip("\n").rsplit("\n", self._keep)[-self._keep :] if text else []
+        self._history = (self._history + tail)[-self._keep :]
+        while self._history and sum(map(len, self._history)) > HISTORY_CHARS:
+            self._history.pop(0)
+        horizon = self._lines_before - self._keep
+        self._recent = {fp: ln for fp, ln in self._recent.items() if ln >= horizon}
+        return out
+
+
+def state_file(state_dir: Path, path: Path) -> Path:
+    """Where the read position of `path` is remembered across restarts."""
+    return state_dir / "logtail" / f"{hashlib.sha1(str(path).encode()).hexdigest()}.json"
+
+
+def _load_position(file: Path) -> Position | None:
+    try:
+        data = json.loads(file.read_text())
+        return Position(int(data.get("dev", 0)), int(data["inode"]), int(data["offset"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _save_position(file: Path, pos: Position, path: Path) -> None:
+    file.parent.mkdir(parents=True, exist_ok=True)
+    tmp = file.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"path": str(path), "dev": pos.dev, "inode": pos.inode, "offset": pos.offset}))
+    os.replace(tmp, file)
+
+
+class LogtailSource:
+    """Yields a build_failed event for each failure that appears in the followed file."""
+
+    def __init__(self, cfg: LogtailConfig, workspace: Path, state_dir: Path) -> None:
+        path = Path(cfg.path).expanduser()
+        self.path = path if path.is_absolute() else workspace / path
+        self.cfg = cfg
+        self.name = f"logtail:{cfg.name or self.path.name}"
+        self._state = state_file(state_dir, self.path)
+        self._settle_s = min(0.2, cfg.poll_s)
+
+    async def events(self) -> AsyncIterator[Event]:
+        saved = await asyncio.to_thread(_load_position, self._state)
+        follower = FileFollower(self.path, from_start=self.cfg.from_start, saved=saved)
+        scanner = _Scanner(self.cfg.patterns, self.cfg.context_lines)
+        try:
+            while True:
+                chunk = await self._next_chunk(follower)
+                text = chunk.decode("utf-8", "replace")
+                for failure in await asyncio.to_thread(scanner.feed, text):
+                    yield self._event(failure)
+                pos = follower.position
+                if pos is not None:
+                    await asyncio.to_thread(_save_position, self._state, pos, self.path)
+        finally:
+            follower.close()
+
+    async def _next_chunk(self, follower: FileFollower) -> bytes:
+        """Wait for new lines, then keep reading until the writer pauses (one settle) or MAX_CHUNK."""
+        while True:
+            data = await asyncio.to_thread(follower.read)
+            if data:
+                break
+            await asyncio.sleep(self.cfg.poll_s)
+        parts, size, settled = [data], len(data), False
+        while size < MAX_CHUNK:
+            more = await asyncio.to_thread(follower.read)
+            if more:
+                parts.append(more)
+                size += len(more)
+                settled = False
+                continue
+            if settled:
+                break
+            # a traceback is often written in two writes: wait once for the second
+            await asyncio.sleep(self._settle_s)
+            settled = True
+        return b"".join(parts)
+
+    def _event(self, failure: Failure) -> Event:
+        return Event(
+            source=self.name,
+            kind=EventKind.BUILD_FAILED,
+            summary=failure.summary,
+            payload={
+                "excerpt": failure.excerpt,
+                "locations": failure.locations,
+                "detector": failure.detector,
+                "log_path": str(self.path),
+            },
+            fingerprint=failure.fingerprint,
+        )
+
