@@ -117,6 +117,7 @@ class ChromaMemory:
         self._disk_path = disk_path
         self._pending: list[tuple[str, str, dict[str, Any]]] = []
         self._dropped = 0
+        self._used: dict[str, float] = {}  # lesson id -> last recalled; written by the batcher
         self._wake = asyncio.Event()
         self._drain_lock = asyncio.Lock()
         self._closed = False
@@ -263,9 +264,20 @@ class ChromaMemory:
                 except Exception:
                     self._dropped += len(batch)
                     raise
+            if self._used:
+                used, self._used = self._used, {}
+                await self._run(self._mark_used_sync, used)
+
+    def _mark_used_sync(self, used: dict[str, float]) -> None:
+        col = self._cols[Tier.N2]
+        # A lesson pruned (or removed by another daemon) since it was recalled is simply gone.
+        alive = set(col.get(ids=list(used), include=[])["ids"])
+        ids = [i for i in used if i in alive]
+        if ids:
+            col.update(ids=ids, metadatas=[{"last_used": used[i]} for i in ids])
 
     async def flush(self) -> None:
-        """Write every queued observation now."""
+        """Write every queued observation (and lesson-use mark) now."""
         if not self.read_only:
             await self._drain()
 
@@ -275,7 +287,12 @@ class ChromaMemory:
     ) -> list[Recalled]:
         """The best memories for a query across all tiers, ranked and packed into the token budget."""
         now = time.time() if now is None else now
-        return await self._run(self._recall_sync, query, budget_tokens, k, now)
+        kept = await self._run(self._recall_sync, query, budget_tokens, k, now)
+        if not self.read_only and not self._closed:
+            # Marking lessons used is a write (~10 ms of sqlite commit): the batcher does it
+            # off the recall path, and flush() or close() makes it durable.
+            self._used.update((r.id, now) for r in kept if r.tier is Tier.N2)
+        return kept
 
     def _recall_sync(self, query: str, budget_tokens: int, k: int, now: float) -> list[Recalled]:
         if k <= 0 or budget_tokens <= 0:
@@ -285,11 +302,7 @@ class ChromaMemory:
         for tier in Tier:
             # Over-fetch: weights and decay re-order what plain similarity returned.
             hits.extend(self._query(tier, vector, 2 * k))
-        kept = pack(rank(hits, now), budget_tokens, k)
-        used = [r.id for r in kept if r.tier is Tier.N2]
-        if used and not self.read_only:
-            self._cols[Tier.N2].update(ids=used, metadatas=[{"last_used": now}] * len(used))
-        return kept
+        return pack(rank(hits, now), budget_tokens, k)
 
     def _query(self, tier: Tier, vector: list[float], n: int) -> list[Hit]:
         res = self._cols[tier].query(

@@ -171,6 +171,7 @@ def test_same_failure_text_recalls_the_earlier_lesson(tmp_path: Path, real: Loca
         hits = await mem.recall(FAILURE, budget_tokens=1500, now=NOW + 5 * DAY)
         assert hits[0].id == lesson and hits[0].tier is Tier.N2
         assert hits[0].metadata["fingerprint"] == "fp1"
+        await mem.flush()
         assert mem._cols[Tier.N2].get(ids=[lesson])["metadatas"][0]["last_used"] == NOW + 5 * DAY
 
     run(tmp_path, body, embedder=real)
@@ -336,3 +337,16 @@ def test_embedded_client_has_telemetry_off(tmp_path: Path) -> None:
         return bool(mem._client.get_settings().anonymized_telemetry)
 
     assert run(tmp_path, body, embedder=ScriptedEmbedder()) is False
+
+
+def test_use_mark_of_a_lesson_deleted_after_recall_is_dropped_quietly(tmp_path: Path) -> None:
+    async def body(mem: ChromaMemory) -> None:
+        gone = await mem.add_lesson("gone", {}, success=True, now=NOW)
+        kept = await mem.add_lesson("kept", {}, success=True, now=NOW)
+        assert {h.id for h in await mem.recall("gone", budget_tokens=100, now=NOW + DAY)} == {gone, kept}
+        mem._cols[Tier.N2].delete(ids=[gone])
+        await mem.flush()
+        assert mem._cols[Tier.N2].get(ids=[kept])["metadatas"][0]["last_used"] == NOW + DAY
+        assert mem._cols[Tier.N2].get(ids=[gone])["ids"] == []
+
+    run(tmp_path, body, embedder=ScriptedEmbedder())
