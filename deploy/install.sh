@@ -189,19 +189,35 @@ install_venv() {
     fi
     "$VENV/bin/pip" install --disable-pip-version-check --no-input --quiet "$SRC"
     say "installed: autod into $VENV"
-    mkdir -p "$(dirname "$LINK")"
-    if [ "$(readlink "$LINK" 2>/dev/null || true)" = "$PREFIX/venv/bin/autod" ]; then
-        say "unchanged: $LINK"
-    else
-        ln -sfn "$PREFIX/venv/bin/autod" "$LINK"
-        say "installed: $LINK"
-    fi
+}
+
+# The `autod` on PATH: the venv's CLI with the environment autod.service gives the daemon,
+# so `sudo -u autod autod status|logs|pause` finds the same config, state, log and socket.
+# AUTOD_INSTANCE=NAME does the same for autod@NAME.service.
+install_cli() {
+    cat >"$TMP/autod-cli" <<EOF
+#!/bin/sh
+# Installed by autod's deploy/install.sh; see docs/OPERATIONS.md.
+if [ -n "\${AUTOD_INSTANCE:-}" ]; then
+    sub="/\$AUTOD_INSTANCE" config="/etc/autod/\$AUTOD_INSTANCE.yaml"
+else
+    sub="" config="/etc/autod/autod.yaml"
+fi
+: "\${AUTOD_CONFIG:=\$config}"
+: "\${AUTOD_STATE_DIR:=/var/lib/autod\$sub}"
+: "\${AUTOD_LOGGING__FILE:=/var/log/autod\$sub/autod.jsonl}"
+: "\${RUNTIME_DIRECTORY:=/run/autod\$sub}"
+export AUTOD_CONFIG AUTOD_STATE_DIR AUTOD_LOGGING__FILE RUNTIME_DIRECTORY
+exec $PREFIX/venv/bin/autod "\$@"
+EOF
+    install_file "$TMP/autod-cli" "$LINK" 0755
 }
 
 do_install() {
     [ -f "$SRC/config/autod.yaml" ] || die "$SRC/config/autod.yaml not found: run from an autod checkout"
     create_user
     install_venv
+    install_cli
 
     ensure_dir "$ETC" 0750
     system chown "root:$SERVICE_USER" "$ETC"
@@ -228,7 +244,7 @@ do_install() {
 
 Next:
   1. edit $ETC/autod.yaml (workspace: $WORKSPACE, checks, llm) and check it:
-       sudo -u $SERVICE_USER $PREFIX/venv/bin/autod config check -c /etc/autod/autod.yaml
+       sudo -u $SERVICE_USER autod config check
   2. give $SERVICE_USER write access to $WORKSPACE (group or ACL, see docs/OPERATIONS.md)
   3. put the LLM API key, if any, in $ETC/credentials/llm_api_key
   4. systemctl enable --now autod && journalctl -u autod -f
@@ -253,7 +269,7 @@ do_uninstall() {
     remove "$UNIT_DIR/autod@.service"
     remove "$LOGROTATE"
     remove "$ETC/autod.env.example"
-    if [ "$(readlink "$LINK" 2>/dev/null || true)" = "$PREFIX/venv/bin/autod" ]; then
+    if grep -qs "autod's deploy/install.sh" "$LINK"; then
         remove "$LINK"
     fi
     remove "$VENV"

