@@ -9,6 +9,8 @@ number of pending events is bounded, evicting the least important and never a fa
 from __future__ import annotations
 
 import asyncio
+import functools
+import hashlib
 import json
 import sqlite3
 import threading
@@ -23,7 +25,7 @@ from typing import Any, TypeVar
 
 import structlog
 
-from autod.events import FAILURE_KINDS, PRIORITY, Event, EventKind, fingerprint
+from autod.events import FAILURE_KINDS, PRIORITY, Event, EventKind, normalise
 
 log = structlog.get_logger(__name__)
 
@@ -106,17 +108,66 @@ def _row_event(row: sqlite3.Row) -> Event:
     )
 
 
-def _union_paths(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
-    """Newer payload with paths = union of both (capped), overflow counted in 'more'."""
-    paths = {str(p) for p in old.get("paths", [])} | {str(p) for p in new.get("paths", [])}
-    ordered = sorted(paths)
-    more = int(old.get("more", 0) or 0) + int(new.get("more", 0) or 0) + max(0, len(ordered) - MAX_PATHS)
-    out = {**new, "paths": ordered[:MAX_PATHS]}
-    if more:
-        out["more"] = more
-    else:
-        out.pop("more", None)
-    return out
+@functools.lru_cache(maxsize=65_536)
+def _normal_part(part: str) -> bytes:
+    return normalise(part).encode("utf-8", "replace") + b"\x00"
+
+
+def paths_fingerprint(paths: Sequence[str]) -> str:
+    """Same value as events.fingerprint("files_changed", *paths), with each path normalised once per process.
+
+    A storm re-fingerprints a 500-path union on every merge; the regex normalisation is what costs.
+    """
+    data = _normal_part(EventKind.FILES_CHANGED.value) + b"".join(map(_normal_part, paths))
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+@dataclass
+class _PathUnion:
+    """A files_changed row absorbing a storm in one transaction: rewritten once at commit, not per event."""
+
+    seq: int
+    paths: set[str]
+    more: int
+    payload: dict[str, Any]  # the newest event's payload; paths/more are set from the union on flush
+    summary: str
+    merged: int = 0
+    _fingerprint: str | None = None  # of the kept paths; reset when a fold changes them
+
+    @classmethod
+    def of_row(cls, row: sqlite3.Row) -> _PathUnion:
+        payload = json.loads(row["payload"])
+        paths = {str(p) for p in payload.get("paths", [])}
+        return cls(row["seq"], paths, int(payload.get("more", 0) or 0), payload, row["summary"])
+
+    def fold(self, event: Event) -> None:
+        payload = event.model_dump(mode="json")["payload"]
+        self.paths.update(str(p) for p in payload.get("paths", []))
+        self.more += int(payload.get("more", 0) or 0)
+        self.payload, self.summary = payload, event.summary
+        self.merged += event.merged
+        self._fingerprint = None
+
+    def kept_paths(self) -> list[str]:
+        return sorted(self.paths)[:MAX_PATHS]
+
+    def fingerprint(self) -> str:
+        if self._fingerprint is None:
+            self._fingerprint = paths_fingerprint(self.kept_paths())
+        return self._fingerprint
+
+    def flush(self, db: sqlite3.Connection) -> None:
+        kept = self.kept_paths()
+        more = self.more + max(0, len(self.paths) - MAX_PATHS)
+        payload = {k: v for k, v in self.payload.items() if k != "more"}
+        payload["paths"] = kept
+        if more:
+            payload["more"] = more
+        db.execute(
+            "UPDATE events SET summary = ?, payload = ?, fingerprint = ?, merged = merged + ? WHERE seq = ?",
+            (self.summary, json.dumps(payload), self.fingerprint(), self.merged, self.seq),
+        )
+        db.execute("UPDATE counters SET value = value + ? WHERE name = 'merged_total'", (self.merged,))
 
 
 class EventQueue:
@@ -184,27 +235,51 @@ class EventQueue:
 
     def put(self, event: Event) -> PutResult:
         """Accept one event (merged, coalesced or inserted); durable when this returns."""
-        with self._tx() as db:
-            return self._put(db, event)
+        return self.put_many([event])[0]
 
     def put_many(self, events: Sequence[Event]) -> list[PutResult]:
         """Accept many events in one transaction (one fsync for a storm)."""
+        unions: dict[int, _PathUnion] = {}
         with self._tx() as db:
-            return [self._put(db, event) for event in events]
+            results = [self._put(db, event, unions) for event in events]
+            for union in unions.values():
+                union.flush(db)
+        return results
 
-    def _put(self, db: sqlite3.Connection, event: Event) -> PutResult:
-        target = db.execute(
-            "SELECT * FROM events WHERE fingerprint = ? AND status = 'pending' ORDER BY seq LIMIT 1",
+    def _put(self, db: sqlite3.Connection, event: Event, unions: dict[int, _PathUnion]) -> PutResult:
+        target = None
+        same_fp = db.execute(
+            "SELECT * FROM events WHERE fingerprint = ? AND status = 'pending' ORDER BY seq",
             (event.fingerprint,),
-        ).fetchone()
+        ).fetchall()
+        for row in same_fp:
+            grown = unions.get(row["seq"])
+            # A row whose paths grew earlier in this batch still carries its old fingerprint on disk.
+            if grown is None or grown.fingerprint() == event.fingerprint:
+                target = row
+                break
         if target is None and event.kind == EventKind.FILES_CHANGED:
             target = db.execute(
                 "SELECT * FROM events WHERE source = ? AND kind = ? AND status = 'pending'"
                 " ORDER BY seq LIMIT 1",
                 (event.source, EventKind.FILES_CHANGED.value),
             ).fetchone()
+        if target is None and unions:
+            # A new row is due: only now is it worth hashing the rows grown in this batch (one may now carry
+            # this fingerprint), so a batch ends where one put per event would.
+            grown_match = [seq for seq, u in sorted(unions.items()) if u.fingerprint() == event.fingerprint]
+            if grown_match:
+                target = db.execute("SELECT * FROM events WHERE seq = ?", (grown_match[0],)).fetchone()
         if target is not None:
-            self._merge(db, target, event)
+            if target["kind"] == EventKind.FILES_CHANGED and event.kind == EventKind.FILES_CHANGED:
+                if target["seq"] not in unions:
+                    unions[target["seq"]] = _PathUnion.of_row(target)
+                unions[target["seq"]].fold(event)
+            else:
+                if target["seq"] in unions:  # a rare cross-kind merge: write the union first, then merge
+                    unions.pop(target["seq"]).flush(db)
+                    target = db.execute("SELECT * FROM events WHERE seq = ?", (target["seq"],)).fetchone()
+                self._merge(db, target, event)
             return PutResult(accepted=True, id=target["id"], merged=True)
 
         dropped_id: str | None = None
@@ -226,6 +301,8 @@ class EventQueue:
             else:
                 dropped_id = victim["id"]
                 db.execute("DELETE FROM events WHERE seq = ?", (victim["seq"],))
+                if (gone := unions.pop(victim["seq"], None)) is not None:
+                    self._bump(db, "merged_total", gone.merged)
                 self._bump(db, "dropped_total", 1)
                 log.warning(
                     "queue full: event dropped", dropped_id=dropped_id, kind=victim["kind"],
@@ -235,20 +312,14 @@ class EventQueue:
         return PutResult(accepted=True, id=event.id, dropped_id=dropped_id)
 
     def _merge(self, db: sqlite3.Connection, row: sqlite3.Row, event: Event) -> None:
+        """Fold `event` into a pending row of its fingerprint: newest summary/payload, first created_at."""
         payload = event.model_dump(mode="json")["payload"]
-        fp = row["fingerprint"]
-        if row["kind"] == EventKind.FILES_CHANGED and event.kind == EventKind.FILES_CHANGED:
-            payload = _union_paths(json.loads(row["payload"]), payload)
-            fp = fingerprint(EventKind.FILES_CHANGED.value, *payload["paths"])
         # The more urgent kind wins, so the row's priority stays the min of both.
         kind = row["kind"] if row["priority"] <= event.priority else event.kind.value
         db.execute(
-            "UPDATE events SET summary = ?, payload = ?, fingerprint = ?, kind = ?, priority = ?,"
-            " merged = merged + ? WHERE seq = ?",
-            (
-                event.summary, json.dumps(payload), fp, kind, PRIORITY[EventKind(kind)], event.merged,
-                row["seq"],
-            ),
+            "UPDATE events SET summary = ?, payload = ?, kind = ?, priority = ?, merged = merged + ?"
+            " WHERE seq = ?",
+            (event.summary, json.dumps(payload), kind, PRIORITY[EventKind(kind)], event.merged, row["seq"]),
         )
         self._bump(db, "merged_total", event.merged)
 

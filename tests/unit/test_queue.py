@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import random
 import sqlite3
 import threading
 from datetime import UTC, datetime, timedelta
@@ -12,9 +13,10 @@ import pytest
 from structlog.testing import capture_logs
 
 from autod.events import Event, EventKind, fingerprint
-from autod.queue import MAX_PATHS, EventQueue, QueueSchemaError
+from autod.queue import MAX_PATHS, EventQueue, QueueSchemaError, paths_fingerprint
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
+POOL = [f"src/m{i}.py" for i in range(700)]
 
 
 def ev(kind: EventKind, fp: str, *, source: str = "test", age_s: float = 0.0, **payload: object) -> Event:
@@ -369,3 +371,71 @@ def test_async_wrappers_run_on_one_worker_thread_off_the_loop(queue: EventQueue)
         assert (await queue.astats())["in_flight"] == 0
 
     asyncio.run(asyncio.wait_for(scenario(), timeout=30))
+
+
+def test_paths_fingerprint_equals_the_event_contract_fingerprint() -> None:
+    paths = ["src/a.py", "/tmp/pytest-1/x.py", "docs/index 12:30:01.md", "src/ünï.py"]
+    assert paths_fingerprint(sorted(paths)) == fingerprint("files_changed", *sorted(paths))
+    assert paths_fingerprint([]) == fingerprint("files_changed")
+
+
+def assert_batch_ends_like_one_put_per_event(tmp_path: Path, events: list[Event], max_pending: int) -> None:
+    one_by_one = EventQueue(tmp_path / "a.db", max_pending=max_pending)
+    batched = EventQueue(tmp_path / "b.db", max_pending=max_pending)
+    try:
+        singles = [one_by_one.put(e) for e in events]
+        many = batched.put_many(events)
+        assert singles == many
+
+        def snapshot(q: EventQueue) -> list[tuple]:
+            rows = q.pending(limit=1000)
+            return [(e.id, e.kind, e.fingerprint, e.payload, e.summary, e.merged) for e in rows]
+
+        assert snapshot(one_by_one) == snapshot(batched)
+        assert one_by_one.stats() | {"oldest_age_s": 0} == batched.stats() | {"oldest_age_s": 0}
+    finally:
+        one_by_one.close()
+        batched.close()
+
+
+def test_put_many_ends_in_the_same_state_as_one_put_per_event(tmp_path: Path) -> None:
+    rng = random.Random(7)
+    first = changed("watch:src", "a.py")
+    events: list[Event] = [first]
+    for i in range(400):
+        r = rng.random()
+        if r < 0.6:
+            source = f"watch:{rng.choice(['src', 'docs'])}"
+            events.append(changed(source, *rng.sample(POOL, rng.randint(1, 3))))
+        elif r < 0.8:
+            # Same fingerprint as the first files_changed event had before its paths grew.
+            events.append(ev(EventKind.MANUAL, first.fingerprint, age_s=i))
+        else:
+            events.append(ev(EventKind.CHECK_FAILED, f"c{rng.randrange(5)}", age_s=i))
+    assert_batch_ends_like_one_put_per_event(tmp_path, events, max_pending=10_000)
+
+
+FP_AB = fingerprint("files_changed", "a", "b")
+
+
+@pytest.mark.parametrize(
+    ("events", "max_pending"),
+    [
+        pytest.param(  # the union's fingerprint is unchanged on disk, then a manual event merges into it
+            [changed("w", "a", "b"), changed("w", "a"), ev(EventKind.MANUAL, FP_AB)],
+            10, id="cross-kind-merge-into-grown-row",
+        ),
+        pytest.param(  # the union only now carries the manual event's fingerprint
+            [changed("w", "a"), changed("w", "b"), ev(EventKind.MANUAL, FP_AB)],
+            10, id="fingerprint-reached-by-growth",
+        ),
+        pytest.param(  # the grown row is evicted in the same batch
+            [changed("w", "a"), changed("w", "b"), ev(EventKind.MANUAL, "m"), changed("w", "c")],
+            1, id="grown-row-evicted",
+        ),
+    ],
+)
+def test_put_many_edge_cases_end_like_one_put_per_event(
+    tmp_path: Path, events: list[Event], max_pending: int
+) -> None:
+    assert_batch_ends_like_one_put_per_event(tmp_path, events, max_pending)
