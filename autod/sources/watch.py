@@ -1,0 +1,219 @@
+"""`type: watch`: one files_changed event per settled batch of changes under the watched paths.
+
+Ignored: watchfiles' defaults (.git, __pycache__, editors' temp files, ...), the state dir,
+cfg.ignore globs, .gitignored paths, and files that hold exactly what autod itself wrote.
+
+.gitignore is asked of `git check-ignore --stdin -z` (one call per settled batch, in a
+thread): git's own answer covers nested .gitignore files, negations, .git/info/exclude and
+the global excludes file, which a small matcher would get subtly wrong.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import fnmatch
+import os
+import subprocess
+import time
+from collections.abc import AsyncIterator, Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import structlog
+import watchfiles
+from watchfiles import Change, DefaultFilter
+
+from autod.config import WatchSource as WatchConfig
+from autod.events import Event, EventKind, fingerprint
+from autod.ownwrites import OwnWrites
+
+log = structlog.get_logger(__name__)
+
+MAX_PATHS = 500
+SUMMARY_NAMES = 5
+POLL_DELAY_MS = 300
+ROOT_POLL_S = 0.25
+GIT_TIMEOUT_S = 10.0
+
+AwatchFn = Callable[..., AsyncIterator[set[tuple[Change, str]]]]
+
+
+class WatchFilter(DefaultFilter):
+    """watchfiles' defaults, plus the state dir, `.autod` and the configured globs."""
+
+    def __init__(self, workspace: Path, state_dir: Path, globs: Iterable[str]) -> None:
+        super().__init__(ignore_dirs=(*DefaultFilter.ignore_dirs, ".autod", state_dir.name))
+        self._workspace = workspace
+        self._state_dir = str(state_dir)
+        self._globs = list(globs)
+
+    def __call__(self, change: Change, path: str) -> bool:
+        if not super().__call__(change, path):
+            return False
+        if path == self._state_dir or path.startswith(self._state_dir + os.sep):
+            return False
+        if self._globs:
+            rel = _relative(self._workspace, path)
+            name = os.path.basename(path)
+            return not any(fnmatch.fnmatch(rel, g) or fnmatch.fnmatch(name, g) for g in self._globs)
+        return True
+
+
+def _relative(workspace: Path, path: str) -> str:
+    try:
+        return Path(path).relative_to(workspace).as_posix()
+    except ValueError:
+        return Path(path).as_posix()
+
+
+def _is_watch_limit(exc: OSError) -> bool:
+    return exc.errno == errno.ENOSPC or "watch limit" in str(exc).lower()
+
+
+class WatchSource:
+    """Yields files_changed events once the tree has been quiet for cfg.settle_ms."""
+
+    def __init__(
+        self,
+        cfg: WatchConfig,
+        workspace: Path,
+        state_dir: Path,
+        own_writes: OwnWrites,
+        *,
+        awatch: AwatchFn = watchfiles.awatch,
+    ) -> None:
+        self.cfg = cfg
+        self.workspace = workspace.resolve()
+        self.roots = [(self.workspace / p).resolve() for p in cfg.paths]
+        self.name = f"watch:{cfg.name or ','.join(cfg.paths)}"
+        self._own = own_writes
+        self._awatch = awatch
+        self._filter = WatchFilter(self.workspace, state_dir.resolve(), cfg.ignore)
+        self._force_polling = cfg.force_polling
+        self._git = cfg.use_gitignore and (self.workspace / ".git").exists()
+
+    async def events(self) -> AsyncIterator[Event]:
+        known = [r for r in self.roots if r.exists()]
+        while True:
+            present = [r for r in self.roots if r.exists()]
+            if not present:
+                known = []
+                await asyncio.sleep(ROOT_POLL_S)
+                continue
+            reappeared = [r for r in present if r not in known]
+            known = present
+            if reappeared:  # inotify went silent when it was deleted: report the tree as it is now
+                walked = await asyncio.to_thread(self._walk_all, reappeared)
+                tree = {str(p) for p in walked}
+                ev = await self._batch_event(tree or {str(r) for r in reappeared})
+                if ev is not None:
+                    yield ev
+            try:
+                async for ev in self._watch(present):
+                    yield ev
+            except OSError as exc:
+                if _is_watch_limit(exc) and not self._force_polling:
+                    log.warning("watch_limit_reached_polling", source=self.name, poll_delay_ms=POLL_DELAY_MS)
+                    self._force_polling = True
+                    continue
+                if any(not r.exists() for r in present):
+                    continue  # a root vanished while arming: wait for it above
+                raise
+
+    async def _watch(self, roots: list[Path]) -> AsyncIterator[Event]:
+        """One armed watcher; returns when the set of existing roots changes."""
+        settle_s = self.cfg.settle_ms / 1000
+        stop = asyncio.Event()
+        changes = self._awatch(
+            *roots,
+            watch_filter=self._filter,
+            debounce=max(1600, self.cfg.settle_ms),
+            step=min(50, self.cfg.settle_ms),
+            stop_event=stop,
+            rust_timeout=max(50, min(self.cfg.settle_ms, 1000)),
+            yield_on_timeout=True,
+            force_polling=self._force_polling,
+            poll_delay_ms=POLL_DELAY_MS,
+        )
+        pending: set[str] = set()
+        last = time.monotonic()
+        try:
+            async for batch in changes:
+                if batch:
+                    pending.update(path for _, path in batch)
+                    last = time.monotonic()
+                if pending and time.monotonic() - last >= settle_s:
+                    ev = await self._batch_event(pending)
+                    pending = set()
+                    if ev is not None:
+                        yield ev
+                vanished = any(not r.exists() for r in roots)
+                if vanished or any(r.exists() for r in self.roots if r not in roots):
+                    if pending:
+                        ev = await self._batch_event(pending)
+                        if ev is not None:
+                            yield ev
+                    return
+        finally:
+            stop.set()
+            aclose = getattr(changes, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+    def _walk_all(self, roots: list[Path]) -> list[Path]:
+        """Blocking: every unfiltered file under the roots (runs in a thread)."""
+        out: list[Path] = []
+        for root in roots:
+            out.extend(self._walk(root))
+        return out
+
+    def _walk(self, root: Path) -> list[Path]:
+        out: list[Path] = []
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames[:] = [d for d in dirnames if self._filter(Change.added, os.path.join(dirpath, d))]
+            out.extend(Path(dirpath, f) for f in filenames)
+        return out
+
+    async def _batch_event(self, paths: set[str]) -> Event | None:
+        kept = await asyncio.to_thread(self._keep, paths)
+        if not kept:
+            return None
+        rels = sorted(_relative(self.workspace, p) for p in kept)
+        names = ", ".join(rels[:SUMMARY_NAMES]) + (", …" if len(rels) > SUMMARY_NAMES else "")
+        payload: dict[str, Any] = {"paths": rels[:MAX_PATHS]}
+        if len(rels) > MAX_PATHS:
+            payload["more"] = len(rels) - MAX_PATHS
+        return Event(
+            source=self.name,
+            kind=EventKind.FILES_CHANGED,
+            summary=f"{len(rels)} files changed: {names}",
+            payload=payload,
+            fingerprint=fingerprint("files_changed", *rels),
+        )
+
+    def _keep(self, paths: set[str]) -> list[str]:
+        """Blocking: drop autod's own writes and .gitignored paths (runs in a thread)."""
+        kept = [p for p in paths if self._filter(Change.modified, p) and not self._own.is_own(Path(p))]
+        if self._git and kept:
+            ignored = self._git_ignored(kept)
+            kept = [p for p in kept if p not in ignored]
+        return kept
+
+    def _git_ignored(self, paths: list[str]) -> set[str]:
+        rel = {_relative(self.workspace, p): p for p in paths}
+        try:
+            proc = subprocess.run(
+                ["git", "check-ignore", "--stdin", "-z"],
+                cwd=self.workspace,
+                input="\0".join(rel).encode() + b"\0",
+                capture_output=True,
+                timeout=GIT_TIMEOUT_S,
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            log.warning("gitignore_check_failed", source=self.name, error=type(exc).__name__)
+            return set()
+        if proc.returncode not in (0, 1):  # 1: nothing ignored; 128: not a repo / fatal
+            return set()
+        return {rel[r] for r in proc.stdout.decode(errors="replace").split("\0") if r in rel}

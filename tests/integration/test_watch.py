@@ -1,0 +1,184 @@
+"""WatchSource on real temp trees with real watchfiles (slow: they wait for the settle time)."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import shutil
+import subprocess
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+import structlog
+import structlog.testing
+
+from autod.config import WatchSource as WatchConfig
+from autod.events import Event, EventKind
+from autod.ownwrites import OwnWrites
+from autod.sources.watch import WatchSource
+
+pytestmark = pytest.mark.slow
+
+HANG_GUARD_S = 15.0
+QUIET_S = 0.8  # observation window for "no event", not a speed assertion
+
+
+class Run:
+    def __init__(self, source: WatchSource) -> None:
+        self.source = source
+        self.queue: asyncio.Queue[Event] = asyncio.Queue()
+
+    async def pump(self) -> None:
+        async for ev in self.source.events():
+            await self.queue.put(ev)
+
+    async def next(self) -> Event:
+        return await asyncio.wait_for(self.queue.get(), HANG_GUARD_S)
+
+    async def quiet(self) -> list[Event]:
+        await asyncio.sleep(QUIET_S)
+        out = []
+        while not self.queue.empty():
+            out.append(self.queue.get_nowait())
+        return out
+
+
+@asynccontextmanager
+async def watching(ws: Path, own: OwnWrites | None = None, **kw: object) -> AsyncIterator[Run]:
+    awatch = kw.pop("awatch", None)
+    cfg = WatchConfig(type="watch", paths=kw.pop("paths", ["src"]), settle_ms=150, **kw)  # type: ignore[arg-type]
+    extra = {"awatch": awatch} if awatch else {}
+    run = Run(WatchSource(cfg, ws, ws / ".state", own or OwnWrites(), **extra))
+    task = asyncio.create_task(run.pump())
+    await asyncio.sleep(0.4)  # let the watcher arm
+    try:
+        yield run
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+def workspace(tmp_path: Path, git: bool = False) -> Path:
+    ws = tmp_path / "ws"
+    (ws / "src").mkdir(parents=True)
+    (ws / "src" / "a.py").write_text("a = 1\n")
+    if git:
+        subprocess.run(["git", "init", "-q", str(ws)], check=True)
+        (ws / ".gitignore").write_text("*.log\nbuild/\n")
+    return ws
+
+
+def test_a_save_is_one_event_after_settle(tmp_path):
+    ws = workspace(tmp_path)
+
+    async def main() -> None:
+        async with watching(ws) as run:
+            (ws / "src" / "a.py").write_text("a = 2\n")
+            ev = await run.next()
+            assert ev.kind is EventKind.FILES_CHANGED and ev.source == "watch:src"
+            assert ev.payload["paths"] == ["src/a.py"]
+            assert ev.summary == "1 files changed: src/a.py"
+            assert await run.quiet() == []
+
+    asyncio.run(main())
+
+
+def test_burst_of_200_writes_is_one_event(tmp_path):
+    ws = workspace(tmp_path)
+
+    async def main() -> None:
+        async with watching(ws) as run:
+            for i in range(200):
+                (ws / "src" / f"m{i:03}.py").write_text(f"x = {i}\n")
+                if i % 20 == 0:
+                    await asyncio.sleep(0.02)  # a burst spread over time, still inside the settle
+            ev = await run.next()
+            assert len(ev.payload["paths"]) == 200
+            assert ev.summary.startswith("200 files changed: src/m000.py, src/m001.py")
+            assert await run.quiet() == []
+
+    asyncio.run(main())
+
+
+def test_gitignored_state_dir_and_glob_paths_are_ignored(tmp_path):
+    ws = workspace(tmp_path, git=True)
+    (ws / "src" / ".state").mkdir()
+
+    async def main() -> None:
+        async with watching(ws, paths=["."], ignore=["*.tmp"]) as run:
+            (ws / "src" / "out.log").write_text("x")
+            (ws / "build").mkdir()
+            (ws / "build" / "b.o").write_text("x")
+            (ws / ".state").mkdir(exist_ok=True)
+            (ws / ".state" / "queue.db").write_text("x")
+            (ws / ".autod").mkdir()
+            (ws / ".autod" / "x").write_text("x")
+            (ws / "src" / "scratch.tmp").write_text("x")
+            assert await run.quiet() == []
+            (ws / "src" / "a.py").write_text("a = 3\n")
+            ev = await run.next()
+            assert ev.payload["paths"] == ["src/a.py"]
+
+    asyncio.run(main())
+
+
+def test_own_write_is_ignored_but_a_later_human_edit_is_seen(tmp_path):
+    ws = workspace(tmp_path)
+    own = OwnWrites()
+    target = ws / "src" / "a.py"
+
+    async def main() -> None:
+        async with watching(ws, own=own) as run:
+            data = b"a = 'autod'\n"
+            own.record(target, data)
+            target.write_bytes(data)
+            assert await run.quiet() == []
+            target.write_text("a = 'human'\n")
+            assert (await run.next()).payload["paths"] == ["src/a.py"]
+
+    asyncio.run(main())
+
+
+def test_deleted_and_recreated_root_recovers(tmp_path):
+    ws = workspace(tmp_path)
+
+    async def main() -> None:
+        async with watching(ws) as run:
+            shutil.rmtree(ws / "src")
+            gone = await run.next()
+            assert "src/a.py" in gone.payload["paths"]
+            await asyncio.sleep(0.5)
+            (ws / "src").mkdir()
+            (ws / "src" / "new.py").write_text("n = 1\n")
+            back = await run.next()
+            assert back.payload["paths"] == ["src/new.py"]
+            await asyncio.sleep(0.5)
+            (ws / "src" / "new.py").write_text("n = 2\n")  # the re-armed watcher sees edits again
+            assert (await run.next()).payload["paths"] == ["src/new.py"]
+
+    asyncio.run(main())
+
+
+def test_watch_limit_falls_back_to_polling_with_one_warning(tmp_path):
+    ws = workspace(tmp_path)
+    calls: list[bool] = []
+    real = __import__("watchfiles").awatch
+
+    def limited_awatch(*paths, **kw):
+        calls.append(kw["force_polling"])
+        if not kw["force_polling"]:
+            raise OSError(errno.ENOSPC, "OS file watch limit reached")
+        return real(*paths, **kw)
+
+    async def main() -> None:
+        with structlog.testing.capture_logs() as logs:
+            async with watching(ws, awatch=limited_awatch) as run:
+                (ws / "src" / "a.py").write_text("a = 9\n")
+                assert (await run.next()).payload["paths"] == ["src/a.py"]
+        warnings = [e for e in logs if e["log_level"] == "warning"]
+        assert [w["event"] for w in warnings] == ["watch_limit_reached_polling"]
+        assert calls[:2] == [False, True]
+
+    asyncio.run(main())
