@@ -15,9 +15,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from autod.errors import PlanRejected
-from autod.planner.plan import Plan
+
+if TYPE_CHECKING:  # only the shape is used; keeps the actor's import light (crash-recovery at start-up)
+    from autod.planner.plan import Plan
 
 TMP_MARKER = ".autod-tmp-"
 # Reading is bounded even before the size cap applies, so a huge file cannot eat memory.
