@@ -24,9 +24,8 @@ Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 
 
 def socket_path(settings: Settings) -> Path:
-    """$RUNTIME_DIRECTORY/autod.sock under systemd, else <state_dir>/autod.sock (short fallback in /tmp)."""
-    runtime = os.environ.get("RUNTIME_DIRECTORY")
-    path = Path(runtime.split(":")[0]) / "autod.sock" if runtime else settings.state_path / "autod.sock"
+    """<state_dir>/autod.sock: daemon and CLI find it from the same config (short fallback in /tmp)."""
+    path = settings.state_path / "autod.sock"
     if len(str(path)) > 100:  # AF_UNIX paths are limited to 108 bytes
         digest = hashlib.sha1(str(settings.state_path).encode()).hexdigest()[:12]
         path = Path(tempfile.gettempdir()) / f"autod-{digest}.sock"

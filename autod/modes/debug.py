@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import builtins
+import os
 import re
 from pathlib import Path
 
@@ -63,6 +65,72 @@ def source_windows(workspace: Path, locations: list[dict[str, object]], budget_c
     return "\n\n".join(parts)
 
 
+_CALL = re.compile(r"\b([A-Za-z_]\w*)\s*\(")
+_BUILTINS = frozenset(dir(builtins))
+
+
+def called_names(workspace: Path, locations: list[dict[str, object]], limit: int = 8) -> list[str]:
+    """Functions called on the lines a failure names: their definitions are the likely culprits."""
+    root = workspace.resolve()
+    names: list[str] = []
+    for loc in locations[:10]:
+        rel, line = str(loc.get("path", "")), loc.get("line")
+        if not isinstance(line, int):
+            continue
+        path = (root / rel).resolve()
+        if not path.is_relative_to(root) or not path.is_file():
+            continue
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            continue
+        if 0 < line <= len(text):
+            for name in _CALL.findall(text[line - 1]):
+                if name not in _BUILTINS and name not in names:
+                    names.append(name)
+    return names[:limit]
+
+
+def definition_windows(workspace: Path, names: list[str], budget_chars: int = 8000) -> str:
+    """The source of each named function or class defined in the workspace's Python files."""
+    if not names:
+        return ""
+    from autod.modes.report import SKIP_DIRS
+
+    pattern = re.compile(rf"^\s*(?:async\s+def|def|class)\s+({'|'.join(map(re.escape, names))})\b")
+    root = workspace.resolve()
+    parts: list[str] = []
+    used = 0
+    for dirpath, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith("."))
+        for fname in sorted(files):
+            if not fname.endswith(".py"):
+                continue
+            path = Path(dirpath, fname)
+            try:
+                lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+            except OSError:
+                continue
+            for i, line in enumerate(lines):
+                if not pattern.match(line):
+                    continue
+                indent = len(line) - len(line.lstrip())
+                end = i + 1
+                while end < len(lines) and end - i < 60:
+                    nxt = lines[end]
+                    if nxt.strip() and len(nxt) - len(nxt.lstrip()) <= indent:
+                        break
+                    end += 1
+                body = "\n".join(f"{n + 1:5d}  {lines[n]}" for n in range(i, end))
+                rel = path.relative_to(root).as_posix()
+                block = f"--- {rel} (definition, lines {i + 1}-{end}) ---\n{body}"
+                if used + len(block) > budget_chars:
+                    return "\n\n".join(parts)
+                parts.append(block)
+                used += len(block)
+    return "\n\n".join(parts)
+
+
 async def git_diff(workspace: Path, since: str | None, limit: int = 12000) -> str:
     """Uncommitted and recent changes since the last green check, when the workspace is a git repo."""
     if not (workspace / ".git").exists():
@@ -102,6 +170,10 @@ class DebugMode:
 
             locations = parse_locations(excerpt)
         windows = await asyncio.to_thread(source_windows, env.workspace, list(locations))
+        names = await asyncio.to_thread(called_names, env.workspace, list(locations))
+        defs = await asyncio.to_thread(definition_windows, env.workspace, names)
+        if defs:
+            windows = f"{windows}\n\n{defs}" if windows else defs
         since = await env.state.call(env.state.get_kv, "last_green_rev")
         diff = await git_diff(env.workspace, since)
         sections = [

@@ -1,0 +1,186 @@
+"""Run `autod run` as a real subprocess and read what it logs (tests assert on disk and log lines)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+PYTHON = sys.executable
+AUTOD = [PYTHON, "-m", "autod.cli"]
+
+CALC_BUGGY = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n"
+CALC_TEST = (
+    "import sys, pathlib\n"
+    "sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / 'src'))\n"
+    "from calc import add, mul\n\n\n"
+    "def test_add():\n    assert add(2, 3) == 5\n\n\n"
+    "def test_mul():\n    assert mul(2, 3) == 6\n"
+)
+FIX_PLAN = {
+    "summary": "add must add, not subtract",
+    "edits": [{"path": "src/calc.py", "search": "return a - b", "replace": "return a + b"}],
+    "verify": ["tests"],
+    "report": None,
+}
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout
+
+
+def make_calc_repo(repo: Path) -> Path:
+    (repo / "src").mkdir(parents=True)
+    (repo / "tests").mkdir()
+    (repo / "src" / "calc.py").write_text(CALC_BUGGY)
+    (repo / "tests" / "test_calc.py").write_text(CALC_TEST)
+    (repo / ".gitignore").write_text(".autod/\n__pycache__/\n.pytest_cache/\n")
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    git(repo, "add", "-A")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm", "init")
+    return repo
+
+
+def base_config(repo: Path, **overrides: Any) -> dict[str, Any]:
+    cfg: dict[str, Any] = {
+        "workspace": str(repo),
+        "modes": {"auto-debug": {"enabled": True}, "auto-plan": {"enabled": False}},
+        "checks": {
+            "tests": {
+                "run": f"{PYTHON} -m pytest -q -p no:cacheprovider tests",
+                "timeout_s": 120,
+                "when": ["start", "change"],
+            }
+        },
+        "llm": {"base_url": None, "timeout_s": 20, "request_timeout_s": 10, "max_retries": 1},
+        "limits": {"min_interval_s": 0},
+        "logging": {"level": "debug"},
+    }
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(cfg.get(key), dict):
+            cfg[key] = {**cfg[key], **value}
+        else:
+            cfg[key] = value
+    return cfg
+
+
+def write_config(path: Path, cfg: dict[str, Any]) -> Path:
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    return path
+
+
+class Autod:
+    """`autod run -c CONFIG` as a subprocess, with helpers to wait on its JSON log."""
+
+    def __init__(
+        self, config: Path, *, log_file: Path, env: dict[str, str] | None = None, args: tuple[str, ...] = ()
+    ) -> None:
+        self.config = config
+        self.log_file = log_file
+        self.env = {**os.environ, "ORT_DISABLE_TELEMETRY": "1", **(env or {})}
+        self.env.pop("NOTIFY_SOCKET", None) if env is None or "NOTIFY_SOCKET" not in env else None
+        self.args = args
+        self.proc: subprocess.Popen[str] | None = None
+        self.stderr_path = config.parent / f"autod-stderr-{int(time.time() * 1000)}.txt"
+
+    def start(self) -> Autod:
+        self._stderr = open(self.stderr_path, "w")  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            [*AUTOD, "run", "-c", str(self.config), *self.args],
+            stdout=subprocess.DEVNULL,
+            stderr=self._stderr,
+            env=self.env,
+            text=True,
+            cwd=str(self.config.parent),
+        )
+        return self
+
+    def records(self) -> list[dict[str, Any]]:
+        if not self.log_file.exists():
+            return []
+        out = []
+        for line in self.log_file.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+        return out
+
+    def reflections(self) -> list[dict[str, Any]]:
+        return [r for r in self.records() if r.get("phase") == "reflect" and "status" in r]
+
+    def wait_for(
+        self, pred: Callable[[list[dict[str, Any]]], Any], timeout: float = 60, what: str = ""
+    ) -> Any:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            recs = self.records()
+            got = pred(recs)
+            if got:
+                return got
+            if self.proc is not None and self.proc.poll() is not None:
+                got = pred(self.records())
+                if got:
+                    return got
+                raise AssertionError(
+                    f"autod exited {self.proc.returncode} while waiting for {what}:\n{self.stderr()[-3000:]}"
+                )
+            time.sleep(0.1)
+        raise AssertionError(f"timed out waiting for {what}; stderr:\n{self.stderr()[-3000:]}")
+
+    def wait_reflections(self, n: int, timeout: float = 90) -> list[dict[str, Any]]:
+        return self.wait_for(
+            lambda recs: (
+                (r := [x for x in recs if x.get("phase") == "reflect" and "status" in x])[n - 1 :] and r
+            ),
+            timeout,
+            f"{n} reflection record(s)",
+        )
+
+    def signal(self, sig: int) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+
+    def stop(self, timeout: float = 60) -> int:
+        if self.proc is None:
+            return 0
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        finally:
+            self._stderr.close()
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+        if hasattr(self, "_stderr"):
+            self._stderr.close()
+
+    def stderr(self) -> str:
+        try:
+            return self.stderr_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+
+def run_cli(
+    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*AUTOD, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "ORT_DISABLE_TELEMETRY": "1", **(env or {})},
+        cwd=str(cwd) if cwd else None,
+    )
