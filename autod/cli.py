@@ -326,12 +326,15 @@ def cmd_memory(args: argparse.Namespace) -> int:
     if args.json:
         _emit({k: v for k, v in resp.items() if k != "ok"})
         return 0
+    from autod.memory import Recalled, Tier
     from autod.memory.report import format_hits, format_stats
 
     if args.memory_cmd == "stats":
         print(format_stats(resp["stats"]))
     elif args.memory_cmd == "search":
-        print(format_hits(resp["hits"]))
+        rows = resp["hits"]
+        hits = [Recalled(h["id"], Tier(h["tier"]), h["text"], h["score"], h["metadata"]) for h in rows]
+        print(format_hits(hits))
     else:
         verb = "would remove" if resp.get("dry_run") else "removed"
         print(f"{verb}: " + ", ".join(f"{t} {n}" for t, n in resp["removed"].items()))
@@ -339,9 +342,8 @@ def cmd_memory(args: argparse.Namespace) -> int:
 
 
 async def _memory_offline(settings: Settings, sub: str, kw: dict[str, Any]) -> dict[str, Any]:
-    from dataclasses import asdict
-
     from autod.memory import Tier
+    from autod.memory.report import hits_to_json
     from autod.memory.store import ChromaMemory
 
     mem = await ChromaMemory.open(settings.memory, settings.state_path, read_only=sub != "prune")
@@ -351,7 +353,7 @@ async def _memory_offline(settings: Settings, sub: str, kw: dict[str, Any]) -> d
         if sub == "search":
             tier = Tier(kw["tier"].lower()) if kw.get("tier") else None
             hits = await mem.search(kw["query"], tier=tier, k=kw["k"])
-            return {"ok": True, "hits": [asdict(h) for h in hits]}
+            return {"ok": True, "hits": hits_to_json(hits)}
         return {"ok": True, "removed": await mem.prune(dry_run=kw["dry_run"]), "dry_run": kw["dry_run"]}
     finally:
         await mem.close()

@@ -12,6 +12,7 @@ import structlog
 
 from autod.events import Event, EventKind, fingerprint
 from autod.memory import Tier
+from autod.memory.report import hits_to_json
 from autod.planner.plan import Plan
 from autod.queue import EventQueue
 from autod.state import State
@@ -206,7 +207,7 @@ class Commands:
             tier=tier,  # type: ignore[attr-defined]
             k=int(req.get("k", 10)),
         )
-        return {"ok": True, "hits": [asdict(h) for h in hits]}
+        return {"ok": True, "hits": hits_to_json(hits)}
 
     async def cmd_memory_prune(self, req: dict[str, Any]) -> dict[str, Any]:
         if self.d.memory is None:
