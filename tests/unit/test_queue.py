@@ -369,6 +369,9 @@ def test_async_wrappers_run_on_one_worker_thread_off_the_loop(queue: EventQueue)
         await queue.arelease(second.event.id)
         assert await queue.adepth() == 4
         assert (await queue.astats())["in_flight"] == 0
+        await queue.aclose()
+        with pytest.raises(RuntimeError, match="closed"):
+            await queue.adepth()
 
     asyncio.run(asyncio.wait_for(scenario(), timeout=30))
 
