@@ -284,6 +284,10 @@ class Daemon:
             log.debug("event not handled by any enabled mode", kind=str(event.kind), source=event.source)
             return
         result = await self.queue.aput(event)
+        if not result.accepted:
+            log.warning("event refused: the queue is full of more urgent events", kind=str(event.kind),
+                        source=event.source, summary=event.summary[:200])
+            return
         log.info(
             "event queued",
             event_id=result.id,
