@@ -124,14 +124,15 @@ class WatchSource:
     async def _watch(self, roots: list[Path]) -> AsyncIterator[Event]:
         """One armed watcher; returns when the set of existing roots changes."""
         settle_s = self.cfg.settle_ms / 1000
+        step_ms = min(50, self.cfg.settle_ms)
         stop = asyncio.Event()
         changes = self._awatch(
             *roots,
             watch_filter=self._filter,
             debounce=max(1600, self.cfg.settle_ms),
-            step=min(50, self.cfg.settle_ms),
+            step=step_ms,
             stop_event=stop,
-            rust_timeout=max(50, min(self.cfg.settle_ms, 1000)),
+            rust_timeout=max(step_ms, min(self.cfg.settle_ms - step_ms, 1000)),
             yield_on_timeout=True,
             force_polling=self._force_polling,
             poll_delay_ms=POLL_DELAY_MS,
@@ -142,7 +143,8 @@ class WatchSource:
             async for batch in changes:
                 if batch:
                     pending.update(path for _, path in batch)
-                    last = time.monotonic()
+                    # watchfiles yields a batch after `step` ms without changes: count that quiet
+                    last = time.monotonic() - step_ms / 1000
                 if pending and time.monotonic() - last >= settle_s:
                     ev = await self._batch_event(pending)
                     pending = set()

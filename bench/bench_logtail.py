@@ -1,0 +1,144 @@
+"""Log ingestion rate through LogtailSource (from_start) next to `grep -c` on the same file.
+
+Prints one JSON document. `--quick` uses 10 MB instead of 100 MB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from autod.config import LogtailSource as LogtailConfig
+from autod.sources.logtail import LogtailSource, state_file
+
+NOISE = [
+    "[info] compiling module {i} (cache hit)",
+    "2024-05-14T09:12:{s:02}.123Z [build] cc -O2 -Wall -c src/mod{i}.c -o build/mod{i}.o",
+    "    Finished step {i} in 0.{s}s",
+    "DEBUG worker-{s}: heartbeat ok, queue depth {i}",
+]
+
+
+def planted(kind: str, n: int) -> str:
+    """One unique error of each detector kind, tagged with the marker grep counts."""
+    if kind == "gcc":
+        return f"src/f{n}.c:{n % 90 + 1}:5: error: 'v{n}' undeclared (PLANTED)\n"
+    if kind == "python":
+        return (
+            "Traceback (most recent call last):\n"
+            f'  File "src/job{n}.py", line {n % 50 + 1}, in run\n'
+            "    step()\n"
+            f"ValueError: bad input {n} (PLANTED)\n"
+        )
+    if kind == "go":
+        return f"./pkg{n}.go:{n % 70 + 1}:3: undefined: sym{n} (PLANTED)\n"
+    if kind == "tsc":
+        return f"src/c{n}.ts({n % 40 + 1},7): error TS2322: Type 'T{n}' is not assignable (PLANTED).\n"
+    return f"error[E0308]: mismatched types m{n} (PLANTED)\n --> src/r{n}.rs:{n % 30 + 1}:9\n\n"
+
+
+def make_log(path: Path, size: int, errors: int) -> int:
+    rng = random.Random(7)
+    kinds = ["gcc", "python", "go", "tsc", "cargo"]
+    every = size // errors
+    written = 0
+    n = 0
+    next_error = every // 2
+    with open(path, "w") as f:
+        i = 0
+        while written < size:
+            line = rng.choice(NOISE).format(i=i, s=i % 60) + "\n"
+            i += 1
+            if written >= next_error and n < errors:
+                line += planted(kinds[n % len(kinds)], n)
+                n += 1
+                next_error += every
+            f.write(line)
+            written += len(line)
+    return n
+
+
+async def ingest(log: Path, planted_count: int, work: Path) -> dict[str, float | int]:
+    cfg = LogtailConfig(type="logtail", path=str(log), from_start=True, poll_s=0.05)
+    source = LogtailSource(cfg, work, work / "state")
+    found = 0
+    fingerprints: set[str] = set()
+    size = log.stat().st_size
+    start = time.perf_counter()
+    cpu0 = time.process_time()
+
+    async def consume() -> None:
+        nonlocal found
+        async for ev in source.events():
+            found += 1
+            fingerprints.add(ev.fingerprint)
+
+    task = asyncio.create_task(consume())
+    sf = state_file(work / "state", log)
+    deadline = start + 600
+    while time.perf_counter() < deadline:
+        await asyncio.sleep(0.01)
+        try:
+            if json.loads(sf.read_text())["offset"] >= size:
+                break
+        except (OSError, ValueError, KeyError):
+            pass
+    elapsed = time.perf_counter() - start
+    cpu = time.process_time() - cpu0
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    return {"seconds": elapsed, "cpu_s": cpu, "events": found, "distinct": len(fingerprints)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+    mb = 10 if args.quick else 100
+    errors = 50 if args.quick else 300
+    with tempfile.TemporaryDirectory() as d:
+        work = Path(d)
+        log = work / "build.log"
+        n = make_log(log, mb << 20, errors)
+        size_mb = log.stat().st_size / (1 << 20)
+        log.read_bytes()  # warm the page cache for both runs
+        t0 = time.perf_counter()
+        grep = subprocess.run(
+            ["grep", "-c", "PLANTED", str(log)], capture_output=True, text=True, check=False
+        )
+        grep_s = time.perf_counter() - t0
+        result = asyncio.run(ingest(log, n, work))
+    ours_rate = size_mb / result["seconds"]
+    grep_rate = size_mb / grep_s
+    out = {
+        "bench": "logtail",
+        "profile": "quick" if args.quick else "full",
+        "file_mb": round(size_mb, 1),
+        "planted": n,
+        "grep_marker_lines": int(grep.stdout.strip() or 0),
+        "found": result["events"],
+        "found_distinct": result["distinct"],
+        "logtail_seconds": round(result["seconds"], 3),
+        "logtail_cpu_s": round(result["cpu_s"], 3),
+        "logtail_mb_s": round(ours_rate, 1),
+        "grep_seconds": round(grep_s, 4),
+        "grep_mb_s": round(grep_rate, 1),
+        "ratio_vs_grep": round(ours_rate / grep_rate, 3),
+        "goal_ratio": 0.333,
+        "every_planted_found_once": result["events"] == n == result["distinct"],
+    }
+    print(json.dumps(out, indent=2))
+    print(f"found/planted: {result['events']}/{n}", file=sys.stderr)
+    if not out["every_planted_found_once"]:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
