@@ -62,6 +62,16 @@ def append(path: Path, text: str | bytes) -> None:
         f.write(text.encode() if isinstance(text, str) else text)
 
 
+async def until_saved(sf: Path, offset: int) -> None:
+    while True:
+        try:
+            if json.loads(sf.read_text())["offset"] >= offset:
+                return
+        except (OSError, ValueError, KeyError):
+            pass
+        await asyncio.sleep(0.01)
+
+
 def run_async(fn: Callable[[], Awaitable[None]]) -> None:
     asyncio.run(asyncio.wait_for(fn(), 60))
 
@@ -188,11 +198,14 @@ def test_position_remembered_across_restart(tmp_path):
     log.write_text("")
 
     async def main() -> None:
+        sf = state_file(tmp_path / "state", log)
         async with tailing(tmp_path) as run:
             append(log, err("first"))
             assert "'first'" in (await run.next()).summary
+            # the position is saved after the chunk's events were handed on (at-least-once)
+            await asyncio.wait_for(until_saved(sf, log.stat().st_size), HANG_GUARD_S)
         append(log, err("while_down"))  # written while autod is stopped
-        saved = json.loads(state_file(tmp_path / "state", log).read_text())
+        saved = json.loads(sf.read_text())
         assert saved["inode"] == log.stat().st_ino
         async with tailing(tmp_path) as run:
             assert "'while_down'" in (await run.next()).summary
