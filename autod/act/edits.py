@@ -209,9 +209,7 @@ def prepare(
         if new == old:
             continue
         if len(new) > caps.max_file_bytes:
-            raise PlanRejected(
-                f"{rel}: would be {len(new)} bytes, over max_file_bytes {caps.max_file_bytes}"
-            )
+            raise PlanRejected(f"{rel}: would be {len(new)} bytes, over max_file_bytes {caps.max_file_bytes}")
         added, removed = _count_lines("" if old is None else old.decode("utf-8"), text)
         changes.append(FileChange(rel, path, old, new, mode, added, removed))
 

@@ -298,5 +298,3 @@ def test_kill_during_rollback_is_finished_by_recover(tmp_path: Path) -> None:
         assert list((state / "journal").iterdir()) == []
 
     run_all(len(picks), one_run)
-
-
