@@ -1,0 +1,212 @@
+"""The cycle at its seams: a scripted Planner and a scripted Memory, real act, state and checks."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from autod.config import load_config
+from autod.cycle import Cycle, CycleDeps
+from autod.errors import LLMUnavailable, PlanInvalid
+from autod.events import Event, EventKind
+from autod.limits import CircuitBreaker, Gate
+from autod.memory import Recalled, Tier
+from autod.modes import ModeEnv
+from autod.modes.debug import DebugMode
+from autod.ownwrites import OwnWrites
+from autod.planner import PlanResult, TokenUsage
+from autod.planner.plan import Edit, Plan
+from autod.state import State
+
+BUGGY = "def add(a, b):\n    return a - b\n"
+CHECK = (
+    f"{sys.executable} -c \"import sys; sys.path.insert(0, 'src'); from calc import add; assert add(2, 3) == 5\""
+)
+FIX = Plan(summary="add must add", edits=[Edit(path="src/calc.py", search="a - b", replace="a + b")])
+WRONG = Plan(summary="multiply", edits=[Edit(path="src/calc.py", search="a - b", replace="a * b")])
+
+
+class ScriptedPlanner:
+    def __init__(self, *results: Plan | Exception) -> None:
+        self.results = list(results)
+        self.requests: list[Any] = []
+
+    async def plan(self, request: Any) -> PlanResult:
+        self.requests.append(request)
+        r = self.results.pop(0)
+        if isinstance(r, Exception):
+            raise r
+        return PlanResult(r, TokenUsage(100, 20))
+
+
+class ScriptedMemory:
+    def __init__(self) -> None:
+        self.lessons: list[tuple[str, bool]] = []
+        self.episodes: list[str] = []
+        self.observations: list[str] = []
+
+    async def observe(self, text: str, metadata: dict[str, Any]) -> str:
+        self.observations.append(text)
+        return "n0-1"
+
+    async def add_episode(self, text: str, metadata: dict[str, Any]) -> str:
+        self.episodes.append(text)
+        return "n1-1"
+
+    async def add_lesson(self, text: str, metadata: dict[str, Any], *, success: bool) -> str:
+        self.lessons.append((text, success))
+        return "n2-1"
+
+    async def recall(self, query: str, *, budget_tokens: int, k: int = 8) -> list[Recalled]:
+        return [Recalled(f"n2-{i}", Tier.N2, t, 0.9) for i, (t, _) in enumerate(self.lessons)]
+
+    async def flush(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    (tmp_path / "ws" / "src").mkdir(parents=True)
+    (tmp_path / "ws" / "src" / "calc.py").write_text(BUGGY)
+    return tmp_path / "ws"
+
+
+def make(ws: Path, planner: ScriptedPlanner, *, memory: ScriptedMemory | None = None, **cfg: Any):
+    doc = {
+        "workspace": str(ws),
+        "checks": {"calc": {"run": CHECK, "timeout_s": 30}},
+        "limits": {"min_interval_s": 0, **cfg.pop("limits", {})},
+        **cfg,
+    }
+    path = ws.parent / "autod.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    settings = load_config(path)
+    state = State(settings.state_path / "state.db")
+    breaker = CircuitBreaker(2, 60)
+
+    async def run_check(name: str):
+        from autod.checks import run_check as rc
+
+        return await rc(name, settings.checks[name], settings.workspace)
+
+    env = ModeEnv(settings=settings, state=state, memory=memory, run_check=run_check)
+    deps = CycleDeps(
+        env=env,
+        gate=Gate(settings.limits, state, breaker),
+        planner=planner,
+        planner_name="llm",
+        own_writes=OwnWrites(),
+        breaker=breaker,
+    )
+    return deps, state
+
+
+def failing_event() -> Event:
+    return Event(
+        source="check:calc",
+        kind=EventKind.CHECK_FAILED,
+        summary="check calc failed",
+        fingerprint="fp-calc",
+        payload={"check": "calc", "excerpt": "AssertionError", "failures": 1},
+    )
+
+
+def run(deps: CycleDeps, event: Event | None = None) -> Any:
+    return asyncio.run(Cycle(deps, DebugMode(), event or failing_event()).run())
+
+
+def test_a_fix_that_passes_the_check_is_kept_and_recorded(ws):
+    mem = ScriptedMemory()
+    deps, state = make(ws, ScriptedPlanner(FIX), memory=mem)
+    r = run(deps)
+    assert r.status == "fixed" and r.edits == [{"path": "src/calc.py", "added": 1, "removed": 1}]
+    assert (ws / "src" / "calc.py").read_text() == BUGGY.replace("a - b", "a + b")
+    assert r.tokens == {"prompt": 100, "completion": 20}
+    assert mem.lessons and mem.lessons[0][1] is True and "worked" in mem.lessons[0][0]
+    assert state.history(1)[0]["status"] == "fixed"
+    assert not list((deps.env.settings.state_path / "journal").iterdir())
+
+
+def test_a_wrong_fix_is_rolled_back_and_the_replan_sees_it(ws):
+    planner = ScriptedPlanner(WRONG, WRONG)
+    deps, _state = make(ws, planner)
+    r = run(deps)
+    assert r.status == "rolled_back" and r.attempts == 2
+    assert (ws / "src" / "calc.py").read_text() == BUGGY
+    second = planner.requests[1].messages[1]["content"]
+    assert "multiply" in second and "a * b" in second
+    # the next cycle for this fingerprint starts with the failed attempt in its prompt
+    planner.results.append(FIX)
+    r2 = run(deps)
+    assert r2.status == "fixed" and "a * b" in planner.requests[2].messages[1]["content"]
+
+
+def test_the_fingerprint_is_quarantined_after_max_attempts(ws):
+    deps, _state = make(
+        ws,
+        ScriptedPlanner(WRONG, WRONG),
+        limits={"max_attempts_per_fingerprint": 2},
+        modes={"auto-debug": {"max_attempts_per_cycle": 1}},
+    )
+    assert run(deps).quarantined is False
+    r = run(deps)
+    assert r.quarantined is True
+    assert deps.gate.admit(failing_event(), uses_llm=True).drop
+
+
+def test_planner_failures_are_recorded_and_open_the_breaker(ws):
+    deps, state = make(ws, ScriptedPlanner(LLMUnavailable("deadline exceeded"), PlanInvalid("not a plan")))
+    r1, r2 = run(deps), run(deps)
+    assert (r1.status, r1.reason) == ("failed", "deadline exceeded")
+    assert (r2.status, r2.reason) == ("failed", "not a plan")
+    assert deps.breaker is not None and deps.breaker.state == "open"
+    assert [h["status"] for h in state.history(5)] == ["failed", "failed"]
+    assert (ws / "src" / "calc.py").read_text() == BUGGY
+
+
+def test_a_crash_inside_the_planner_is_recorded_and_nothing_written(ws):
+    deps, state = make(ws, ScriptedPlanner(RuntimeError("bug")))
+    r = run(deps)
+    assert r.status == "failed" and r.reason == "internal error: RuntimeError"
+    assert state.history(1)[0]["status"] == "failed"
+
+
+def test_require_confirmation_stores_a_proposal_and_writes_nothing(ws):
+    deps, state = make(ws, ScriptedPlanner(FIX), limits={"require_confirmation": True})
+    r = run(deps)
+    assert r.status == "pending_approval" and r.proposal_id
+    (p,) = state.proposals("pending")
+    assert "-    return a - b" in p["diff"] and "+    return a + b" in p["diff"]
+    assert (ws / "src" / "calc.py").read_text() == BUGGY
+    approved = asyncio.run(
+        Cycle(deps, DebugMode(), failing_event(), approved=Plan.model_validate_json(p["plan"])).run()
+    )
+    assert approved.status == "fixed" and approved.planner == "operator-approved"
+
+
+def test_a_stop_during_verification_rolls_back(ws, tmp_path):
+    slow = f'{sys.executable} -c "import time; time.sleep(30)"'
+    deps, state = make(ws, ScriptedPlanner(FIX), checks={"calc": {"run": slow, "timeout_s": 60}})
+
+    async def main() -> Any:
+        cycle = Cycle(deps, DebugMode(), failing_event())
+        task = asyncio.create_task(cycle.run())
+        for _ in range(200):
+            await asyncio.sleep(0.05)
+            if (ws / "src" / "calc.py").read_text() != BUGGY:
+                break
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return cycle.r
+
+    r = asyncio.run(main())
+    assert r.status == "failed" and "stopped" in r.reason
+    assert (ws / "src" / "calc.py").read_text() == BUGGY
+    assert state.history(1)[0]["status"] == "failed"

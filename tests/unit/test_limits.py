@@ -1,0 +1,111 @@
+"""Limits in one place: rate, budgets, caps, quarantine and the circuit breaker."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from autod.config import Limits
+from autod.events import Event, EventKind
+from autod.limits import CircuitBreaker, Gate
+from autod.state import State, day_key
+
+
+@pytest.fixture
+def state(tmp_path):
+    s = State(tmp_path / "state.db")
+    yield s
+    s.close()
+
+
+def failure(fp: str = "fp1") -> Event:
+    return Event(source="check:t", kind=EventKind.CHECK_FAILED, summary="t failed", fingerprint=fp)
+
+
+def start_cycles(state: State, n: int, at: float) -> None:
+    for i in range(n):
+        state.cycle_started(f"c{at}{i}", "e", "auto-debug", "fp", "check_failed", "s")
+        state._tx("UPDATE cycles SET started_at=? WHERE id=?", (at, f"c{at}{i}"))
+
+
+def test_min_interval_makes_the_next_cycle_wait(state):
+    gate = Gate(Limits(min_interval_s=30), state, None)
+    now = time.time()
+    assert gate.admit(failure(), uses_llm=False, now=now).ok
+    start_cycles(state, 1, now)
+    v = gate.admit(failure(), uses_llm=False, now=now + 10)
+    assert not v.ok and v.reason == "min_interval_s" and 19 <= v.wait_s <= 20
+    assert gate.admit(failure(), uses_llm=False, now=now + 31).ok
+
+
+def test_cycles_per_hour_cap(state):
+    gate = Gate(Limits(min_interval_s=0, max_cycles_per_hour=3), state, None)
+    now = time.time()
+    start_cycles(state, 3, now - 100)
+    v = gate.admit(failure(), uses_llm=False, now=now)
+    assert not v.ok and "max_cycles_per_hour (3/3)" in v.reason
+    assert gate.admit(failure(), uses_llm=False, now=now + 3600).ok
+
+
+def test_token_budget_spent_waits_for_the_next_utc_day_only_for_llm_cycles(state):
+    gate = Gate(Limits(min_interval_s=0, max_tokens_per_day=1000), state, None)
+    now = time.time()
+    gate.book(edits=0, tokens=1200, now=now)
+    v = gate.admit(failure(), uses_llm=True, now=now)
+    assert not v.ok and "max_tokens_per_day" in v.reason and 0 < v.wait_s <= 86400
+    assert gate.admit(failure(), uses_llm=False, now=now).ok
+    assert state.get(f"tokens:{day_key(now)}") == 1200
+
+
+def test_caps_shrink_to_what_is_left_of_the_day(state):
+    gate = Gate(Limits(max_edits_per_cycle=10, max_edits_per_day=12), state, None)
+    gate.book(edits=9, tokens=0)
+    assert gate.caps().max_edits == 3
+    gate.book(edits=3, tokens=0)
+    assert gate.caps().max_edits == 0
+    assert not gate.admit(failure(), uses_llm=False).ok
+
+
+def test_fingerprint_is_quarantined_after_max_attempts_and_a_fix_resets_it(state):
+    gate = Gate(Limits(max_attempts_per_fingerprint=2, min_interval_s=0), state, None)
+    assert (
+        gate.record_attempt(failure(), "rolled_back", {"summary": "a", "diff": "d", "output": "o"}) is False
+    )
+    assert state.fingerprint("fp1")["last_attempt"]["diff"] == "d"
+    assert gate.record_attempt(failure(), "rolled_back", None) is True
+    v = gate.admit(failure(), uses_llm=False)
+    assert not v.ok and v.drop and "quarantined" in v.reason
+    assert [q["fingerprint"] for q in state.quarantined()] == ["fp1"]
+    gate.record_attempt(failure("fp2"), "rolled_back", None)
+    gate.record_attempt(failure("fp2"), "fixed", None)
+    assert state.fingerprint("fp2")["attempts"] == 0
+
+
+def test_non_failure_events_are_never_quarantined(state):
+    gate = Gate(Limits(max_attempts_per_fingerprint=1), state, None)
+    ev = Event(source="watch", kind=EventKind.FILES_CHANGED, summary="x", fingerprint="fc")
+    assert gate.record_attempt(ev, "rolled_back", None) is False
+
+
+def test_circuit_breaker_opens_half_opens_and_closes():
+    b = CircuitBreaker(threshold=2, cooldown_s=0.2)
+    b.failure()
+    assert b.state == "closed" and b.allow()[0]
+    b.failure()
+    assert b.state == "open" and not b.allow()[0]
+    time.sleep(0.25)
+    assert b.state == "half-open" and b.allow()[0]
+    b.failure()  # a failure while half-open opens it again at once
+    assert b.state == "open"
+    time.sleep(0.25)
+    b.success()
+    assert b.state == "closed" and b.snapshot()["consecutive_failures"] == 0
+
+
+def test_open_breaker_blocks_llm_cycles_in_the_gate(state):
+    b = CircuitBreaker(threshold=1, cooldown_s=60)
+    gate = Gate(Limits(min_interval_s=0), state, b)
+    b.failure()
+    v = gate.admit(failure(), uses_llm=True)
+    assert not v.ok and v.reason == "LLM circuit breaker open" and v.wait_s > 50
