@@ -25,7 +25,8 @@ from autod.state import State
 
 BUGGY = "def add(a, b):\n    return a - b\n"
 CHECK = (
-    f"{sys.executable} -c \"import sys; sys.path.insert(0, 'src'); from calc import add; assert add(2, 3) == 5\""
+    f"{sys.executable} -c \"import sys; sys.path.insert(0, 'src');"
+    " from calc import add; assert add(2, 3) == 5\""
 )
 FIX = Plan(summary="add must add", edits=[Edit(path="src/calc.py", search="a - b", replace="a + b")])
 WRONG = Plan(summary="multiply", edits=[Edit(path="src/calc.py", search="a - b", replace="a * b")])
