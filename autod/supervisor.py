@@ -281,7 +281,8 @@ class Daemon:
         if event.kind == EventKind.FILES_CHANGED:
             self.check_source.notify_change(list(event.payload.get("paths", [])))
         if not any(m.handles(event) for m in self.modes):
-            log.debug("event not handled by any enabled mode", kind=str(event.kind), source=event.source)
+            log.debug("event not handled by any enabled mode", kind=str(event.kind), source=event.source,
+                      summary=event.summary[:200])
             return
         result = await self.queue.aput(event)
         if not result.accepted:

@@ -40,10 +40,11 @@ AwatchFn = Callable[..., AsyncIterator[set[tuple[Change, str]]]]
 
 
 class WatchFilter(DefaultFilter):
-    """watchfiles' defaults, plus the state dir, `.autod` and the configured globs."""
+    """watchfiles' defaults, plus the state dir, `.autod`, autod's temp files and the configured globs."""
 
     def __init__(self, workspace: Path, state_dir: Path, globs: Iterable[str]) -> None:
-        super().__init__(ignore_dirs=(*DefaultFilter.ignore_dirs, ".autod", state_dir.name))
+        # Not state_dir.name: a state dir /var/lib/autod must not hide a package directory named autod/.
+        super().__init__(ignore_dirs=(*DefaultFilter.ignore_dirs, ".autod"))
         self._workspace = workspace
         self._state_dir = str(state_dir)
         self._globs = list(globs)
@@ -52,6 +53,8 @@ class WatchFilter(DefaultFilter):
         if not super().__call__(change, path):
             return False
         if path == self._state_dir or path.startswith(self._state_dir + os.sep):
+            return False
+        if ".autod-tmp-" in os.path.basename(path):  # autod's atomic writes: temp file, then rename
             return False
         if self._globs:
             rel = _relative(self._workspace, path)
