@@ -168,7 +168,9 @@ _file_handler: _LogFile | None = None
 
 def _configure_structlog() -> None:
     structlog.configure(
-        processors=[structlog.stdlib.filter_by_level, *_SHARED,
+        # Redacted here as well as in the formatters: any other handler on the root logger
+        # (pytest's caplog, a handler a library adds) only ever sees the redacted dict.
+        processors=[structlog.stdlib.filter_by_level, *_SHARED, redact,
                     structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
         logger_factory=structlog.stdlib.LoggerFactory(),
         wrapper_class=structlog.stdlib.BoundLogger,
@@ -186,9 +188,6 @@ def configure_logging(
         numeric = _LEVELS[level.lower()]
     except KeyError:
         raise ValueError(f"logging.level must be one of {', '.join(_LEVELS)}") from None
-    set_secrets(secrets)
-    _configure_structlog()
-
     new: list[logging.Handler] = []
     new_file: _LogFile | None = None
     if file is not None:
@@ -207,6 +206,9 @@ def configure_logging(
         console.setFormatter(_formatter(renderer, text_exceptions=True, journal=journal))
         new.append(console)
 
+    # Only now that the new handlers exist: a failed reload leaves the old setup in force.
+    set_secrets(secrets)
+    _configure_structlog()
     root = logging.getLogger()
     for old in _handlers:
         root.removeHandler(old)
