@@ -51,6 +51,8 @@ class ModeEnv:
     state: State
     memory: Memory | None
     run_check: Callable[[str], Awaitable[CheckResult]]
+    # the latest result of each check (the daemon's own dict): what was already failing before a cycle
+    last_results: dict[str, CheckResult] = field(default_factory=dict)
 
     @property
     def workspace(self) -> Path:
