@@ -146,7 +146,13 @@ class Daemon:
         )
         self.gate = Gate(s.limits, self.state, self.breaker)
         self.modes = build_modes(s)
-        self.env = ModeEnv(settings=s, state=self.state, memory=self.memory, run_check=self._verify_check)
+        self.env = ModeEnv(
+            settings=s,
+            state=self.state,
+            memory=self.memory,
+            run_check=self._verify_check,
+            last_results=self.last_results,
+        )
         if s.llm.base_url:
             from autod.planner.llm import LLMPlanner
 
