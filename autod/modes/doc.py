@@ -9,7 +9,9 @@ from __future__ import annotations
 import ast
 import asyncio
 import fnmatch
+import io
 import re
+import tokenize
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -24,30 +26,55 @@ from autod.ownwrites import OwnWrites
 from autod.planner.plan import Plan
 
 CONTEXT_TOKENS = 6000
-_PARAM_DOC = re.compile(r"^\s*(?::param\s+(\w+)|(\w+)\s*(?:\([^)]*\))?\s*:)", re.M)
-_SECTION = re.compile(r"^\s*(Args|Arguments|Parameters|Params)\s*:?\s*$", re.M)
+_GOOGLE_SECTION = re.compile(
+    r"^(\s*)(?:Args|Arguments|Parameters|Params|Keyword Args|Keyword Arguments)\s*:\s*$"
+)
+_NUMPY_SECTION = re.compile(r"^(\s*)(?:Parameters|Keyword Arguments)\s*$")
+_GOOGLE_ITEM = re.compile(r"^(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:")
+_NUMPY_ITEM = re.compile(r"^(\*{0,2}\w+(?:\s*,\s*\*{0,2}\w+)*)\s*(?::.*)?$")
+_SPHINX_PARAM = re.compile(r":param\s+(?:[^:]*\s)?\*{0,2}(\w+)\s*:")
+
+
+def _docstring_node(node: ast.AST) -> ast.Expr | None:
+    body = getattr(node, "body", None)
+    if (
+        isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+        and body
+        and isinstance(body[0], ast.Expr)
+        and isinstance(body[0].value, ast.Constant)
+        and isinstance(body[0].value.value, str)
+    ):
+        return body[0]
+    return None
 
 
 def strip_docstrings(tree: ast.AST) -> str:
     """A dump of the AST with every docstring removed: equal dumps mean only docstrings differ."""
     for node in ast.walk(tree):
-        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
-            body = node.body
-            if (
-                body
-                and isinstance(body[0], ast.Expr)
-                and isinstance(body[0].value, ast.Constant)
-                and isinstance(body[0].value.value, str)
-            ):
-                node.body = body[1:] or [ast.Pass()]
+        if _docstring_node(node) is not None:
+            node.body = node.body[1:] or [ast.Pass()]  # type: ignore[attr-defined]
     return ast.dump(tree, annotate_fields=True, include_attributes=False)
 
 
-def only_docstrings_changed(old: str, new: str) -> bool:
+def _comments(source: str) -> list[str]:
+    """Every comment, in order: `# noqa`, `# type: ignore` and pragmas steer tools, so they are code here."""
     try:
-        return strip_docstrings(ast.parse(old)) == strip_docstrings(ast.parse(new))
+        return [
+            t.string
+            for t in tokenize.generate_tokens(io.StringIO(source).readline)
+            if t.type == tokenize.COMMENT
+        ]
+    except (tokenize.TokenError, SyntaxError):
+        return ["<untokenizable>", source]
+
+
+def only_docstrings_changed(old: str, new: str) -> bool:
+    """True when `new` differs from `old` in docstrings alone (code and comments identical)."""
+    try:
+        same_code = strip_docstrings(ast.parse(old)) == strip_docstrings(ast.parse(new))
     except SyntaxError:
         return False
+    return same_code and _comments(old) == _comments(new)
 
 
 def _params(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
@@ -60,22 +87,76 @@ def _params(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
     return [n for n in names if n not in ("self", "cls")]
 
 
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def _google_params(lines: list[str], start: int, header_indent: int) -> set[str]:
+    """Items of a Google `Args:` section: the lines at the first item's indentation."""
+    names: set[str] = set()
+    item_indent: int | None = None
+    for line in lines[start:]:
+        if not line.strip():
+            continue
+        indent = _indent(line)
+        if indent <= header_indent:
+            break
+        if item_indent is None:
+            item_indent = indent
+        if indent == item_indent and (m := _GOOGLE_ITEM.match(line.strip())):
+            names.add(m.group(1).lstrip("*"))
+    return names
+
+
+def _numpy_params(lines: list[str], start: int, header_indent: int) -> set[str]:
+    """Items of a NumPy `Parameters` section (after its dashes): `name : type` at the header's indent."""
+    names: set[str] = set()
+    for i in range(start, len(lines)):
+        line = lines[i]
+        if not line.strip() or _indent(line) > header_indent:
+            continue
+        if _indent(line) < header_indent:
+            break
+        nxt = lines[i + 1].strip() if i + 1 < len(lines) else ""
+        if nxt and set(nxt) == {"-"}:  # the next section's header
+            break
+        if m := _NUMPY_ITEM.match(line.strip()):
+            names |= {n.strip().lstrip("*") for n in m.group(1).split(",")}
+    return names
+
+
 def documented_params(doc: str) -> set[str] | None:
     """Parameter names a docstring documents (Google/NumPy/Sphinx styles); None if it lists none."""
-    m = _SECTION.search(doc)
+    lines = doc.expandtabs().splitlines()
     names: set[str] = set()
-    if m:
-        section = doc[m.end() :]
-        for line in section.splitlines():
-            if line.strip() and not line.startswith((" ", "\t")) and not line.strip().endswith(":"):
-                break
-            pm = re.match(r"^\s+(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:", line)
-            if pm:
-                names.add(pm.group(1).lstrip("*"))
-            if re.match(r"^\s*(Returns|Raises|Yields|Examples?|Notes?)\s*:?\s*$", line):
-                break
-    names |= set(re.findall(r":param\s+(?:\w+\s+)?(\w+)\s*:", doc))
-    return names or None
+    found = False
+    for i, line in enumerate(lines):
+        nxt = lines[i + 1].strip() if i + 1 < len(lines) else ""
+        if (m := _NUMPY_SECTION.match(line)) and nxt and set(nxt) == {"-"}:
+            found = True
+            names |= _numpy_params(lines, i + 2, len(m.group(1)))
+        elif m := _GOOGLE_SECTION.match(line):
+            found = True
+            names |= _google_params(lines, i + 1, len(m.group(1)))
+    sphinx = set(_SPHINX_PARAM.findall(doc))
+    names |= sphinx
+    return names if (found or sphinx) and names else None
+
+
+def _public_defs(tree: ast.Module) -> list[ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef]:
+    """Module-level functions and classes, and the methods of public classes (nested defs are private)."""
+    out: list[ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef] = []
+    todo: list[ast.stmt] = list(tree.body)
+    while todo:
+        node = todo.pop(0)
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            continue
+        if node.name.startswith("_"):
+            continue
+        out.append(node)
+        if isinstance(node, ast.ClassDef):
+            todo.extend(node.body)
+    return out
 
 
 def findings(source: str, rel: str) -> list[dict[str, Any]]:
@@ -85,11 +166,7 @@ def findings(source: str, rel: str) -> list[dict[str, Any]]:
     except SyntaxError:
         return []
     out: list[dict[str, Any]] = []
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            continue
-        if node.name.startswith("_"):
-            continue
+    for node in _public_defs(tree):
         doc = ast.get_docstring(node)
         if doc is None:
             out.append({"path": rel, "line": node.lineno, "name": node.name, "problem": "missing docstring"})
@@ -113,7 +190,8 @@ def findings(source: str, rel: str) -> list[dict[str, Any]]:
 def _doc_files(workspace: Path, globs: list[str]) -> list[Path]:
     files: set[Path] = set()
     for g in globs:
-        for p in workspace.glob(g):
+        # Before Python 3.13 a pattern ending in `**` yields directories only: `docs/**` means its files.
+        for p in workspace.glob(f"{g}/*" if g.endswith("**") else g):
             if p.is_file() and p.suffix in (".md", ".rst", ".txt") and ".autod" not in p.parts:
                 files.add(p)
     return sorted(files)[:200]
@@ -239,12 +317,20 @@ class DocMode:
         return check
 
     async def verify(self, event: Event, plan: Plan, env: ModeEnv) -> Verification:
+        """Keep the doc edits unless a check that passed before them fails now."""
+        # Snapshot first: running the checks below updates the daemon's latest results.
+        failing_before = {n for n, r in env.last_results.items() if not r.ok}
         names = [n for n, c in env.settings.checks.items() if not c.fixer]
         names = [n for n in plan.verify if n in names] or names
         results = [await env.run_check(n) for n in names]
-        if all(r.ok for r in results):
-            return Verification("fixed", results)
-        return Verification("rolled_back", results, "a configured check failed after the doc edits")
+        broken = [r.name for r in results if not r.ok and r.name not in failing_before]
+        if broken:
+            return Verification(
+                "rolled_back", results, f"check {', '.join(broken)} failed after the doc edits"
+            )
+        still = [r.name for r in results if not r.ok]
+        reason = f"check {', '.join(still)} was already failing before the doc edits" if still else ""
+        return Verification("fixed", results, reason)
 
     async def write_report(self, event: Event, plan: Plan, env: ModeEnv, own: OwnWrites) -> Path:
         now = datetime.now(UTC)
