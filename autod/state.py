@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 SCHEMA_VERSION = 1
+CUT_SHORT_LIMIT = 3  # cycles of one event cut short by a crash or stop before it counts as done
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS cycles (
     id TEXT PRIMARY KEY,
@@ -128,10 +129,17 @@ class State:
         return ids
 
     def modes_done(self, event_id: str) -> set[str]:
+        """Modes whose cycle handled this event (skipped when the event comes back after a restart)."""
+        # A cycle cut short by a crash (marked at start-up) or by a stop did not handle its event: the
+        # event stayed queued to run again. After CUT_SHORT_LIMIT such tries it counts as done, so an
+        # event whose cycle kills the daemon cannot crash-loop it.
         rows = self._tx(
-            "SELECT mode FROM cycles WHERE event_id=? AND status IS NOT NULL", (event_id,)
+            "SELECT mode, SUM(CASE WHEN COALESCE(reason, '') LIKE 'interrupted:%'"
+            " OR COALESCE(reason, '') LIKE 'stopped:%' THEN 1 ELSE 0 END) AS cut, COUNT(*) AS n"
+            " FROM cycles WHERE event_id=? AND status IS NOT NULL GROUP BY mode",
+            (event_id,),
         ).fetchall()
-        return {r["mode"] for r in rows}
+        return {r["mode"] for r in rows if r["cut"] < r["n"] or r["cut"] >= CUT_SHORT_LIMIT}
 
     def history(self, n: int = 20) -> list[dict[str, Any]]:
         rows = self._tx(

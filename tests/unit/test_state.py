@@ -15,10 +15,20 @@ def test_interrupted_cycles_are_marked_failed_at_start(tmp_path):
     s.close()
     s = State(tmp_path / "state.db")
     assert s.cycles_interrupted() == ["c1"]
-    assert s.modes_done("e1") == {"auto-debug", "auto-doc"}
+    # the interrupted cycle did not handle e1: its mode runs again after the restart
+    assert s.modes_done("e1") == {"auto-doc"}
     rows = {r["id"]: r for r in s.history(10)}
     assert rows["c1"]["status"] == "failed" and "interrupted" in rows["c1"]["reason"]
     assert rows["c2"]["edits"] == [{"path": "a", "added": 1, "removed": 0}]
+    s.close()
+
+
+def test_an_event_cut_short_three_times_counts_as_done_so_a_crash_cannot_loop(tmp_path):
+    s = State(tmp_path / "state.db")
+    for n in range(3):
+        s.cycle_started(f"c{n}", "e1", "auto-debug", "fp", "check_failed", "x")
+        assert s.cycles_interrupted() == [f"c{n}"]
+        assert s.modes_done("e1") == (set() if n < 2 else {"auto-debug"})
     s.close()
 
 
