@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shlex
 import shutil
 import tempfile
 from pathlib import Path
@@ -48,7 +49,8 @@ def _copy_workspace(workspace: Path, state_dir: Path, dest: Path) -> None:
         skipped = set()
         for n in names:
             p = Path(directory, n)
-            if n in SCRATCH_SKIP or p.resolve() == state:
+            # No symlinks in the scratch copy: a fixer writing through one would edit the real files.
+            if n in SCRATCH_SKIP or p.is_symlink() or p.resolve() == state:
                 skipped.add(n)
             elif p.is_file() and not p.is_symlink():
                 total += p.stat().st_size
@@ -85,6 +87,23 @@ def _diff_trees(original: Path, scratch: Path, skip: set[str]) -> list[Edit]:
     return edits
 
 
+def _names_workspace(command: str, workspace: Path) -> bool:
+    """A fixer argument naming a path inside the workspace would edit it directly, not the scratch copy.
+
+    The executable itself may live there (a `.venv` the scratch copy leaves out).
+    """
+    root = workspace.resolve()
+    try:
+        args = shlex.split(command)[1:]
+    except ValueError:
+        return False
+    for arg in args:
+        value = arg.split("=", 1)[1] if arg.startswith("-") and "=" in arg else arg
+        if value.startswith(("/", "~")) and Path(value).expanduser().resolve().is_relative_to(root):
+            return True
+    return False
+
+
 class RulesPlanner:
     """Satisfies autod.planner.Planner without any network."""
 
@@ -102,13 +121,17 @@ class RulesPlanner:
         return PlanResult(Plan(summary=f"{request.mode}: findings reported (offline planner)", report=report))
 
     async def _fixers(self, request: PlanRequest) -> Plan:
+        ws, state = self.settings.workspace, self.settings.state_path
         fixers = {n: c for n, c in self.settings.checks.items() if c.fixer}
+        for name, check in list(fixers.items()):
+            if _names_workspace(check.run, ws):
+                log.warning("fixer names a path in the workspace; it must use relative ones", check=name)
+                del fixers[name]
         if not fixers:
             return Plan(
                 summary="no LLM configured and no fixer checks (`fixer: true`) to run: reported only",
                 report=f"Unfixed: {request.event.summary}",
             )
-        ws, state = self.settings.workspace, self.settings.state_path
         tried = {a.get("summary") for a in request.context.get("attempts", [])}
         with tempfile.TemporaryDirectory(prefix="autod-fix-") as tmp:
             scratch = Path(tmp) / "ws"

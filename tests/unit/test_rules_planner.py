@@ -1,0 +1,108 @@
+"""The offline rules planner: fixer checks run in a scratch copy and become whole-file edits."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any
+
+from autod.config import Settings
+from autod.events import Event, EventKind
+from autod.planner import PlanRequest
+from autod.planner.rules import RulesPlanner
+
+# A fixer outside the workspace: drops `import os` lines from every .py file under its cwd and logs the cwd.
+FIXER = """
+import pathlib, sys
+pathlib.Path(sys.argv[1]).open("a").write(str(pathlib.Path.cwd()) + "\\n")
+for p in pathlib.Path(".").rglob("*.py"):
+    p.write_text(p.read_text().replace("import os\\n", ""))
+"""
+MOD = "import os\nimport sys\n\nprint(sys.argv)\n"
+
+
+def _setup(tmp_path: Path, checks: dict[str, Any]) -> tuple[Path, RulesPlanner]:
+    ws = tmp_path / "ws"
+    (ws / "pkg").mkdir(parents=True)
+    (ws / "pkg" / "mod.py").write_text(MOD)
+    (ws / "clean.py").write_text("print(1)\n")
+    (tmp_path / "fixer.py").write_text(FIXER)
+    return ws, RulesPlanner(Settings(workspace=ws, checks=checks))
+
+
+def _fixer(tmp_path: Path, **extra: Any) -> dict[str, Any]:
+    return {"run": f"{sys.executable} {tmp_path / 'fixer.py'} {tmp_path / 'cwd.log'}", "fixer": True, **extra}
+
+
+def _plan(planner: RulesPlanner, mode: str = "auto-debug", context: dict[str, Any] | None = None):
+    event = Event(source="check:lint", kind=EventKind.CHECK_FAILED, summary="lint failed", fingerprint="fp")
+    request = PlanRequest(mode=mode, event=event, messages=[], context=context or {"attempts": []})
+    return asyncio.run(planner.plan(request)).plan
+
+
+def test_a_fixer_runs_in_a_scratch_copy_and_its_changes_become_whole_file_edits(tmp_path):
+    ws, planner = _setup(tmp_path, {"lint-fix": _fixer(tmp_path)})
+    plan = _plan(planner)
+    (edit,) = plan.edits
+    assert edit.path == "pkg/mod.py"
+    assert edit.search == MOD and edit.replace == MOD.replace("import os\n", "")
+    assert "lint-fix (exit 0)" in plan.summary
+    # the workspace itself is untouched: the fixer ran elsewhere, and the scratch copy is gone
+    assert (ws / "pkg" / "mod.py").read_text() == MOD
+    (cwd,) = (tmp_path / "cwd.log").read_text().splitlines()
+    assert Path(cwd) != ws and not Path(cwd).exists()
+
+
+def test_non_fixer_checks_are_never_run(tmp_path):
+    marker = tmp_path / "ran.txt"
+    not_a_fixer = {"run": f"{sys.executable} -c \"open('{marker}', 'w')\"", "when": ["manual"]}
+    _ws, planner = _setup(tmp_path, {"tests": not_a_fixer, "lint-fix": _fixer(tmp_path)})
+    plan = _plan(planner)
+    assert [e.path for e in plan.edits] == ["pkg/mod.py"]
+    assert not marker.exists()
+
+
+def test_without_fixers_it_only_reports(tmp_path):
+    marker = tmp_path / "ran.txt"
+    _ws, planner = _setup(tmp_path, {"tests": {"run": f"{sys.executable} -c \"open('{marker}', 'w')\""}})
+    plan = _plan(planner)
+    assert plan.edits == [] and "no fixer checks" in plan.summary
+    assert "lint failed" in (plan.report or "")
+    assert not marker.exists()
+
+
+def test_a_fixer_that_names_a_workspace_path_is_not_run(tmp_path):
+    ws, planner = _setup(tmp_path, {})
+    cmd = _fixer(tmp_path)
+    cmd["run"] += f" {ws / 'pkg'}"
+    planner.settings = Settings(workspace=ws, checks={"lint-fix": cmd})
+    plan = _plan(planner)
+    assert plan.edits == [] and not (tmp_path / "cwd.log").exists()
+
+
+def test_symlinks_are_left_out_of_the_scratch_copy_so_a_fixer_cannot_write_through_them(tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "victim.py").write_text(MOD)
+    ws, planner = _setup(tmp_path, {"lint-fix": _fixer(tmp_path)})
+    (ws / "linked.py").symlink_to(outside / "victim.py")
+    plan = _plan(planner)
+    assert [e.path for e in plan.edits] == ["pkg/mod.py"]
+    assert (outside / "victim.py").read_text() == MOD
+
+
+def test_the_same_fixer_result_is_not_proposed_twice_in_one_cycle(tmp_path):
+    _ws, planner = _setup(tmp_path, {"lint-fix": _fixer(tmp_path)})
+    first = _plan(planner)
+    again = _plan(planner, context={"attempts": [{"summary": first.summary}]})
+    assert again.edits == [] and "nothing useful" in again.summary
+
+
+def test_auto_plan_and_auto_doc_get_reports_not_edits(tmp_path):
+    _ws, planner = _setup(tmp_path, {"lint-fix": _fixer(tmp_path)})
+    plan = _plan(planner, "auto-plan", {"rules": "- Resolve 1 FIXME/XXX markers in `a.py`"})
+    assert plan.edits == [] and plan.report == "- Resolve 1 FIXME/XXX markers in `a.py`"
+    plan = _plan(planner, "auto-doc", {"report": "## Needs documenting\n- a.py:1 `f`: missing docstring"})
+    assert plan.edits == [] and "missing docstring" in (plan.report or "")
+    assert not (tmp_path / "cwd.log").exists()  # reports run no fixer
