@@ -23,9 +23,20 @@ def _git(workspace: Path, *args: str, input: bytes | None = None) -> subprocess.
     )
 
 
-def committed_bytes(workspace: Path, rel: str) -> bytes | None:
-    r = _git(workspace, "show", f"HEAD:{rel}")
-    return r.stdout if r.returncode == 0 else None
+def was_clean(workspace: Path, rel: str, before: bytes) -> bool:
+    """Whether `before` (the file as autod found it) is HEAD's version and nothing of it is staged.
+
+    Compared as git objects (`hash-object --path` applies the clean filters, e.g. autocrlf), so a
+    checkout with filters is not mistaken for someone else's change.
+    """
+    head = _git(workspace, "rev-parse", "-q", "--verify", f"HEAD:{rel}")
+    if head.returncode != 0:
+        return False  # untracked, new, or no commit yet: not autod's to commit
+    ours = _git(workspace, "hash-object", "--stdin", f"--path={rel}", input=before)
+    if ours.returncode != 0 or ours.stdout.strip() != head.stdout.strip():
+        return False
+    # `git commit -- path` takes the working file: it would also commit over someone's staged change.
+    return _git(workspace, "diff", "--cached", "--quiet", "HEAD", "--", rel).returncode == 0
 
 
 def commit_changes(
@@ -36,8 +47,7 @@ def commit_changes(
         return {"committed": None, "skipped": [], "reason": "not a git repository"}
     mine, theirs = [], []
     for c in changes:
-        # The file was clean before autod touched it only if its original equals HEAD's version.
-        if c.old is not None and committed_bytes(workspace, c.rel) == c.old:
+        if c.old is not None and was_clean(workspace, c.rel, c.old):
             mine.append(c.rel)
         else:
             theirs.append(c.rel)
@@ -56,7 +66,9 @@ def commit_changes(
         return {"committed": None, "skipped": theirs, "reason": "git add failed"}
     r = _git(workspace, *ident, "commit", "--no-verify", "-q", "-F", "-", "--", *mine, input=message.encode())
     if r.returncode != 0:
-        return {"committed": None, "skipped": theirs, "reason": "git commit failed"}
+        _git(workspace, "reset", "-q", "--", *mine)  # leave the index as it was
+        tail = r.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
+        return {"committed": None, "skipped": theirs, "reason": f"git commit failed: {tail[0][:200]}"}
     rev = _git(workspace, "rev-parse", "HEAD").stdout.decode().strip()
     return {"committed": rev, "skipped": theirs, "reason": None}
 
@@ -64,9 +76,13 @@ def commit_changes(
 async def commit_cycle(cycle: Cycle, changes: list[FileChange]) -> None:
     """Hook run after a cycle keeps its edits."""
     ws = cycle.settings.workspace
-    result = await asyncio.to_thread(
-        commit_changes, ws, list(changes), cycle.r.plan_summary or "autod edit", cycle.r.cycle_id
-    )
+    try:
+        result = await asyncio.to_thread(
+            commit_changes, ws, list(changes), cycle.r.plan_summary or "autod edit", cycle.r.cycle_id
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:  # the edits are kept either way
+        log.warning("not committed: git did not run", error=type(exc).__name__)
+        return
     cycle.r.commit = result["committed"]  # type: ignore[assignment]
     if result["skipped"]:
         log.warning("left uncommitted: these files had changes by someone else", files=result["skipped"])
