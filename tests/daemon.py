@@ -16,6 +16,7 @@ import yaml
 
 PYTHON = sys.executable
 AUTOD = [PYTHON, "-m", "autod.cli"]
+SYSTEMD_VARS = frozenset({"NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "RUNTIME_DIRECTORY"})
 
 CALC_BUGGY = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n"
 CALC_TEST = (
@@ -85,8 +86,11 @@ class Autod:
     ) -> None:
         self.config = config
         self.log_file = log_file
-        self.env = {**os.environ, "ORT_DISABLE_TELEMETRY": "1", **(env or {})}
-        self.env.pop("NOTIFY_SOCKET", None) if env is None or "NOTIFY_SOCKET" not in env else None
+        # systemd variables inherited from a test runner that is itself a service must not reach the
+        # daemon: it would notify the runner's manager, or skip the watchdog (WATCHDOG_PID is not its
+        # pid), or share one control socket with every other test daemon. A test passes its own in env.
+        inherited = {k: v for k, v in os.environ.items() if k not in SYSTEMD_VARS}
+        self.env = {**inherited, "ORT_DISABLE_TELEMETRY": "1", **(env or {})}
         self.args = args
         self.proc: subprocess.Popen[str] | None = None
         self.stderr_path = config.parent / f"autod-stderr-{int(time.time() * 1000)}.txt"
@@ -181,6 +185,10 @@ def run_cli(
         capture_output=True,
         text=True,
         timeout=timeout,
-        env={**os.environ, "ORT_DISABLE_TELEMETRY": "1", **(env or {})},
+        env={
+            **{k: v for k, v in os.environ.items() if k not in SYSTEMD_VARS},
+            "ORT_DISABLE_TELEMETRY": "1",
+            **(env or {}),
+        },
         cwd=str(cwd) if cwd else None,
     )
