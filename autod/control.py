@@ -24,8 +24,13 @@ Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 
 
 def socket_path(settings: Settings) -> Path:
-    """<state_dir>/autod.sock: daemon and CLI find it from the same config (short fallback in /tmp)."""
-    path = settings.state_path / "autod.sock"
+    """$RUNTIME_DIRECTORY/autod.sock under systemd, else <state_dir>/autod.sock (short fallback in /tmp).
+
+    The unit's RuntimeDirectory= sets RUNTIME_DIRECTORY for the daemon, and the installed `autod`
+    wrapper sets the same for the CLI, so both meet at /run/autod/autod.sock.
+    """
+    runtime = os.environ.get("RUNTIME_DIRECTORY", "").split(":")[0]
+    path = Path(runtime) / "autod.sock" if runtime else settings.state_path / "autod.sock"
     if len(str(path)) > 100:  # AF_UNIX paths are limited to 108 bytes
         digest = hashlib.sha1(str(settings.state_path).encode()).hexdigest()[:12]
         path = Path(tempfile.gettempdir()) / f"autod-{digest}.sock"
@@ -61,8 +66,13 @@ class ControlServer:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            line = await asyncio.wait_for(reader.readline(), timeout=10)
             try:
+                line = await asyncio.wait_for(reader.readline(), timeout=10)
+            except ValueError:  # longer than the reader's limit: answer instead of killing the task
+                line = None
+            try:
+                if line is None:
+                    raise ValueError(f"longer than {MAX_REQUEST} bytes")
                 request = json.loads(line)
                 if not isinstance(request, dict) or not isinstance(request.get("cmd"), str):
                     raise ValueError("request must be an object with a 'cmd'")
