@@ -270,7 +270,8 @@ class Cycle:
 
     async def write_report(self, plan: Plan) -> None:
         writer = getattr(self.mode, "write_report", None)
-        if writer is None or not plan.report:
+        # a report-only mode always writes its report (it has facts even when the planner gave no text)
+        if writer is None or (not plan.report and self.mode.writes_code):
             self.r.status = "reported" if plan.report else "no_change"
             return
         path: Path = await writer(self.event, plan, self.deps.env, self.deps.own_writes)
