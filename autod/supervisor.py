@@ -37,6 +37,7 @@ RESTART_BASE_S = 1.0
 RESTART_MAX_S = 60.0
 CRASHES_BEFORE_DISABLE = 5
 CRASH_WINDOW_S = 600.0
+ONCE_MAX_WAIT_S = 300.0  # --once exits 2 rather than wait longer than this, in total, on limits
 
 
 class DaemonAlreadyRunning(Exception):
@@ -88,6 +89,7 @@ class Daemon:
         self.error: str | None = None
         self.memory: Memory | None = None
         self._lock_fd: int | None = None
+        self.once_waited_s = 0.0
 
     # -- start-up ------------------------------------------------------------------
     def _take_lock(self) -> None:
@@ -310,6 +312,9 @@ class Daemon:
         """Lease events one at a time and run one cycle per enabled mode that takes it, in order."""
         while not self.stopping.is_set():
             if self.paused:
+                if self.once:  # a paused autod must not edit, and --once must not wait forever
+                    self.error = "autod is paused (run `autod resume` first)"
+                    return
                 self.waiting_reason = "paused"
                 await self._sleep(1.0)
                 continue
@@ -335,10 +340,13 @@ class Daemon:
                     log.info("cycle waits", reason=verdict.reason, wait_s=round(verdict.wait_s, 1))
                     await self.queue.arelease(event.id)
                     finished = False
-                    if self.once and verdict.wait_s > 300:
-                        self.error = f"--once cannot wait: {verdict.reason}"
+                    if self.once and self.once_waited_s + verdict.wait_s > ONCE_MAX_WAIT_S:
+                        # e.g. a spent token budget or the hourly cap: an error, not a green or red verdict
+                        self.error = f"--once would wait over {ONCE_MAX_WAIT_S:.0f}s: {verdict.reason}"
                         return
+                    slept = time.monotonic()
                     await self._sleep(min(verdict.wait_s, 60.0))
+                    self.once_waited_s += time.monotonic() - slept
                     break
                 self.waiting_reason = ""
                 await self._run_cycle(mode, event)
@@ -363,7 +371,8 @@ class Daemon:
         self.notifier.status(f"idle; last cycle {cycle.r.status}; queue {self.queue.depth()}")
 
     async def _drained(self) -> bool:
-        if not self.check_source.started.is_set():
+        # with no checks the check source never runs, so it never reports its start-up checks done
+        if self.settings.checks and not self.check_source.started.is_set():
             return False
         return self.queue.depth() == 0
 
@@ -404,6 +413,8 @@ class Daemon:
     def request_stop(self, why: str = "stop") -> None:
         if not self.stopping.is_set():
             log.info("stopping", signal=why)
+            if self.once and self.error is None:
+                self.error = f"interrupted by {why} before the queue drained"
             self.notifier.stopping()
             self.stopping.set()
             self.wakeup.set()
