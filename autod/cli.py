@@ -101,7 +101,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         return asyncio.run(daemon.run())
     except DaemonAlreadyRunning as exc:
-        return _die(str(exc), 1)
+        return _die(str(exc), 2 if args.once else 1)  # --once: 1 means "checks still fail"
     except KeyboardInterrupt:
         return 0
 
@@ -242,13 +242,23 @@ def _daemon_call(args: argparse.Namespace, cmd: str, label: str | None = None, *
         return _die(f"the daemon is not running; `{cmd}` needs it (start it with `autod run`)", 3)
     if getattr(args, "json", False):
         _emit(resp)
-    else:
-        print(
-            json.dumps({k: v for k, v in resp.items() if k != "ok"}, default=str)
-            if resp.get("ok")
-            else f"autod: {resp.get('error') or resp.get('reason') or resp.get('status')}"
-        )
+    elif resp.get("ok"):
+        print(_decision(cmd, resp))
+    elif resp.get("error"):
+        print(f"autod: {resp['error']}", file=sys.stderr)
+    else:  # the approved plan ran but did not hold: say how the cycle ended and why
+        print(f"autod: proposal {resp.get('proposal')} not applied: {_decision(cmd, resp)}", file=sys.stderr)
     return 0 if resp.get("ok") else 1
+
+
+def _decision(cmd: str, resp: dict[str, Any]) -> str:
+    """One line for a human: what approve or reject did."""
+    if cmd == "reject":
+        return f"rejected {resp['proposal']}; lesson stored: {resp.get('lesson', '')[:200]}"
+    files = ", ".join(f"{e['path']} +{e['added']} -{e['removed']}" for e in resp.get("edits") or []) or "none"
+    checks = ", ".join(f"{c['name']}={c['exit_code']}" for c in resp.get("checks") or []) or "none"
+    reason = f" ({resp['reason']})" if resp.get("reason") else ""
+    return f"cycle {resp.get('cycle_id')} {resp.get('status')}{reason}; files: {files}; checks: {checks}"
 
 
 def cmd_approve(args: argparse.Namespace) -> int:
