@@ -42,10 +42,16 @@ def offline_status(state: State, queue: EventQueue) -> dict[str, Any]:
     """What can be read from the state dir alone (the daemon is down, or as part of its status)."""
     return {
         "queue": {"depth": queue.depth(), **queue.stats()},
-        "proposals": [_proposal_row(p) for p in state.proposals("pending")],
+        "proposals": [_proposal_row(p) for p in _live(state.proposals("pending"))],
         "quarantined": state.quarantined(),
         "last_cycles": state.history(10),
     }
+
+
+def _live(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Pending proposals past their TTL are not offered (housekeeping marks them expired within a minute)."""
+    now = time.time()
+    return [p for p in rows if p["status"] != "pending" or p["expires_at"] > now]
 
 
 def _proposal_row(p: dict[str, Any]) -> dict[str, Any]:
@@ -127,7 +133,7 @@ class Commands:
 
     async def cmd_proposals(self, req: dict[str, Any]) -> dict[str, Any]:
         rows = await self.d.state.call(self.d.state.proposals, req.get("status", "pending"))
-        return {"ok": True, "proposals": [_proposal_row(p) for p in rows]}
+        return {"ok": True, "proposals": [_proposal_row(p) for p in _live(rows)]}
 
     async def cmd_approve(self, req: dict[str, Any]) -> dict[str, Any]:
         from autod.cycle import Cycle
