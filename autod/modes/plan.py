@@ -80,8 +80,13 @@ class PlanReportMode:
 
     async def write_report(self, event: Event, plan: Plan, env: ModeEnv, own: OwnWrites) -> Path:
         facts = getattr(self, "facts", None) or await gather_facts(env)
-        planned_by = "planned by the LLM" if env.settings.llm.base_url else "derived by rules"
-        text = render_report(facts, plan.report or "", planned_by=planned_by)
+        actions = (plan.report or "").strip()
+        if actions:
+            planned_by = "planned by the LLM" if env.settings.llm.base_url else "derived by rules"
+        else:  # the LLM gave no list: the rules still have one
+            actions = "\n".join(f"- {a}" for a in rule_actions(facts))
+            planned_by = "derived by rules"
+        text = render_report(facts, actions, planned_by=planned_by)
         path = self.report_path(env)
         data = text.encode()
         own.record(path, data)

@@ -54,11 +54,20 @@ TEXT_SUFFIXES = {
 _TODO = re.compile(r"\b(TODO|FIXME|XXX|HACK)\b[:\s]*(.{0,120})")
 
 
+REPORT_TITLE = "# autod plan report"
+
+
+def _skipped_dir(path: Path, state_dir: Path) -> bool:
+    # any virtualenv, whatever its name, has a pyvenv.cfg
+    return path.name in SKIP_DIRS or path.resolve() == state_dir or (path / "pyvenv.cfg").exists()
+
+
 def find_todos(workspace: Path, state_dir: Path, limit: int = 200) -> list[dict[str, Any]]:
+    """TODO/FIXME/XXX/HACK markers in the workspace's text files (not in .git, the state dir, venvs)."""
     out: list[dict[str, Any]] = []
     state_dir = state_dir.resolve()
     for root, dirs, files in os.walk(workspace):
-        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and Path(root, d).resolve() != state_dir)
+        dirs[:] = sorted(d for d in dirs if not _skipped_dir(Path(root, d), state_dir))
         for name in sorted(files):
             p = Path(root, name)
             if p.suffix not in TEXT_SUFFIXES or p.is_symlink():
@@ -69,6 +78,8 @@ def find_todos(workspace: Path, state_dir: Path, limit: int = 200) -> list[dict[
                 lines = p.read_text(encoding="utf-8", errors="replace").splitlines()
             except OSError:
                 continue
+            if lines and lines[0].startswith(REPORT_TITLE):
+                continue  # an earlier report kept in the workspace: its TODO list is not new TODOs
             for i, line in enumerate(lines, 1):
                 m = _TODO.search(line)
                 if m:
@@ -185,6 +196,6 @@ def render_facts(facts: dict[str, Any]) -> str:
 def render_report(facts: dict[str, Any], actions_md: str, *, planned_by: str) -> str:
     day = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     return (
-        f"# autod plan report — {day}\n\n{render_facts(facts)}\n\n"
+        f"{REPORT_TITLE} — {day}\n\n{render_facts(facts)}\n\n"
         f"## Next actions ({planned_by})\n{actions_md.strip()}\n"
     )
