@@ -3,7 +3,8 @@
 `autod run` starts on a small git repository with a watch source, a logtail source, a cron source
 and a check (`true`, at start and on change), no LLM. Once it is up and its start-up check has
 run, /proc/<pid>/stat (utime + stime) and /proc/<pid>/status are sampled over the window (60 s;
-`--quick`: 15 s). In the same window, side by side: a bare `python -c "time.sleep()"` process and a
+`--quick`: 15 s). In the same window, side by side: the same daemon with only watch + cron, and
+with no source at all (what each source costs), a bare `python -c "time.sleep()"` process and a
 process running only `watchfiles.awatch` on the same tree (the floors).
 
     python bench/bench_idle.py [--quick] [--seconds N]
@@ -24,6 +25,11 @@ from typing import Any
 import yaml
 
 GOAL_CPU_PERCENT = 0.2
+VARIANTS = {  # daemon name -> the source types it keeps (the check is always configured)
+    "autod": {"watch", "logtail", "cron"},
+    "autod_watch_cron_only": {"watch", "cron"},
+    "autod_no_sources": set(),
+}
 TICKS = os.sysconf("SC_CLK_TCK")
 AWATCH = (
     "import asyncio, sys, watchfiles\n"
@@ -138,23 +144,31 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         ws = make_repo(root)
-        cfg_path = root / "autod.yaml"
-        cfg_path.write_text(yaml.safe_dump(config(ws, root / "state")))
-        log_file = root / "state" / "logs" / "autod.jsonl"
+        daemons = {}  # the full setup, and two lighter ones that say what each source costs
+        for name, keep in VARIANTS.items():
+            cfg = config(ws, root / f"state-{name}")
+            cfg["sources"] = [s for s in cfg["sources"] if s["type"] in keep]
+            cfg_path = root / f"{name}.yaml"
+            cfg_path.write_text(yaml.safe_dump(cfg))
+            daemons[name] = cfg_path
         procs = {
-            "autod": subprocess.Popen(
-                [sys.executable, "-m", "autod.cli", "run", "-c", str(cfg_path)],
+            name: subprocess.Popen(
+                [sys.executable, "-m", "autod.cli", "run", "-c", str(path)],
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
                 env=env,
                 cwd=root,
-            ),
-            "bare_python_sleep": subprocess.Popen([sys.executable, "-c", "import time; time.sleep(100000)"]),
-            "raw_awatch": subprocess.Popen([sys.executable, "-c", AWATCH, str(ws)]),
+            )
+            for name, path in daemons.items()
         }
+        procs["bare_python_sleep"] = subprocess.Popen(
+            [sys.executable, "-c", "import time; time.sleep(100000)"]
+        )
+        procs["raw_awatch"] = subprocess.Popen([sys.executable, "-c", AWATCH, str(ws)])
         try:
             t0 = time.monotonic()
-            wait_started(log_file, procs["autod"])
+            for name in daemons:
+                wait_started(root / f"state-{name}" / "logs" / "autod.jsonl", procs[name])
             startup_s = round(time.monotonic() - t0, 2)
             time.sleep(3.0)  # let start-up work (model load, first batch flush, check) settle
             figures = sample({name: p.pid for name, p in procs.items()}, seconds)
@@ -179,8 +193,10 @@ def main() -> None:
                     "cron */30",
                     "check at start and on change",
                 ],
-                "startup_s": startup_s,
+                "startup_s_all_daemons": startup_s,
                 "autod": autod,
+                "autod_watch_cron_only": figures["autod_watch_cron_only"],
+                "autod_no_sources": figures["autod_no_sources"],
                 "baseline_bare_python": figures["bare_python_sleep"],
                 "baseline_raw_awatch": figures["raw_awatch"],
                 "goal_cpu_percent": GOAL_CPU_PERCENT,
