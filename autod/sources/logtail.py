@@ -19,14 +19,14 @@ import structlog
 
 from autod.config import LogtailSource as LogtailConfig
 from autod.events import Event, EventKind
-from autod.sources.parsers import Failure, scan_failures
+from autod.sources.parsers import Failure, may_continue, scan_bytes, strip_ansi
 
 log = structlog.get_logger(__name__)
 
-READ_BYTES = 1 << 20  # one read; also the longest line kept whole
-MAX_LINE = 1 << 20
+READ_BYTES = 1 << 20  # default size of one read
+MAX_LINE = 1 << 20  # the longest line kept whole
 KEEP_OF_LONG_LINE = 64 << 10
-MAX_CHUNK = 8 << 20  # bytes parsed at once, so a burst is bounded in memory
+MAX_CHUNK = 8 << 20  # bytes read and scanned at once: few syscalls and thread hops, bounded memory
 HISTORY_LINES = 200  # lines kept from earlier chunks so a block split across chunks is whole
 HISTORY_CHARS = 256 << 10
 TRUNCATED_MARK = b" [autod: line truncated]"
@@ -39,9 +39,20 @@ class Position:
     offset: int
 
 
+def _has_long_line(data: bytes) -> bool:
+    """Any line over MAX_LINE? One rfind per MAX_LINE bytes, no copy."""
+    pos = 0
+    while len(data) - pos > MAX_LINE:
+        nl = data.rfind(b"\n", pos, pos + MAX_LINE + 1)
+        if nl < 0:
+            return True
+        pos = nl + 1
+    return False
+
+
 def _cap_long_lines(data: bytes) -> bytes:
     """Cut any line over MAX_LINE to its first KEEP_OF_LONG_LINE bytes (few calls for normal data)."""
-    if len(data) <= MAX_LINE:
+    if not _has_long_line(data):  # the usual case: hand the block on without copying it
         return data
     out: list[bytes] = []
     pos = 0
@@ -107,12 +118,12 @@ class FileFollower:
         self._fh, self._offset, self._pending, self._skipping = fh, start, b"", False
         return True
 
-    def read(self) -> bytes:
-        """Complete lines appended since the last call (b"" when there is nothing new)."""
+    def read(self, size: int = READ_BYTES) -> bytes:
+        """Complete lines appended since the last call, from at most `size` bytes (b"" if nothing new)."""
         if self._fh is None and not self._open():
             return b""
         assert self._fh is not None
-        data = self._fh.read(READ_BYTES)
+        data = self._fh.read(size)
         if not data:
             self._check_replaced()
             return b""
@@ -130,9 +141,10 @@ class FileFollower:
             head = self._pending + TRUNCATED_MARK + b"\n"
             self._pending = b""
             return head + self._lines(data) if data else head
-        data = self._pending + data
+        if self._pending:
+            data = self._pending + data
         cut = data.rfind(b"\n") + 1
-        complete, self._pending = data[:cut], data[cut:]
+        complete, self._pending = (data, b"") if cut == len(data) else (data[:cut], data[cut:])
         if len(self._pending) > MAX_LINE:
             self._offset += len(self._pending)
             self._pending = self._pending[:KEEP_OF_LONG_LINE]
@@ -163,39 +175,50 @@ class FileFollower:
 
 
 class _Scanner:
-    """Parses each chunk with a little history, and reports each failure once."""
+    """Scans each chunk together with the tail of the earlier ones, and reports each failure once.
+
+    Offsets are bytes of the (colour-stripped) stream, not line numbers: counting the newlines of
+    every chunk would cost as much as the whole keyword search.
+    """
 
     def __init__(self, patterns: list[str], context_lines: int) -> None:
         self._patterns = patterns
         self._context = context_lines
         self._keep = HISTORY_LINES + context_lines
-        self._history: list[str] = []
-        self._lines_before = 0  # lines fed before the current chunk
-        self._recent: dict[str, int] = {}  # fingerprint -> global line of its last report
+        self._tail = b""  # the last lines already scanned, so a block split across chunks is whole
+        self._base = 0  # stream offset of the tail's first byte
+        self._recent: dict[str, int] = {}  # fingerprint -> stream offset of its last report
 
-    def feed(self, text: str) -> list[Failure]:
-        hist = "\n".join(self._history) + "\n" if self._history else ""
-        results = scan_failures(hist + text, extra_patterns=self._patterns, context_lines=self._context)
-        base = self._lines_before - len(self._history)
+    def feed(self, data: bytes) -> list[Failure]:
+        data = strip_ansi(data)
+        buf = self._tail + data if self._tail else data
+        since = len(self._tail)
+        found = scan_bytes(buf, since=since, extra_patterns=self._patterns, context_lines=self._context)
         out = []
-        for failure, idx in results:
-            if idx < len(self._history):
+        for failure, off in found:
+            if off < since:
                 continue  # completed, and so reported, in an earlier chunk
-            line = base + idx
-            last = self._recent.get(failure.fingerprint)
-            if last is not None and line - last <= self._keep:
+            if failure.fingerprint in self._recent:
                 continue  # the same failure printed again right away
-            self._recent[failure.fingerprint] = line
+            self._recent[failure.fingerprint] = self._base + off
             out.append(failure)
-        new_lines = text.count("\n")
-        self._lines_before += new_lines
-        tail = text.rstrip("\n").rsplit("\n", self._keep)[-self._keep :] if text else []
-        self._history = (self._history + tail)[-self._keep :]
-        while self._history and sum(map(len, self._history)) > HISTORY_CHARS:
-            self._history.pop(0)
-        horizon = self._lines_before - self._keep
-        self._recent = {fp: ln for fp, ln in self._recent.items() if ln >= horizon}
+        cut = _tail_start(buf, self._keep, HISTORY_CHARS)
+        self._tail = buf[cut:]
+        self._base += cut
+        self._recent = {fp: at for fp, at in self._recent.items() if at >= self._base}
         return out
+
+
+def _tail_start(buf: bytes, lines: int, max_bytes: int) -> int:
+    """Where the last `lines` lines of `buf` (which ends with a newline) start, within max_bytes."""
+    start = len(buf)
+    for _ in range(lines):
+        if start == 0:
+            break
+        start = buf.rfind(b"\n", 0, start - 1) + 1
+    if len(buf) - start > max_bytes:  # long lines: keep what fits, from a line start
+        start = buf.find(b"\n", len(buf) - max_bytes - 1) + 1
+    return start
 
 
 def state_file(state_dir: Path, path: Path) -> Path:
@@ -236,8 +259,7 @@ class LogtailSource:
         try:
             while True:
                 chunk = await self._next_chunk(follower)
-                text = chunk.decode("utf-8", "replace")
-                for failure in await asyncio.to_thread(scanner.feed, text):
+                for failure in await asyncio.to_thread(scanner.feed, chunk):
                     yield self._event(failure)
                 pos = follower.position
                 if pos is not None:
@@ -246,26 +268,19 @@ class LogtailSource:
             follower.close()
 
     async def _next_chunk(self, follower: FileFollower) -> bytes:
-        """Wait for new lines, then keep reading until the writer pauses (one settle) or MAX_CHUNK."""
+        """Wait for new lines, then take all there are, up to MAX_CHUNK, in one read."""
         while True:
-            data = await asyncio.to_thread(follower.read)
+            data = await asyncio.to_thread(follower.read, MAX_CHUNK)
             if data:
                 break
             await asyncio.sleep(self.cfg.poll_s)
-        parts, size, settled = [data], len(data), False
-        while size < MAX_CHUNK:
-            more = await asyncio.to_thread(follower.read)
-            if more:
-                parts.append(more)
-                size += len(more)
-                settled = False
-                continue
-            if settled:
-                break
-            # a traceback is often written in two writes: wait once for the second
+        if len(data) < MAX_CHUNK and may_continue(data):
+            # a failure near the end may still be being written (a traceback often comes in two
+            # writes): wait once for the rest, so its excerpt is whole. Noise at the end needs no wait.
             await asyncio.sleep(self._settle_s)
-            settled = True
-        return b"".join(parts)
+            more = await asyncio.to_thread(follower.read, MAX_CHUNK - len(data))
+            data += more
+        return data
 
     def _event(self, failure: Failure) -> Event:
         return Event(
