@@ -409,7 +409,27 @@ def _read_yaml(path: Path) -> dict[str, Any]:
         data = {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}:1: the config must be a mapping of keys to values")
+    _check_aliases(path, data)
     return data
+
+
+_MAX_NODES = 100_000  # far above any real config; stops alias bombs before validation walks them
+
+
+def _check_aliases(path: Path, data: Any) -> None:
+    """Refuse an anchor used inside itself (endless recursion) or aliases that expand without bound."""
+    seen = 0
+    stack: list[tuple[Any, set[int]]] = [(data, set())]
+    while stack:
+        node, above = stack.pop()
+        seen += 1
+        if seen > _MAX_NODES:
+            raise ConfigError(f"{path}: YAML aliases expand to over {_MAX_NODES} values")
+        if isinstance(node, dict | list):
+            if id(node) in above:
+                raise ConfigError(f"{path}: a YAML anchor is used inside itself (recursive alias)")
+            children = node.values() if isinstance(node, dict) else node
+            stack.extend((child, above | {id(node)}) for child in children)
 
 
 def _format_error(path: Path | None, text: str, exc: ValidationError) -> str:
