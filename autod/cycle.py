@@ -293,8 +293,10 @@ class Cycle:
                         fingerprint=self.event.fingerprint,
                         attempts=self.settings.limits.max_attempts_per_fingerprint,
                     )
+            # a proposal lists the edits it would make but wrote nothing: its approval books them
+            written = 0 if r.status == "pending_approval" else len(r.edits)
             await self.state.call(
-                self.deps.gate.book, edits=len(r.edits), tokens=r.tokens["prompt"] + r.tokens["completion"]
+                self.deps.gate.book, edits=written, tokens=r.tokens["prompt"] + r.tokens["completion"]
             )
             r.lesson = distil_lesson(r, self.event)
             if self.deps.memory is not None:
