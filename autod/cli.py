@@ -160,7 +160,9 @@ def cmd_status(args: argparse.Namespace) -> int:
         for name, c in data.get("counters", {}).items():
             print(f"  {name}: {c['used']}/{c['cap']}")
     else:
-        print(f"autod is not running. {data.get('note', '')}")
+        print("autod is not running" + (" (figures read from the state dir)" if "queue" in data else ""))
+        if data.get("paused"):
+            print("  paused: it starts paused (autod resume)")
     q = data.get("queue")
     if q:
         print(f"  queue depth: {q.get('depth')}")
