@@ -196,7 +196,7 @@ def test_approve_without_a_daemon_exits_3_and_says_how_to_start_it(config, capsy
 
 def test_status_without_a_daemon_or_state_says_so_and_exits_0(config, capsys):
     assert cli.main(["status", "-c", str(config)]) == 0
-    assert capsys.readouterr().out.startswith("autod is not running.")
+    assert capsys.readouterr().out == "autod is not running\n"  # no state dir yet: nothing else to say
 
 
 def test_pause_and_trigger_without_a_daemon_are_kept_for_its_next_start(config, capsys):
@@ -206,6 +206,10 @@ def test_pause_and_trigger_without_a_daemon_are_kept_for_its_next_start(config, 
     assert cli.main(["pause", "-c", str(config)]) == 0
     assert cli.main(["trigger", "auto-debug", "--message", "look at this", "-c", str(config)]) == 0
     assert "it starts paused" in capsys.readouterr().out
+    assert cli.main(["status", "-c", str(config)]) == 0
+    down = capsys.readouterr().out
+    assert down.startswith("autod is not running (figures read from the state dir)")
+    assert "paused: it starts paused" in down and "queue depth: 1" in down
     state_dir = config.parent / "state"
     state, queue = State(state_dir / "state.db"), EventQueue(state_dir / "queue.db")
     try:
