@@ -1,6 +1,10 @@
 """Log ingestion rate through LogtailSource (from_start) next to `grep -c` on the same file.
 
-Prints one JSON document. `--quick` uses 10 MB instead of 100 MB.
+Prints one JSON document. `--quick` uses 10 MB instead of 100 MB. Both sides read the same
+file from a warm page cache and each is timed as its best of RUNS runs: grep from spawn to exit,
+autod from the source's start until it has saved a read position at the end of the file (so
+every event is out). Every planted error carries a unique id; the run fails unless each id is
+reported exactly once and nothing else is.
 """
 
 from __future__ import annotations
@@ -9,6 +13,7 @@ import argparse
 import asyncio
 import json
 import random
+import re
 import subprocess
 import sys
 import tempfile
@@ -65,11 +70,19 @@ def make_log(path: Path, size: int, errors: int) -> int:
     return n
 
 
-async def ingest(log: Path, planted_count: int, work: Path) -> dict[str, float | int]:
+RUNS = 3
+PLANTED_ID = re.compile(r"(\d+)\D{0,30}\(PLANTED\)")  # the id is the last number before the marker
+
+
+async def ingest(log: Path, work: Path) -> dict[str, object]:
+    state = work / "state"
+    for old in state.glob("logtail/*.json"):
+        old.unlink()  # each run reads the whole file again
     cfg = LogtailConfig(type="logtail", path=str(log), from_start=True, poll_s=0.05)
-    source = LogtailSource(cfg, work, work / "state")
+    source = LogtailSource(cfg, work, state)
     found = 0
     fingerprints: set[str] = set()
+    ids: list[int] = []
     size = log.stat().st_size
     start = time.perf_counter()
     cpu0 = time.process_time()
@@ -79,12 +92,14 @@ async def ingest(log: Path, planted_count: int, work: Path) -> dict[str, float |
         async for ev in source.events():
             found += 1
             fingerprints.add(ev.fingerprint)
+            m = PLANTED_ID.search(ev.summary)
+            ids.append(int(m.group(1)) if m else -1)
 
     task = asyncio.create_task(consume())
     sf = state_file(work / "state", log)
     deadline = start + 600
     while time.perf_counter() < deadline:
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0.002)
         try:
             if json.loads(sf.read_text())["offset"] >= size:
                 break
@@ -94,7 +109,13 @@ async def ingest(log: Path, planted_count: int, work: Path) -> dict[str, float |
     cpu = time.process_time() - cpu0
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
-    return {"seconds": elapsed, "cpu_s": cpu, "events": found, "distinct": len(fingerprints)}
+    return {"seconds": elapsed, "cpu_s": cpu, "events": found, "distinct": len(fingerprints), "ids": ids}
+
+
+def grep_count(log: Path) -> tuple[float, int]:
+    t0 = time.perf_counter()
+    out = subprocess.run(["grep", "-c", "PLANTED", str(log)], capture_output=True, text=True, check=False)
+    return time.perf_counter() - t0, int(out.stdout.strip() or 0)
 
 
 def main() -> None:
@@ -108,34 +129,36 @@ def main() -> None:
         log = work / "build.log"
         n = make_log(log, mb << 20, errors)
         size_mb = log.stat().st_size / (1 << 20)
-        log.read_bytes()  # warm the page cache for both runs
-        t0 = time.perf_counter()
-        grep = subprocess.run(
-            ["grep", "-c", "PLANTED", str(log)], capture_output=True, text=True, check=False
-        )
-        grep_s = time.perf_counter() - t0
-        result = asyncio.run(ingest(log, n, work))
-    ours_rate = size_mb / result["seconds"]
+        log.read_bytes()  # warm the page cache for both sides
+        greps = [grep_count(log) for _ in range(RUNS)]
+        runs = [asyncio.run(ingest(log, work)) for _ in range(RUNS)]
+    grep_s, grep_lines = min(greps)
+    best = min(runs, key=lambda r: r["seconds"])
+    ours_rate = size_mb / best["seconds"]
     grep_rate = size_mb / grep_s
+    once = all(sorted(r["ids"]) == list(range(n)) for r in runs)  # type: ignore[call-overload]
     out = {
         "bench": "logtail",
         "profile": "quick" if args.quick else "full",
         "file_mb": round(size_mb, 1),
+        "runs": RUNS,
         "planted": n,
-        "grep_marker_lines": int(grep.stdout.strip() or 0),
-        "found": result["events"],
-        "found_distinct": result["distinct"],
-        "logtail_seconds": round(result["seconds"], 3),
-        "logtail_cpu_s": round(result["cpu_s"], 3),
+        "grep_marker_lines": grep_lines,
+        "found": best["events"],
+        "found_distinct": best["distinct"],
+        "logtail_seconds": round(best["seconds"], 3),  # type: ignore[call-overload]
+        "logtail_seconds_all": [round(r["seconds"], 3) for r in runs],  # type: ignore[call-overload]
+        "logtail_cpu_s": round(best["cpu_s"], 3),  # type: ignore[call-overload]
         "logtail_mb_s": round(ours_rate, 1),
         "grep_seconds": round(grep_s, 4),
+        "grep_seconds_all": [round(g, 4) for g, _ in greps],
         "grep_mb_s": round(grep_rate, 1),
         "ratio_vs_grep": round(ours_rate / grep_rate, 3),
         "goal_ratio": 0.333,
-        "every_planted_found_once": result["events"] == n == result["distinct"],
+        "every_planted_found_once": once,
     }
     print(json.dumps(out, indent=2))
-    print(f"found/planted: {result['events']}/{n}", file=sys.stderr)
+    print(f"found/planted: {best['events']}/{n}", file=sys.stderr)
     if not out["every_planted_found_once"]:
         sys.exit(1)
 
