@@ -107,6 +107,7 @@ def test_proposals_wait_for_the_operator_who_approves_rejects_and_is_refused_a_s
         assert applies.returncode == 0, applies.stderr  # a real unified diff against the current tree
         status = cli_json(config, "status")
         assert [x["id"] for x in status["proposals"]] == [p["id"]]
+        assert status["counters"]["edits_today"]["used"] == 0  # a proposal wrote nothing
 
         # approve by prefix: the daemon applies, verifies, reflects
         out = cli(config, "approve", p["id"][:6])
@@ -118,6 +119,7 @@ def test_proposals_wait_for_the_operator_who_approves_rejects_and_is_refused_a_s
         assert rs[1]["checks"][0]["name"] == "tests" and rs[1]["checks"][0]["exit_code"] == 0
         assert calc.read_text() == CALC_FIXED
         assert proposals_in_db(state_dir)[p["id"]][0] == "applied"
+        assert cli_json(config, "status")["counters"]["edits_today"]["used"] == 1
         assert cli_json(config, "proposals") == []
 
         # a second proposal is rejected with a reason, which becomes a lesson
