@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from autod.sources.parsers import parse_failures, parse_locations, scan_failures
+from autod.sources.parsers import parse_failures, parse_locations, scan_bytes, scan_failures
 
 LOGS = Path(__file__).resolve().parents[1] / "data" / "logs"
 
@@ -258,3 +258,34 @@ def test_parse_locations_covers_every_form_in_order_deduplicated():
         {"path": "main.go", "line": 6},
         {"path": "src/d.ts", "line": 7},
     ]
+
+
+@pytest.mark.parametrize(
+    "noise",
+    [
+        b"DEBUG worker-5: heartbeat ok, queue depth 12\n",  # "error"'s bytes common, its pair "rr" absent
+        b"rr RR FF AA __ >> :: .g pa xx\n" * 3,  # every rare byte and pair common: plain find
+        b"\xff\xfe binary-ish \x00 junk\n",
+    ],
+)
+def test_failures_found_whatever_search_the_noise_makes_the_prefilter_choose(noise):
+    errors = [
+        b"src/f1.c:3:5: error: 'v1' undeclared\n",
+        b"./pkg2.go:4:3: undefined: sym2\n",
+        b"src/c3.ts(5,7): error TS2322: Type 'T3' is not assignable.\n",
+        b"ERROR tests/test_x.py - ImportError: boom\n",
+        b"src/a.py:1:8: F401 `os` imported but unused\n",
+    ]
+    buf = noise * 20_000 + b"".join(e + noise * 5_000 for e in errors)
+    found = scan_bytes(buf)
+    assert len(found) == len(errors)
+    for (failure, off), line in zip(found, errors, strict=True):
+        assert buf.startswith(line, off)  # the offset is where the completing line starts
+        assert failure.summary.split(": ", 1)[1][:6] in line.decode()
+
+
+def test_scan_bytes_since_skips_regions_already_scanned_but_keeps_later_ones():
+    old = b"src/old.c:1:1: error: old\n" + b"noise\n" * 500
+    new = b"src/new.c:2:2: error: new\n"
+    found = scan_bytes(old + new, since=len(old))
+    assert [f.summary for f, _ in found] == ["gcc: src/new.c:2: error: new"]
