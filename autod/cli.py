@@ -96,6 +96,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     from autod.supervisor import Daemon, DaemonAlreadyRunning
 
     settings = _settings(args)
+    # The state dir is private (0700) when autod makes it; made first, or the log dir's parents= would
+    # create it with the umask's mode.
+    settings.state_path.mkdir(mode=0o700, parents=True, exist_ok=True)
     logs.configure_logging(level=settings.logging.level, file=settings.log_file, secrets=settings.secrets())
     daemon = Daemon(settings, find_config(args.config), once=args.once)
     try:
