@@ -13,12 +13,16 @@ from __future__ import annotations
 
 import json
 import signal
+import stat
 from pathlib import Path
 from typing import Any
 
 import pytest
 from daemon import FIX_PLAN, Autod, base_config, run_cli, write_config
 from llmserver import ScriptedLLM
+
+from autod.config import load_config
+from autod.control import socket_path
 
 pytestmark = pytest.mark.slow
 
@@ -90,6 +94,10 @@ def test_yaml_key_is_only_in_the_authorization_header(tmp_path, calc_repo):
             r = d.wait_reflections(2)[1]
             assert r["status"] == "pending_approval", r
             said = everything_said(d, config, tmp_path / "state", server_log, {})
+            # who can talk to the daemon at all: only its user (control socket 0600, state dir 0700)
+            sock = socket_path(load_config(config))
+            assert stat.S_IMODE(sock.stat().st_mode) == 0o600
+            assert stat.S_IMODE((tmp_path / "state").stat().st_mode) == 0o700
         finally:
             assert d.stop() == 0
         said["stderr"] = d.stderr()
