@@ -175,8 +175,17 @@ def test_watch_limit_falls_back_to_polling_with_one_warning(tmp_path):
     async def main() -> None:
         with structlog.testing.capture_logs() as logs:
             async with watching(ws, awatch=limited_awatch) as run:
-                (ws / "src" / "a.py").write_text("a = 9\n")
-                assert (await run.next()).payload["paths"] == ["src/a.py"]
+                # The poller's first snapshot may land after a write on a loaded machine: write
+                # (a new size each time) until it reports, which only a working fallback does.
+                event = None
+                for i in range(20):
+                    (ws / "src" / "a.py").write_text(f"a = {'9' * (i + 2)}\n")
+                    try:
+                        event = await asyncio.wait_for(run.queue.get(), 1.5)
+                        break
+                    except TimeoutError:
+                        continue
+                assert event is not None and event.payload["paths"] == ["src/a.py"]
         warnings = [e for e in logs if e["log_level"] == "warning"]
         assert [w["event"] for w in warnings] == ["watch_limit_reached_polling"]
         assert calls[:2] == [False, True]
