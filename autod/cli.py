@@ -241,6 +241,8 @@ def _daemon_call(args: argparse.Namespace, cmd: str, label: str | None = None, *
     from autod.control import DaemonDown
 
     settings = _settings(args)
+    if cmd == "approve":  # it waits for a cycle in flight, then its own checks, each up to its timeout
+        kw["timeout"] = max(600.0, 120 + 2 * sum(c.timeout_s for c in settings.checks.values()))
     try:
         resp = _ask(settings, cmd, label=label, **kw)
     except DaemonDown:
@@ -452,6 +454,8 @@ def main(argv: list[str] | None = None) -> int:
         return _die(str(exc), EXIT_CONFIG)
     except BrokenPipeError:
         return 0
+    except KeyboardInterrupt:  # Ctrl-C while waiting (e.g. on approve): the daemon carries on
+        return 130
     except Exception as exc:  # never a traceback for the operator; the daemon logs its own
         return _die(f"{type(exc).__name__}: {str(exc)[:300]}", 2)
 
