@@ -39,7 +39,8 @@ HANG_GUARD_S = 90
 TMP_MARKER = ".autod-tmp-"
 
 # Anchors spread the kills over the cycle: queued -> observe -> plan -> act (writes, slow check).
-ANCHORS = ("autod started", "event queued", "observed", "planned", "applied")
+# "planned" and "applied" come twice: the journal's window (ACT and verification) is the one that matters.
+ANCHORS = ("autod started", "event queued", "observed", "planned", "planned", "applied", "applied")
 RECOVERY_LINE = "rolled back cycles left half-done by a crash"
 
 # Files the plan edits: padded so the journal copies and atomic writes take a little time.
