@@ -37,6 +37,7 @@ RESTART_BASE_S = 1.0
 RESTART_MAX_S = 60.0
 CRASHES_BEFORE_DISABLE = 5
 CRASH_WINDOW_S = 600.0
+IDLE_WAIT_S = 30.0  # a safety net only: events wake the dispatcher at once
 ONCE_MAX_WAIT_S = 300.0  # --once exits 2 rather than wait longer than this, in total, on limits
 
 
@@ -316,14 +317,15 @@ class Daemon:
                     self.error = "autod is paused (run `autod resume` first)"
                     return
                 self.waiting_reason = "paused"
-                await self._sleep(1.0)
+                await self._sleep(IDLE_WAIT_S)  # resume sets wakeup
                 continue
             leased = await self.queue.alease()
             if leased is None:
                 self.waiting_reason = ""
                 if self.once and await self._drained():
                     return
-                await self._sleep(1.0)
+                # Idle: accept(), resume and stop set wakeup, so an idle daemon costs no polling.
+                await self._sleep(1.0 if self.once else IDLE_WAIT_S)
                 continue
             event = leased.event
             done = set(leased.done_modes) | await self.state.call(self.state.modes_done, event.id)

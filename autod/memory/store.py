@@ -118,7 +118,8 @@ class ChromaMemory:
         self._pending: list[tuple[str, str, dict[str, Any]]] = []
         self._dropped = 0
         self._used: dict[str, float] = {}  # lesson id -> last recalled; written by the batcher
-        self._wake = asyncio.Event()
+        self._wake = asyncio.Event()  # something is queued
+        self._full = asyncio.Event()  # a whole batch is queued: write now
         self._drain_lock = asyncio.Lock()
         self._closed = False
         self._batcher: asyncio.Task[None] | None = None
@@ -181,8 +182,9 @@ class ChromaMemory:
             del self._pending[:excess]
             self._dropped += excess
             log.warning("memory_observations_dropped", dropped=excess, reason="backlog full")
+        self._wake.set()
         if len(self._pending) >= BATCH_ITEMS:
-            self._wake.set()
+            self._full.set()
         return item_id
 
     async def add_episode(self, text: str, metadata: dict[str, Any]) -> str:
@@ -246,9 +248,12 @@ class ChromaMemory:
     # -- observation batching ----------------------------------------------------------
     async def _batch_loop(self) -> None:
         while not self._closed:
+            if not self._pending and not self._used:
+                await self._wake.wait()  # idle: nothing to write, no timer (observe/recall/close wake it)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=BATCH_INTERVAL_S)
+                await asyncio.wait_for(self._full.wait(), timeout=BATCH_INTERVAL_S)
             self._wake.clear()
+            self._full.clear()
             try:
                 await self._drain()
             except Exception as exc:  # a failed batch must not kill the batcher
@@ -292,6 +297,8 @@ class ChromaMemory:
             # Marking lessons used is a write (~10 ms of sqlite commit): the batcher does it
             # off the recall path, and flush() or close() makes it durable.
             self._used.update((r.id, now) for r in kept if r.tier is Tier.N2)
+            if self._used:
+                self._wake.set()
         return kept
 
     def _recall_sync(self, query: str, budget_tokens: int, k: int, now: float) -> list[Recalled]:

@@ -86,6 +86,7 @@ class FileFollower:
         self._pending = b""  # a line not yet ended by a newline
         self._skipping = False  # inside a too-long line: drop bytes until its newline
         self._first_poll = True
+        self.drained = False  # the last read reached the end of the open file
 
     @property
     def position(self) -> Position | None:
@@ -120,13 +121,20 @@ class FileFollower:
 
     def read(self, size: int = READ_BYTES) -> bytes:
         """Complete lines appended since the last call, from at most `size` bytes (b"" if nothing new)."""
+        self.drained = True
         if self._fh is None and not self._open():
             return b""
         assert self._fh is not None
         data = self._fh.read(size)
+        self.drained = not data
         if not data:
-            self._check_replaced()
-            return b""
+            # switched to a new file or rewound: read it now, not at the next change of the path
+            if not self._check_replaced() or self._fh is None:
+                return b""
+            data = self._fh.read(size)
+            self.drained = not data
+            if not data:
+                return b""
         return self._lines(data)
 
     def _lines(self, data: bytes) -> bytes:
@@ -152,22 +160,25 @@ class FileFollower:
         self._offset += len(complete)
         return _cap_long_lines(complete)
 
-    def _check_replaced(self) -> None:
-        """At the end of the open file: has the path been truncated, rotated or re-created?"""
+    def _check_replaced(self) -> bool:
+        """At the end of the open file: has the path been truncated, rotated or re-created? True: reopened."""
         assert self._fh is not None
         try:
             st = os.stat(self.path)
         except (FileNotFoundError, NotADirectoryError):
-            return  # deleted: keep the old handle until a new file appears
+            return False  # deleted: keep the old handle until a new file appears
         if (st.st_dev, st.st_ino) != self._id:
             log.info("logtail_reopen", path=str(self.path), reason="rotated or re-created")
             self.close()  # the old file was read to its end (this read returned nothing)
             self._first_poll = False
             self._open_new()
-        elif st.st_size < self._fh.tell():
+            return True
+        if st.st_size < self._fh.tell():
             log.info("logtail_reopen", path=str(self.path), reason="truncated")
             self._fh.seek(0)
             self._offset, self._pending, self._skipping = 0, b"", False
+            return True
+        return False
 
     def _open_new(self) -> None:
         self._saved = None
@@ -241,6 +252,14 @@ def _save_position(file: Path, pos: Position, path: Path) -> None:
     os.replace(tmp, file)
 
 
+def _signature(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
 class LogtailSource:
     """Yields a build_failed event for each failure that appears in the followed file."""
 
@@ -270,10 +289,16 @@ class LogtailSource:
     async def _next_chunk(self, follower: FileFollower) -> bytes:
         """Wait for new lines, then take all there are, up to MAX_CHUNK, in one read."""
         while True:
+            # Idle: a stat on the loop is microseconds; a read in a thread only once the file
+            # looks different (grown, truncated, replaced, deleted or created) from before the read.
+            seen = _signature(self.path)
             data = await asyncio.to_thread(follower.read, MAX_CHUNK)
             if data:
                 break
-            await asyncio.sleep(self.cfg.poll_s)
+            if not follower.drained:
+                continue  # bytes were read but no line completed yet (a long line being skipped)
+            while _signature(self.path) == seen:
+                await asyncio.sleep(self.cfg.poll_s)
         if len(data) < MAX_CHUNK and may_continue(data):
             # a failure near the end may still be being written (a traceback often comes in two
             # writes): wait once for the rest, so its excerpt is whole. Noise at the end needs no wait.

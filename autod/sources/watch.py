@@ -34,6 +34,9 @@ MAX_PATHS = 500
 SUMMARY_NAMES = 5
 POLL_DELAY_MS = 300
 ROOT_POLL_S = 0.25
+MAX_STEP_MS = 1000
+IDLE_TIMEOUT_MS = 5000
+STORM_YIELD_MS = 10_000  # a change storm longer than this still yields a batch now and then
 GIT_TIMEOUT_S = 10.0
 
 AwatchFn = Callable[..., AsyncIterator[set[tuple[Change, str]]]]
@@ -127,15 +130,19 @@ class WatchSource:
     async def _watch(self, roots: list[Path]) -> AsyncIterator[Event]:
         """One armed watcher; returns when the set of existing roots changes."""
         settle_s = self.cfg.settle_ms / 1000
-        step_ms = min(50, self.cfg.settle_ms)
+        # watchfiles' Rust loop wakes every `step` ms and yields after `step` ms without changes:
+        # a step as long as the settle time (capped) makes that yield the settle itself, and an
+        # idle watcher wakes Python only every IDLE_TIMEOUT_MS (to notice roots coming and going).
+        step_ms = min(self.cfg.settle_ms, MAX_STEP_MS)
+        rest_ms = self.cfg.settle_ms - step_ms
         stop = asyncio.Event()
         changes = self._awatch(
             *roots,
             watch_filter=self._filter,
-            debounce=max(1600, self.cfg.settle_ms),
+            debounce=max(STORM_YIELD_MS, self.cfg.settle_ms * 4),
             step=step_ms,
             stop_event=stop,
-            rust_timeout=max(step_ms, min(self.cfg.settle_ms - step_ms, 1000)),
+            rust_timeout=rest_ms if rest_ms > 0 else IDLE_TIMEOUT_MS,
             yield_on_timeout=True,
             force_polling=self._force_polling,
             poll_delay_ms=POLL_DELAY_MS,
