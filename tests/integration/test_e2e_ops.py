@@ -412,3 +412,28 @@ def test_run_once_exits_2_while_paused_and_1_while_a_check_still_fails(tmp_path,
     assert out.returncode == 1, out.stderr[-3000:]
     assert (calc_repo / "src" / "calc.py").read_text() == CALC_BUGGY
     assert len(cli_json(config, "history")) == 1
+
+
+def test_run_once_exits_2_when_a_spent_token_budget_would_hold_it_until_tomorrow(
+    tmp_path, calc_repo, scripted_llm
+):
+    # two queued events, each prompt over the budget (the loopback LLM counts 4 characters a token):
+    # the second cycle would wait for the next UTC day, so --once gives up instead of hanging
+    cfg = base_config(calc_repo, limits={"min_interval_s": 0, "max_tokens_per_day": 1000})
+    cfg["checks"] = {}  # only the two events, in either order
+    cfg["llm"]["base_url"] = scripted_llm.base_url
+    cfg["state_dir"] = str(tmp_path / "state")
+    config = write_config(tmp_path / "autod.yaml", cfg)
+    trigger(config, "first " + "x" * 6000)
+    trigger(config, "second " + "y" * 6000)
+    out = run_cli("run", "--once", "-c", str(config), timeout=180)
+    assert out.returncode == 2 and "max_tokens_per_day" in out.stderr, out.stderr[-3000:]
+    assert len(cli_json(config, "history")) == 1
+    assert cli_json(config, "status")["queue"]["depth"] == 1  # the waiting event is kept for later
+
+    # with a budget that allows it, the next run takes the kept event and, with no checks, ends green
+    cfg["limits"]["max_tokens_per_day"] = 2_000_000
+    write_config(config, cfg)
+    out = run_cli("run", "--once", "-c", str(config), timeout=180)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert len(cli_json(config, "history")) == 2 and cli_json(config, "status")["queue"]["depth"] == 0
