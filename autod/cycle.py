@@ -325,9 +325,10 @@ class Cycle:
                 },
                 default=str,
             )
-            await mem.add_episode(episode, meta)
+            # deferred: the memory's writer stores them off the cycle's path; the next recall waits for them
+            await mem.add_episode(episode, meta, defer=True)
             if r.lesson:
-                await mem.add_lesson(r.lesson, meta, success=r.status in ("fixed", "improved"))
+                await mem.add_lesson(r.lesson, meta, success=r.status in ("fixed", "improved"), defer=True)
         except Exception as exc:
             log.warning("memory write failed", error=type(exc).__name__)
 

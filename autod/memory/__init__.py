@@ -35,9 +35,13 @@ class Memory(Protocol):
         """Queue an N0 observation (batched write); returns its id."""
         ...
 
-    async def add_episode(self, text: str, metadata: dict[str, Any]) -> str: ...
+    async def add_episode(self, text: str, metadata: dict[str, Any], *, defer: bool = False) -> str:
+        """Store an episode; defer=True queues the write (the next recall sees it)."""
+        ...
 
-    async def add_lesson(self, text: str, metadata: dict[str, Any], *, success: bool) -> str:
+    async def add_lesson(
+        self, text: str, metadata: dict[str, Any], *, success: bool, defer: bool = False
+    ) -> str:
         """Store a lesson, merging into a near-duplicate (counts uses/successes). Returns its id."""
         ...
 

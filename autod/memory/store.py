@@ -118,6 +118,7 @@ class ChromaMemory:
         self._pending: list[tuple[str, str, dict[str, Any]]] = []
         self._dropped = 0
         self._used: dict[str, float] = {}  # lesson id -> last recalled; written by the batcher
+        self._deferred: list[Callable[[], Any]] = []  # episode/lesson writes queued by defer=True
         self._wake = asyncio.Event()  # something is queued
         self._full = asyncio.Event()  # a whole batch is queued: write now
         self._drain_lock = asyncio.Lock()
@@ -187,20 +188,42 @@ class ChromaMemory:
             self._full.set()
         return item_id
 
-    async def add_episode(self, text: str, metadata: dict[str, Any]) -> str:
-        """Store an N1 episode (a plan with its outcome) now; returns its id."""
+    async def add_episode(self, text: str, metadata: dict[str, Any], *, defer: bool = False) -> str:
+        """Store an N1 episode (a plan with its outcome); returns its id.
+
+        defer=True queues the write for the background writer (the next recall or flush waits for it),
+        so a cycle's reflect phase does not wait for an embedding and a chromadb commit.
+        """
         self._writable()
         item_id = uuid.uuid4().hex
-        await self._run(self._add_sync, Tier.N1, [(item_id, text, clean_metadata(metadata, time.time()))])
+        items = [(item_id, text, clean_metadata(metadata, time.time()))]
+        if defer:
+            self._defer(partial(self._add_sync, Tier.N1, items))
+        else:
+            await self._run(self._add_sync, Tier.N1, items)
         return item_id
 
     async def add_lesson(
-        self, text: str, metadata: dict[str, Any], *, success: bool, now: float | None = None
+        self, text: str, metadata: dict[str, Any], *, success: bool, now: float | None = None,
+        defer: bool = False,
     ) -> str:
-        """Store an N2 lesson, or merge it into a near-duplicate (uses/successes counted); returns its id."""
+        """Store an N2 lesson, or merge it into a near-duplicate (uses/successes counted); returns its id.
+
+        With defer=True the write is queued (see add_episode) and "" is returned: which lesson it
+        merges into is only known when it is written.
+        """
         self._writable()
         now = time.time() if now is None else now
-        return await self._run(self._add_lesson_sync, text, clean_metadata(metadata, now), success, now)
+        job = partial(self._add_lesson_sync, text, clean_metadata(metadata, now), success, now)
+        if defer:
+            self._defer(job)
+            return ""
+        return await self._run(job)
+
+    def _defer(self, job: Callable[[], Any]) -> None:
+        self._deferred.append(job)
+        self._wake.set()
+        self._full.set()  # episodes and lessons are few: write them without the batching wait
 
     def _add_sync(self, tier: Tier, items: list[tuple[str, str, dict[str, Any]]]) -> None:
         vectors = self._embedder.embed([text for _, text, _ in items])
@@ -248,7 +271,7 @@ class ChromaMemory:
     # -- observation batching ----------------------------------------------------------
     async def _batch_loop(self) -> None:
         while not self._closed:
-            if not self._pending and not self._used:
+            if not self._pending and not self._used and not self._deferred:
                 await self._wake.wait()  # idle: nothing to write, no timer (observe/recall/close wake it)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._full.wait(), timeout=BATCH_INTERVAL_S)
@@ -261,6 +284,12 @@ class ChromaMemory:
 
     async def _drain(self) -> None:
         async with self._drain_lock:
+            while self._deferred:
+                job = self._deferred.pop(0)
+                try:
+                    await self._run(job)
+                except Exception as exc:  # one bad write must not block the others
+                    log.error("memory_write_failed", error=f"{type(exc).__name__}: {exc}")
             while self._pending:
                 batch = self._pending[:BATCH_ITEMS]
                 del self._pending[:BATCH_ITEMS]
@@ -292,6 +321,8 @@ class ChromaMemory:
     ) -> list[Recalled]:
         """The best memories for a query across all tiers, ranked and packed into the token budget."""
         now = time.time() if now is None else now
+        if self._deferred:  # read your own writes: the last cycle's lesson must be recallable
+            await self._drain()
         kept = await self._run(self._recall_sync, query, budget_tokens, k, now)
         if not self.read_only and not self._closed:
             # Marking lessons used is a write (~10 ms of sqlite commit): the batcher does it
@@ -324,6 +355,8 @@ class ChromaMemory:
 
     async def search(self, query: str, *, tier: Tier | None = None, k: int = 10) -> list[Recalled]:
         """Plain similarity search (score = cosine similarity), in one tier or all of them."""
+        if self._deferred:
+            await self._drain()
         return await self._run(self._search_sync, query, tier, k)
 
     def _search_sync(self, query: str, tier: Tier | None, k: int) -> list[Recalled]:

@@ -55,11 +55,13 @@ class ScriptedMemory:
         self.observations.append(text)
         return "n0-1"
 
-    async def add_episode(self, text: str, metadata: dict[str, Any]) -> str:
+    async def add_episode(self, text: str, metadata: dict[str, Any], *, defer: bool = False) -> str:
         self.episodes.append(text)
         return "n1-1"
 
-    async def add_lesson(self, text: str, metadata: dict[str, Any], *, success: bool) -> str:
+    async def add_lesson(
+        self, text: str, metadata: dict[str, Any], *, success: bool, defer: bool = False
+    ) -> str:
         self.lessons.append((text, success))
         return "n2-1"
 

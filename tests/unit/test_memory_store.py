@@ -350,3 +350,31 @@ def test_use_mark_of_a_lesson_deleted_after_recall_is_dropped_quietly(tmp_path: 
         assert mem._cols[Tier.N2].get(ids=[gone])["ids"] == []
 
     run(tmp_path, body, embedder=ScriptedEmbedder())
+
+
+def test_deferred_episode_and_lesson_are_seen_by_the_next_recall_and_search(tmp_path: Path) -> None:
+    emb = ScriptedEmbedder({"q": unit(1), "lesson": unit(0.9, 0.1), "episode": unit(0.8, 0.2)})
+
+    async def body(mem: ChromaMemory) -> tuple[list[str], list[str], dict[str, int]]:
+        assert await mem.add_lesson("lesson", {"fingerprint": "fp"}, success=True, now=NOW, defer=True) == ""
+        await mem.add_episode("episode", {"status": "fixed", "ts": NOW}, defer=True)
+        recalled = [h.text for h in await mem.recall("q", budget_tokens=1000, now=NOW)]
+        found = [h.text for h in await mem.search("q", tier=Tier.N2)]
+        return recalled, found, counts(await mem.stats())
+
+    recalled, found, n = run(tmp_path, body, embedder=emb)
+    assert set(recalled) == {"lesson", "episode"} and found == ["lesson"]
+    assert n["n1"] == 1 and n["n2"] == 1
+
+
+def test_close_writes_deferred_lessons(tmp_path: Path) -> None:
+    emb = ScriptedEmbedder({"lesson": unit(1)})
+
+    async def write(mem: ChromaMemory) -> None:
+        await mem.add_lesson("lesson", {}, success=False, now=NOW, defer=True)
+
+    async def read(mem: ChromaMemory) -> dict[str, int]:
+        return counts(await mem.stats())
+
+    run(tmp_path, write, embedder=emb)
+    assert run(tmp_path, read, embedder=emb)["n2"] == 1
