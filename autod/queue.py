@@ -9,8 +9,6 @@ number of pending events is bounded, evicting the least important and never a fa
 from __future__ import annotations
 
 import asyncio
-import functools
-import hashlib
 import json
 import sqlite3
 import threading
@@ -25,12 +23,14 @@ from typing import Any, TypeVar
 
 import structlog
 
-from autod.events import FAILURE_KINDS, PRIORITY, Event, EventKind, normalise
+from autod.events import FAILURE_KINDS, PRIORITY, Event, EventKind
+from autod.queue_paths import MAX_PATHS as MAX_PATHS  # re-exported: importers of autod.queue use it
+from autod.queue_paths import PathUnion
+from autod.queue_paths import paths_fingerprint as paths_fingerprint  # re-exported, as MAX_PATHS
 
 log = structlog.get_logger(__name__)
 
 SCHEMA_VERSION = 1
-MAX_PATHS = 500  # files_changed payload cap; the rest is counted in payload["more"]
 BUSY_TIMEOUT_MS = 10_000
 
 T = TypeVar("T")
@@ -108,68 +108,6 @@ def _row_event(row: sqlite3.Row) -> Event:
     )
 
 
-@functools.lru_cache(maxsize=65_536)
-def _normal_part(part: str) -> bytes:
-    return normalise(part).encode("utf-8", "replace") + b"\x00"
-
-
-def paths_fingerprint(paths: Sequence[str]) -> str:
-    """Same value as events.fingerprint("files_changed", *paths), with each path normalised once per process.
-
-    A storm re-fingerprints a 500-path union on every merge; the regex normalisation is what costs.
-    """
-    data = _normal_part(EventKind.FILES_CHANGED.value) + b"".join(map(_normal_part, paths))
-    return hashlib.sha256(data).hexdigest()[:16]
-
-
-@dataclass
-class _PathUnion:
-    """A files_changed row absorbing a storm in one transaction: rewritten once at commit, not per event."""
-
-    seq: int
-    paths: set[str]
-    more: int
-    payload: dict[str, Any]  # the newest event's payload; paths/more are set from the union on flush
-    summary: str
-    merged: int = 0
-    _fingerprint: str | None = None  # of the kept paths; reset when a fold changes them
-
-    @classmethod
-    def of_row(cls, row: sqlite3.Row) -> _PathUnion:
-        payload = json.loads(row["payload"])
-        paths = {str(p) for p in payload.get("paths", [])}
-        return cls(row["seq"], paths, int(payload.get("more", 0) or 0), payload, row["summary"])
-
-    def fold(self, event: Event) -> None:
-        payload = event.model_dump(mode="json")["payload"]
-        self.paths.update(str(p) for p in payload.get("paths", []))
-        self.more += int(payload.get("more", 0) or 0)
-        self.payload, self.summary = payload, event.summary
-        self.merged += event.merged
-        self._fingerprint = None
-
-    def kept_paths(self) -> list[str]:
-        return sorted(self.paths)[:MAX_PATHS]
-
-    def fingerprint(self) -> str:
-        if self._fingerprint is None:
-            self._fingerprint = paths_fingerprint(self.kept_paths())
-        return self._fingerprint
-
-    def flush(self, db: sqlite3.Connection) -> None:
-        kept = self.kept_paths()
-        more = self.more + max(0, len(self.paths) - MAX_PATHS)
-        payload = {k: v for k, v in self.payload.items() if k != "more"}
-        payload["paths"] = kept
-        if more:
-            payload["more"] = more
-        db.execute(
-            "UPDATE events SET summary = ?, payload = ?, fingerprint = ?, merged = merged + ? WHERE seq = ?",
-            (self.summary, json.dumps(payload), self.fingerprint(), self.merged, self.seq),
-        )
-        db.execute("UPDATE counters SET value = value + ? WHERE name = 'merged_total'", (self.merged,))
-
-
 class EventQueue:
     """The durable queue. Sync methods for tests and the CLI; `a*` wrappers for the daemon's event loop."""
 
@@ -239,14 +177,14 @@ class EventQueue:
 
     def put_many(self, events: Sequence[Event]) -> list[PutResult]:
         """Accept many events in one transaction (one fsync for a storm)."""
-        unions: dict[int, _PathUnion] = {}
+        unions: dict[int, PathUnion] = {}
         with self._tx() as db:
             results = [self._put(db, event, unions) for event in events]
             for union in unions.values():
                 union.flush(db)
         return results
 
-    def _put(self, db: sqlite3.Connection, event: Event, unions: dict[int, _PathUnion]) -> PutResult:
+    def _put(self, db: sqlite3.Connection, event: Event, unions: dict[int, PathUnion]) -> PutResult:
         target = None
         same_fp = db.execute(
             "SELECT * FROM events WHERE fingerprint = ? AND status = 'pending' ORDER BY seq",
@@ -273,7 +211,7 @@ class EventQueue:
         if target is not None:
             if target["kind"] == EventKind.FILES_CHANGED and event.kind == EventKind.FILES_CHANGED:
                 if target["seq"] not in unions:
-                    unions[target["seq"]] = _PathUnion.of_row(target)
+                    unions[target["seq"]] = PathUnion.of_row(target)
                 unions[target["seq"]].fold(event)
             else:
                 if target["seq"] in unions:  # a rare cross-kind merge: write the union first, then merge
