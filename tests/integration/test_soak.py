@@ -2,7 +2,8 @@
 
 Time-compressed: no interval between cycles, a scripted loopback LLM that answers at once, a check
 that is `true`. Every cycle edits, verifies and keeps; in the middle the JSON log is rotated by
-`mv`. After a warm-up the daemon's RSS may not grow by 10 %, and its fds and threads not at all.
+`mv`. After a warm-up the daemon's RSS may not grow by 10 %, its threads and fds not at all (but for
+chromadb's lazily grown, bounded sqlite connection pool).
 """
 
 from __future__ import annotations
@@ -38,6 +39,9 @@ def bump(i: int) -> dict[str, Any]:
         "verify": ["ok"],
         "report": None,
     }
+
+
+CHROMA_POOL_BOUND = 16
 
 
 def proc_figures(pid: int) -> dict[str, Any]:
@@ -170,5 +174,18 @@ def test_hundreds_of_cycles_keep_rss_fds_and_threads_flat_and_the_log_rotates(
     assert growth < 0.10, (
         f"RSS grew {growth:.1%} over {CYCLES} cycles: {warm['rss_kb']} -> {end['rss_kb']} kB"
     )
-    assert end["fds"] <= warm["fds"], f"fds grew: {warm['fd_targets']} -> {end['fd_targets']}"
-    assert end["threads"] <= warm["threads"], f"threads grew: {warm['thread_names']} -> {end['thread_names']}"
+    # chromadb's embedded sqlite pool opens connections lazily, on demand, up to its bound
+    # (seen: 4 -> 7 over the first few hundred writes, then flat): those may grow, boundedly;
+    # every other descriptor (our dbs, log, lock, sockets, index files) may not grow at all.
+    def split(targets: list[str]) -> tuple[list[str], int]:
+        pool = [t for t in targets if t.endswith("chroma.sqlite3")]
+        return [t for t in targets if not t.endswith("chroma.sqlite3")], len(pool)
+
+    (warm_other, _), (end_other, end_pool) = split(warm["fd_targets"]), split(end["fd_targets"])
+    assert len(end_other) <= len(warm_other), f"fds grew: {warm_other} -> {end_other}"
+    assert end_pool <= CHROMA_POOL_BOUND, f"{end_pool} connections to chroma.sqlite3"
+    # each pooled sqlx connection has its worker thread: the same bounded pool
+    warm_threads = [t for t in warm["thread_names"] if not t.startswith("sqlx-sqlite")]
+    end_threads = [t for t in end["thread_names"] if not t.startswith("sqlx-sqlite")]
+    assert len(end_threads) <= len(warm_threads), f"threads grew: {warm_threads} -> {end_threads}"
+    assert len(end["thread_names"]) - len(end_threads) <= CHROMA_POOL_BOUND
