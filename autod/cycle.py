@@ -135,7 +135,7 @@ class Cycle:
         if previous:
             self.attempts.append(previous)
         max_attempts = getattr(self.settings.modes.get(self.mode.name), "max_attempts_per_cycle", 1)
-        for _ in range(max_attempts):
+        for attempt in range(1, max_attempts + 1):
             self.r.attempts += 1
             async with self.phase("plan"):
                 result = await self.ask_planner(context)
@@ -152,8 +152,16 @@ class Cycle:
                     async with self.phase("act"):
                         await self.write_report(plan)
                 return
-            async with self.phase("act"):
-                verification = await self.act(plan)
+            try:
+                async with self.phase("act"):
+                    verification = await self.act(plan)
+            except PlanRejected as exc:
+                if attempt == max_attempts:
+                    raise
+                # refused unwritten (a search text not found, a path outside...): ask again with the reason
+                log.info("plan refused; asking again", reason=exc.reason)
+                self.attempts.append(Attempt(plan.summary, "", f"refused by autod's act rules: {exc.reason}"))
+                continue
             if verification is None:  # stored as a proposal
                 return
             self.r.status, self.r.reason = verification.status, verification.reason or None

@@ -213,3 +213,12 @@ def test_a_stop_during_verification_rolls_back(ws, tmp_path):
     assert r.status == "failed" and "stopped" in r.reason
     assert (ws / "src" / "calc.py").read_text() == BUGGY
     assert state.history(1)[0]["status"] == "failed"
+
+
+def test_a_refused_plan_is_replanned_with_the_reason(ws):
+    missing = Plan(summary="guess", edits=[Edit(path="src/calc.py", search="not in the file", replace="x")])
+    planner = ScriptedPlanner(missing, FIX)
+    deps, _state = make(ws, planner)
+    r = run(deps)
+    assert r.status == "fixed" and r.attempts == 2
+    assert "search text not found" in planner.requests[1].messages[1]["content"]
