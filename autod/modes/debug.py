@@ -13,6 +13,7 @@ from autod.checks import CheckResult
 from autod.events import Event, EventKind
 from autod.memory import Recalled
 from autod.modes import Attempt, ModeEnv, Verification, pack, python_syntax_scope, recalled_text, render
+from autod.paths import GENERATED_DIRS, NOT_SOURCE_DIRS
 from autod.planner.plan import Plan
 
 WINDOW = 15  # lines of source on each side of a line the failure names
@@ -67,6 +68,7 @@ def source_windows(workspace: Path, locations: list[dict[str, object]], budget_c
 
 _CALL = re.compile(r"\b([A-Za-z_]\w*)\s*\(")
 _BUILTINS = frozenset(dir(builtins))
+_SKIP = NOT_SOURCE_DIRS | GENERATED_DIRS
 
 
 def called_names(workspace: Path, locations: list[dict[str, object]], limit: int = 8) -> list[str]:
@@ -95,14 +97,12 @@ def definition_windows(workspace: Path, names: list[str], budget_chars: int = 80
     """The source of each named function or class defined in the workspace's Python files."""
     if not names:
         return ""
-    from autod.modes.report import SKIP_DIRS
-
     pattern = re.compile(rf"^\s*(?:async\s+def|def|class)\s+({'|'.join(map(re.escape, names))})\b")
     root = workspace.resolve()
     parts: list[str] = []
     used = 0
     for dirpath, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith("."))
+        dirs[:] = sorted(d for d in dirs if d not in _SKIP and not d.startswith("."))
         for fname in sorted(files):
             if not fname.endswith(".py"):
                 continue

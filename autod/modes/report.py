@@ -13,23 +13,9 @@ from typing import Any
 
 from autod.memory import Tier
 from autod.modes import ModeEnv
+from autod.paths import GENERATED_DIRS, NOT_SOURCE_DIRS
 
-SKIP_DIRS = {
-    ".git",
-    ".autod",
-    ".venv",
-    "venv",
-    "node_modules",
-    "__pycache__",
-    ".mypy_cache",
-    ".ruff_cache",
-    ".pytest_cache",
-    ".tox",
-    "dist",
-    "build",
-    ".hypothesis",
-    ".eggs",
-}
+SKIP_DIRS = NOT_SOURCE_DIRS | GENERATED_DIRS
 TEXT_SUFFIXES = {
     ".py",
     ".md",

@@ -20,23 +20,13 @@ import structlog
 from autod.checks import run_check
 from autod.config import Settings
 from autod.errors import PlanInvalid
+from autod.paths import NOT_SOURCE_DIRS
 from autod.planner import PlanRequest, PlanResult
 from autod.planner.plan import Edit, Plan
 
 log = structlog.get_logger("autod.planner.rules")
 
-SCRATCH_SKIP = {
-    ".git",
-    ".venv",
-    "venv",
-    "node_modules",
-    "__pycache__",
-    ".mypy_cache",
-    ".ruff_cache",
-    ".pytest_cache",
-    ".tox",
-    ".hypothesis",
-}
+SCRATCH_SKIP = NOT_SOURCE_DIRS  # build output is copied: a fixer may read it
 MAX_SCRATCH_BYTES = 200_000_000
 
 
