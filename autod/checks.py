@@ -71,20 +71,49 @@ async def run_check(name: str, check: CheckConfig, cwd: Path) -> CheckResult:
     argv = shlex.split(check.run)
     env = {**os.environ, **check.env}
     start = time.monotonic()
+    # Our own pipe, not stdout=PIPE: asyncio's Process.wait() also waits for its pipes to close, so
+    # a background child that inherited stdout would make a passing check look hung.
+    read_fd, write_fd = os.pipe()
     try:
         proc = await asyncio.create_subprocess_exec(
             *argv,
             cwd=str(cwd),
             env=env,
             stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
+            stdout=write_fd,
             stderr=asyncio.subprocess.STDOUT,
             start_new_session=True,  # own process group: a timeout kills its children too
         )
     except (FileNotFoundError, PermissionError) as exc:
+        os.close(read_fd)
         return CheckResult(name, 127, f"cannot start check {name!r}: {type(exc).__name__}: {argv[0]}", 0)
-    assert proc.stdout is not None
-    reader = asyncio.ensure_future(_read_capped(proc.stdout, check.output_limit_kb * 1024))
+    finally:
+        os.close(write_fd)
+    stream, transport = await _pipe_reader(read_fd)
+    reader = asyncio.ensure_future(_read_capped(stream, check.output_limit_kb * 1024))
+    try:
+        return await _supervise(name, check, proc, reader, start)
+    finally:
+        transport.close()
+
+
+async def _pipe_reader(fd: int) -> tuple[asyncio.StreamReader, asyncio.ReadTransport]:
+    loop = asyncio.get_running_loop()
+    stream = asyncio.StreamReader()
+    transport, _ = await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(stream), os.fdopen(fd, "rb", buffering=0)
+    )
+    return stream, transport
+
+
+async def _supervise(
+    name: str,
+    check: CheckConfig,
+    proc: asyncio.subprocess.Process,
+    reader: asyncio.Future[tuple[bytes, bool]],
+    start: float,
+) -> CheckResult:
+    """Wait for the check within its timeout, kill its process group, collect its output."""
     timed_out = False
     try:
         await asyncio.wait_for(proc.wait(), timeout=check.timeout_s)
