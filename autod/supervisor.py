@@ -370,7 +370,7 @@ class Daemon:
         finally:
             self.current = None
             self.cycles_run += 1
-        self.notifier.status(f"idle; last cycle {cycle.r.status}; queue {self.queue.depth()}")
+        self.notifier.status(f"idle; last cycle {cycle.r.status}; queue {await self.queue.adepth()}")
 
     async def _drained(self) -> bool:
         # with no checks the check source never runs, so it never reports its start-up checks done
@@ -389,9 +389,14 @@ class Daemon:
 
         async def prune() -> None:
             async for _ in cron_ticks(self.settings.memory.prune_schedule):
-                if self.memory is not None and hasattr(self.memory, "prune"):
+                if self.memory is None or not hasattr(self.memory, "prune"):
+                    continue
+                try:
                     removed = await self.memory.prune()
-                    log.info("memory pruned", removed=removed)
+                except Exception as exc:  # a failed prune is retried at the next tick
+                    log.error("memory prune failed", error=f"{type(exc).__name__}: {str(exc)[:200]}")
+                    continue
+                log.info("memory pruned", removed=removed)
 
         prune_task = asyncio.create_task(prune(), name="memory-prune")
         try:
