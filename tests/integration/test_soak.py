@@ -27,7 +27,6 @@ FULL = os.environ.get("AUTOD_SOAK_FULL") == "1"
 # thousands of cycles outlast the suite's 300 s hang guard; the CI profile keeps it
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600 if FULL else 300)]
 
-FULL = os.environ.get("AUTOD_SOAK_FULL") == "1"
 # The warm-up passes chromadb's 100-item brute-force buffer, so the HNSW index files are open by then.
 WARMUP = 200 if FULL else 110
 CYCLES = 3000 if FULL else 100
