@@ -116,7 +116,14 @@ def test_hundreds_of_cycles_keep_rss_fds_and_threads_flat_and_the_log_rotates(
         },
         "checks": {"ok": {"run": "true", "timeout_s": 30, "when": ["manual"]}},
         "llm": {"base_url": scripted_llm.base_url, "model": "soak", "timeout_s": 30, "request_timeout_s": 10},
-        "limits": {"min_interval_s": 0, "max_cycles_per_hour": 10000, "max_edits_per_day": 100000},
+        # time-compressed: thousands of ~800-token cycles would spend the default 2M daily budget
+        # (the daemon then rightly waits for the next UTC day), so the caps are lifted here
+        "limits": {
+            "min_interval_s": 0,
+            "max_cycles_per_hour": 10000,
+            "max_edits_per_day": 100000,
+            "max_tokens_per_day": 100_000_000,
+        },
         "logging": {"level": "info"},
     }
     config = tmp_path / "autod.yaml"
