@@ -27,6 +27,7 @@ from autod.events import FAILURE_KINDS, PRIORITY, Event, EventKind
 from autod.queue_paths import MAX_PATHS as MAX_PATHS  # re-exported: importers of autod.queue use it
 from autod.queue_paths import PathUnion
 from autod.queue_paths import paths_fingerprint as paths_fingerprint  # re-exported, as MAX_PATHS
+from autod.threads import named_pool
 
 log = structlog.get_logger(__name__)
 
@@ -413,7 +414,7 @@ class EventQueue:
 
     async def _run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         if self._executor is None:
-            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="autod-queue")
+            self._executor = named_pool("autod-queue", 1)
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, lambda: fn(*args, **kwargs))
 

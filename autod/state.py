@@ -8,10 +8,11 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
+
+from autod.threads import named_pool
 
 T = TypeVar("T")
 
@@ -85,7 +86,7 @@ class State:
             raise StateError(f"{path}: state db schema {version} is newer than this autod ({SCHEMA_VERSION})")
         self._db.executescript(_SCHEMA)
         self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="autod-state")
+        self._pool = named_pool("autod-state", 1)
 
     async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         loop = asyncio.get_running_loop()

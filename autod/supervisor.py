@@ -30,6 +30,7 @@ from autod.ownwrites import OwnWrites
 from autod.queue import EventQueue
 from autod.sources.check import CheckSource
 from autod.state import State
+from autod.threads import IO_POOL, IO_POOL_WORKERS, named_pool
 
 log = structlog.get_logger("autod.supervisor")
 
@@ -453,6 +454,8 @@ class Daemon:
     async def run(self) -> int:
         from autod.commands import Commands
 
+        # asyncio.to_thread's pool, bounded and named (`top -H`, the soak test's thread census)
+        asyncio.get_running_loop().set_default_executor(named_pool(IO_POOL, IO_POOL_WORKERS))
         await self._open()
         self._install_signals()
         control = ControlServer(socket_path(self.settings), Commands(self).handle)

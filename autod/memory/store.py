@@ -27,6 +27,7 @@ from autod.config import MemoryConfig, Retention
 from autod.memory import Embedder, Recalled, Tier
 from autod.memory.lock import MemoryLocked, OwnerLock
 from autod.memory.recall import Hit, pack, rank, similarity_from_distance
+from autod.threads import named_pool
 
 __all__ = ["ChromaMemory", "MemoryLocked", "MemoryReadOnly", "lesson_usefulness"]
 
@@ -138,7 +139,7 @@ class ChromaMemory:
         read_only: bool = False,
     ) -> ChromaMemory:
         """Open the embedded store under state_dir (taking the owner lock) or the configured server."""
-        executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="autod-memory")
+        executor = named_pool("autod-memory", 1)
         loop = asyncio.get_running_loop()
         lock: OwnerLock | None = None
         try:
