@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 import structlog
 import structlog.testing
+from sourcerun import SourceRun
 
 from autod.config import WatchSource as WatchConfig
-from autod.events import Event, EventKind
+from autod.events import EventKind
 from autod.ownwrites import OwnWrites
 from autod.sources.watch import WatchSource
 
@@ -25,32 +26,13 @@ HANG_GUARD_S = 15.0
 QUIET_S = 0.8  # observation window for "no event", not a speed assertion
 
 
-class Run:
-    def __init__(self, source: WatchSource) -> None:
-        self.source = source
-        self.queue: asyncio.Queue[Event] = asyncio.Queue()
-
-    async def pump(self) -> None:
-        async for ev in self.source.events():
-            await self.queue.put(ev)
-
-    async def next(self) -> Event:
-        return await asyncio.wait_for(self.queue.get(), HANG_GUARD_S)
-
-    async def quiet(self) -> list[Event]:
-        await asyncio.sleep(QUIET_S)
-        out = []
-        while not self.queue.empty():
-            out.append(self.queue.get_nowait())
-        return out
-
-
 @asynccontextmanager
-async def watching(ws: Path, own: OwnWrites | None = None, **kw: object) -> AsyncIterator[Run]:
+async def watching(ws: Path, own: OwnWrites | None = None, **kw: object) -> AsyncIterator[SourceRun]:
     awatch = kw.pop("awatch", None)
     cfg = WatchConfig(type="watch", paths=kw.pop("paths", ["src"]), settle_ms=150, **kw)  # type: ignore[arg-type]
     extra = {"awatch": awatch} if awatch else {}
-    run = Run(WatchSource(cfg, ws, ws / ".state", own or OwnWrites(), **extra))
+    source = WatchSource(cfg, ws, ws / ".state", own or OwnWrites(), **extra)
+    run = SourceRun(source, hang_guard_s=HANG_GUARD_S, quiet_s=QUIET_S)
     task = asyncio.create_task(run.pump())
     await asyncio.sleep(0.4)  # let the watcher arm
     try:

@@ -10,9 +10,10 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
+from sourcerun import SourceRun
 
 from autod.config import LogtailSource as LogtailConfig
-from autod.events import Event, EventKind
+from autod.events import EventKind
 from autod.sources.logtail import KEEP_OF_LONG_LINE, MAX_LINE, FileFollower, LogtailSource, state_file
 
 HANG_GUARD_S = 10.0
@@ -23,31 +24,12 @@ def err(name: str) -> str:
     return f"src/{name}.c:5:12: error: '{name}' undeclared\n"
 
 
-class Run:
-    def __init__(self, source: LogtailSource) -> None:
-        self.source = source
-        self.queue: asyncio.Queue[Event] = asyncio.Queue()
-
-    async def _pump(self) -> None:
-        async for event in self.source.events():
-            await self.queue.put(event)
-
-    async def next(self) -> Event:
-        return await asyncio.wait_for(self.queue.get(), HANG_GUARD_S)
-
-    async def quiet(self) -> list[Event]:
-        await asyncio.sleep(QUIET_S)
-        out = []
-        while not self.queue.empty():
-            out.append(self.queue.get_nowait())
-        return out
-
-
 @asynccontextmanager
-async def tailing(tmp_path: Path, **cfg: object) -> AsyncIterator[Run]:
+async def tailing(tmp_path: Path, **cfg: object) -> AsyncIterator[SourceRun]:
     config = LogtailConfig(type="logtail", path="build.log", poll_s=0.02, **cfg)  # type: ignore[arg-type]
-    run = Run(LogtailSource(config, tmp_path, tmp_path / "state"))
-    task = asyncio.create_task(run._pump())
+    source = LogtailSource(config, tmp_path, tmp_path / "state")
+    run = SourceRun(source, hang_guard_s=HANG_GUARD_S, quiet_s=QUIET_S)
+    task = asyncio.create_task(run.pump())
     await asyncio.sleep(0.15)  # let it take its first look at the file
     try:
         yield run
