@@ -77,6 +77,26 @@ def only_docstrings_changed(old: str, new: str) -> bool:
     return same_code and _comments(old) == _comments(new)
 
 
+def _text(doc: str | None) -> str | None:
+    """A docstring as `inspect.cleandoc` leaves it, less trailing spaces and repeated blank lines."""
+    if doc is None:
+        return None
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(line.rstrip() for line in doc.splitlines()))
+
+
+def docstring_texts(source: str) -> list[str | None]:
+    """Every module/class/function docstring's text, in order (None: that node has none)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    return [
+        _text(ast.get_docstring(node, clean=True))
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+    ]
+
+
 def _params(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
     a = fn.args
     names = [x.arg for x in a.posonlyargs + a.args + a.kwonlyargs]
@@ -307,6 +327,9 @@ class DocMode:
                     raise PlanRejected(
                         f"auto-doc may change only docstrings in {change.rel}; the plan changes code"
                     )
+                if docstring_texts(old) == docstring_texts(change.new.decode("utf-8", "replace")):
+                    # indentation or blank lines inside a docstring: a cycle spent on nothing
+                    raise PlanRejected(f"auto-doc's edit to {change.rel} changes no docstring's text")
                 return
             if not any(
                 fnmatch.fnmatch(change.rel, g) or fnmatch.fnmatch(change.rel, g.replace("**/", ""))

@@ -174,6 +174,18 @@ def test_scope_refuses_code_changes_new_py_files_and_files_outside_doc_globs(tmp
         scope(_change("setup.cfg", "a", "b"))
 
 
+def test_scope_refuses_an_edit_that_changes_only_whitespace_inside_docstrings(tmp_path):
+    scope = DocMode().scope(_env(tmp_path))
+    assert scope is not None
+    reindented = BASE.replace("        width: the width", "            width: the width")
+    assert reindented != BASE
+    scope(_change("geo.py", BASE, reindented))  # a deeper indent is a change of text: accepted
+    spaced = BASE.replace("Area of a rectangle.\n", "Area of a rectangle.   \n\n")
+    assert spaced != BASE
+    with pytest.raises(PlanRejected, match="changes no docstring's text"):
+        scope(_change("geo.py", BASE, spaced))
+
+
 def _verify(env: ModeEnv):
     event = Event(source="t", kind=EventKind.FILES_CHANGED, summary="s", fingerprint="f")
     return asyncio.run(DocMode().verify(event, Plan(summary="doc"), env))
