@@ -92,10 +92,11 @@ def _offline(settings: Settings) -> tuple[Any, Any] | None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from autod import logs
+    from autod import heap, logs
     from autod.supervisor import Daemon, DaemonAlreadyRunning
 
     settings = _settings(args)
+    heap.limit_arenas()  # before chromadb, onnxruntime and our pools start threads (autod.heap)
     # The state dir is private (0700) when autod makes it; made first, or the log dir's parents= would
     # create it with the umask's mode.
     settings.state_path.mkdir(mode=0o700, parents=True, exist_ok=True)

@@ -15,7 +15,7 @@ from typing import Any
 
 import structlog
 
-from autod import logs
+from autod import heap, logs
 from autod.act.journal import recover
 from autod.checks import CheckResult
 from autod.config import ConfigError, CronSource, LogtailSource, Settings, WatchSource, load_config
@@ -39,6 +39,7 @@ RESTART_MAX_S = 60.0
 CRASHES_BEFORE_DISABLE = 5
 CRASH_WINDOW_S = 600.0
 IDLE_WAIT_S = 30.0  # a safety net only: events wake the dispatcher at once
+TRIM_MIN_INTERVAL_S = 5.0  # heap trims when the queue runs dry, at most this often (each costs ms)
 ONCE_MAX_WAIT_S = 300.0  # --once exits 2 rather than wait longer than this, in total, on limits
 
 
@@ -74,6 +75,8 @@ class Daemon:
     def __init__(self, settings: Settings, config_path: Path | None, *, once: bool = False) -> None:
         self.settings = settings
         self.config_path = config_path
+        self.cycles_since_trim = 0  # cycles run since the heap was last trimmed (autod.heap)
+        self.last_trim = 0.0
         self.once = once
         self.started_at = time.time()
         self.notifier = Notifier()
@@ -310,6 +313,13 @@ class Daemon:
         self.wakeup.set()
 
     # -- cycles ---------------------------------------------------------------------
+    async def _trim_heap(self) -> None:
+        """The queue ran dry after cycles: hand the heap they freed back to the OS (autod.heap)."""
+        now = time.monotonic()
+        if self.cycles_since_trim and now - self.last_trim >= TRIM_MIN_INTERVAL_S:
+            self.cycles_since_trim, self.last_trim = 0, now
+            await asyncio.to_thread(heap.trim)
+
     async def _dispatch(self) -> None:
         """Lease events one at a time and run one cycle per enabled mode that takes it, in order."""
         while not self.stopping.is_set():
@@ -325,6 +335,7 @@ class Daemon:
                 self.waiting_reason = ""
                 if self.once and await self._drained():
                     return
+                await self._trim_heap()
                 # Idle: accept(), resume and stop set wakeup, so an idle daemon costs no polling.
                 await self._sleep(1.0 if self.once else IDLE_WAIT_S)
                 continue
@@ -353,6 +364,7 @@ class Daemon:
                     break
                 self.waiting_reason = ""
                 await self._run_cycle(mode, event)
+                self.cycles_since_trim += 1
                 await self.queue.amark_done(event.id, mode.name)
                 if self.stopping.is_set():
                     finished = False
