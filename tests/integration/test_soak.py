@@ -125,6 +125,16 @@ def test_hundreds_of_cycles_keep_rss_fds_and_threads_flat_and_the_log_rotates(
             "max_edits_per_day": 100000,
             "max_tokens_per_day": 100_000_000,
         },
+        # Retention bounds what the store keeps (thousands of cycles would otherwise grow it by
+        # design: ~6 KB of RSS per stored item, docs/PERFORMANCE.md), and a prune every minute
+        # exercises eviction under load. What retention deletes, chromadb's HNSW index keeps in
+        # memory (~2-3 KB an item, chroma-core/chroma#2594): measured in bench_memory_growth.py.
+        "memory": {
+            "n0": {"max_items": 500},
+            "n1": {"max_items": 500},
+            "n2": {"max_items": 500},
+            "prune_schedule": "* * * * *",
+        },
         "logging": {"level": "info"},
     }
     config = tmp_path / "autod.yaml"
