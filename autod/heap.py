@@ -9,38 +9,26 @@ daemon caps the number of arenas at start-up and trims when the queue runs dry.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-import sys
 from typing import Any
+
+from autod.native import libc
 
 M_ARENA_MAX = -8  # mallopt parameter, from glibc's malloc.h
 ARENA_MAX = 2
 
-_libc: Any = None
-
-
-def _glibc() -> Any:
-    global _libc
-    if _libc is None:
-        _libc = False
-        if sys.platform.startswith("linux"):
-            try:
-                libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-                if hasattr(libc, "malloc_trim") and hasattr(libc, "mallopt"):
-                    _libc = libc
-            except OSError:  # musl and friends: nothing to tune
-                pass
-    return _libc
+def _glibc() -> Any | None:
+    """libc when it is glibc (it has malloc_trim and mallopt), else None: musl has nothing to tune."""
+    lib = libc()
+    return lib if lib is not None and hasattr(lib, "malloc_trim") and hasattr(lib, "mallopt") else None
 
 
 def limit_arenas(n: int = ARENA_MAX) -> bool:
     """Cap glibc's malloc arenas (as MALLOC_ARENA_MAX=n would); call before threads start."""
-    libc = _glibc()
-    return bool(libc) and libc.mallopt(M_ARENA_MAX, n) == 1
+    lib = _glibc()
+    return lib is not None and lib.mallopt(M_ARENA_MAX, n) == 1
 
 
 def trim() -> bool:
     """Return free heap pages to the OS; True if glibc released any. Blocking: run it in a thread."""
-    libc = _glibc()
-    return bool(libc) and libc.malloc_trim(0) == 1
+    lib = _glibc()
+    return lib is not None and lib.malloc_trim(0) == 1

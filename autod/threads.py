@@ -1,16 +1,15 @@
 """Named, bounded worker pools, so `top -H` and /proc show whose thread is whose.
 
 Python (before 3.14) leaves every OS thread named after the interpreter ("python"); each pool here
-names its workers at the OS level (Linux `prctl(PR_SET_NAME)`, best effort elsewhere), which is
+names its workers at the OS level (Linux `prctl(PR_SET_NAME)`; elsewhere only Python sees names), which is
 also how the soak test tells a bounded pool growing on demand from a leak.
 """
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-import sys
 from concurrent.futures import ThreadPoolExecutor
+
+from autod.native import libc
 
 PR_SET_NAME = 15
 # the daemon's default executor (asyncio.to_thread): file scans, journal writes, git, config loads
@@ -19,13 +18,9 @@ IO_POOL_WORKERS = 4
 
 
 def _name_thread(name: str) -> None:
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-        libc.prctl(PR_SET_NAME, name.encode()[:15], 0, 0, 0)
-    except (OSError, AttributeError):  # a libc without prctl: the name is cosmetic
-        pass
+    lib = libc()
+    if lib is not None and hasattr(lib, "prctl"):  # the name is cosmetic: no prctl, no name
+        lib.prctl(PR_SET_NAME, name.encode()[:15], 0, 0, 0)
 
 
 def named_pool(name: str, max_workers: int) -> ThreadPoolExecutor:

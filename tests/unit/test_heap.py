@@ -24,21 +24,16 @@ def rss_kb() -> int:
 def test_trim_returns_heap_that_free_kept_because_one_live_chunk_pins_the_top():
     glibc.malloc.restype = ctypes.c_void_p
     glibc.free.argtypes = [ctypes.c_void_p]
-    glibc.mallopt(-1, 1 << 30)  # M_TRIM_THRESHOLD: glibc must not trim on its own during free()
-    try:
-        chunks = [glibc.malloc(1024) for _ in range(150_000)]  # ~150 MB below the mmap threshold
-        for p in chunks:
-            ctypes.memset(p, 1, 1024)  # touch: resident
-        pin = glibc.malloc(1024)  # the last chunk keeps the heap top where it is
-        for p in chunks:
-            glibc.free(p)
-        kept = rss_kb()
-        assert heap.trim() is True
-        assert kept - rss_kb() > 100_000, f"RSS {kept} kB -> {rss_kb()} kB"
-        glibc.free(pin)
-    finally:
-        glibc.mallopt(-1, 128 * 1024)  # glibc's default trim threshold
-
+    chunks = [glibc.malloc(1024) for _ in range(150_000)]  # ~150 MB below the mmap threshold
+    for p in chunks:
+        ctypes.memset(p, 1, 1024)  # touch: resident
+    pin = glibc.malloc(1024)  # the last chunk keeps the heap top where it is, so free() cannot trim
+    for p in chunks:
+        glibc.free(p)
+    kept = rss_kb()
+    assert heap.trim() is True
+    assert kept - rss_kb() > 100_000, f"RSS {kept} kB -> {rss_kb()} kB"
+    glibc.free(pin)
 
 def test_arena_cap_is_accepted():
     assert heap.limit_arenas(2) is True

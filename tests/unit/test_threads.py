@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -13,7 +15,21 @@ from autod.threads import named_pool
 
 
 def os_thread_names() -> list[str]:
-    return [Path(t, "comm").read_text().strip() for t in Path(f"/proc/{os.getpid()}/task").iterdir()]
+    names = []
+    for task in Path(f"/proc/{os.getpid()}/task").iterdir():
+        with contextlib.suppress(FileNotFoundError):  # a thread that ended while we looked
+            names.append(Path(task, "comm").read_text().strip())
+    return names
+
+
+def gone(name: str, hang_guard_s: float = 10.0) -> bool:
+    """True once no OS thread carries `name`: a joined thread may take a moment to leave /proc."""
+    deadline = time.monotonic() + hang_guard_s
+    while name in os_thread_names():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
@@ -31,7 +47,7 @@ def test_workers_carry_the_pool_name_in_the_os_and_never_exceed_the_bound():
         assert os_thread_names().count("autod-test") == 2
     finally:
         pool.shutdown(wait=True)
-    assert "autod-test" not in os_thread_names()
+    assert gone("autod-test"), os_thread_names()
 
 
 def test_a_long_name_is_cut_to_the_kernels_15_bytes_not_refused():
