@@ -13,7 +13,7 @@ import structlog
 from autod.events import Event, EventKind, fingerprint
 from autod.memory import Tier
 from autod.memory.report import hits_to_json
-from autod.planner.plan import Plan
+from autod.plan import Plan
 from autod.queue import EventQueue
 from autod.state import State
 

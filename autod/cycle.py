@@ -22,8 +22,8 @@ from autod.limits import CircuitBreaker, Gate
 from autod.memory import Memory, Recalled
 from autod.modes import Attempt, Mode, ModeEnv, Verification, chain
 from autod.ownwrites import OwnWrites
+from autod.plan import Plan
 from autod.planner import Planner, PlanRequest, PlanResult
-from autod.planner.plan import Plan
 from autod.reflect import Reflection, distil_lesson, log_reflection
 
 log = structlog.get_logger("autod.cycle")

@@ -42,8 +42,8 @@ import yaml  # noqa: E402
 
 from autod.config import Settings, load_config  # noqa: E402
 from autod.events import Event, EventKind, fingerprint  # noqa: E402
+from autod.plan import Edit, Plan  # noqa: E402
 from autod.planner import PlanRequest, PlanResult, TokenUsage  # noqa: E402
-from autod.planner.plan import Edit, Plan  # noqa: E402
 
 GOAL_MS = 150
 WARMUP = 5

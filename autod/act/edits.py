@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from autod.errors import PlanRejected
 
 if TYPE_CHECKING:  # only the shape is used; keeps the actor's import light (crash-recovery at start-up)
-    from autod.planner.plan import Plan
+    from autod.plan import Plan
 
 TMP_MARKER = ".autod-tmp-"
 # Reading is bounded even before the size cap applies, so a huge file cannot eat memory.

@@ -16,7 +16,7 @@ from autod.config import Settings
 from autod.errors import PlanRejected
 from autod.events import Event, EventKind
 from autod.memory import Memory, Recalled
-from autod.planner.plan import Plan
+from autod.plan import Plan
 from autod.state import State
 
 

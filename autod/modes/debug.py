@@ -14,7 +14,7 @@ from autod.events import Event, EventKind
 from autod.memory import Recalled
 from autod.modes import Attempt, ModeEnv, Verification, pack, python_syntax_scope, recalled_text, render
 from autod.paths import GENERATED_DIRS, NOT_SOURCE_DIRS
-from autod.planner.plan import Plan
+from autod.plan import Plan
 
 WINDOW = 15  # lines of source on each side of a line the failure names
 CONTEXT_TOKENS = 6000

@@ -23,7 +23,7 @@ from autod.memory import Recalled
 from autod.modes import Attempt, ModeEnv, Verification, pack, recalled_text, render
 from autod.modes.plan import _atomic_write
 from autod.ownwrites import OwnWrites
-from autod.planner.plan import Plan
+from autod.plan import Plan
 
 CONTEXT_TOKENS = 6000
 _GOOGLE_SECTION = re.compile(

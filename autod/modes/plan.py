@@ -15,7 +15,7 @@ from autod.memory import Recalled
 from autod.modes import Attempt, ModeEnv, Verification, recalled_text, render
 from autod.modes.report import gather_facts, render_facts, render_report, rule_actions
 from autod.ownwrites import OwnWrites
-from autod.planner.plan import Plan
+from autod.plan import Plan
 
 
 def _atomic_write(path: Path, data: bytes) -> None:

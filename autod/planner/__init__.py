@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from autod.events import Event
-from autod.planner.plan import Plan
+from autod.plan import Plan
 
 
 @dataclass

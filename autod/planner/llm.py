@@ -23,9 +23,9 @@ import structlog
 
 from autod.config import LLMConfig
 from autod.errors import LLMUnavailable, PlanInvalid
+from autod.plan import Plan, plan_schema
 from autod.planner import PlanRequest, PlanResult, TokenUsage
 from autod.planner.parse import parse_plan
-from autod.planner.plan import Plan, plan_schema
 
 log = structlog.get_logger(__name__)
 

@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from autod.errors import PlanInvalid
-from autod.planner.plan import Plan
+from autod.plan import Plan
 
 MAX_REASON = 300
 _EXCERPT = 120  # characters of the reply a reason may quote, at most

@@ -21,8 +21,8 @@ from autod.checks import run_check
 from autod.config import Settings
 from autod.errors import PlanInvalid
 from autod.paths import NOT_SOURCE_DIRS
+from autod.plan import Edit, Plan
 from autod.planner import PlanRequest, PlanResult
-from autod.planner.plan import Edit, Plan
 
 log = structlog.get_logger("autod.planner.rules")
 

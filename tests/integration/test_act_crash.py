@@ -26,7 +26,7 @@ from typing import TypeVar
 import pytest
 
 from autod.act import Caps, Confinement, prepare, recover
-from autod.planner.plan import Plan
+from autod.plan import Plan
 
 pytestmark = pytest.mark.slow
 T = TypeVar("T")

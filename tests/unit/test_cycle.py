@@ -19,8 +19,8 @@ from autod.memory import Recalled, Tier
 from autod.modes import ModeEnv
 from autod.modes.debug import DebugMode
 from autod.ownwrites import OwnWrites
+from autod.plan import Edit, Plan
 from autod.planner import PlanResult, TokenUsage
-from autod.planner.plan import Edit, Plan
 from autod.state import State
 
 BUGGY = "def add(a, b):\n    return a - b\n"

@@ -10,7 +10,7 @@ import pytest
 from autod.act import Caps, Confinement, FileChange, prepare, unified_diff
 from autod.act.edits import glob_match
 from autod.errors import PlanRejected
-from autod.planner.plan import Edit, Plan
+from autod.plan import Edit, Plan
 
 DENY = ["**/.env", ".env.*", "**/*.pem", "**/secrets/**", "**/.ssh/**"]
 CAPS = Caps(max_edits=10, max_lines=200, max_file_bytes=10_000)

@@ -12,7 +12,7 @@ import pytest
 
 from autod.act import Caps, Confinement, FileChange, Journal, prepare, recover
 from autod.errors import PlanRejected
-from autod.planner.plan import Edit, Plan
+from autod.plan import Edit, Plan
 
 CAPS = Caps(max_edits=20, max_lines=500, max_file_bytes=100_000)
 

@@ -16,9 +16,9 @@ from structlog.testing import capture_logs
 from autod.config import LLMConfig, LLMEndpoint
 from autod.errors import LLMUnavailable, PlanInvalid
 from autod.events import Event, EventKind
+from autod.plan import plan_schema
 from autod.planner import PlanRequest
 from autod.planner.llm import MAX_REPLY_BYTES, LLMPlanner
-from autod.planner.plan import plan_schema
 
 PRIMARY = "http://primary.test/v1"
 FALLBACK = "http://fallback.test/v1"

@@ -14,7 +14,7 @@ from autod.errors import PlanRejected
 from autod.events import Event, EventKind
 from autod.modes import ModeEnv
 from autod.modes.doc import DocMode, doc_mentions, documented_params, findings, only_docstrings_changed
-from autod.planner.plan import Plan
+from autod.plan import Plan
 
 BASE = '''"""Module."""
 import functools

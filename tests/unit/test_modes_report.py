@@ -13,7 +13,7 @@ from autod.modes import ModeEnv
 from autod.modes.plan import PlanReportMode
 from autod.modes.report import find_todos, gather_facts, render_report, rule_actions
 from autod.ownwrites import OwnWrites
-from autod.planner.plan import Plan
+from autod.plan import Plan
 from autod.state import State
 
 SECTIONS = [

@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from autod.errors import PlanInvalid
+from autod.plan import Plan
 from autod.planner.parse import MAX_REASON, extract_json, parse_plan
-from autod.planner.plan import Plan
 
 PLAN = {
     "summary": "guard the division",
