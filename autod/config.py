@@ -9,19 +9,62 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any
 
 import yaml
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    SecretStr,
-    ValidationError,
-    field_validator,
-    model_validator,
-)
+from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from autod.config_models import (
+    CheckConfig,
+    CronSource,
+    CronStr,
+    DebugMode,
+    DocMode,
+    GitConfig,
+    Limits,
+    LLMConfig,
+    LLMEndpoint,
+    LoggingConfig,
+    LogtailSource,
+    MemoryConfig,
+    Modes,
+    PlanMode,
+    Retention,
+    SourceConfig,
+    Strict,
+    WatchSource,
+    validate_cron,
+)
+
+__all__ = [
+    "CREDENTIAL_NAME",
+    "EXIT_CONFIG",
+    "SEARCH_PATHS",
+    "CheckConfig",
+    "ConfigError",
+    "CronSource",
+    "CronStr",
+    "DebugMode",
+    "DocMode",
+    "GitConfig",
+    "LLMConfig",
+    "LLMEndpoint",
+    "Limits",
+    "LoggingConfig",
+    "LogtailSource",
+    "MemoryConfig",
+    "Modes",
+    "PlanMode",
+    "Retention",
+    "Settings",
+    "SourceConfig",
+    "Strict",
+    "WatchSource",
+    "find_config",
+    "load_config",
+    "validate_cron",
+]
 
 EXIT_CONFIG = 78  # EX_CONFIG from sysexits.h; systemd units use RestartPreventExitStatus=78
 SEARCH_PATHS = ("./autod.yaml", "./config/autod.yaml", "/etc/autod/autod.yaml")
@@ -30,248 +73,6 @@ CREDENTIAL_NAME = "llm_api_key"
 
 class ConfigError(Exception):
     """A config problem the operator can fix; the message names file, line and field."""
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True, populate_by_name=True)
-
-
-_NUMERIC_DOW = re.compile(r"\d")
-
-
-def validate_cron(expr: str) -> str:
-    """A 5-field crontab string whose weekday field uses names only.
-
-    APScheduler 3 counts weekday 0 as Monday (crontab: Sunday), so numbers would silently
-    run on the wrong day.
-    """
-    fields = expr.split()
-    if len(fields) != 5:
-        raise ValueError("cron needs 5 fields: minute hour day month weekday")
-    dow = fields[4]
-    if _NUMERIC_DOW.search(dow.split("/")[0]):
-        raise ValueError("weekday must use names (mon-fri, sun), not numbers")
-    from apscheduler.triggers.cron import CronTrigger
-
-    try:
-        CronTrigger.from_crontab(expr, timezone="UTC")
-    except ValueError as exc:
-        raise ValueError(f"invalid cron expression: {exc}") from None
-    return expr
-
-
-CronStr = Annotated[str, Field(min_length=9, max_length=200)]
-
-
-class DebugMode(Strict):
-    enabled: bool = Field(True, description="fix failing checks and build errors")
-    require_confirmation: bool | None = Field(None, description="override limits.require_confirmation")
-    max_attempts_per_cycle: int = Field(2, ge=1, le=5, description="re-plans after a rolled-back attempt")
-
-
-class DocMode(Strict):
-    enabled: bool = Field(False, description="keep docs and docstrings in step with code changes")
-    require_confirmation: bool | None = None
-    doc_globs: list[str] = Field(default_factory=lambda: ["docs/**", "*.md"])
-
-
-class PlanMode(Strict):
-    enabled: bool = Field(True, description="write a plan report on a schedule")
-    schedule: CronStr | None = Field("0 7 * * mon-fri")
-    report_path: str | None = Field(None, description="default <state_dir>/reports/YYYY-MM-DD.md")
-    require_confirmation: bool | None = None
-
-    _cron = field_validator("schedule")(lambda v: v if v is None else validate_cron(v))
-
-
-class Modes(Strict):
-    auto_debug: DebugMode = Field(default_factory=DebugMode, alias="auto-debug")
-    auto_doc: DocMode = Field(default_factory=DocMode, alias="auto-doc")
-    auto_plan: PlanMode = Field(default_factory=PlanMode, alias="auto-plan")
-
-    def enabled(self) -> list[str]:
-        """Names of enabled modes, in the order their cycles run for one event."""
-        out = []
-        for name, mode in (
-            ("auto-debug", self.auto_debug),
-            ("auto-doc", self.auto_doc),
-            ("auto-plan", self.auto_plan),
-        ):
-            if mode.enabled:
-                out.append(name)
-        return out
-
-    def get(self, name: str) -> DebugMode | DocMode | PlanMode:
-        return {"auto-debug": self.auto_debug, "auto-doc": self.auto_doc, "auto-plan": self.auto_plan}[name]
-
-
-class CheckConfig(Strict):
-    run: str = Field(min_length=1, max_length=4000, description="command line, split like a shell")
-    timeout_s: float = Field(600, gt=0, le=86400)
-    when: list[str] = Field(default_factory=lambda: ["start", "change"])
-    fixer: bool = Field(False, description="the offline planner may run it to fix files")
-    output_limit_kb: int = Field(64, ge=1, le=10240)
-    env: dict[str, str] = Field(default_factory=dict)
-
-    @field_validator("when", mode="before")
-    @classmethod
-    def _one_or_many(cls, v: Any) -> Any:
-        return [v] if isinstance(v, str) else v
-
-    @field_validator("when")
-    @classmethod
-    def _triggers(cls, v: list[str]) -> list[str]:
-        for item in v:
-            if item in ("start", "change", "manual"):
-                continue
-            validate_cron(item)
-        return v
-
-    @property
-    def cron(self) -> list[str]:
-        return [w for w in self.when if w not in ("start", "change", "manual")]
-
-
-class WatchSource(Strict):
-    type: Literal["watch"]
-    name: str | None = None
-    paths: list[str] = Field(default_factory=lambda: ["."])
-    settle_ms: int = Field(500, ge=10, le=60000, description="quiet time before a batch is one event")
-    ignore: list[str] = Field(default_factory=list, description="extra glob patterns to ignore")
-    use_gitignore: bool = True
-    force_polling: bool = False
-
-
-class LogtailSource(Strict):
-    type: Literal["logtail"]
-    name: str | None = None
-    path: str
-    from_start: bool = Field(False, description="read an existing file from the start once")
-    patterns: list[str] = Field(default_factory=list, description="extra error regexes")
-    context_lines: int = Field(5, ge=0, le=200)
-    poll_s: float = Field(0.25, gt=0, le=60)
-
-    @field_validator("patterns")
-    @classmethod
-    def _regexes(cls, v: list[str]) -> list[str]:
-        for p in v:
-            try:
-                re.compile(p)
-            except re.error as exc:
-                raise ValueError(f"invalid regex: {exc}") from None
-        return v
-
-
-class CronSource(Strict):
-    type: Literal["cron"]
-    name: str | None = None
-    schedule: CronStr
-    mode: str = "auto-plan"
-    timezone: str = "UTC"
-    misfire_grace_s: int = Field(300, ge=1, le=86400)
-    coalesce: bool = True
-
-    _cron = field_validator("schedule")(lambda v: validate_cron(v))
-
-
-SourceConfig = Annotated[WatchSource | LogtailSource | CronSource, Field(discriminator="type")]
-
-
-class LLMEndpoint(Strict):
-    base_url: str
-    model: str = "qwen2.5-coder:7b"
-    api_key: SecretStr | None = None
-
-    @field_validator("base_url")
-    @classmethod
-    def _url(cls, v: str) -> str:
-        if not re.match(r"^https?://[^\s/]+", v):
-            raise ValueError("must be an http(s) URL")
-        return v.rstrip("/")
-
-
-class LLMConfig(Strict):
-    base_url: str | None = Field(None, description="null: the offline rules planner")
-    model: str = "qwen2.5-coder:7b"
-    api_key: SecretStr | None = None
-    api_key_file: Path | None = Field(None, description="file holding the key (systemd credential)")
-    timeout_s: float = Field(120, gt=0, le=3600, description="overall deadline for one plan")
-    request_timeout_s: float = Field(60, gt=0, le=3600)
-    max_retries: int = Field(3, ge=0, le=10)
-    max_tokens: int = Field(4096, ge=64, le=200000)
-    temperature: float = Field(0.1, ge=0, le=2)
-    response_format: Literal["auto", "json_schema", "json_object", "none"] = "auto"
-    fallback: LLMEndpoint | None = None
-    circuit_failures: int = Field(5, ge=1, le=100, description="failed plans before the breaker opens")
-    circuit_cooldown_s: float = Field(300, ge=1, le=86400)
-
-    @field_validator("base_url")
-    @classmethod
-    def _url(cls, v: str | None) -> str | None:
-        if v is None:
-            return None
-        if not re.match(r"^https?://[^\s/]+", v):
-            raise ValueError("must be an http(s) URL")
-        return v.rstrip("/")
-
-
-class Limits(Strict):
-    min_interval_s: float = Field(5, ge=0, le=86400)
-    max_cycles_per_hour: int = Field(12, ge=1, le=10000)
-    max_edits_per_cycle: int = Field(10, ge=1, le=1000)
-    max_lines_per_cycle: int = Field(200, ge=1, le=100000)
-    max_edits_per_day: int = Field(100, ge=1, le=100000)
-    max_file_bytes: int = Field(1_000_000, ge=1000, le=100_000_000)
-    max_attempts_per_fingerprint: int = Field(3, ge=1, le=100)
-    max_tokens_per_day: int = Field(2_000_000, ge=1000)
-    require_confirmation: bool = False
-    proposal_ttl_h: float = Field(72, gt=0, le=8760)
-    deny_globs: list[str] = Field(
-        default_factory=lambda: [
-            ".env",
-            ".env.*",
-            "**/.env",
-            "**/.env.*",
-            "**/*.pem",
-            "**/*.key",
-            "**/id_rsa*",
-            "**/id_ed25519*",
-            "**/.ssh/**",
-            "**/secrets/**",
-            "**/*secret*",
-            "**/.netrc",
-            "**/.pypirc",
-        ]
-    )
-
-
-class GitConfig(Strict):
-    commit: bool = False
-
-
-class Retention(Strict):
-    ttl_days: float | None = Field(None, gt=0)
-    max_items: int = Field(50000, ge=10, le=10_000_000)
-
-
-class MemoryConfig(Strict):
-    url: str | None = Field(None, description="null: embedded under state_dir")
-    embedder: Literal["local", "openai"] = "local"
-    embed_url: str | None = Field(None, description="OpenAI-compatible /v1 base for embeddings")
-    embed_model: str = "nomic-embed-text"
-    recall_tokens: int = Field(1500, ge=0, le=100000)
-    recall_k: int = Field(8, ge=1, le=100)
-    n0: Retention = Field(default_factory=lambda: Retention(ttl_days=7, max_items=50000))
-    n1: Retention = Field(default_factory=lambda: Retention(ttl_days=90, max_items=20000))
-    n2: Retention = Field(default_factory=lambda: Retention(ttl_days=None, max_items=5000))
-    prune_schedule: CronStr = "17 3 * * *"
-
-    _cron = field_validator("prune_schedule")(lambda v: validate_cron(v))
-
-
-class LoggingConfig(Strict):
-    level: Literal["debug", "info", "warning", "error"] = "info"
-    file: Path | None = Field(None, description="default <state_dir>/logs/autod.jsonl")
 
 
 class Settings(BaseSettings):
@@ -295,6 +96,8 @@ class Settings(BaseSettings):
     git: GitConfig = Field(default_factory=GitConfig)
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
+    # The file these settings were loaded from (None: defaults only): one of autod's own files.
+    _config_file: Path | None = PrivateAttr(None)
 
     @field_validator("checks")
     @classmethod
@@ -312,6 +115,11 @@ class Settings(BaseSettings):
         return self
 
     # -- resolved paths -------------------------------------------------------------
+    @property
+    def config_file(self) -> Path | None:
+        """The config file loaded (absolute), or None when running on defaults."""
+        return self._config_file
+
     @property
     def state_path(self) -> Path:
         return self.state_dir if self.state_dir is not None else self.workspace / ".autod"
@@ -514,4 +322,5 @@ def _resolve(settings: Settings, cfg_path: Path | None) -> Settings:
         settings.state_dir = (ws / sd).resolve() if not sd.is_absolute() else sd.resolve()
     if settings.logging.file is not None and not settings.logging.file.is_absolute():
         settings.logging.file = (settings.state_path / settings.logging.file).resolve()
+    settings._config_file = cfg_path.resolve() if cfg_path is not None else None
     return settings
