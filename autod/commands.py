@@ -84,19 +84,16 @@ class Commands:
                 ping = getattr(d.planner, "ping", None)
                 llm["reachable"] = await ping() if ping else None
         current = None
-        if d.current is not None:
-            current = {
-                "cycle_id": d.current.r.cycle_id,
-                "mode": d.current.r.mode,
-                "summary": d.current.r.summary,
-            }
+        running = d.dispatcher.current
+        if running is not None:
+            current = {"cycle_id": running.r.cycle_id, "mode": running.r.mode, "summary": running.r.summary}
         return {
             "ok": True,
             "running": True,
             "pid": os.getpid(),
             "uptime_s": round(time.time() - d.started_at, 1),
             "paused": d.paused,
-            "waiting": d.waiting_reason or None,
+            "waiting": d.dispatcher.waiting_reason or None,
             "current_cycle": current,
             "modes": [m.name for m in d.modes],
             "sources": [{k: v for k, v in asdict(s).items() if k != "crashes"} for s in d.sources.values()],
@@ -155,11 +152,11 @@ class Commands:
         await d.state.call(d.state.decide_proposal, p["id"], "approved", req.get("reason"))
         async with d.workspace_lock:
             cycle = Cycle(d.deps, mode, event, approved=plan)
-            d.current = cycle
+            d.dispatcher.current = cycle
             try:
                 r = await cycle.run()
             finally:
-                d.current = None
+                d.dispatcher.current = None
         final = "applied" if r.status in ("fixed", "improved") else "failed"
         await d.state.call(d.state.decide_proposal, p["id"], final, r.reason)
         return {

@@ -15,12 +15,13 @@ from typing import Any
 
 import structlog
 
-from autod import heap, logs
+from autod import logs
 from autod.act.journal import recover
 from autod.checks import CheckResult
 from autod.config import ConfigError, CronSource, LogtailSource, Settings, WatchSource, load_config
 from autod.control import ControlServer, socket_path
-from autod.cycle import Cycle, CycleDeps
+from autod.cycle import CycleDeps
+from autod.dispatch import Dispatcher
 from autod.events import Event, EventKind
 from autod.limits import CircuitBreaker, Gate
 from autod.memory import Memory
@@ -38,9 +39,6 @@ RESTART_BASE_S = 1.0
 RESTART_MAX_S = 60.0
 CRASHES_BEFORE_DISABLE = 5
 CRASH_WINDOW_S = 600.0
-IDLE_WAIT_S = 30.0  # a safety net only: events wake the dispatcher at once
-TRIM_MIN_INTERVAL_S = 5.0  # heap trims when the queue runs dry, at most this often (each costs ms)
-ONCE_MAX_WAIT_S = 300.0  # --once exits 2 rather than wait longer than this, in total, on limits
 
 
 class DaemonAlreadyRunning(Exception):
@@ -75,8 +73,6 @@ class Daemon:
     def __init__(self, settings: Settings, config_path: Path | None, *, once: bool = False) -> None:
         self.settings = settings
         self.config_path = config_path
-        self.cycles_since_trim = 0  # cycles run since the heap was last trimmed (autod.heap)
-        self.last_trim = 0.0
         self.once = once
         self.started_at = time.time()
         self.notifier = Notifier()
@@ -88,13 +84,9 @@ class Daemon:
         self.sources: dict[str, SourceState] = {}
         self.source_tasks: dict[str, asyncio.Task[None]] = {}
         self.last_results: dict[str, CheckResult] = {}
-        self.waiting_reason = ""
-        self.current: Cycle | None = None
-        self.cycles_run = 0
-        self.error: str | None = None
         self.memory: Memory | None = None
         self._lock_fd: int | None = None
-        self.once_waited_s = 0.0
+        self.dispatcher = Dispatcher(self)
 
     # -- start-up ------------------------------------------------------------------
     def _take_lock(self) -> None:
@@ -312,89 +304,10 @@ class Daemon:
         )
         self.wakeup.set()
 
-    # -- cycles ---------------------------------------------------------------------
-    async def _trim_heap(self) -> None:
-        """The queue ran dry after cycles: hand the heap they freed back to the OS (autod.heap)."""
-        now = time.monotonic()
-        if self.cycles_since_trim and now - self.last_trim >= TRIM_MIN_INTERVAL_S:
-            self.cycles_since_trim, self.last_trim = 0, now
-            await asyncio.to_thread(heap.trim)
-
-    async def _dispatch(self) -> None:
-        """Lease events one at a time and run one cycle per enabled mode that takes it, in order."""
-        while not self.stopping.is_set():
-            if self.paused:
-                if self.once:  # a paused autod must not edit, and --once must not wait forever
-                    self.error = "autod is paused (run `autod resume` first)"
-                    return
-                self.waiting_reason = "paused"
-                await self._sleep(IDLE_WAIT_S)  # resume sets wakeup
-                continue
-            leased = await self.queue.alease()
-            if leased is None:
-                self.waiting_reason = ""
-                if self.once and await self._drained():
-                    return
-                await self._trim_heap()
-                # Idle: accept(), resume and stop set wakeup, so an idle daemon costs no polling.
-                await self._sleep(1.0 if self.once else IDLE_WAIT_S)
-                continue
-            event = leased.event
-            done = set(leased.done_modes) | await self.state.call(self.state.modes_done, event.id)
-            finished = True
-            for mode in self.modes:
-                if mode.name in done or not mode.handles(event):
-                    continue
-                verdict = await self.state.call(self.gate.admit, event, uses_llm=self.planner_name == "llm")
-                if verdict.drop:
-                    log.warning("event dropped", reason=verdict.reason, summary=event.summary[:200])
-                    break
-                if not verdict.ok:
-                    self.waiting_reason = verdict.reason
-                    log.info("cycle waits", reason=verdict.reason, wait_s=round(verdict.wait_s, 1))
-                    await self.queue.arelease(event.id)
-                    finished = False
-                    if self.once and self.once_waited_s + verdict.wait_s > ONCE_MAX_WAIT_S:
-                        # e.g. a spent token budget or the hourly cap: an error, not a green or red verdict
-                        self.error = f"--once would wait over {ONCE_MAX_WAIT_S:.0f}s: {verdict.reason}"
-                        return
-                    slept = time.monotonic()
-                    await self._sleep(min(verdict.wait_s, 60.0))
-                    self.once_waited_s += time.monotonic() - slept
-                    break
-                self.waiting_reason = ""
-                await self._run_cycle(mode, event)
-                self.cycles_since_trim += 1
-                await self.queue.amark_done(event.id, mode.name)
-                if self.stopping.is_set():
-                    finished = False
-                    break
-            if finished:
-                await self.queue.aack(event.id)
-
-    async def _run_cycle(self, mode: Mode, event: Event) -> None:
-        cycle = Cycle(self.deps, mode, event)
-        self.current = cycle
-        self.notifier.status(f"cycle {cycle.r.cycle_id}: {mode.name} on {event.kind}")
-        try:
-            async with self.workspace_lock:
-                # a stop cancels this: the cycle rolls back its edits and records itself as stopped
-                await cycle.run()
-        finally:
-            self.current = None
-            self.cycles_run += 1
-        self.notifier.status(f"idle; last cycle {cycle.r.status}; queue {await self.queue.adepth()}")
-
-    async def _drained(self) -> bool:
-        # with no checks the check source never runs, so it never reports its start-up checks done
-        if self.settings.checks and not self.check_source.started.is_set():
-            return False
-        return self.queue.depth() == 0
-
-    async def _sleep(self, seconds: float) -> None:
-        self.wakeup.clear()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.wakeup.wait(), timeout=max(0.05, seconds))
+    # -- dispatch -------------------------------------------------------------------------
+    async def start_up_checks_done(self) -> bool:
+        """Whether the start-up checks have run (with no checks configured there are none to wait for)."""
+        return not self.settings.checks or self.check_source.started.is_set()
 
     # -- housekeeping -------------------------------------------------------------------
     async def _housekeeping(self) -> None:
@@ -433,8 +346,8 @@ class Daemon:
     def request_stop(self, why: str = "stop") -> None:
         if not self.stopping.is_set():
             log.info("stopping", signal=why)
-            if self.once and self.error is None:
-                self.error = f"interrupted by {why} before the queue drained"
+            if self.once and self.dispatcher.error is None:
+                self.dispatcher.error = f"interrupted by {why} before the queue drained"
             self.notifier.stopping()
             self.stopping.set()
             self.wakeup.set()
@@ -473,7 +386,7 @@ class Daemon:
         control = ControlServer(socket_path(self.settings), Commands(self).handle)
         await control.start()
         self._start_sources()
-        dispatcher = asyncio.create_task(self._dispatch(), name="dispatcher")
+        dispatcher = asyncio.create_task(self.dispatcher.run(), name="dispatcher")
         house = asyncio.create_task(self._housekeeping(), name="housekeeping")
         watchdog = asyncio.create_task(
             self.notifier.watchdog_loop(lambda: not dispatcher.done()), name="watchdog"
@@ -492,13 +405,13 @@ class Daemon:
         try:
             await asyncio.wait({dispatcher, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
             if dispatcher.done() and not dispatcher.cancelled() and dispatcher.exception():
-                self.error = f"dispatcher crashed: {type(dispatcher.exception()).__name__}"
+                self.dispatcher.error = f"dispatcher crashed: {type(dispatcher.exception()).__name__}"
                 log.error("dispatcher crashed", exc_info=dispatcher.exception())
         finally:
             self.stopping.set()
             await self._stop_sources()
             if not dispatcher.done():
-                if self.current is not None:
+                if self.dispatcher.current is not None:
                     log.info("rolling back the cycle in flight")
                 dispatcher.cancel()
             for t in (dispatcher, house, watchdog, stop_wait):
@@ -513,11 +426,11 @@ class Daemon:
         return 0
 
     def _once_exit_code(self) -> int:
-        if self.error:
-            log.error("run --once ended with an error", error=self.error)
+        if self.dispatcher.error:
+            log.error("run --once ended with an error", error=self.dispatcher.error)
             return 2
         failing = [n for n, r in self.last_results.items() if not r.ok]
-        log.info("run --once finished", failing=failing, cycles=self.cycles_run)
+        log.info("run --once finished", failing=failing, cycles=self.dispatcher.cycles_run)
         return 1 if failing else 0
 
     async def _close(self) -> None:
