@@ -24,6 +24,9 @@ class CheckResult:
     duration_ms: int
     timed_out: bool = False
     truncated: bool = False
+    # Set when the check could not start at all (program not found, not executable): a configuration
+    # error for `status` and `config check`, never a failure for a debug cycle to plan on.
+    error: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -86,7 +89,8 @@ async def run_check(name: str, check: CheckConfig, cwd: Path) -> CheckResult:
         )
     except (FileNotFoundError, PermissionError) as exc:
         os.close(read_fd)
-        return CheckResult(name, 127, f"cannot start check {name!r}: {type(exc).__name__}: {argv[0]}", 0)
+        why = f"cannot start check {name!r}: {type(exc).__name__}: {argv[0]}"
+        return CheckResult(name, 127, why, 0, error=why)
     finally:
         os.close(write_fd)
     stream, transport = await _pipe_reader(read_fd)

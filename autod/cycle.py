@@ -14,7 +14,7 @@ from pathlib import Path
 import structlog
 
 from autod import logs
-from autod.act.edits import Confinement, FileChange, prepare, unified_diff
+from autod.act.edits import FileChange, prepare, unified_diff
 from autod.act.journal import Journal
 from autod.errors import CycleError, LLMUnavailable, PlanInvalid, PlanRejected
 from autod.events import FAILURE_KINDS, Event
@@ -252,9 +252,8 @@ class Cycle:
         caps = await self.state.call(self.deps.gate.caps)
         if caps.max_edits <= 0:
             raise PlanRejected("max_edits_per_day reached")
-        conf = Confinement(self.settings.workspace, self.settings.state_path, self.settings.limits.deny_globs)
         scope = chain(self.mode.scope(self.deps.env))
-        return await asyncio.to_thread(prepare, plan, conf, caps, scope=scope)
+        return await asyncio.to_thread(prepare, plan, self.deps.env.boundary, caps, scope=scope)
 
     async def propose(self, plan: Plan, changes: list[FileChange]) -> None:
         pid = uuid.uuid4().hex[:10]

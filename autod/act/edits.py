@@ -9,24 +9,33 @@ from __future__ import annotations
 
 import difflib
 import os
-import re
 import stat
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from autod.boundary import TMP_MARKER, Boundary, check_chain, glob_match
+
+__all__ = [
+    "TMP_MARKER",
+    "Boundary",
+    "Caps",
+    "FileChange",
+    "ScopeCheck",
+    "check_chain",
+    "glob_match",
+    "new_file_mode",
+    "prepare",
+    "unified_diff",
+]
 from autod.errors import PlanRejected
 
 if TYPE_CHECKING:  # only the shape is used; keeps the actor's import light (crash-recovery at start-up)
     from autod.plan import Plan
 
-TMP_MARKER = ".autod-tmp-"
 # Reading is bounded even before the size cap applies, so a huge file cannot eat memory.
 _READ_FACTOR = 4
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-_DRIVE = re.compile(r"^[A-Za-z]:")
 
 
 @dataclass(frozen=True)
@@ -50,137 +59,8 @@ class FileChange:
 ScopeCheck = Callable[[FileChange], None]
 
 
-@lru_cache(maxsize=256)
-def _glob_regex(pattern: str) -> re.Pattern[str]:
-    """fnmatch-style glob with `**`: `*` and `?` stay inside one component, `**/` spans zero or more."""
-    out: list[str] = []
-    i, n = 0, len(pattern)
-    while i < n:
-        c = pattern[i]
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif c == "*":
-            out.append("[^/]*")
-            i += 1
-        elif c == "?":
-            out.append("[^/]")
-            i += 1
-        elif c == "[":
-            j = pattern.find("]", i + 2 if pattern[i + 1 : i + 2] in ("!", "]") else i + 1)
-            if j < 0:
-                out.append(re.escape(c))
-                i += 1
-            else:
-                body = pattern[i + 1 : j].replace("\\", "\\\\")
-                if body.startswith("!"):
-                    body = "^" + body[1:]
-                out.append(f"(?!/)[{body}]")
-                i = j + 1
-        else:
-            out.append(re.escape(c))
-            i += 1
-    # Case-insensitive: denying `KEY.PEM` too is the safe side of the trade.
-    return re.compile("".join(out), re.IGNORECASE | re.DOTALL)
-
-
-def glob_match(pattern: str, rel: str) -> bool:
-    """True if the deny glob covers `rel` (a posix path relative to the workspace).
-
-    A pattern without `/` matches any single component (`.env`, `*.pem`, `secrets`); a pattern
-    with `/` matches the whole path or any ancestor directory of it (`**/secrets/**`, `build/*`).
-    """
-    pattern = pattern.strip().strip("/")
-    if not pattern:
-        return False
-    rx = _glob_regex(pattern)
-    parts = rel.split("/")
-    if "/" not in pattern:
-        return any(rx.fullmatch(part) for part in parts)
-    return any(rx.fullmatch("/".join(parts[:k])) for k in range(1, len(parts) + 1))
-
-
-class Confinement:
-    """Maps plan paths to real paths inside the workspace, or refuses them."""
-
-    def __init__(self, workspace: Path, state_dir: Path, deny_globs: Sequence[str]) -> None:
-        self.workspace = Path(os.path.realpath(workspace))
-        if not self.workspace.is_dir():
-            raise ValueError(f"workspace is not a directory: {workspace}")
-        self.state_dir = Path(os.path.realpath(state_dir))
-        self.deny_globs = tuple(deny_globs)
-
-    def resolve(self, rel: str) -> tuple[str, Path]:
-        """Return (normalised rel, real absolute path); raise PlanRejected naming the path and rule."""
-        shown = _show(rel)
-        if not isinstance(rel, str) or not rel.strip():
-            raise PlanRejected("edit path is empty")
-        if "\x00" in rel:
-            raise PlanRejected(f"{shown}: path contains a NUL byte")
-        if _CONTROL.search(rel):
-            raise PlanRejected(f"{shown}: path contains control characters")
-        if "\\" in rel:
-            raise PlanRejected(f"{shown}: backslashes are not allowed in paths")
-        if rel.startswith(("/", "~")) or _DRIVE.match(rel):
-            raise PlanRejected(f"{shown}: absolute or home-relative path is outside the workspace")
-        parts = [p for p in rel.split("/") if p not in ("", ".")]
-        if not parts:
-            raise PlanRejected(f"{shown}: path names the workspace itself")
-        if ".." in parts:
-            raise PlanRejected(f"{shown}: '..' is not allowed in paths")
-        norm = "/".join(parts)
-        self._check_denied(norm)
-        path = self.workspace.joinpath(*parts)
-        check_chain(self.workspace, norm)
-        # Belt and braces: whatever the walk above concluded, the real parent must be inside.
-        real_parent = Path(os.path.realpath(path.parent))
-        if real_parent != self.workspace and self.workspace not in real_parent.parents:
-            raise PlanRejected(f"{norm}: resolves outside the workspace")
-        state = self.state_dir
-        if path == state or state in path.parents or Path(os.path.realpath(path)) == state:
-            raise PlanRejected(f"{norm}: inside autod's state dir")
-        return norm, path
-
-    def _check_denied(self, norm: str) -> None:
-        parts = norm.split("/")
-        if any(p.lower() == ".git" for p in parts):
-            raise PlanRejected(f"{norm}: .git is never edited")
-        if TMP_MARKER in parts[-1]:
-            raise PlanRejected(f"{norm}: autod temp files are never edited")
-        for pattern in self.deny_globs:
-            if glob_match(pattern, norm):
-                raise PlanRejected(f"{norm}: denied by glob {pattern!r}")
-
-
-def check_chain(workspace: Path, rel: str) -> None:
-    """Walk rel from the workspace: no symlink anywhere, directories on the way, a regular file at the end.
-
-    Components that do not exist yet are fine (a creation). Raises PlanRejected.
-    """
-    parts = rel.split("/")
-    cur = workspace
-    for i, part in enumerate(parts):
-        cur = cur / part
-        try:
-            st = os.lstat(cur)
-        except FileNotFoundError:
-            return  # the rest does not exist yet: parents are made inside the workspace
-        except OSError as e:
-            raise PlanRejected(f"{rel}: cannot inspect path ({e.strerror})") from None
-        if stat.S_ISLNK(st.st_mode):
-            raise PlanRejected(f"{rel}: symlinks are never followed or edited")
-        last = i == len(parts) - 1
-        if not last and not stat.S_ISDIR(st.st_mode):
-            raise PlanRejected(f"{rel}: a parent is not a directory")
-        if last and not stat.S_ISREG(st.st_mode):
-            raise PlanRejected(f"{rel}: not a regular file")
-
-
 def prepare(
-    plan: Plan, confinement: Confinement, caps: Caps, *, scope: ScopeCheck | None = None
+    plan: Plan, boundary: Boundary, caps: Caps, *, scope: ScopeCheck | None = None
 ) -> list[FileChange]:
     """Validate every edit of the plan and compute the resulting files; write nothing.
 
@@ -191,7 +71,7 @@ def prepare(
     texts: dict[str, str | None] = {}
     order: list[str] = []
     for edit in plan.edits:
-        rel, path = confinement.resolve(edit.path)
+        rel, path = boundary.resolve(edit.path)
         if rel not in originals:
             old, mode = _read_original(rel, path, caps.max_file_bytes)
             originals[rel] = (path, old, mode)
@@ -333,10 +213,3 @@ def new_file_mode() -> int:
     except OSError:
         pass
     return 0o644  # no portable read-only way to get the umask; don't race other threads with os.umask
-
-
-def _show(rel: object) -> str:
-    """A path for an error message: printable and short."""
-    text = repr(rel) if not isinstance(rel, str) else rel
-    text = _CONTROL.sub("?", text)
-    return text if len(text) <= 200 else text[:200] + "..."

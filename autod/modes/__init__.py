@@ -5,12 +5,14 @@ from __future__ import annotations
 import ast
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from importlib import resources
 from pathlib import Path
 from string import Template
 from typing import Any, Protocol
 
 from autod.act.edits import FileChange, ScopeCheck
+from autod.boundary import Boundary
 from autod.checks import CheckResult
 from autod.config import Settings
 from autod.errors import PlanRejected
@@ -57,6 +59,11 @@ class ModeEnv:
     @property
     def workspace(self) -> Path:
         return self.settings.workspace
+
+    @cached_property
+    def boundary(self) -> Boundary:
+        """What plans may write and prompts may read (rebuilt with the ModeEnv on reload)."""
+        return Boundary.for_settings(self.settings)
 
 
 class Mode(Protocol):

@@ -8,7 +8,7 @@ import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
-from autod.act.edits import Confinement, ScopeCheck
+from autod.act.edits import ScopeCheck
 from autod.errors import PlanRejected
 from autod.events import Event, EventKind
 from autod.memory import Recalled
@@ -73,7 +73,7 @@ class PlanReportMode:
         day = datetime.now(UTC).strftime("%Y-%m-%d")
         configured = env.settings.modes.auto_plan.report_path
         if configured:
-            conf = Confinement(env.workspace, env.settings.state_path, env.settings.limits.deny_globs)
+            conf = env.boundary
             _, path = conf.resolve(configured.replace("{date}", day))
             return path
         return env.settings.state_path / "reports" / f"{day}.md"

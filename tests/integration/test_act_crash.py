@@ -25,7 +25,7 @@ from typing import TypeVar
 
 import pytest
 
-from autod.act import Caps, Confinement, prepare, recover
+from autod.act import Boundary, Caps, prepare, recover
 from autod.plan import Plan
 
 pytestmark = pytest.mark.slow
@@ -40,14 +40,14 @@ CHILD = r"""
 import json, os, signal, sys, time
 from pathlib import Path
 from types import SimpleNamespace as NS
-from autod.act import Caps, Confinement, Journal, prepare
+from autod.act import Caps, Boundary, Journal, prepare
 
 ws, state, mode = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
 kill_at, pause = int(sys.argv[4]), float(sys.argv[5])
 # prepare() only reads plan.edits[i].path/search/replace; skipping pydantic keeps the child's start fast.
 raw = json.loads(Path(sys.argv[6]).read_text())
 plan = NS(edits=[NS(**e) for e in raw["edits"]])
-changes = prepare(plan, Confinement(ws, state, []), Caps(100, 100_000, 1_000_000))
+changes = prepare(plan, Boundary(ws, state, []), Caps(100, 100_000, 1_000_000))
 writes = 0
 
 def on_write(path, data):
@@ -156,7 +156,7 @@ class Child:
 
 def count_changes(ws: Path, state: Path, plan_file: Path) -> int:
     """How many files the plan writes (one write each on apply, one each on rollback)."""
-    return len(prepare(load_plan(plan_file), Confinement(ws, state, []), Caps(100, 100_000, 1_000_000)))
+    return len(prepare(load_plan(plan_file), Boundary(ws, state, []), Caps(100, 100_000, 1_000_000)))
 
 
 def files_written(before: dict, after: dict) -> list[str]:
@@ -244,7 +244,7 @@ def test_kill_around_keep_leaves_all_original_or_all_planned(tmp_path: Path) -> 
     def one_run(run: int) -> tuple[dict, dict]:
         root, ws, state, plan_file = fresh(tmp_path, run, seed)
         before = snapshot(ws)
-        changes = prepare(load_plan(plan_file), Confinement(ws, state, []), Caps(100, 10**5, 10**6))
+        changes = prepare(load_plan(plan_file), Boundary(ws, state, []), Caps(100, 10**5, 10**6))
         child = Child(root, ws, state, plan_file, "keep")
         child.go()
         if run == 0:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from autod.act import Caps, Confinement, FileChange, prepare, unified_diff
+from autod.act import Boundary, Caps, FileChange, prepare, unified_diff
 from autod.act.edits import glob_match
 from autod.errors import PlanRejected
 from autod.plan import Edit, Plan
@@ -60,8 +60,8 @@ def tree(tmp_path: Path) -> dict[str, Path]:
     return {"ws": ws, "outside": outside, "root": tmp_path}
 
 
-def confinement(tree: dict[str, Path]) -> Confinement:
-    return Confinement(tree["ws"], tree["ws"] / ".autod", DENY)
+def boundary(tree: dict[str, Path]) -> Boundary:
+    return Boundary(tree["ws"], tree["ws"] / ".autod", DENY)
 
 
 @pytest.mark.parametrize(
@@ -102,14 +102,14 @@ def test_unsafe_path_is_rejected_and_nothing_is_written(tree: dict[str, Path], p
     # A valid edit first: a rejected plan must not be partly applied either.
     p = plan(("src/calc.py", "a - b", "a + b"), (path, "", "owned\n"))
     with pytest.raises(PlanRejected) as exc:
-        prepare(p, confinement(tree), CAPS)
+        prepare(p, boundary(tree), CAPS)
     assert rule.lower() in exc.value.reason.lower()
     assert snapshot(tree["root"]) == before
 
 
 def test_rejection_reason_names_path_but_never_contents(tree: dict[str, Path]) -> None:
     with pytest.raises(PlanRejected) as exc:
-        prepare(plan(("src/calc.py", "SECRET-TOKEN-123", "x")), confinement(tree), CAPS)
+        prepare(plan(("src/calc.py", "SECRET-TOKEN-123", "x")), boundary(tree), CAPS)
     assert "src/calc.py" in exc.value.reason
     assert "SECRET-TOKEN-123" not in exc.value.reason
 
@@ -117,7 +117,7 @@ def test_rejection_reason_names_path_but_never_contents(tree: dict[str, Path]) -
 def test_workspace_reached_through_a_symlink_is_fine(tree: dict[str, Path]) -> None:
     alias = tree["root"] / "alias"
     alias.symlink_to(tree["ws"])
-    conf = Confinement(alias, alias / ".autod", DENY)
+    conf = Boundary(alias, alias / ".autod", DENY)
     [change] = prepare(plan(("src/calc.py", "a - b", "a + b")), conf, CAPS)
     assert change.path == tree["ws"].resolve() / "src" / "calc.py"
     with pytest.raises(PlanRejected, match="state dir"):
@@ -125,13 +125,13 @@ def test_workspace_reached_through_a_symlink_is_fine(tree: dict[str, Path]) -> N
 
 
 def test_state_dir_outside_workspace_leaves_dot_autod_editable(tree: dict[str, Path]) -> None:
-    conf = Confinement(tree["ws"], tree["root"] / "state", DENY)
+    conf = Boundary(tree["ws"], tree["root"] / "state", DENY)
     [change] = prepare(plan((".autod/notes.md", "", "hi\n")), conf, CAPS)
     assert change.rel == ".autod/notes.md"
 
 
 def test_path_is_normalised(tree: dict[str, Path]) -> None:
-    rel, path = confinement(tree).resolve("./src//calc.py")
+    rel, path = boundary(tree).resolve("./src//calc.py")
     assert rel == "src/calc.py"
     assert path == tree["ws"].resolve() / "src" / "calc.py"
 
@@ -159,24 +159,24 @@ def test_deny_glob_semantics(pattern: str, rel: str, hit: bool) -> None:
 
 def test_search_not_found_is_rejected(tree: dict[str, Path]) -> None:
     with pytest.raises(PlanRejected, match=r"search text not found in src/calc\.py"):
-        prepare(plan(("src/calc.py", "a * b", "a + b")), confinement(tree), CAPS)
+        prepare(plan(("src/calc.py", "a * b", "a + b")), boundary(tree), CAPS)
 
 
 def test_search_found_twice_is_rejected_with_the_count(tree: dict[str, Path]) -> None:
     (tree["ws"] / "src" / "calc.py").write_text("x = 1\nx = 1\nx = 1\n")
     with pytest.raises(PlanRejected, match=r"occurs 3 times in src/calc\.py"):
-        prepare(plan(("src/calc.py", "x = 1", "x = 2")), confinement(tree), CAPS)
+        prepare(plan(("src/calc.py", "x = 1", "x = 2")), boundary(tree), CAPS)
 
 
 def test_overlapping_occurrences_count_as_ambiguous(tree: dict[str, Path]) -> None:
     (tree["ws"] / "src" / "calc.py").write_text("aaa\n")
     with pytest.raises(PlanRejected, match="occurs 2 times"):
-        prepare(plan(("src/calc.py", "aa", "b")), confinement(tree), CAPS)
+        prepare(plan(("src/calc.py", "aa", "b")), boundary(tree), CAPS)
 
 
 def test_edit_computes_new_content_and_line_counts(tree: dict[str, Path]) -> None:
     before = snapshot(tree["ws"])
-    [change] = prepare(plan(("src/calc.py", "a - b", "a + b")), confinement(tree), CAPS)
+    [change] = prepare(plan(("src/calc.py", "a - b", "a + b")), boundary(tree), CAPS)
     assert change.rel == "src/calc.py"
     assert change.old == b"def add(a, b):\n    return a - b\n"
     assert change.new == b"def add(a, b):\n    return a + b\n"
@@ -186,7 +186,7 @@ def test_edit_computes_new_content_and_line_counts(tree: dict[str, Path]) -> Non
 
 
 def test_empty_search_creates_a_missing_file_with_new_parents(tree: dict[str, Path]) -> None:
-    [change] = prepare(plan(("docs/new/guide.md", "", "# Guide\n\nText\n")), confinement(tree), CAPS)
+    [change] = prepare(plan(("docs/new/guide.md", "", "# Guide\n\nText\n")), boundary(tree), CAPS)
     assert change.old is None and change.mode is None
     assert change.new == b"# Guide\n\nText\n"
     assert (change.added, change.removed) == (3, 0)
@@ -195,12 +195,12 @@ def test_empty_search_creates_a_missing_file_with_new_parents(tree: dict[str, Pa
 
 def test_empty_search_on_existing_file_is_rejected(tree: dict[str, Path]) -> None:
     with pytest.raises(PlanRejected, match="already exists"):
-        prepare(plan(("src/calc.py", "", "x\n")), confinement(tree), CAPS)
+        prepare(plan(("src/calc.py", "", "x\n")), boundary(tree), CAPS)
 
 
 def test_non_empty_search_on_missing_file_is_rejected(tree: dict[str, Path]) -> None:
     with pytest.raises(PlanRejected, match="does not exist"):
-        prepare(plan(("src/nope.py", "x", "y")), confinement(tree), CAPS)
+        prepare(plan(("src/nope.py", "x", "y")), boundary(tree), CAPS)
 
 
 def test_several_edits_on_one_file_apply_in_sequence(tree: dict[str, Path]) -> None:
@@ -209,64 +209,64 @@ def test_several_edits_on_one_file_apply_in_sequence(tree: dict[str, Path]) -> N
         ("src/calc.py", "def add(a, b):", "def add(a: int, b: int) -> int:"),
         ("src/calc.py", "a + b\n", "a + b  # fixed\n"),
     )
-    [change] = prepare(p, confinement(tree), CAPS)
+    [change] = prepare(p, boundary(tree), CAPS)
     assert change.new == b"def add(a: int, b: int) -> int:\n    return a + b  # fixed\n"
     assert (change.added, change.removed) == (2, 2)
 
 
 def test_create_then_edit_same_file_in_one_plan(tree: dict[str, Path]) -> None:
     p = plan(("notes.md", "", "one\ntwo\n"), ("notes.md", "two", "three"))
-    [change] = prepare(p, confinement(tree), CAPS)
+    [change] = prepare(p, boundary(tree), CAPS)
     assert change.old is None and change.new == b"one\nthree\n"
 
 
 def test_later_edit_sees_the_earlier_edit_of_the_same_file(tree: dict[str, Path]) -> None:
     p = plan(("src/calc.py", "a - b", "a + b"), ("src/calc.py", "a - b", "oops"))
     with pytest.raises(PlanRejected, match="not found"):
-        prepare(p, confinement(tree), CAPS)
+        prepare(p, boundary(tree), CAPS)
 
 
 def test_binary_file_is_rejected(tree: dict[str, Path]) -> None:
     (tree["ws"] / "blob.bin").write_bytes(b"abc\x00def")
     with pytest.raises(PlanRejected, match="binary"):
-        prepare(plan(("blob.bin", "abc", "xyz")), confinement(tree), CAPS)
+        prepare(plan(("blob.bin", "abc", "xyz")), boundary(tree), CAPS)
 
 
 def test_undecodable_file_is_rejected(tree: dict[str, Path]) -> None:
     (tree["ws"] / "latin.txt").write_bytes("caf\xe9\n".encode("latin-1"))
     with pytest.raises(PlanRejected, match="UTF-8"):
-        prepare(plan(("latin.txt", "caf", "tea")), confinement(tree), CAPS)
+        prepare(plan(("latin.txt", "caf", "tea")), boundary(tree), CAPS)
 
 
 def test_file_growing_over_the_size_cap_is_rejected(tree: dict[str, Path]) -> None:
     caps = Caps(max_edits=10, max_lines=10_000, max_file_bytes=100)
     with pytest.raises(PlanRejected, match=r"src/calc.py.*max_file_bytes 100"):
-        prepare(plan(("src/calc.py", "a - b", "a + b" + "#" * 100)), confinement(tree), caps)
+        prepare(plan(("src/calc.py", "a - b", "a + b" + "#" * 100)), boundary(tree), caps)
     # At the cap exactly is fine.
     body = "x" * 100
-    [change] = prepare(plan(("big.txt", "", body)), confinement(tree), caps)
+    [change] = prepare(plan(("big.txt", "", body)), boundary(tree), caps)
     assert len(change.new) == 100
 
 
 def test_too_many_edits_is_rejected_naming_the_cap(tree: dict[str, Path]) -> None:
     edits = [(f"f{i}.txt", "", "x\n") for i in range(4)]
     with pytest.raises(PlanRejected, match="4 edits, over the edit cap of 3"):
-        prepare(plan(*edits), confinement(tree), Caps(max_edits=3, max_lines=100, max_file_bytes=1000))
-    assert len(prepare(plan(*edits[:3]), confinement(tree), Caps(3, 100, 1000))) == 3
+        prepare(plan(*edits), boundary(tree), Caps(max_edits=3, max_lines=100, max_file_bytes=1000))
+    assert len(prepare(plan(*edits[:3]), boundary(tree), Caps(3, 100, 1000))) == 3
 
 
 def test_too_many_lines_is_rejected_naming_the_cap(tree: dict[str, Path]) -> None:
     p = plan(("a.txt", "", "1\n2\n3\n"), ("b.txt", "", "4\n5\n"))
     with pytest.raises(PlanRejected, match="5 lines, over the line cap of 4"):
-        prepare(p, confinement(tree), Caps(max_edits=10, max_lines=4, max_file_bytes=1000))
-    assert len(prepare(p, confinement(tree), Caps(10, 5, 1000))) == 2
+        prepare(p, boundary(tree), Caps(max_edits=10, max_lines=4, max_file_bytes=1000))
+    assert len(prepare(p, boundary(tree), Caps(10, 5, 1000))) == 2
 
 
 def test_zero_edit_budget_rejects_any_edit_but_accepts_a_report_only_plan(tree: dict[str, Path]) -> None:
     caps = Caps(max_edits=0, max_lines=100, max_file_bytes=1000)
-    assert prepare(Plan(summary="report", report="# r"), confinement(tree), caps) == []
+    assert prepare(Plan(summary="report", report="# r"), boundary(tree), caps) == []
     with pytest.raises(PlanRejected, match="edit cap of 0"):
-        prepare(plan(("a.txt", "", "x\n")), confinement(tree), caps)
+        prepare(plan(("a.txt", "", "x\n")), boundary(tree), caps)
 
 
 def test_scope_hook_sees_each_change_and_can_refuse(tree: dict[str, Path]) -> None:
@@ -279,38 +279,38 @@ def test_scope_hook_sees_each_change_and_can_refuse(tree: dict[str, Path]) -> No
 
     p = plan(("README.md", "", "hi\n"), ("src/calc.py", "a - b", "a + b"))
     with pytest.raises(PlanRejected, match=r"src/calc\.py: outside the auto-doc scope"):
-        prepare(p, confinement(tree), CAPS, scope=docs_only)
+        prepare(p, boundary(tree), CAPS, scope=docs_only)
     assert seen == ["README.md", "src/calc.py"]
 
 
 def test_crlf_file_keeps_its_line_endings(tree: dict[str, Path]) -> None:
     (tree["ws"] / "win.txt").write_bytes(b"one\r\ntwo\r\nthree\r\n")
     p = plan(("win.txt", "one\ntwo\n", "one\n2a\n2b\n"))
-    [change] = prepare(p, confinement(tree), CAPS)
+    [change] = prepare(p, boundary(tree), CAPS)
     assert change.new == b"one\r\n2a\r\n2b\r\nthree\r\n"
     assert (change.added, change.removed) == (2, 1)
 
 
 def test_mixed_line_endings_are_matched_literally(tree: dict[str, Path]) -> None:
     (tree["ws"] / "mixed.txt").write_bytes(b"a\r\nb\nc\r\n")
-    [change] = prepare(plan(("mixed.txt", "b\nc", "B\nC")), confinement(tree), CAPS)
+    [change] = prepare(plan(("mixed.txt", "b\nc", "B\nC")), boundary(tree), CAPS)
     assert change.new == b"a\r\nB\nC\r\n"
 
 
 def test_missing_final_newline_is_kept(tree: dict[str, Path]) -> None:
     (tree["ws"] / "nonl.txt").write_bytes(b"x = 1")
-    [change] = prepare(plan(("nonl.txt", "1", "2")), confinement(tree), CAPS)
+    [change] = prepare(plan(("nonl.txt", "1", "2")), boundary(tree), CAPS)
     assert change.new == b"x = 2"
 
 
 def test_unchanged_result_yields_no_change(tree: dict[str, Path]) -> None:
-    assert prepare(plan(("src/calc.py", "a - b", "a - b")), confinement(tree), CAPS) == []
+    assert prepare(plan(("src/calc.py", "a - b", "a - b")), boundary(tree), CAPS) == []
 
 
 def test_unified_diff_is_git_style(tree: dict[str, Path]) -> None:
     changes = prepare(
         plan(("src/calc.py", "a - b", "a + b"), ("docs/new.md", "", "# New\nline")),
-        confinement(tree),
+        boundary(tree),
         CAPS,
     )
     diff = unified_diff(changes)
@@ -335,7 +335,7 @@ def test_unified_diff_applies_with_git(tree: dict[str, Path], tmp_path: Path) ->
     if shutil.which("git") is None:
         pytest.skip("git not installed")
     changes = prepare(
-        plan(("src/calc.py", "a - b", "a + b"), ("docs/new.md", "", "# New\n")), confinement(tree), CAPS
+        plan(("src/calc.py", "a - b", "a + b"), ("docs/new.md", "", "# New\n")), boundary(tree), CAPS
     )
     patch = tmp_path / "p.diff"
     patch.write_text(unified_diff(changes))

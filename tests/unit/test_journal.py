@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from autod.act import Caps, Confinement, FileChange, Journal, prepare, recover
+from autod.act import Boundary, Caps, FileChange, Journal, prepare, recover
 from autod.errors import PlanRejected
 from autod.plan import Edit, Plan
 
@@ -48,7 +48,7 @@ def state(tmp_path: Path) -> Path:
 
 
 def changes_for(ws: Path, state: Path, *edits: tuple[str, str, str]) -> list[FileChange]:
-    return prepare(plan(*edits), Confinement(ws, state, []), CAPS)
+    return prepare(plan(*edits), Boundary(ws, state, []), CAPS)
 
 
 EDITS = (

@@ -1,0 +1,88 @@
+"""The trust boundary on files: one set of rules for what a plan writes and what a prompt reads."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from autod.boundary import Boundary, own_files
+from autod.config import load_config
+from autod.errors import PlanRejected
+
+DENY = [".env", "**/*.pem", "**/id_rsa*", "**/secrets/**"]
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    root = tmp_path / "ws"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "app.py").write_text("x = 1\n")
+    (root / ".env").write_text("TOKEN=hunter2\n")
+    (root / "deploy").mkdir()
+    (root / "deploy" / "id_rsa").write_text("-----BEGIN KEY-----\n")
+    (root / "config").mkdir()
+    (root / "config" / "autod.yaml").write_text(f"workspace: {root}\n")
+    (root / ".git").mkdir()
+    (root / ".git" / "config").write_text("[core]\n")
+    return root
+
+
+def test_reads_follow_the_deny_globs_as_writes_do(ws: Path) -> None:
+    b = Boundary(ws, ws / ".autod", DENY)
+    assert b.readable("src/app.py") == "src/app.py"
+    assert b.readable(ws / "src" / "app.py") == "src/app.py"  # an absolute traceback frame
+    for denied in (".env", ws / ".env", "deploy/id_rsa", ".git/config", "../outside.py", "/etc/passwd"):
+        assert b.readable(denied) is None, denied
+    assert b.read_text(".env") is None
+    assert b.read_text("src/app.py") == "x = 1\n"
+
+
+def test_a_symlink_cannot_launder_a_denied_file_into_a_read(ws: Path) -> None:
+    os.symlink(ws / ".env", ws / "src" / "notes.txt")
+    os.symlink("/etc/hostname", ws / "src" / "host.txt")
+    b = Boundary(ws, ws / ".autod", DENY)
+    assert b.readable("src/notes.txt") is None
+    assert b.readable("src/host.txt") is None
+
+
+def test_the_state_dir_is_neither_read_nor_written(ws: Path) -> None:
+    state = ws / ".autod"
+    (state / "logs").mkdir(parents=True)
+    (state / "logs" / "autod.jsonl").write_text("{}\n")
+    b = Boundary(ws, state, DENY)
+    assert b.readable(".autod/logs/autod.jsonl") is None
+    with pytest.raises(PlanRejected, match="state dir"):
+        b.resolve(".autod/logs/autod.jsonl")
+
+
+def test_the_loaded_config_inside_the_workspace_is_never_a_plan_target(ws: Path, monkeypatch) -> None:
+    monkeypatch.chdir(ws)
+    settings = load_config(ws / "config" / "autod.yaml")
+    b = Boundary.for_settings(settings)
+    with pytest.raises(PlanRejected, match="autod's own files"):
+        b.resolve("config/autod.yaml")
+    assert b.readable("config/autod.yaml") is None
+    # any file on the config search path counts, loaded or not
+    with pytest.raises(PlanRejected, match="autod's own files"):
+        b.resolve("autod.yaml")
+    assert b.resolve("src/app.py")[0] == "src/app.py"
+
+
+def test_own_files_never_swallow_the_workspace(ws: Path) -> None:
+    # an "own" directory that contains the workspace (e.g. a repo checked out under /opt/autod) would
+    # otherwise deny every path
+    b = Boundary(ws, ws / ".autod", DENY, own=[ws.parent, ws])
+    assert b.resolve("src/app.py")[0] == "src/app.py"
+
+
+def test_own_files_name_the_config_state_and_credentials(ws: Path, monkeypatch, tmp_path: Path) -> None:
+    creds = tmp_path / "creds"
+    creds.mkdir()
+    monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(creds))
+    settings = load_config(ws / "config" / "autod.yaml")
+    own = own_files(settings)
+    assert (ws / "config" / "autod.yaml").resolve() in own
+    assert settings.state_path.resolve() in own
+    assert creds.resolve() in own
