@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic import Field, PrivateAttr, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from autod.config_models import (
@@ -69,6 +69,7 @@ __all__ = [
 EXIT_CONFIG = 78  # EX_CONFIG from sysexits.h; systemd units use RestartPreventExitStatus=78
 SEARCH_PATHS = ("./autod.yaml", "./config/autod.yaml", "/etc/autod/autod.yaml")
 CREDENTIAL_NAME = "llm_api_key"
+MEMORY_CREDENTIAL_NAME = "memory_token"
 
 
 class ConfigError(Exception):
@@ -134,14 +135,11 @@ class Settings(BaseSettings):
 
     def api_key(self) -> str | None:
         """The LLM key: credential dir, then api_key_file, then the config/env value."""
-        cred = os.environ.get("CREDENTIALS_DIRECTORY")
-        if cred:
-            p = Path(cred) / CREDENTIAL_NAME
-            if p.is_file():
-                return p.read_text().strip() or None
-        if self.llm.api_key_file is not None and self.llm.api_key_file.is_file():
-            return self.llm.api_key_file.read_text().strip() or None
-        return self.llm.api_key.get_secret_value() if self.llm.api_key else None
+        return _credential(CREDENTIAL_NAME, self.llm.api_key_file, self.llm.api_key)
+
+    def memory_token(self) -> str | None:
+        """The Chroma server token: credential `memory_token`, then memory.auth_token_file, then the value."""
+        return _credential(MEMORY_CREDENTIAL_NAME, self.memory.auth_token_file, self.memory.auth_token)
 
     def secrets(self) -> list[str]:
         """Every secret value in force, for the log redaction processor."""
@@ -155,7 +153,25 @@ class Settings(BaseSettings):
             out.append(key)
         if self.llm.fallback and self.llm.fallback.api_key:
             out.append(self.llm.fallback.api_key.get_secret_value())
+        try:
+            token = self.memory_token()
+        except OSError:
+            token = None
+        if token:
+            out.append(token)
         return [s for s in out if len(s) >= 4]
+
+
+def _credential(name: str, file: Path | None, value: SecretStr | None) -> str | None:
+    """A secret from the systemd credential dir, else a file, else the config/env value."""
+    cred = os.environ.get("CREDENTIALS_DIRECTORY")
+    if cred:
+        p = Path(cred) / name
+        if p.is_file():
+            return p.read_text().strip() or None
+    if file is not None and file.is_file():
+        return file.read_text().strip() or None
+    return value.get_secret_value() if value else None
 
 
 # ---------------------------------------------------------------------------------------

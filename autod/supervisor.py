@@ -24,7 +24,7 @@ from autod.cycle import CycleDeps
 from autod.dispatch import Dispatcher
 from autod.events import Event, EventKind
 from autod.limits import CircuitBreaker, Gate
-from autod.memory import Memory
+from autod.memory.resilient import ResilientMemory
 from autod.modes import Mode, ModeEnv
 from autod.notify import Notifier
 from autod.ownwrites import OwnWrites
@@ -84,7 +84,7 @@ class Daemon:
         self.sources: dict[str, SourceState] = {}
         self.source_tasks: dict[str, asyncio.Task[None]] = {}
         self.last_results: dict[str, CheckResult] = {}
-        self.memory: Memory | None = None
+        self.memory: ResilientMemory | None = None
         self._lock_fd: int | None = None
         self.dispatcher = Dispatcher(self)
 
@@ -126,15 +126,13 @@ class Daemon:
         self.memory = await self._open_memory()
         self._configure()
 
-    async def _open_memory(self) -> Memory | None:
-        from autod.memory.store import ChromaMemory
-
-        try:
-            return await ChromaMemory.open(self.settings.memory, self.settings.state_path)
-        except Exception as exc:
-            # The daemon still fixes things without memory; status shows it.
-            log.error("memory unavailable; cycles run without recall", error=f"{type(exc).__name__}: {exc}")
-            return None
+    async def _open_memory(self) -> ResilientMemory:
+        # Always a memory: it opens the store in the background and degrades (status says why)
+        # while the store is away; cycles then run without recall and its writes are spooled.
+        s = self.settings
+        return await ResilientMemory.start(
+            s.memory, s.state_path, workspace=s.workspace, token=s.memory_token()
+        )
 
     def _configure(self) -> None:
         """(Re)build what depends on the config: planner, gate, modes."""
@@ -315,10 +313,10 @@ class Daemon:
 
         async def prune() -> None:
             async for _ in cron_ticks(self.settings.memory.prune_schedule):
-                if self.memory is None or not hasattr(self.memory, "prune"):
+                if self.memory is None:
                     continue
                 try:
-                    removed = await self.memory.prune()
+                    removed = await self.memory.prune(scheduled=True)  # staggered per instance
                 except Exception as exc:  # a failed prune is retried at the next tick
                     log.error("memory prune failed", error=f"{type(exc).__name__}: {str(exc)[:200]}")
                     continue
@@ -369,6 +367,8 @@ class Daemon:
             await self._stop_sources()
             self.settings = new
             logs.configure_logging(level=new.logging.level, file=new.log_file, secrets=new.secrets())
+            if self.memory is not None:  # a degraded store is retried now; a changed one reconnected
+                self.memory.reload(new.memory, token=new.memory_token())
             self._configure()
             self.sources.clear()
             self._start_sources()
@@ -385,6 +385,8 @@ class Daemon:
         self._install_signals()
         control = ControlServer(socket_path(self.settings), Commands(self).handle)
         await control.start()
+        if self.memory is not None:  # bounded: a store that is down or hung never holds up READY=1
+            await self.memory.wait_open(self.settings.memory.open_wait_s, self.notifier.extend_timeout)
         self._start_sources()
         dispatcher = asyncio.create_task(self.dispatcher.run(), name="dispatcher")
         house = asyncio.create_task(self._housekeeping(), name="housekeeping")
@@ -398,7 +400,7 @@ class Daemon:
             planner=self.planner_name,
             checks=list(self.settings.checks),
             once=self.once,
-            memory="on" if self.memory else "off",
+            memory=self.memory.summary() if self.memory else "off",
         )
         self.notifier.ready(f"running; modes {', '.join(m.name for m in self.modes) or 'none'}")
         stop_wait = asyncio.create_task(self.stopping.wait(), name="stop-wait")
