@@ -88,6 +88,7 @@ class Store(Protocol):
     async def stats(self) -> dict[str, Any]: ...
     async def close(self) -> None: ...
     def abandon(self) -> None: ...
+    def stuck(self) -> bool: ...
 
 
 Opener = Callable[[MemoryConfig, "str | None"], Awaitable[Store]]
@@ -125,6 +126,8 @@ class ResilientMemory:
         self._trouble = asyncio.Event()  # wake the connector
         self._changed = asyncio.Event()  # replaced on every change; waiters hold the old one
         self._delay = cfg.retry_min_s
+        self._retry_now = False
+        self._abandoned: list[Store] = []  # stores given up on while a call of theirs was stuck
         self._spool_full_logged = 0.0
         self._down_since: float | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -179,6 +182,7 @@ class ResilientMemory:
         elif store is not None:
             store.cfg = cfg  # retention, trust and prune scope apply from the next call
         self._delay = cfg.retry_min_s
+        self._retry_now = True
         self._trouble.set()
 
     async def close(self) -> None:
@@ -264,6 +268,7 @@ class ResilientMemory:
             self._store = None
         if abandon:
             store.abandon()
+            self._abandoned.append(store)
         else:
             self._tasks = [t for t in self._tasks if not t.done()]
             self._tasks.append(asyncio.create_task(_close_quietly(store), name="memory-close"))
@@ -290,15 +295,33 @@ class ResilientMemory:
             why = self._why(exc)
             log.warning("memory.degraded", why=why, spooled=len(self._spool))
             self._down_since = time.time()
+            was_ok = self.state == OK
             self._set_state(DEGRADED, why)
-        self._trouble.set()
+            if was_ok:  # wake the connector (the connector's own failures need no wake-up)
+                self._trouble.set()
 
     # -- the connector -----------------------------------------------------------------------
     async def _connect_loop(self) -> None:
+        attempt_now = True  # the first open, and the first after a reload, do not wait
         while True:
             if self.state == OK:
                 await self._trouble.wait()
                 self._trouble.clear()
+                attempt_now = self._retry_now
+                continue
+            if not attempt_now:
+                delay = self._delay * random.uniform(0.8, 1.2)
+                self._delay = min(self._delay * 2, self.cfg.retry_max_s)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._trouble.wait(), delay)  # a reload retries at once
+                self._trouble.clear()
+            attempt_now, self._retry_now = False, False
+            # At most one memory thread stuck at a time: a store that hangs every call would
+            # otherwise leave a thread behind per attempt. A server's stuck call ends by the HTTP
+            # timeout; until then the memory stays degraded.
+            self._abandoned = [s for s in self._abandoned if s.stuck()]
+            if self._abandoned:
+                self.why = "a memory store call is still stuck; waiting for it to return"
                 continue
             try:
                 store = await self._opener(self.cfg, self._token)
@@ -307,31 +330,21 @@ class ResilientMemory:
             except Exception as exc:
                 self._degrade(None, exc)
                 self.why = self._why(exc)  # the latest reason: the server may now refuse the token
-                delay = self._delay * random.uniform(0.8, 1.2)
-                self._delay = min(self._delay * 2, self.cfg.retry_max_s)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._trouble.wait(), delay)  # a reload retries at once
-                self._trouble.clear()
                 continue
             self._store = store
-            self._delay = self.cfg.retry_min_s
             if self._down_since is not None:
-                log.info(
-                    "memory.recovered",
-                    location=store.location,
-                    spooled=len(self._spool),
-                    down_s=round(time.time() - self._down_since, 1),
-                )
+                log.info("memory.recovered", location=store.location, spooled=len(self._spool),
+                         down_s=round(time.time() - self._down_since, 1))
             else:
-                log.info(
-                    "memory.opened",
-                    location=store.location,
-                    instance=self.who.instance,
-                    spooled=len(self._spool),
-                )
+                log.info("memory.opened", location=store.location, instance=self.who.instance,
+                         spooled=len(self._spool))
             self._down_since = None
             self._set_state(OK, None)
             self._kick.set()
+
+    def _proved(self) -> None:
+        """A store call succeeded: the next outage starts its backoff from the shortest delay."""
+        self._delay = self.cfg.retry_min_s
 
     # -- the writer --------------------------------------------------------------------------
     async def _write_loop(self) -> None:
@@ -361,6 +374,7 @@ class ResilientMemory:
                 continue
             await asyncio.to_thread(self._spool.ack, group)
             self._applied = group[-1].seq
+            self._proved()
             self._notify()
 
     async def _wait_kick(self, timeout: float | None) -> None:
@@ -508,6 +522,7 @@ class ResilientMemory:
             if await self._failed(store, exc):
                 return []
             raise
+        self._proved()
         for h in hits:  # marks for our own lessons; another daemon's lessons are theirs to age
             if h.tier is Tier.N2 and not h.metadata.get("foreign"):
                 await self._accept("used", "", {}, item_id=h.id, now=now)

@@ -429,6 +429,10 @@ class ChromaMemory:
             threading.Thread(target=self._client.close, name="autod-memory-close", daemon=True).start()
         self._release()
 
+    def stuck(self) -> bool:
+        """Abandoned with a job still running on its thread."""
+        return self._worker.abandoned and self._worker.alive
+
     def _release(self) -> None:
         self._closed = True
         self._worker.shutdown(wait=False)

@@ -77,6 +77,11 @@ class Worker(Executor):
             name = getattr(fn, "__name__", type(fn).__name__)
             raise StoreTimeout(f"memory store call {name} took longer than {timeout:g} s") from None
 
+    @property
+    def alive(self) -> bool:
+        """The thread still runs (an abandoned one: its stuck job has not returned yet)."""
+        return self._thread.is_alive()
+
     def abandon(self) -> None:
         """Give up on the thread: queued jobs are cancelled, the running one is left to finish alone."""
         self.abandoned = True
