@@ -120,6 +120,7 @@ class ResilientMemory:
         self.state, self.why, self.since = OPENING, "opening the store", time.time()
         self._dropped = dropped
         self._applied = 0  # the last spool seq the store has
+        self._last_rw = 0  # the newest episode or lesson spooled: recall waits until the store has it
         self._lesson_ids: dict[str, str] = {}  # spooled lesson id -> the lesson it became
         self._flush_now = False
         self._kick = asyncio.Event()  # wake the writer
@@ -148,9 +149,11 @@ class ResilientMemory:
         spool = await asyncio.to_thread(Spool, Path(state_dir) / FILE_NAME, cfg.spool_max_items)
         who = await asyncio.to_thread(identity, Path(state_dir), workspace)
         dropped = await asyncio.to_thread(spool.dropped)
+        last_rw = await asyncio.to_thread(spool.last_seq, ("n1", "n2"))  # left by the last run
         if opener is None:
             opener = _chroma_opener(Path(state_dir), who, spool, embedder)
         mem = cls(cfg, spool, who, opener, token=token, dropped=dropped)
+        mem._last_rw = last_rw
         mem._tasks = [
             asyncio.create_task(mem._connect_loop(), name="memory-connector"),
             asyncio.create_task(mem._write_loop(), name="memory-writer"),
@@ -440,6 +443,8 @@ class ResilientMemory:
         )
         if dropped:
             self._spool_full(dropped)
+        if kind in ("n1", "n2"):
+            self._last_rw = seq
         # The writer idles until there is something worth a write: a batch, or anything but observations.
         if kind != "n0" or self._spool.pending()["n0"] in (1, BATCH_ITEMS):
             self._kick.set()
@@ -507,7 +512,7 @@ class ResilientMemory:
         if self.state != OK:
             return []
         # Read your own writes: the last cycle's episode and lesson are in the store first.
-        pending = await asyncio.to_thread(self._spool.last_seq, ("n1", "n2"))
+        pending = self._last_rw
         if pending > self._applied:
             self._flush_now = True
             self._kick.set()
@@ -523,9 +528,13 @@ class ResilientMemory:
                 return []
             raise
         self._proved()
-        for h in hits:  # marks for our own lessons; another daemon's lessons are theirs to age
-            if h.tier is Tier.N2 and not h.metadata.get("foreign"):
-                await self._accept("used", "", {}, item_id=h.id, now=now)
+        # Marks for our own lessons (another daemon's are theirs to age), spooled in one go.
+        marks = [h.id for h in hits if h.tier is Tier.N2 and not h.metadata.get("foreign")]
+        if marks and self.state != CLOSED:
+            dropped = await asyncio.to_thread(self._spool.append_marks, marks, now)
+            if dropped:
+                self._spool_full(dropped)
+            self._kick.set()
         return hits
 
     # -- operators ---------------------------------------------------------------------------

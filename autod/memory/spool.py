@@ -125,6 +125,22 @@ class Spool:
             self._counts[kind] += 1
             return int(cur.lastrowid or 0), dropped
 
+    def append_marks(self, lesson_ids: list[str], ts: float) -> dict[str, int]:
+        """Lesson-use marks (recalled at ts), in one transaction; returns what the bound dropped."""
+        dropped: dict[str, int] = {}
+        with self._lock:
+            self._db.execute("BEGIN")
+            for lesson_id in lesson_ids:
+                for kind, n in self._make_room().items():
+                    dropped[kind] = dropped.get(kind, 0) + n
+                self._db.execute(
+                    "INSERT INTO spool (kind, item_id, text, meta, ts) VALUES ('used', ?, '', '{}', ?)",
+                    (lesson_id, ts),
+                )
+                self._counts["used"] += 1
+            self._db.execute("COMMIT")
+        return dropped
+
     def _make_room(self) -> dict[str, int]:
         dropped: dict[str, int] = {}
         while sum(self._counts.values()) >= self.max_items:
