@@ -43,6 +43,7 @@ OPENING, OK, DEGRADED, CLOSED = "opening", "ok", "degraded", "closed"
 BATCH_ITEMS = 64  # observations per store write
 EPISODES_PER_WRITE = 16
 BATCH_INTERVAL_S = 0.5  # an observation waits at most this long for company
+LAZY = ("n0", "used")  # writes nobody waits for: batched over the interval
 REFUSALS_BEFORE_DROP = 5  # a write the (reachable) store keeps refusing is dropped, counted, logged
 CLOSE_DRAIN_S = 5.0  # at stop, the spool gets at most this long; the rest waits for the next start
 SPOOL_FULL_LOG_S = 60.0
@@ -362,9 +363,11 @@ class ResilientMemory:
                 self._notify()
                 await self._wait_kick(None)
                 continue
-            if not self._flush_now and len(rows) < BATCH_ITEMS and all(r.kind == "n0" for r in rows):
+            if not self._flush_now and len(rows) < BATCH_ITEMS and all(r.kind in LAZY for r in rows):
                 wait = rows[0].ts + BATCH_INTERVAL_S - time.time()
-                if wait > 0:  # a lone observation waits briefly for company (one embedding call, one commit)
+                # A lone observation (or use mark) waits briefly for company: one embedding call, one
+                # commit, and not in the middle of the cycle that made it.
+                if wait > 0:
                     await self._wait_kick(wait)
                     continue
             group = _leading_group(rows)
@@ -439,7 +442,7 @@ class ResilientMemory:
             text,
             meta,
             success=success,
-            ts=meta.get("ts", now) if kind != "used" else now,
+            ts=now,  # when it was accepted: the observation batching and a lesson's age count from it
         )
         if dropped:
             self._spool_full(dropped)
