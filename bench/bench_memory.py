@@ -204,6 +204,9 @@ async def main(quick: bool) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
+    from autod import logs
+
+    logs.configure_logging(level="warning", file=None)  # stdout carries the JSON document only
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small profile, well under a minute")
     args = parser.parse_args()

@@ -213,6 +213,6 @@ def test_length_sorted_batches_keep_the_token_budget_and_the_input_order() -> No
     batches = e._batches(lengths)
     assert sorted(i for b in batches for i in b) == list(range(len(lengths)))
     for b in batches:
-        assert len(b) <= 4 and len(b) * max(lengths[i] for i in b) <= 300 or len(b) == 1
+        assert (len(b) <= 4 and len(b) * max(lengths[i] for i in b) <= 300) or len(b) == 1
     texts = ["short", "a much longer text about a failing test " * 10, "mid length text here"]
     assert np.allclose(e.embed(texts)[1], e.embed([texts[1]])[0], atol=1e-4)
