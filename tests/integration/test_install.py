@@ -197,6 +197,28 @@ def test_uninstall_removes_what_it_installed_and_keeps_config_and_state_unless_p
     assert not (dest / "var/lib/autod").exists()
 
 
+def test_uninstall_stops_and_disables_every_instance_before_it_removes_the_venv(
+    src: Path, tmp_path: Path, workspace: Path
+) -> None:
+    dest = tmp_path / "dest"
+    install(src, dest, "--no-venv", "--workspace", str(workspace))
+    wants = dest / "etc/systemd/system/multi-user.target.wants"
+    wants.mkdir(parents=True)
+    for name in ("demo", "other-repo"):  # what `systemctl enable autod@NAME` leaves behind
+        (wants / f"autod@{name}.service").symlink_to("/etc/systemd/system/autod@.service")
+    lines = install(src, dest, "--uninstall").stdout.splitlines()
+    disabled = [i for i, line in enumerate(lines) if line.startswith("would run: systemctl disable --now")]
+    assert [lines[i].rsplit(" ", 1)[1] for i in disabled] == [
+        "autod@demo.service", "autod@other-repo.service", "autod.service"]
+    removed = [i for i, line in enumerate(lines) if line.startswith("removed:")]
+    assert removed and max(disabled) < min(removed)  # nothing runs on a removed venv
+
+
+def test_logrotate_also_rotates_a_log_that_outgrows_its_day() -> None:
+    text = (ROOT / "deploy/logrotate.autod").read_text()
+    assert "\n    maxsize " in text and "\n    daily\n" in text
+
+
 @pytest.mark.parametrize("bad", [["--workspace", "/srv/my repo"], ["--workspace", "relative"], ["--purge"],
                                  ["--bogus"]])
 def test_bad_arguments_exit_2_before_touching_anything(src: Path, tmp_path: Path, bad: list[str]) -> None:

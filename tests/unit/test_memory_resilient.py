@@ -368,3 +368,33 @@ def test_start_up_waits_for_the_first_attempt_only_and_keeps_systemd_informed(tm
 
     run(body)
     assert extended and all(s > 0 for s in extended)
+
+
+def test_a_slow_first_open_keeps_extending_the_start_timeout_over_sd_notify(tmp_path: Path) -> None:
+    import socket
+
+    from autod.notify import Notifier
+
+    path = str(tmp_path / "notify.sock")
+    sink = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sink.bind(path)
+    sink.settimeout(GUARD)
+    world = World(tmp_path)
+
+    async def slow_open(cfg: MemoryConfig, token: str | None) -> Any:
+        await asyncio.sleep(0.3)  # a store that takes its time (a large index, a slow server)
+        return await world.open(cfg, token)
+
+    async def body() -> bool:
+        mem = await ResilientMemory.start(MemoryConfig(**FAST), tmp_path, workspace="/ws", opener=slow_open)
+        world.spool = mem._spool
+        ok = await mem.wait_open(GUARD, Notifier({"NOTIFY_SOCKET": path}).extend_timeout)
+        await mem.close()
+        return ok
+
+    try:
+        assert run(body)
+        message = sink.recv(4096).decode()
+    finally:
+        sink.close()
+    assert message.startswith("EXTEND_TIMEOUT_USEC=") and int(message.split("=")[1]) >= 10_000_000
