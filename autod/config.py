@@ -163,14 +163,16 @@ class Settings(BaseSettings):
 
 
 def _credential(name: str, file: Path | None, value: SecretStr | None) -> str | None:
-    """A secret from the systemd credential dir, else a file, else the config/env value."""
+    """A secret from the systemd credential dir, else a file, else the config/env value.
+
+    An empty credential or file (install.sh's placeholder) is "not set here": the next source counts.
+    """
     cred = os.environ.get("CREDENTIALS_DIRECTORY")
-    if cred:
-        p = Path(cred) / name
-        if p.is_file():
-            return p.read_text().strip() or None
-    if file is not None and file.is_file():
-        return file.read_text().strip() or None
+    for path in (Path(cred) / name if cred else None, file):
+        if path is not None and path.is_file():
+            text = path.read_text().strip()
+            if text:
+                return text
     return value.get_secret_value() if value else None
 
 

@@ -158,7 +158,7 @@ install_config() {
 }
 
 install_credentials() {
-    local dir=$ETC/credentials key=$ETC/credentials/llm_api_key
+    local dir=$ETC/credentials key=$ETC/credentials/llm_api_key token=$ETC/credentials/memory_token
     ensure_dir "$dir" 0700
     if [ -e "$key" ]; then
         say "unchanged: $key"
@@ -166,7 +166,13 @@ install_credentials() {
         (umask 077 && : >"$key")
         say "created: $key (empty: put the LLM API key in it, or leave it empty for no key)"
     fi
-    chmod 0600 "$key"
+    if [ -e "$token" ]; then
+        say "unchanged: $token"
+    else
+        (umask 077 && : >"$token")
+        say "created: $token (empty: the token of a shared Chroma server, if any; docs/FLEET.md)"
+    fi
+    chmod 0600 "$key" "$token"
     system chown -R root:root "$dir"
 }
 

@@ -94,9 +94,10 @@ def test_install_stages_unit_config_credentials_and_logrotate(
     assert mode(etc) == 0o750
     assert mode(etc / "autod.yaml") == 0o640
     assert mode(etc / "credentials") == 0o700
-    key = etc / "credentials/llm_api_key"
-    assert mode(key) == 0o600
-    assert key.read_bytes() == b""
+    for name in ("llm_api_key", "memory_token"):  # placeholders the units' LoadCredential= need
+        key = etc / "credentials" / name
+        assert mode(key) == 0o600
+        assert key.read_bytes() == b""
 
     # The installed YAML still parses and points at the workspace and the unit's state dir.
     for name in list(os.environ):
