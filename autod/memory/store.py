@@ -24,12 +24,11 @@ from typing import Any, TypeVar
 import structlog
 
 from autod.config import MemoryConfig
-from autod.memory import Embedder, Recalled, Tier
+from autod.memory import Embedder, Recalled, Tier, lessons
 from autod.memory.chroma import (
     TIERS,
     Connection,
     StoreUnavailable,
-    both,
     clean_metadata,
     collection_names,
     connect,
@@ -57,8 +56,6 @@ log = structlog.get_logger("autod.memory")
 T = TypeVar("T")
 Item = tuple[str, str, dict[str, Any]]  # (id, text, metadata)
 
-DEDUPE_SIMILARITY = 0.92
-SUCCESS, FAILURE = "success", "failure"
 
 
 class MemoryReadOnly(RuntimeError):
@@ -221,74 +218,15 @@ class ChromaMemory:
         self._writable()
         now = time.time() if now is None else now
         return await self._run(
-            self._add_lesson_sync, item_id, text, clean_metadata(metadata, now), success, now
+            lessons.add_lesson, self._cols[Tier.N2], self._embedder, self.who, self.own, item_id=item_id,
+            text=text, meta=clean_metadata(metadata, now), success=success, now=now, spool=self.spool,
         )
-
-    def _add_lesson_sync(
-        self, item_id: str, text: str, meta: dict[str, Any], success: bool, now: float
-    ) -> str:
-        col = self._cols[Tier.N2]
-        if col.get(ids=[item_id], include=[])["ids"]:
-            return item_id  # a replay of a lesson that was stored
-        polarity = SUCCESS if success else FAILURE
-        vector = self._embedder.embed([text])[0]
-        meta = {**meta, **self.who.stamp(), "ts": now, "last_used": now, "polarity": polarity}
-        match = self._near_duplicate(col, vector, meta.get("fingerprint"), polarity)
-        if match is not None:
-            lesson_id, old = match
-            if old.get("last_write") == item_id:
-                return lesson_id  # a replay of a merge that landed
-            merged = {**old, **meta, "last_write": item_id}
-            merged["uses"] = int(old.get("uses", 0)) + 1
-            merged["successes"] = int(old.get("successes", 0)) + int(success)
-            col.update(ids=[lesson_id], embeddings=[vector], documents=[text], metadatas=[merged])
-            return lesson_id
-        meta.update(uses=1, successes=int(success), last_write=item_id)
-        col.add(ids=[item_id], embeddings=[vector], documents=[text], metadatas=[meta])
-        if self.spool is not None:
-            self.spool.tally_added(Tier.N2.value, 1, now, now)
-        return item_id
-
-    def _near_duplicate(
-        self, col: Any, vector: list[float], fingerprint: Any, polarity: str
-    ) -> tuple[str, dict[str, Any]] | None:
-        if col.count() == 0:
-            return None
-        # Only this daemon's lessons of the same sign: a daemon never rewrites another's item, and
-        # lessons without a polarity (written before it existed) are never merged into.
-        where = both(self.own, {"polarity": polarity})
-        res = col.query(
-            query_embeddings=[vector], n_results=5, where=where, include=["metadatas", "distances"]
-        )
-        close = [
-            (i, m or {}, similarity_from_distance(d))
-            for i, m, d in zip(res["ids"][0], res["metadatas"][0], res["distances"][0], strict=True)
-            if similarity_from_distance(d) >= DEDUPE_SIMILARITY
-        ]
-        if not close:
-            return None
-        # Same fingerprint first (the same failure), then the closest text.
-        same = fingerprint is not None
-        best = max(close, key=lambda c: (same and c[1].get("fingerprint") == fingerprint, c[2]))
-        return best[0], dict(best[1])
 
     async def mark_used(self, used: dict[str, float]) -> None:
         """Record when this daemon's lessons were last recalled (others' lessons are theirs to age)."""
         self._writable()
         if used:
-            await self._run(self._mark_used_sync, used)
-
-    def _mark_used_sync(self, used: dict[str, float]) -> None:
-        col = self._cols[Tier.N2]
-        res = col.get(ids=list(used), include=["metadatas"])
-        # A lesson pruned (or another daemon's) since it was recalled is left alone.
-        ids = [
-            i
-            for i, m in zip(res["ids"], res["metadatas"], strict=True)
-            if not self.server or (m or {}).get("instance") == self.who.instance
-        ]
-        if ids:
-            col.update(ids=ids, metadatas=[{"last_used": used[i]} for i in ids])
+            await self._run(lessons.mark_used, self._cols[Tier.N2], self.who, shared=self.server, used=used)
 
     # -- reading -----------------------------------------------------------------------
     async def heartbeat(self) -> None:
