@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sqlite3
 import time
 import uuid
 from collections.abc import Callable
@@ -168,9 +169,14 @@ class ResilientMemory:
             raise MemoryUnavailable("memory is closed")
         now = time.time() if now is None else now
         item_id = uuid.uuid4().hex
-        # ts=now: when it was accepted; the observation batching and a lesson's age count from it
-        seq, dropped = await asyncio.to_thread(self._spool.append, kind, item_id, text,
-                                               clean_metadata(metadata, now), success=success, ts=now)
+        try:
+            # ts=now: when it was accepted; the observation batching and a lesson's age count from it
+            seq, dropped = await asyncio.to_thread(self._spool.append, kind, item_id, text,
+                                                   clean_metadata(metadata, now), success=success, ts=now)
+        except (sqlite3.Error, OSError) as exc:  # a full disk must not fail the cycle that writes
+            self._dropped[kind] = self._dropped.get(kind, 0) + 1
+            log.error("memory.spool_failed", tier=kind, error=f"{type(exc).__name__}: {exc}")
+            return item_id, 0
         if dropped:
             self._spool_full(dropped)
         if kind in ("n1", "n2"):

@@ -398,3 +398,19 @@ def test_a_slow_first_open_keeps_extending_the_start_timeout_over_sd_notify(tmp_
     finally:
         sink.close()
     assert message.startswith("EXTEND_TIMEOUT_USEC=") and int(message.split("=")[1]) >= 10_000_000
+
+
+def test_a_spool_that_cannot_be_written_fails_no_cycle_and_counts_the_loss(tmp_path: Path) -> None:
+    world = World(tmp_path, down=True)
+
+    async def body() -> None:
+        mem = await started(world)
+        await mem.wait_open(GUARD)
+        mem._spool._db.execute("PRAGMA query_only = ON")  # as a full disk or a read-only file would
+        assert await mem.observe("lost", {}) != ""  # the cycle that observes goes on
+        assert await mem.add_lesson("lost too", {}, success=True) == ""
+        assert mem.status()["dropped"]["n0"] == 1 and mem.status()["dropped"]["n2"] == 1
+        mem._spool._db.execute("PRAGMA query_only = OFF")
+        await mem.close()
+
+    run(body)
