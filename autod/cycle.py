@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import threading
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -221,8 +222,7 @@ class Cycle:
 
     async def act(self, plan: Plan) -> Verification | None:
         """Apply under every act rule, verify, keep or roll back. None: stored as a proposal."""
-        changes = await self.prepare(plan)
-        self._last_diff = unified_diff(changes)
+        changes, self._last_diff = await self.prepare(plan)
         if self.approved is None and self.settings.mode_requires_confirmation(self.mode.name):
             await self.propose(plan, changes)
             return None
@@ -248,12 +248,24 @@ class Cycle:
                 )
                 log.info("rolled back", files=[c.rel for c in changes])
 
-    async def prepare(self, plan: Plan) -> list[FileChange]:
+    async def prepare(self, plan: Plan) -> tuple[list[FileChange], str]:
+        """The plan's changes and their diff, computed in a worker thread (never on the event loop)."""
         caps = await self.state.call(self.deps.gate.caps)
         if caps.max_edits <= 0:
             raise PlanRejected("max_edits_per_day reached")
         scope = chain(self.mode.scope(self.deps.env))
-        return await asyncio.to_thread(prepare, plan, self.deps.env.boundary, caps, scope=scope)
+        boundary = self.deps.env.boundary
+        stop = threading.Event()
+
+        def work() -> tuple[list[FileChange], str]:
+            changes = prepare(plan, boundary, caps, scope=scope, stop=stop)
+            return changes, unified_diff(changes)
+
+        try:
+            return await asyncio.to_thread(work)
+        except asyncio.CancelledError:
+            stop.set()  # the thread ends at its next check: a stop never waits for a huge plan
+            raise
 
     async def propose(self, plan: Plan, changes: list[FileChange]) -> None:
         pid = uuid.uuid4().hex[:10]
