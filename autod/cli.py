@@ -198,9 +198,12 @@ def cmd_history(args: argparse.Namespace) -> int:
     for c in rows:
         files = ",".join(e["path"] for e in c["edits"]) or "-"
         dur = sum(c["durations_ms"].values()) if c["durations_ms"] else 0
+        rb = c.get("rollback") or {}
+        undone = f" restored={','.join(rb['restored']) or '-'}" if rb else ""
+        undone += f" LEFT={','.join(rb['left'])}" if rb.get("left") else ""
         _out(
-            f"{_ago(c['started_at'])} {c['id']} {c['mode']:<10} {c['status'] or 'running':<16} "
-            f"{dur:>6}ms files={files} {c['summary'][:60]}"
+            f"{_ago(c['started_at'])} {c['id']} {c['mode']:<10} {c['status'] or 'running':<18} "
+            f"{dur:>6}ms files={files}{undone} {c['summary'][:60]}"
         )
     return 0
 

@@ -29,6 +29,9 @@ from autod.reflect import Reflection, distil_lesson, log_reflection
 
 log = structlog.get_logger("autod.cycle")
 
+# outcomes that count as an attempt on the failure's fingerprint (toward quarantine)
+ATTEMPT_STATUSES = ("fixed", "improved", "rolled_back", "partly_rolled_back", "rejected", "no_change")
+
 
 @dataclass
 class CycleDeps:
@@ -166,8 +169,8 @@ class Cycle:
             if verification is None:  # stored as a proposal
                 return
             self.r.status, self.r.reason = verification.status, verification.reason or None
-            if verification.status != "rolled_back":
-                return
+            if verification.status != "rolled_back" or self._left_behind():
+                return  # a file someone else changed meanwhile: no second attempt over their work
             self.attempts.append(Attempt(plan.summary, self._last_diff, verification.output))
             self.last_attempt = self.attempts[-1].as_dict()
 
@@ -246,7 +249,9 @@ class Cycle:
                 await asyncio.shield(
                     asyncio.to_thread(journal.rollback, on_write=self.deps.own_writes.record)
                 )
-                log.info("rolled back", files=[c.rel for c in changes])
+                if journal.outcome is not None:
+                    self.r.rollback = journal.outcome.record()
+                log.info("rolled back", files=[c.rel for c in changes], rollback=self.r.rollback)
 
     async def prepare(self, plan: Plan) -> tuple[list[FileChange], str]:
         """The plan's changes and their diff, computed in a worker thread (never on the event loop)."""
@@ -296,10 +301,19 @@ class Cycle:
         path: Path = await writer(self.event, plan, self.deps.env, self.deps.own_writes)
         self.r.status, self.r.report_path = "reported", str(path)
 
+    def _left_behind(self) -> list[str]:
+        """Files a rollback left because someone else changed them after autod wrote them."""
+        return list((self.r.rollback or {}).get("left") or [])
+
     async def reflect(self) -> None:
         async with self.phase("reflect"):
             r = self.r
-            if r.status in ("fixed", "improved", "rolled_back", "rejected", "no_change"):
+            left = self._left_behind()
+            if left:  # never a clean `rolled_back` while autod's edit may still be in a file
+                r.status = "partly_rolled_back"
+                why = f"rollback left {', '.join(left)}: changed by someone else after autod wrote it"
+                r.reason = f"{why}; {r.reason}" if r.reason else why
+            if r.status in ATTEMPT_STATUSES:
                 attempt = self.last_attempt
                 if r.status == "rejected":
                     attempt = {"summary": r.plan_summary or "", "diff": "", "output": f"rejected: {r.reason}"}

@@ -325,7 +325,8 @@ _RED, _GREEN, _YELLOW, _CYAN, _MAGENTA = "\x1b[31m", "\x1b[32m", "\x1b[33m", "\x
 _LEVEL_SHOW = {10: ("DEBUG", _DIM), 20: ("INFO", _GREEN), 30: ("WARN", _YELLOW), 40: ("ERROR", _RED),
                50: ("CRIT", _RED + _BOLD)}
 _STATUS_COLOR = {"fixed": _GREEN, "improved": _GREEN, "reported": _GREEN, "no_change": _DIM,
-                 "pending_approval": _YELLOW, "rejected": _YELLOW, "rolled_back": _RED, "failed": _RED}
+                 "pending_approval": _YELLOW, "rejected": _YELLOW, "rolled_back": _RED,
+                 "partly_rolled_back": _RED, "failed": _RED}
 _SHOWN_ELSEWHERE = {"timestamp", "level", "event", "mode", "cycle_id", "phase", "event_id", "exception"}
 _REFLECT_KEYS = {"status", "edits", "checks", "durations_ms", "tokens", "memory_used", "lesson"}
 

@@ -156,6 +156,7 @@ class State:
             d["checks"] = rec.get("checks", [])
             d["tokens"] = rec.get("tokens", {})
             d["durations_ms"] = rec.get("durations_ms", {})
+            d["rollback"] = rec.get("rollback")
             out.append(d)
         return out
 

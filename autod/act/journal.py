@@ -15,11 +15,22 @@ The crash-safety argument, step by step:
    edits; without it, recovery rolls them back.
 A file that holds neither the original nor the planned bytes was changed by someone else;
 rollback leaves it alone (and logs it) rather than destroy that change.
+
+No lost save: a check "unchanged since planned" followed by a rename still loses a save made in
+between. So a file is replaced with `renameat2(RENAME_EXCHANGE)`: the new bytes go in and what was
+there comes out under the temp name in one step; if what came out is not what autod expected, the
+two are swapped back (the user's save wins) and the plan is refused. Rollback restores the same
+way, and removes a file it created by moving it aside first and checking what it moved. Where the
+kernel or filesystem has no renameat2, the file is re-checked right before a plain rename (the
+window shrinks to microseconds). The outcome is honest: `restored` and `left` name the files.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import errno
+import functools
 import hashlib
 import json
 import os
@@ -29,11 +40,13 @@ import stat
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import structlog
 
 from autod.act.edits import TMP_MARKER, FileChange, check_chain, new_file_mode
 from autod.errors import PlanRejected
+from autod.native import libc
 
 log = structlog.get_logger(__name__)
 
@@ -44,6 +57,9 @@ KEPT = "kept"
 _CYCLE_ID = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$")
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _CHANGED_BY_OTHERS = "changed by someone else since autod wrote it; left as is"
+_AT_FDCWD = -100
+_RENAME_NOREPLACE = 1
+_RENAME_EXCHANGE = 2
 
 
 @dataclass
@@ -62,6 +78,17 @@ class _ChangedMeanwhile(Exception):
         self.rel = rel
 
 
+@dataclass
+class RollbackOutcome:
+    """What a rollback did: files now as they were, and files it left because someone changed them."""
+
+    restored: list[str] = field(default_factory=list)
+    left: list[str] = field(default_factory=list)
+
+    def record(self) -> dict[str, list[str]]:
+        return {"restored": list(self.restored), "left": list(self.left)}
+
+
 class Journal:
     """The cycle's record of originals: state_dir/journal/<cycle_id>/ ."""
 
@@ -71,6 +98,7 @@ class Journal:
         self._entries = entries or []
         self._changes: list[FileChange] = []
         self._state = "applied" if entries else "begun"  # begun | applied | rolled_back | kept
+        self.outcome: RollbackOutcome | None = None  # set by the first rollback()
 
     @classmethod
     def begin(cls, state_dir: Path, cycle_id: str) -> Journal:
@@ -114,7 +142,10 @@ class Journal:
                 self._write_one(change, workspace, on_write)
         except _ChangedMeanwhile as e:
             self.rollback(on_write=on_write)
-            raise PlanRejected(f"{e.rel}: changed while the plan was applied; rolled back") from None
+            raise PlanRejected(
+                f"{e.rel}: changed while the plan was applied (someone saved it; their version is kept); "
+                "every edit of the plan was rolled back"
+            ) from None
         except BaseException:
             try:
                 self.rollback(on_write=on_write)
@@ -128,12 +159,13 @@ class Journal:
             raise RuntimeError(f"journal {self.dir.name} was kept; its edits are final")
         if self._state == "rolled_back":
             return []
-        restored: list[str] = []
+        outcome = RollbackOutcome()
         if self._entries and self._workspace is not None:
-            restored = _rollback_entries(self._workspace, self.dir, self._entries, on_write)
+            outcome = _rollback_entries(self._workspace, self.dir, self._entries, on_write)
         _remove_journal_dir(self.dir)
         self._state = "rolled_back"
-        return restored
+        self.outcome = outcome
+        return outcome.restored
 
     def keep(self) -> None:
         """The edits are final: mark kept, then remove the journal dir."""
@@ -180,7 +212,10 @@ class Journal:
         if change.old is None:
             _make_parents(workspace, change.rel)
         mode = change.mode if change.mode is not None else new_file_mode()
-        _atomic_write(change.path, change.new, mode, on_write=on_write)
+        try:
+            _swap_in(change.path, change.new, mode, expected=_sha(change.old), on_write=on_write)
+        except _Displaced:
+            raise _ChangedMeanwhile(change.rel) from None
 
 
 def recover(state_dir: Path, workspace: Path, *, on_write: OnWrite | None = None) -> list[str]:
@@ -209,16 +244,18 @@ def recover(state_dir: Path, workspace: Path, *, on_write: OnWrite | None = None
             # Rolling back into another tree would be wrong; keep the originals for the operator.
             log.error("act.journal_other_workspace", journal=str(directory), workspace=str(recorded_ws))
             continue
-        restored = Journal(directory, real_ws, entries).rollback(on_write=on_write)
-        log.warning("act.recovered", cycle_id=directory.name, restored=restored)
+        journal = Journal(directory, real_ws, entries)
+        restored = journal.rollback(on_write=on_write)
+        left = journal.outcome.left if journal.outcome else []
+        log.warning("act.recovered", cycle_id=directory.name, restored=restored, left=left)
         recovered.append(directory.name)
     return recovered
 
 
 def _rollback_entries(
     workspace: Path, directory: Path, entries: list[_Entry], on_write: OnWrite | None
-) -> list[str]:
-    restored: list[str] = []
+) -> RollbackOutcome:
+    outcome = RollbackOutcome()
     for entry in reversed(entries):
         path = workspace / entry.rel
         _remove_temp_leftovers(path)
@@ -227,41 +264,167 @@ def _rollback_entries(
             current = _read_current(path)
         except (PlanRejected, OSError) as e:
             log.warning("act.rollback_skipped", path=entry.rel, reason=str(e))
+            outcome.left.append(entry.rel)
             continue
         digest = _sha(current)
-        if entry.existed:
-            if current is not None and digest == entry.orig_sha256:
-                pass  # already as it was
-            elif current is None or digest == entry.new_sha256:
-                _restore(path, directory, entry, on_write)
+        try:
+            if entry.existed:
+                if current is not None and digest == entry.orig_sha256:
+                    pass  # already as it was
+                elif current is None or digest == entry.new_sha256:
+                    _restore(path, directory, entry, digest, on_write)
+                else:
+                    raise _Displaced()
             else:
-                log.warning("act.rollback_skipped", path=entry.rel, reason=_CHANGED_BY_OTHERS)
-                continue
-        else:
-            if current is not None and digest != entry.new_sha256:
-                log.warning("act.rollback_skipped", path=entry.rel, reason=_CHANGED_BY_OTHERS)
-                continue
-            if current is not None:
-                if on_write is not None:
-                    on_write(path, None)
-                path.unlink()
-                _fsync_dir(path.parent)
-            for rel_dir in reversed(entry.created_dirs):
-                with contextlib.suppress(OSError):  # not empty (or already gone): leave it
-                    os.rmdir(workspace / rel_dir)
-        restored.append(entry.rel)
-    restored.reverse()
-    return restored
+                if current is not None and digest != entry.new_sha256:
+                    raise _Displaced()
+                if current is not None:
+                    if on_write is not None:
+                        on_write(path, None)
+                    _remove_created(path, entry.new_sha256)
+                for rel_dir in reversed(entry.created_dirs):
+                    with contextlib.suppress(OSError):  # not empty (or already gone): leave it
+                        os.rmdir(workspace / rel_dir)
+        except _Displaced:
+            log.warning("act.rollback_skipped", path=entry.rel, reason=_CHANGED_BY_OTHERS)
+            outcome.left.append(entry.rel)
+            continue
+        outcome.restored.append(entry.rel)
+    outcome.restored.reverse()
+    outcome.left.reverse()
+    return outcome
 
 
-def _restore(path: Path, directory: Path, entry: _Entry, on_write: OnWrite | None) -> None:
+def _restore(
+    path: Path, directory: Path, entry: _Entry, current: str | None, on_write: OnWrite | None
+) -> None:
     if entry.orig is None:
         raise ValueError(f"journal {directory.name}: {entry.rel} has no saved original")
     data = (directory / entry.orig).read_bytes()
     if _sha(data) != entry.orig_sha256:
         raise ValueError(f"journal {directory.name}: saved original of {entry.rel} is corrupt")
     mode = entry.mode if entry.mode is not None else new_file_mode()
-    _atomic_write(path, data, mode, on_write=on_write)
+    _swap_in(path, data, mode, expected=current, on_write=on_write)
+
+
+def _remove_created(path: Path, ours: str) -> None:
+    """Delete a file autod created, unless it changed: moved aside first, so a save cannot slip in."""
+    aside = path.parent / f"{_tmp_prefix(path.name)}{secrets.token_hex(6)}"
+    os.rename(path, aside)
+    try:
+        if _sha(_read_current(aside)) == ours:
+            os.unlink(aside)
+            _fsync_dir(path.parent)
+            return
+    except BaseException:
+        _place_back(aside, path)
+        raise
+    _place_back(aside, path)  # someone wrote to it between the check and the move: theirs stays
+    raise _Displaced()
+
+
+def _place_back(aside: Path, path: Path) -> None:
+    if not _place_new(aside, path):  # the path was re-created meanwhile: keep both, never overwrite
+        kept = path.parent / f"{path.name}.autod-saved-{secrets.token_hex(4)}"
+        os.rename(aside, kept)
+        why = f"a newer file took its place; the moved one is kept as {kept.name}"
+        log.warning("act.rollback_skipped", path=str(path), reason=why)
+
+
+# -- writing without losing a concurrent save ----------------------------------------------
+
+
+class _Displaced(Exception):
+    """What the target held was not what autod expected: someone changed it (their version is kept)."""
+
+
+def _swap_in(path: Path, data: bytes, mode: int, *, expected: str | None, on_write: OnWrite | None) -> None:
+    """Put `data` at `path` only if the file there hashes to `expected` (None: no file), atomically.
+
+    Raises _Displaced, with the path as someone else left it, when it does not.
+    """
+    tmp = _write_temp(path, data, mode)
+    try:
+        if on_write is not None:
+            on_write(path, data)  # before the rename: the watcher never sees an unrecorded write
+        if expected is None:
+            if not _place_new(tmp, path):
+                raise _Displaced()
+        elif _renameat2(tmp, path, _RENAME_EXCHANGE):
+            displaced = _read_current(tmp)  # what the path held at the instant of the swap
+            if _sha(displaced) != expected:
+                if _sha(_read_current(path)) == _sha(data):
+                    _renameat2(tmp, path, _RENAME_EXCHANGE)  # their save goes back in
+                raise _Displaced()
+            os.unlink(tmp)
+        else:
+            # No renameat2 here: re-check as late as possible, then a plain atomic rename.
+            if _sha(_read_current(path)) != expected:
+                raise _Displaced()
+            os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+    _fsync_dir(path.parent)
+
+
+def _place_new(src: Path, dst: Path) -> bool:
+    """Rename src to dst only if dst does not exist; False if it does."""
+    try:
+        if _renameat2(src, dst, _RENAME_NOREPLACE):
+            return True
+    except FileExistsError:
+        return False
+    try:
+        os.link(src, dst)  # link() never replaces: the portable no-clobber rename
+    except FileExistsError:
+        return False
+    os.unlink(src)
+    return True
+
+
+@functools.cache
+def _renameat2_fn() -> Any | None:
+    lib = libc()
+    fn = getattr(lib, "renameat2", None) if lib is not None else None
+    if fn is not None:
+        fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+        fn.restype = ctypes.c_int
+    return fn
+
+
+def _renameat2(src: Path, dst: Path, flags: int) -> bool:
+    """renameat2(2); False when this kernel, libc or filesystem does not support the flag."""
+    fn = _renameat2_fn()
+    if fn is None:
+        return False
+    if fn(_AT_FDCWD, os.fsencode(src), _AT_FDCWD, os.fsencode(dst), flags) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+        return False
+    raise OSError(err, os.strerror(err), str(dst))
+
+
+def _write_temp(path: Path, data: bytes, mode: int) -> Path:
+    """A temp file beside path holding data, fsynced, with path's owner (when root) and `mode`."""
+    tmp = path.parent / f"{_tmp_prefix(path.name)}{secrets.token_hex(6)}"
+    owner = _owner_of(path)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _O_CLOEXEC, 0o600)
+    try:
+        _write_all(fd, data)
+        if owner is not None and owner != (os.geteuid(), os.getegid()):
+            with contextlib.suppress(PermissionError):  # only root may give a file away
+                os.fchown(fd, *owner)
+        os.fchmod(fd, mode)
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    os.close(fd)
+    return tmp
 
 
 def _atomic_write(path: Path, data: bytes, mode: int, *, on_write: OnWrite | None = None) -> None:
