@@ -17,6 +17,7 @@ import structlog
 from autod import logs
 from autod.act.edits import FileChange, prepare, unified_diff
 from autod.act.journal import Journal
+from autod.act.judges import requires_approval
 from autod.errors import CycleError, LLMUnavailable, PlanInvalid, PlanRejected
 from autod.events import FAILURE_KINDS, Event
 from autod.limits import CircuitBreaker, Gate
@@ -226,8 +227,14 @@ class Cycle:
     async def act(self, plan: Plan) -> Verification | None:
         """Apply under every act rule, verify, keep or roll back. None: stored as a proposal."""
         changes, self._last_diff = await self.prepare(plan)
-        if self.approved is None and self.settings.mode_requires_confirmation(self.mode.name):
+        judged = requires_approval(self.settings, self.mode.name, changes)  # allowed judge edits
+        if self.approved is None and (judged or self.settings.mode_requires_confirmation(self.mode.name)):
             await self.propose(plan, changes)
+            if judged:
+                self.r.reason = (
+                    f"the plan edits {', '.join(judged)}, which judge the fix: with "
+                    f"modes.{self.mode.name}.allow_judge_edits it waits for `autod approve`"
+                )
             return None
         journal = Journal.begin(self.settings.state_path, self.r.cycle_id)
         kept = False

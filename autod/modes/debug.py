@@ -9,10 +9,20 @@ import re
 from pathlib import Path
 
 from autod.act.edits import ScopeCheck
+from autod.act.judges import Judges
 from autod.checks import CheckResult
 from autod.events import Event, EventKind
 from autod.memory import Recalled
-from autod.modes import Attempt, ModeEnv, Verification, pack, python_syntax_scope, recalled_text, render
+from autod.modes import (
+    Attempt,
+    ModeEnv,
+    Verification,
+    chain,
+    pack,
+    python_syntax_scope,
+    recalled_text,
+    render,
+)
 from autod.paths import GENERATED_DIRS, NOT_SOURCE_DIRS
 from autod.plan import Plan
 
@@ -206,7 +216,8 @@ class DebugMode:
         return [{"role": "system", "content": render("debug_system")}, {"role": "user", "content": user}]
 
     def scope(self, env: ModeEnv) -> ScopeCheck | None:
-        return python_syntax_scope
+        judges = Judges.for_settings(env.settings, self.name)
+        return chain(judges.scope() if judges else None, python_syntax_scope)
 
     async def verify(self, event: Event, plan: Plan, env: ModeEnv) -> Verification:
         configured = env.settings.checks

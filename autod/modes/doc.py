@@ -17,10 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from autod.act.edits import FileChange, ScopeCheck
+from autod.act.judges import Judges
 from autod.errors import NothingToDo, PlanRejected
 from autod.events import Event, EventKind
 from autod.memory import Recalled
-from autod.modes import Attempt, ModeEnv, Verification, pack, recalled_text, render
+from autod.modes import Attempt, ModeEnv, Verification, chain, pack, recalled_text, render
 from autod.modes.plan import _atomic_write
 from autod.ownwrites import OwnWrites
 from autod.plan import Plan
@@ -337,7 +338,8 @@ class DocMode:
             ):
                 raise PlanRejected(f"auto-doc may edit only docs ({', '.join(globs)}), not {change.rel}")
 
-        return check
+        judges = Judges.for_settings(env.settings, self.name)
+        return chain(judges.scope() if judges else None, check)
 
     async def verify(self, event: Event, plan: Plan, env: ModeEnv) -> Verification:
         """Keep the doc edits unless a check that passed before them fails now."""
