@@ -109,7 +109,7 @@ class Cycle:
         )
         if self.deps.memory is not None:
             excerpt = str(self.event.payload.get("excerpt", ""))[:2000]
-            text = f"{self.event.kind}: {self.event.summary}\n{excerpt}"
+            text = logs.redact_text(f"{self.event.kind}: {self.event.summary}\n{excerpt}")
             await self.deps.memory.observe(
                 text,
                 {
@@ -198,7 +198,11 @@ class Cycle:
         return Attempt(last.get("summary", ""), last.get("diff", ""), last.get("output", ""))
 
     async def ask_planner(self, context: dict[str, str]) -> PlanResult:
-        messages = self.mode.messages(self.event, context, self.attempts)
+        # the last line of defence: no configured secret value leaves in a prompt
+        messages = [
+            {**m, "content": logs.redact_secrets(m["content"])} if isinstance(m.get("content"), str) else m
+            for m in self.mode.messages(self.event, context, self.attempts)
+        ]
         request = PlanRequest(
             mode=self.mode.name,
             event=self.event,
@@ -366,9 +370,10 @@ class Cycle:
                 default=str,
             )
             # deferred: the memory's writer stores them off the cycle's path; the next recall waits for them
-            await mem.add_episode(episode, meta, defer=True)
+            await mem.add_episode(logs.redact_text(episode), meta, defer=True)
             if r.lesson:
-                await mem.add_lesson(r.lesson, meta, success=r.status in ("fixed", "improved"), defer=True)
+                lesson = logs.redact_text(r.lesson)
+                await mem.add_lesson(lesson, meta, success=r.status in ("fixed", "improved"), defer=True)
         except Exception as exc:
             log.warning("memory write failed", error=type(exc).__name__)
 
