@@ -126,6 +126,21 @@ def own_files(settings: Settings) -> list[Path]:
     return out
 
 
+def config_inside_workspace(settings: Settings) -> str | None:
+    """The warning an operator sees when the loaded config file lives inside the workspace, else None."""
+    cfg = settings.config_file
+    if cfg is None:
+        return None
+    real, ws = Path(os.path.realpath(cfg)), Path(os.path.realpath(settings.workspace))
+    if ws not in real.parents:
+        return None
+    return (
+        f"the config {real} lives inside the workspace: a plan can never edit it (autod's own files are"
+        " never plan targets), but a human commit can; review changes to it as you would code, or move it"
+        " out of the workspace (e.g. /etc/autod/autod.yaml)"
+    )
+
+
 class Boundary:
     """Maps plan paths to real paths inside the workspace, or refuses them; decides what may be read."""
 

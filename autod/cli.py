@@ -18,6 +18,7 @@ os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 
 from autod import termsafe
 from autod.config import EXIT_CONFIG, ConfigError, Settings, find_config, load_config
+from autod.filemodes import private_files
 
 MODES = ("auto-debug", "auto-doc", "auto-plan")
 
@@ -125,7 +126,18 @@ def cmd_config_check(args: argparse.Namespace) -> int:
         f"{where}: ok (workspace {settings.workspace}, modes {modes},"
         f" checks {', '.join(settings.checks) or 'none'}, planner {planner})"
     )
+    _warnings(settings)
     return 0
+
+
+def _warnings(settings: Settings) -> list[str]:
+    """Print on stderr (and return) what the operator should know about this config, one line each."""
+    from autod.boundary import config_inside_workspace
+
+    found = [w for w in (config_inside_workspace(settings),) if w]
+    for warning in found:
+        _out(f"autod: warning: {warning}", file=sys.stderr)
+    return found
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -143,8 +155,11 @@ def cmd_status(args: argparse.Namespace) -> int:
             data |= offline_status(state, queue)
             data["paused"] = bool(state.get_kv("paused", False))
     if args.json:
-        _emit(data)
+        from autod.boundary import config_inside_workspace
+
+        _emit(data | {"warnings": [w for w in (config_inside_workspace(settings),) if w]})
         return 0
+    _warnings(settings)
     if data.get("running"):
         _out(
             f"autod running (pid {data['pid']}, up {data['uptime_s']:.0f}s)"
@@ -460,7 +475,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return int(args.fn(args))
+        with private_files():  # whatever a command creates for autod is 0700/0600 (autod.filemodes)
+            return int(args.fn(args))
     except ConfigError as exc:
         return _die(str(exc), EXIT_CONFIG)
     except BrokenPipeError:

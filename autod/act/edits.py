@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from autod.act import linediff
 from autod.act.search import Stopped, apply_edit
 from autod.boundary import TMP_MARKER, Boundary, check_chain, glob_match
+from autod.filemodes import workspace_umask
 
 __all__ = [
     "TMP_MARKER",
@@ -191,12 +192,6 @@ def _check(stop: threading.Event | None) -> None:
 
 
 def new_file_mode() -> int:
-    """0o644 less the process umask, read without changing it where the OS allows."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("Umask:"):
-                    return 0o644 & ~int(line.split()[1], 8)
-    except OSError:
-        pass
-    return 0o644  # no portable read-only way to get the umask; don't race other threads with os.umask
+    """0o644 less the umask autod was started with: a new workspace file gets the workspace's usual mode
+    (autod's own files are private under its umask 077, autod.filemodes)."""
+    return 0o644 & ~workspace_umask()
