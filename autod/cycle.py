@@ -161,6 +161,7 @@ class Cycle:
                 async with self.phase("act"):
                     verification = await self.act(plan)
             except PlanRejected as exc:
+                self.r.refusals.append(exc.reason[:1000])
                 if attempt == max_attempts:
                     raise
                 # refused unwritten (a search text not found, a path outside...): ask again with the reason

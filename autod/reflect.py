@@ -48,6 +48,8 @@ class Reflection:
     planner: str | None = None
     quarantined: bool = False
     commit: str | None = None
+    # why each refused attempt was refused by the act rules (unwritten), in order: what the re-plan saw
+    refusals: list[str] = field(default_factory=list)
     # set when the cycle's edits were rolled back: {"restored": [rel...], "left": [rel...]}
     rollback: dict[str, list[str]] | None = None
 
