@@ -140,11 +140,13 @@ def _render_json(_: WrappedLogger, __: str, event_dict: EventDict) -> str:
 
 
 def _terminal_safe(_: WrappedLogger, __: str, event_dict: EventDict) -> EventDict:
-    # The console (a terminal, or the journal) shows string values with controls escaped.
-    return {
-        k: (termsafe.block(v) if k == "exception" else termsafe.line(v)) if isinstance(v, str) else v
-        for k, v in event_dict.items()
-    }
+    # The console renderer repr()s values (escaping controls) but prints the event text and the
+    # exception block as they are: those two are made terminal-safe here.
+    out = dict(event_dict)
+    for key, shown in (("event", termsafe.line), ("exception", termsafe.block)):
+        if isinstance(out.get(key), str):
+            out[key] = shown(out[key])
+    return out
 
 
 def _drop_timestamp(_: WrappedLogger, __: str, event_dict: EventDict) -> EventDict:

@@ -170,3 +170,18 @@ def test_the_json_log_file_escapes_nel_and_line_separators(tmp_path: Path) -> No
     assert "\\u0085" in raw and "\\u2028" in raw
     (line,) = raw.splitlines()  # str.splitlines splits at NEL and U+2028 too: none is left raw
     assert json.loads(line)["excerpt"] == "a\x85b\u2028c\u2029d\u202ee\x9bf"
+
+
+def test_the_console_log_shows_hostile_values_escaped(capsys: pytest.CaptureFixture[str]) -> None:
+    logs.configure_logging(level="info", file=None, stderr=True)
+    try:
+        log = logs.get_logger("autod.test")
+        log.warning("check failed", excerpt=f"boom{OSC52}{HIDE_LINE}\u202e\x85")
+        log.warning(f"planned {OSC52}\u202e")  # an event text built from untrusted input
+        logs.flush()
+    finally:
+        logs.configure_logging(level="info", file=None, stderr=False)
+        logging.getLogger().handlers.clear()
+    err = capsys.readouterr().err
+    assert "check failed" in err and "boom\\x1b]52;c;" in err and "planned \\x1b]52;c;" in err
+    assert_inert(err)
