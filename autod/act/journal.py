@@ -16,50 +16,36 @@ The crash-safety argument, step by step:
 A file that holds neither the original nor the planned bytes was changed by someone else;
 rollback leaves it alone (and logs it) rather than destroy that change.
 
-No lost save: a check "unchanged since planned" followed by a rename still loses a save made in
-between. So a file is replaced with `renameat2(RENAME_EXCHANGE)`: the new bytes go in and what was
-there comes out under the temp name in one step; if what came out is not what autod expected, the
-two are swapped back (the user's save wins) and the plan is refused. Rollback restores the same
-way, and removes a file it created by moving it aside first and checking what it moved. Where the
-kernel or filesystem has no renameat2, the file is re-checked right before a plain rename (the
-window shrinks to microseconds). The outcome is honest: `restored` and `left` name the files.
+No lost save: every workspace write goes through `autod.act.atomic.swap_in`, which never replaces
+a file that changed since it was checked (the user's save wins and the plan is refused). Rollback
+restores the same way, and removes a file it created by moving it aside first and checking what it
+moved. The outcome is honest: `restored` and `left` name the files.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import errno
-import functools
-import hashlib
 import json
 import os
 import re
 import secrets
-import stat
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import structlog
 
-from autod.act.edits import TMP_MARKER, FileChange, check_chain, new_file_mode
+from autod.act import atomic
+from autod.act.atomic import OnWrite
+from autod.act.edits import FileChange, check_chain, new_file_mode
 from autod.errors import PlanRejected
-from autod.native import libc
 
 log = structlog.get_logger(__name__)
-
-OnWrite = Callable[[Path, bytes | None], None]
 
 MANIFEST = "manifest.json"
 KEPT = "kept"
 _CYCLE_ID = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$")
-_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _CHANGED_BY_OTHERS = "changed by someone else since autod wrote it; left as is"
-_AT_FDCWD = -100
-_RENAME_NOREPLACE = 1
-_RENAME_EXCHANGE = 2
 
 
 @dataclass
@@ -109,7 +95,7 @@ class Journal:
         root.mkdir(mode=0o700, parents=True, exist_ok=True)
         directory = root / cycle_id
         directory.mkdir(mode=0o700)
-        _fsync_dir(root)
+        atomic.fsync_dir(root)
         return cls(directory)
 
     @property
@@ -173,7 +159,7 @@ class Journal:
             raise RuntimeError(f"journal {self.dir.name} was rolled back; nothing to keep")
         if self._state == "kept":
             return
-        _atomic_write(self.dir / KEPT, b"kept\n", 0o600)
+        atomic.atomic_write(self.dir / KEPT, b"kept\n", 0o600)
         self._state = "kept"
         _remove_journal_dir(self.dir)
 
@@ -183,14 +169,14 @@ class Journal:
             orig = None
             if change.old is not None:
                 orig = f"{n}.orig"
-                _write_new_file(self.dir / orig, change.old, 0o600)
+                atomic.write_new_file(self.dir / orig, change.old, 0o600)
             entries.append(
                 _Entry(
                     rel=change.rel,
                     existed=change.old is not None,
                     mode=change.mode,
-                    orig_sha256=_sha(change.old),
-                    new_sha256=_sha(change.new) or "",
+                    orig_sha256=atomic.sha(change.old),
+                    new_sha256=atomic.sha(change.new) or "",
                     orig=orig,
                     created_dirs=_missing_parents(workspace, change.rel) if change.old is None else [],
                 )
@@ -201,20 +187,20 @@ class Journal:
             "workspace": str(workspace),
             "entries": [e.__dict__ for e in entries],
         }
-        _fsync_dir(self.dir)  # the .orig names are durable before the manifest points at them
-        _atomic_write(self.dir / MANIFEST, json.dumps(manifest, indent=1).encode(), 0o600)
+        atomic.fsync_dir(self.dir)  # the .orig names are durable before the manifest points at them
+        atomic.atomic_write(self.dir / MANIFEST, json.dumps(manifest, indent=1).encode(), 0o600)
         return entries
 
     def _write_one(self, change: FileChange, workspace: Path, on_write: OnWrite | None) -> None:
         check_chain(workspace, change.rel)  # a symlink swapped in since prepare() is refused
-        if _read_current(change.path) != change.old:
+        if atomic.read_current(change.path) != change.old:
             raise _ChangedMeanwhile(change.rel)
         if change.old is None:
             _make_parents(workspace, change.rel)
         mode = change.mode if change.mode is not None else new_file_mode()
         try:
-            _swap_in(change.path, change.new, mode, expected=_sha(change.old), on_write=on_write)
-        except _Displaced:
+            atomic.swap_in(change.path, change.new, mode, expected=atomic.sha(change.old), on_write=on_write)
+        except atomic.Displaced:
             raise _ChangedMeanwhile(change.rel) from None
 
 
@@ -261,12 +247,12 @@ def _rollback_entries(
         _remove_temp_leftovers(path)
         try:
             check_chain(workspace, entry.rel)
-            current = _read_current(path)
+            current = atomic.read_current(path)
         except (PlanRejected, OSError) as e:
             log.warning("act.rollback_skipped", path=entry.rel, reason=str(e))
             outcome.left.append(entry.rel)
             continue
-        digest = _sha(current)
+        digest = atomic.sha(current)
         try:
             if entry.existed:
                 if current is not None and digest == entry.orig_sha256:
@@ -274,10 +260,10 @@ def _rollback_entries(
                 elif current is None or digest == entry.new_sha256:
                     _restore(path, directory, entry, digest, on_write)
                 else:
-                    raise _Displaced()
+                    raise atomic.Displaced()
             else:
                 if current is not None and digest != entry.new_sha256:
-                    raise _Displaced()
+                    raise atomic.Displaced()
                 if current is not None:
                     if on_write is not None:
                         on_write(path, None)
@@ -285,7 +271,7 @@ def _rollback_entries(
                 for rel_dir in reversed(entry.created_dirs):
                     with contextlib.suppress(OSError):  # not empty (or already gone): leave it
                         os.rmdir(workspace / rel_dir)
-        except _Displaced:
+        except atomic.Displaced:
             log.warning("act.rollback_skipped", path=entry.rel, reason=_CHANGED_BY_OTHERS)
             outcome.left.append(entry.rel)
             continue
@@ -301,190 +287,34 @@ def _restore(
     if entry.orig is None:
         raise ValueError(f"journal {directory.name}: {entry.rel} has no saved original")
     data = (directory / entry.orig).read_bytes()
-    if _sha(data) != entry.orig_sha256:
+    if atomic.sha(data) != entry.orig_sha256:
         raise ValueError(f"journal {directory.name}: saved original of {entry.rel} is corrupt")
     mode = entry.mode if entry.mode is not None else new_file_mode()
-    _swap_in(path, data, mode, expected=current, on_write=on_write)
+    atomic.swap_in(path, data, mode, expected=current, on_write=on_write)
 
 
 def _remove_created(path: Path, ours: str) -> None:
     """Delete a file autod created, unless it changed: moved aside first, so a save cannot slip in."""
-    aside = path.parent / f"{_tmp_prefix(path.name)}{secrets.token_hex(6)}"
+    aside = path.parent / f"{atomic.tmp_prefix(path.name)}{secrets.token_hex(6)}"
     os.rename(path, aside)
     try:
-        if _sha(_read_current(aside)) == ours:
+        if atomic.sha(atomic.read_current(aside)) == ours:
             os.unlink(aside)
-            _fsync_dir(path.parent)
+            atomic.fsync_dir(path.parent)
             return
     except BaseException:
         _place_back(aside, path)
         raise
     _place_back(aside, path)  # someone wrote to it between the check and the move: theirs stays
-    raise _Displaced()
+    raise atomic.Displaced()
 
 
 def _place_back(aside: Path, path: Path) -> None:
-    if not _place_new(aside, path):  # the path was re-created meanwhile: keep both, never overwrite
+    if not atomic.place_new(aside, path):  # the path was re-created meanwhile: keep both, never overwrite
         kept = path.parent / f"{path.name}.autod-saved-{secrets.token_hex(4)}"
         os.rename(aside, kept)
         why = f"a newer file took its place; the moved one is kept as {kept.name}"
         log.warning("act.rollback_skipped", path=str(path), reason=why)
-
-
-# -- writing without losing a concurrent save ----------------------------------------------
-
-
-class _Displaced(Exception):
-    """What the target held was not what autod expected: someone changed it (their version is kept)."""
-
-
-def _swap_in(path: Path, data: bytes, mode: int, *, expected: str | None, on_write: OnWrite | None) -> None:
-    """Put `data` at `path` only if the file there hashes to `expected` (None: no file), atomically.
-
-    Raises _Displaced, with the path as someone else left it, when it does not.
-    """
-    tmp = _write_temp(path, data, mode)
-    try:
-        if on_write is not None:
-            on_write(path, data)  # before the rename: the watcher never sees an unrecorded write
-        if expected is None:
-            if not _place_new(tmp, path):
-                raise _Displaced()
-        elif _renameat2(tmp, path, _RENAME_EXCHANGE):
-            displaced = _read_current(tmp)  # what the path held at the instant of the swap
-            if _sha(displaced) != expected:
-                if _sha(_read_current(path)) == _sha(data):
-                    _renameat2(tmp, path, _RENAME_EXCHANGE)  # their save goes back in
-                raise _Displaced()
-            os.unlink(tmp)
-        else:
-            # No renameat2 here: re-check as late as possible, then a plain atomic rename.
-            if _sha(_read_current(path)) != expected:
-                raise _Displaced()
-            os.replace(tmp, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-    _fsync_dir(path.parent)
-
-
-def _place_new(src: Path, dst: Path) -> bool:
-    """Rename src to dst only if dst does not exist; False if it does."""
-    try:
-        if _renameat2(src, dst, _RENAME_NOREPLACE):
-            return True
-    except FileExistsError:
-        return False
-    try:
-        os.link(src, dst)  # link() never replaces: the portable no-clobber rename
-    except FileExistsError:
-        return False
-    os.unlink(src)
-    return True
-
-
-@functools.cache
-def _renameat2_fn() -> Any | None:
-    lib = libc()
-    fn = getattr(lib, "renameat2", None) if lib is not None else None
-    if fn is not None:
-        fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
-        fn.restype = ctypes.c_int
-    return fn
-
-
-def _renameat2(src: Path, dst: Path, flags: int) -> bool:
-    """renameat2(2); False when this kernel, libc or filesystem does not support the flag."""
-    fn = _renameat2_fn()
-    if fn is None:
-        return False
-    if fn(_AT_FDCWD, os.fsencode(src), _AT_FDCWD, os.fsencode(dst), flags) == 0:
-        return True
-    err = ctypes.get_errno()
-    if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
-        return False
-    raise OSError(err, os.strerror(err), str(dst))
-
-
-def _write_temp(path: Path, data: bytes, mode: int) -> Path:
-    """A temp file beside path holding data, fsynced, with path's owner (when root) and `mode`."""
-    tmp = path.parent / f"{_tmp_prefix(path.name)}{secrets.token_hex(6)}"
-    owner = _owner_of(path)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _O_CLOEXEC, 0o600)
-    try:
-        _write_all(fd, data)
-        if owner is not None and owner != (os.geteuid(), os.getegid()):
-            with contextlib.suppress(PermissionError):  # only root may give a file away
-                os.fchown(fd, *owner)
-        os.fchmod(fd, mode)
-        os.fsync(fd)
-    except BaseException:
-        os.close(fd)
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    os.close(fd)
-    return tmp
-
-
-def _atomic_write(path: Path, data: bytes, mode: int, *, on_write: OnWrite | None = None) -> None:
-    """Temp file in the same dir, write, fsync, chmod, rename over path, fsync the dir."""
-    tmp = path.parent / f"{_tmp_prefix(path.name)}{secrets.token_hex(6)}"
-    owner = _owner_of(path)
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _O_CLOEXEC, 0o600)
-        try:
-            _write_all(fd, data)
-            if owner is not None and owner != (os.geteuid(), os.getegid()):
-                with contextlib.suppress(PermissionError):  # only root may give a file away
-                    os.fchown(fd, *owner)
-            os.fchmod(fd, mode)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        if on_write is not None:
-            on_write(path, data)  # before the rename: the watcher never sees an unrecorded write
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(path.parent)
-
-
-def _write_new_file(path: Path, data: bytes, mode: int) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _O_CLOEXEC, mode)
-    try:
-        _write_all(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
-
-
-def _read_current(path: Path) -> bytes | None:
-    """The file's bytes now, None if it does not exist; never follows a symlink."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | _O_CLOEXEC)
-    except FileNotFoundError:
-        return None
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            raise OSError(f"{path.name} is not a regular file")
-        return f.read()
-
-
-def _owner_of(path: Path) -> tuple[int, int] | None:
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return None
-    return st.st_uid, st.st_gid
 
 
 def _missing_parents(workspace: Path, rel: str) -> list[str]:
@@ -502,14 +332,14 @@ def _make_parents(workspace: Path, rel: str) -> None:
         cur = cur / part
         try:
             os.mkdir(cur)
-            _fsync_dir(cur.parent)
+            atomic.fsync_dir(cur.parent)
         except FileExistsError:
             pass
     check_chain(workspace, rel)  # what exists now is still plain directories
 
 
 def _remove_temp_leftovers(path: Path) -> None:
-    prefix = _tmp_prefix(path.name)
+    prefix = atomic.tmp_prefix(path.name)
     try:
         names = os.listdir(path.parent)
     except OSError:
@@ -518,10 +348,6 @@ def _remove_temp_leftovers(path: Path) -> None:
         if name.startswith(prefix):
             with contextlib.suppress(OSError):
                 os.unlink(path.parent / name)
-
-
-def _tmp_prefix(name: str) -> str:
-    return f".{name[:200]}{TMP_MARKER}"  # stays under NAME_MAX with the random suffix
 
 
 def _remove_journal_dir(directory: Path) -> None:
@@ -535,27 +361,10 @@ def _remove_journal_dir(directory: Path) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(directory / name)
         if name == MANIFEST:
-            _fsync_dir(directory)
+            atomic.fsync_dir(directory)
     with contextlib.suppress(FileNotFoundError):
         os.rmdir(directory)
-    _fsync_dir(directory.parent)
-
-
-def _fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _O_CLOEXEC)
-    except FileNotFoundError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # some filesystems refuse fsync on a directory; the rename is still atomic
-        pass
-    finally:
-        os.close(fd)
-
-
-def _sha(data: bytes | None) -> str | None:
-    return None if data is None else hashlib.sha256(data).hexdigest()
+    atomic.fsync_dir(directory.parent)
 
 
 def _workspace_of(change: FileChange) -> Path:

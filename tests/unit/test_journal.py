@@ -306,11 +306,11 @@ def test_empty_change_list_writes_nothing(ws: Path, state: Path) -> None:
 @pytest.fixture(params=["renameat2", "check-then-rename"])
 def swap(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Both ways of replacing a file: the race-free exchange, and the fallback where it is unsupported."""
-    from autod.act import journal as journal_mod
+    from autod.act import atomic
 
     if request.param == "check-then-rename":
-        monkeypatch.setattr(journal_mod, "_renameat2", lambda src, dst, flags: False)
-    elif journal_mod._renameat2_fn() is None:
+        monkeypatch.setattr(atomic, "_renameat2", lambda src, dst, flags: False)
+    elif atomic._renameat2_fn() is None:
         pytest.skip("no renameat2 in this libc")
     return str(request.param)
 
