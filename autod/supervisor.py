@@ -181,7 +181,9 @@ class Daemon:
         """Checks run by verification (the cycle already holds the workspace lock)."""
         from autod.checks import run_check
 
-        result = await run_check(name, self.settings.checks[name], self.settings.workspace)
+        result = await run_check(
+            name, self.settings.checks[name], self.settings.workspace, settings=self.settings
+        )
         await self._on_check(result)
         return result
 
