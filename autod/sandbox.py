@@ -367,3 +367,23 @@ def describe(st: Mapping[str, object]) -> str:
     if refused:
         line += f"; these checks will not run (sandbox: bwrap): {', '.join(refused)}"
     return line
+
+
+def log_startup(st: Mapping[str, object]) -> None:
+    """At start-up: a warning, loud and once, when any check will run without the sandbox."""
+    import structlog
+
+    log = structlog.get_logger("autod.sandbox")
+    if not st["works"] and (st["unsandboxed_checks"] or st["refused_checks"]):
+        log.warning(
+            "sandbox.unavailable",
+            why=st["why"],
+            mode=st["mode"],
+            unsandboxed_checks=st["unsandboxed_checks"],
+            refused_checks=st["refused_checks"],
+            fix="install bubblewrap, or allow unprivileged user namespaces (docs/OPERATIONS.md)",
+        )
+    elif st["unsandboxed_checks"]:
+        log.warning("sandbox.disabled", mode=st["mode"], unsandboxed_checks=st["unsandboxed_checks"])
+    else:
+        log.info("sandbox.ready", bwrap=st["bwrap"], mode=st["mode"])

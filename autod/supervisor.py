@@ -15,7 +15,7 @@ from typing import Any
 
 import structlog
 
-from autod import logs
+from autod import logs, sandbox
 from autod.act.journal import recover
 from autod.checks import CheckResult
 from autod.config import ConfigError, CronSource, LogtailSource, Settings, WatchSource, load_config
@@ -384,6 +384,7 @@ class Daemon:
         # asyncio.to_thread's pool, bounded and named (`top -H`, the soak test's thread census)
         asyncio.get_running_loop().set_default_executor(named_pool(IO_POOL, IO_POOL_WORKERS))
         await self._open()
+        sandbox.log_startup(await asyncio.to_thread(sandbox.status, self.settings))
         self._install_signals()
         control = ControlServer(socket_path(self.settings), Commands(self).handle)
         await control.start()
