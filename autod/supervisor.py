@@ -7,6 +7,7 @@ import contextlib
 import fcntl
 import os
 import signal
+import subprocess
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -15,7 +16,7 @@ from typing import Any
 
 import structlog
 
-from autod import logs, sandbox
+from autod import gitsafe, logs, sandbox
 from autod.act.journal import recover
 from autod.checks import CheckResult
 from autod.config import ConfigError, CronSource, LogtailSource, Settings, WatchSource, load_config
@@ -456,18 +457,8 @@ async def _git_head(workspace: Path) -> str | None:
     if not (workspace / ".git").exists():
         return None
     try:
-        proc = await asyncio.create_subprocess_exec(
-            "git",
-            "-C",
-            str(workspace),
-            "rev-parse",
-            "HEAD",
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL,
-            stdin=asyncio.subprocess.DEVNULL,
-        )
-        out, _ = await asyncio.wait_for(proc.communicate(), 10)
-    except (OSError, TimeoutError):
+        proc = await gitsafe.arun(workspace, "rev-parse", "HEAD", timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
         return None
-    rev = out.decode().strip()
+    rev = proc.stdout.decode().strip()
     return rev if proc.returncode == 0 and rev else None

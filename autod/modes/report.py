@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from autod import gitsafe
 from autod.memory import Tier
 from autod.modes import ModeEnv
 from autod.paths import GENERATED_DIRS, NOT_SOURCE_DIRS
@@ -86,13 +87,9 @@ def git_hot_files(workspace: Path, days: int = 30, n: int = 10) -> list[tuple[st
     if not (workspace / ".git").exists():
         return []
     try:
-        out = subprocess.run(
-            ["git", "-C", str(workspace), "log", f"--since={days}.days", "--name-only", "--pretty=format:"],
-            capture_output=True,
-            text=True,
-            timeout=20,
-            check=False,
-        ).stdout
+        args = ("log", f"--since={days}.days", "--name-only", "--pretty=format:")
+        proc = gitsafe.run(workspace, *args, timeout=20)
+        out = proc.stdout.decode("utf-8", "replace")
     except (OSError, subprocess.TimeoutExpired):
         return []
     counts = Counter(line for line in out.splitlines() if line.strip())
