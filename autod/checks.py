@@ -222,10 +222,12 @@ def _not_started(name: str, code: int, why: str, mode: str = "") -> CheckResult:
     return CheckResult(name, code, why, 0, error=why, sandbox=mode)
 
 
-def _start_failure(output: str, code: int, wrapper: str) -> str | None:
-    """bwrap's or the reaper's own message when the program could not be executed after all."""
+def _start_failure(output: str, code: int, wrapper: str, program: Path) -> str | None:
+    """bwrap's or the reaper's own message when the program could not be executed after all.
+
+    Only the exact program matters: a check may run bwrap itself, whose messages are its output."""
     first = (output.lstrip().splitlines() or [""])[0]
-    if wrapper == "bwrap" and code == 1 and first.startswith("bwrap: "):
+    if wrapper == "bwrap" and code == 1 and first.startswith(f"bwrap: execvp {program}:"):
         return f"the sandbox could not start the check: {first[:300]}"
     if wrapper != "bwrap" and code in (126, 127) and first.startswith(reaper.EXEC_FAILED):
         return first[len("autod-reaper: ") :][:300]
@@ -314,7 +316,7 @@ async def run_check(
             await asyncio.to_thread(shutil.rmtree, private, True)
     after = await asyncio.to_thread(snapshot, cwd, skip)
     output = fin.output.decode("utf-8", "replace")
-    error = _start_failure(output, fin.exit_code, wrapper)
+    error = _start_failure(output, fin.exit_code, wrapper, program)
     if error is not None:
         code = 127 if "No such file" in error else 126
         why = f"check {name!r}: {error}"

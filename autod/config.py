@@ -292,6 +292,8 @@ def _format_error(path: Path | None, text: str, exc: ValidationError) -> str:
             msg = "unknown key"
         elif err["type"] == "missing":
             msg = "required key is missing"
+        elif err["type"] == "union_tag_invalid":  # pydantic's message quotes the value given
+            msg = f"must be one of {err.get('ctx', {}).get('expected_tags', 'the known types')}"
         where = str(path) if path else "<config>"
         if line is not None:
             where += f":{line}"

@@ -20,7 +20,13 @@ from autod import sandbox
 from autod.checks import find_venv, resolve_program, run_check
 from autod.config import CheckConfig
 
-MODES = ["bwrap", "off"]
+
+@pytest.fixture(params=["bwrap", "off"])
+def mode(request):
+    """Each test that takes `mode` runs under the real bwrap and with sandbox: off."""
+    if request.param == "bwrap":
+        request.getfixturevalue("real_bwrap")
+    return request.param
 
 
 def run(cfg: CheckConfig, cwd: Path, **kw):
@@ -57,7 +63,6 @@ def sleeper(marker: str) -> str:
     return f"sh -c 'sleep 60; true' {marker}"
 
 
-@pytest.mark.parametrize("mode", MODES)
 def test_a_timeout_kills_the_check_its_children_and_a_setsid_escapee(tmp_path, mode):
     marker = f"autod-test-{uuid.uuid4().hex}"
     script = f"{sleeper(marker)} & setsid {sleeper(marker)} & wait"
@@ -68,7 +73,6 @@ def test_a_timeout_kills_the_check_its_children_and_a_setsid_escapee(tmp_path, m
     assert wait_gone(marker), alive_with(marker)
 
 
-@pytest.mark.parametrize("mode", MODES)
 def test_nothing_a_passing_check_started_outlives_it(tmp_path, mode):
     # A background child holding the pipe must not hang the runner, and a setsid double fork must
     # not escape: the old process-group kill missed it.
@@ -89,7 +93,6 @@ def test_output_is_capped_keeping_head_and_tail(tmp_path):
     assert "[output truncated]" in r.output and len(r.output) < 1200
 
 
-@pytest.mark.parametrize("mode", MODES)
 def test_runs_in_the_workspace_with_the_configured_env_and_no_shell(tmp_path, mode):
     code = "import os; print(os.getcwd()); print(os.environ['CHECK_PROBE'])"
     cfg = CheckConfig(run=f'{sys.executable} -c "{code}"', env={"CHECK_PROBE": "yes"}, sandbox=mode)
@@ -100,7 +103,6 @@ def test_runs_in_the_workspace_with_the_configured_env_and_no_shell(tmp_path, mo
     assert r.output.strip() == "a; touch pwned" and not (tmp_path / "pwned").exists()
 
 
-@pytest.mark.parametrize("mode", MODES)
 def test_the_environment_is_an_allow_list_without_autod_secrets(tmp_path, mode, monkeypatch):
     monkeypatch.setenv("AUTOD_LLM__API_KEY", "sk-the-daemon-key")
     monkeypatch.setenv("CREDENTIALS_DIRECTORY", "/run/credentials/autod.service")
@@ -147,7 +149,6 @@ def test_the_workspace_venv_comes_before_path(tmp_path):
     assert f"PATH={bin_dir}{os.pathsep}" in r.output
 
 
-@pytest.mark.parametrize("mode", MODES)
 def test_a_check_that_changes_workspace_files_is_reported_caches_aside(tmp_path, mode):
     (tmp_path / "src.py").write_text("x = 1\n")
     (tmp_path / "__pycache__").mkdir()
@@ -160,7 +161,7 @@ def test_a_check_that_changes_workspace_files_is_reported_caches_aside(tmp_path,
 # -- the sandbox's walls, with the real bwrap --------------------------------------------------
 
 
-def test_a_check_cannot_plant_fsmonitor_in_git_config(tmp_path):
+def test_a_check_cannot_plant_fsmonitor_in_git_config(tmp_path, real_bwrap):
     git = tmp_path / ".git"
     git.mkdir()
     (git / "config").write_text("[core]\n\tbare = false\n")
@@ -174,7 +175,7 @@ def test_a_check_cannot_plant_fsmonitor_in_git_config(tmp_path):
     assert not (git / "hooks" / "post-commit").exists()
 
 
-def test_the_sandbox_hides_the_state_dir_and_writes_nothing_outside(tmp_path):
+def test_the_sandbox_hides_the_state_dir_and_writes_nothing_outside(tmp_path, real_bwrap):
     ws = tmp_path / "ws"
     (ws / ".autod").mkdir(parents=True)
     (ws / ".autod" / "state.db").write_text("secret state")
@@ -188,7 +189,7 @@ def test_the_sandbox_hides_the_state_dir_and_writes_nothing_outside(tmp_path):
         in_etc.unlink(missing_ok=True)
 
 
-def test_output_dir_is_writable_inside_the_sandbox(tmp_path):
+def test_output_dir_is_writable_inside_the_sandbox(tmp_path, real_bwrap):
     ws, out = tmp_path / "ws", tmp_path / "out"
     ws.mkdir()
     out.mkdir()
@@ -217,7 +218,7 @@ def _listener() -> tuple[socket.socket, list[int]]:
     return srv, accepted
 
 
-def test_no_network_unless_the_check_opts_in(tmp_path):
+def test_no_network_unless_the_check_opts_in(tmp_path, real_bwrap):
     srv, accepted = _listener()
     port = srv.getsockname()[1]
     code = f"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=3); print('CONNECTED')"

@@ -123,7 +123,7 @@ for target in ({targets!r}):
 """
 
 
-def test_the_fixer_runs_sandboxed_with_the_scratch_copy_as_its_workspace(tmp_path):
+def test_the_fixer_runs_sandboxed_with_the_scratch_copy_as_its_workspace(tmp_path, real_bwrap):
     ws, _ = _setup(tmp_path, {})
     escape = tmp_path / "escape.txt"
     targets = (str(ws / "pkg" / "mod.py"), str(escape))
