@@ -30,7 +30,7 @@ log = structlog.get_logger("autod.checks")
 
 REAPER = str(Path(reaper.__file__).resolve())
 VENV_DIRS = (".venv", "venv")
-MAX_SNAPSHOT_ENTRIES = 200_000  # past this the change report is skipped rather than slow
+MAX_SNAPSHOT_ENTRIES = 50_000  # past this the change report is skipped rather than slow
 SHEBANG_DEPTH = 4
 
 

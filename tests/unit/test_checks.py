@@ -248,3 +248,35 @@ def test_bwrap_mode_refuses_to_run_without_a_working_bwrap(tmp_path, broken_bwra
 def test_auto_mode_runs_unsandboxed_and_says_so(tmp_path, broken_bwrap):
     r = run(CheckConfig(run="touch ran"), tmp_path)
     assert r.ok and r.sandbox == "unsandboxed" and (tmp_path / "ran").exists()
+
+
+def test_a_program_in_a_hidden_place_is_bound_back_read_only(tmp_path, real_bwrap):
+    # /tmp is private in the sandbox, so a tool outside the workspace there is hidden like one
+    # under /root/.local: the runner binds the resolved program (and its interpreter) back.
+    tools, ws = tmp_path / "tools", tmp_path / "ws"
+    tools.mkdir()
+    ws.mkdir()
+    tool = tools / "tool"
+    script = "#!/bin/sh\necho tool-ran; echo appended >> \"$0\"\n"
+    tool.write_text(script)
+    tool.chmod(0o755)
+    r = run(CheckConfig(run=str(tool), sandbox="bwrap"), ws)
+    assert "tool-ran" in r.output and not r.error, r.output
+    assert tool.read_text() == script  # bound read-only
+
+
+def test_start_up_says_loudly_when_checks_run_unsandboxed(tmp_path):
+    from structlog.testing import capture_logs
+
+    from autod.config import Settings
+
+    settings = Settings(workspace=tmp_path, checks={"tests": {"run": "pytest"}, "lint": {"run": "ruff"}})
+    st = {"mode": "auto", "bwrap": None, "works": False, "why": "bwrap not found on PATH",
+          "unsandboxed_checks": ["lint", "tests"], "refused_checks": []}
+    with capture_logs() as logs:
+        sandbox.log_startup(st)
+    (line,) = logs
+    assert line["event"] == "sandbox.unavailable" and line["log_level"] == "warning"
+    assert line["why"] == "bwrap not found on PATH" and line["unsandboxed_checks"] == ["lint", "tests"]
+    assert sandbox.describe(st).startswith("sandbox: UNAVAILABLE (bwrap not found on PATH)")
+    assert settings.checks_sandbox == "auto"
