@@ -165,7 +165,6 @@ def _under(path: Path, root: Path) -> bool:
 # The bwrap command line
 
 
-
 def _real(p: Path | str) -> Path:
     return Path(os.path.realpath(p))
 
@@ -265,10 +264,11 @@ def bwrap_argv(
     git = ws / ".git"
     if git.exists():
         m.bind(git, writable=False)
-    if policy.state_dir is not None:
-        m.hide(_real(policy.state_dir))
-    for p in policy.hidden:  # again: one inside the workspace is visible after the bind above
-        m.hide(_real(p))
+    # Again, now that the bind above exposed them: those inside the workspace. Never the workspace
+    # itself or a directory above it (a log dir that happens to be the checkout, say).
+    for p in (*([policy.state_dir] if policy.state_dir is not None else []), *policy.hidden):
+        if not _under(ws, _real(p)):
+            m.hide(_real(p))
     for p in writable:
         m.bind(_real(p), writable=True)
     argv += m.argv()

@@ -196,3 +196,11 @@ def test_config_check_and_status_say_loudly_when_bwrap_is_missing(tmp_path):
     env["AUTOD_CHECKS__SANDBOX"] = "bwrap"
     r = subprocess.run([*run, "config", "check", "-c", str(cfg)], capture_output=True, text=True, env=env)
     assert r.returncode == 78 and f"{cfg}: checks.sandbox: bwrap is required but bwrap not found" in r.stderr
+
+
+def test_a_hidden_path_that_is_the_workspace_or_above_it_never_hides_the_workspace(tmp_path):
+    ws = tmp_path / "autod"  # e.g. logging.file: autod.jsonl in a checkout named autod
+    ws.mkdir()
+    argv = argv_for(ws, Policy(state_dir=ws, hidden=(ws, tmp_path)))
+    bind = index_of(argv, "--bind", str(ws), str(ws))
+    assert all(argv[i + 1] != str(ws) for i in range(bind, len(argv) - 1) if argv[i] == "--tmpfs")
