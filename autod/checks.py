@@ -205,14 +205,20 @@ def changed_files(before: Mapping[str, object] | None, after: Mapping[str, objec
 
 
 def _exposed(program: Path, args: Sequence[str], venv: Path | None, path: str) -> list[Path]:
-    """The runtimes a check needs even where the sandbox hides their home: its program's, the
-    workspace venv's python (what `python` on its PATH runs), and any executable named by an
-    absolute path among its arguments."""
+    """What a check needs even where the sandbox hides its home, bound back read-only: the runtime
+    of its program and of the workspace venv's python (what `python` on its PATH runs), and every
+    file or directory its command line names by absolute path (`python /opt/ci/check.py`,
+    `--rcfile=/etc/x`): the operator wrote those, so the check may read them."""
     roots = [program]
     if venv is not None and (venv / "bin" / "python").exists():
         roots.append(venv / "bin" / "python")
-    roots += [Path(a) for a in args if os.path.isabs(a) and os.path.isfile(a) and os.access(a, os.X_OK)]
-    out: list[Path] = []
+    named = []
+    for arg in args:
+        value = arg.split("=", 1)[1] if arg.startswith("-") and "=" in arg else arg
+        if os.path.isabs(value) and os.path.exists(value):
+            named.append(Path(value))
+    roots += [p for p in named if p.is_file() and os.access(p, os.X_OK)]
+    out: list[Path] = [p for p in named if p not in roots]
     for r in roots:
         out += runtime_paths(r, path)
     return out

@@ -280,3 +280,15 @@ def test_start_up_says_loudly_when_checks_run_unsandboxed(tmp_path):
     assert line["why"] == "bwrap not found on PATH" and line["unsandboxed_checks"] == ["lint", "tests"]
     assert sandbox.describe(st).startswith("sandbox: UNAVAILABLE (bwrap not found on PATH)")
     assert settings.checks_sandbox == "auto"
+
+
+def test_files_the_command_names_outside_the_workspace_are_readable_not_writable(tmp_path, real_bwrap):
+    ws, script = tmp_path / "ws", tmp_path / "ci" / "check.py"
+    ws.mkdir()
+    script.parent.mkdir()
+    script.write_text(
+        "import pathlib, sys\nprint('ci-check-ran')\npathlib.Path(sys.argv[0]).write_text('x')\n"
+    )
+    r = run(CheckConfig(run=f"{sys.executable} {script}", sandbox="bwrap"), ws)
+    assert "ci-check-ran" in r.output and "Read-only file system" in r.output
+    assert "ci-check-ran" in script.read_text()
