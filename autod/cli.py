@@ -122,10 +122,18 @@ def cmd_config_check(args: argparse.Namespace) -> int:
     where = find_config(args.config) or "(no file: defaults)"
     modes = ", ".join(settings.modes.enabled()) or "none"
     planner = "llm" if settings.llm.base_url else "rules"
+    from autod import sandbox
+
+    st = sandbox.status(settings)
+    refused = list(st["refused_checks"])  # type: ignore[call-overload]
+    if refused:
+        field = "checks.sandbox" if settings.checks_sandbox == "bwrap" else f"checks.{refused[0]}.sandbox"
+        return _die(f"{where}: {field}: bwrap is required but {st['why']}", EXIT_CONFIG)
     _out(
         f"{where}: ok (workspace {settings.workspace}, modes {modes},"
         f" checks {', '.join(settings.checks) or 'none'}, planner {planner})"
     )
+    _out(sandbox.describe(st))
     _warnings(settings)
     return 0
 
@@ -154,6 +162,9 @@ def cmd_status(args: argparse.Namespace) -> int:
             state, queue = off
             data |= offline_status(state, queue)
             data["paused"] = bool(state.get_kv("paused", False))
+        from autod import sandbox
+
+        data["sandbox"] = sandbox.status(settings)
     if args.json:
         from autod.boundary import config_inside_workspace
 
@@ -171,6 +182,10 @@ def cmd_status(args: argparse.Namespace) -> int:
             c = data["current_cycle"]
             _out(f"  in cycle {c['cycle_id']} ({c['mode']}): {c['summary'][:100]}")
         _out(f"  modes: {', '.join(data.get('modes', [])) or 'none'}   memory: {data.get('memory')}")
+        if data.get("sandbox"):
+            from autod.sandbox import describe
+
+            _out(f"  {describe(data['sandbox'])}")
         llm = data.get("llm", {})
         if llm.get("configured"):
             circuit = (llm.get("circuit") or {}).get("state", "?")
@@ -188,6 +203,10 @@ def cmd_status(args: argparse.Namespace) -> int:
         _out("autod is not running" + (" (figures read from the state dir)" if "queue" in data else ""))
         if data.get("paused"):
             _out("  paused: it starts paused (autod resume)")
+        if data.get("sandbox"):
+            from autod.sandbox import describe
+
+            _out(f"  {describe(data['sandbox'])}")
     q = data.get("queue")
     if q:
         _out(f"  queue depth: {q.get('depth')}")

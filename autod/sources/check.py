@@ -82,7 +82,9 @@ class CheckSource:
 
     async def run(self, name: str) -> CheckResult:
         async with self.lock:
-            result = await run_check(name, self.settings.checks[name], self.settings.workspace)
+            result = await run_check(
+                name, self.settings.checks[name], self.settings.workspace, settings=self.settings
+            )
         log.info("check ran", check=name, exit_code=result.exit_code, duration_ms=result.duration_ms)
         if self.on_result is not None:
             await self.on_result(result)
