@@ -307,8 +307,8 @@ class MemoryConfig(Strict):
     # -- sharing one Chroma server (fleet) --
     prune_scope: Literal["own", "all"] = Field("own", description="prune this daemon's items, or everyone's")
     prune_spread_s: int = Field(3600, ge=0, le=86400, description="per-instance delay of the scheduled prune")
-    recall_from_others: Literal["none", "lessons", "lessons_and_episodes"] = Field(
-        "lessons", description="what other daemons' items recall may use (never their observations)"
+    recall_from_others: Literal["none", "lessons"] = Field(
+        "lessons", description="recall other daemons' lessons, labelled (never their observations)"
     )
     auth_token: SecretStr | None = Field(None, description="Chroma server token (or a credential/file)")
     auth_token_file: Path | None = Field(None, description="file holding the Chroma server token")

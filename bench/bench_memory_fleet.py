@@ -10,7 +10,8 @@ they mean) whose timestamps spread over twice the TTL, so a prune removes about 
   (p50/p95/max) during the prune against the same recalls before it. A prune that were one job on
   the memory thread would hold every recall for the whole ``prune_s``.
 
-In the server case another daemon's items (a fifth of the size) share the collection and must
+Lessons (a twentieth of N0) are in the shared N2. In the server case another daemon has a fifth
+as many observations in its own collection and as many lessons in the shared one; its items must
 survive the prune, which applies to this daemon's items only.
 
     python bench/bench_memory_fleet.py            # 100k items, embedded and server
@@ -93,9 +94,17 @@ async def one_store(
     try:
         now = time.time()
         ttl_s = (cfg.n0.ttl_days or 7) * 86400
+        theirs: Any = None
         rate = await asyncio.to_thread(fill, mem._cols[Tier.N0], ME, n, now, 2 * ttl_s, 1)
+        # lessons, shared: a twentieth of the observations each, ours and another daemon's
+        await asyncio.to_thread(fill, mem._cols[Tier.N2], ME, n // 20, now, 0.0, 3)
         if other:
-            await asyncio.to_thread(fill, mem._cols[Tier.N0], OTHER, other, now, 2 * ttl_s, 2)
+            # the other daemon's observations are in its own collection, its lessons in the shared one
+            theirs = mem._client.get_or_create_collection(
+                f"{cfg.collection_prefix}n0.{OTHER.instance}", embedding_function=None,
+                configuration={"hnsw": {"space": "cosine"}})
+            await asyncio.to_thread(fill, theirs, OTHER, other, now, 2 * ttl_s, 2)
+            await asyncio.to_thread(fill, mem._cols[Tier.N2], OTHER, n // 20, now, 0.0, 4)
         t0 = time.perf_counter()
         stats = await mem.stats()
         stats_ms = (time.perf_counter() - t0) * 1000
@@ -121,6 +130,7 @@ async def one_store(
         prune_s = time.perf_counter() - t_prune
         left = await mem.counts()
         own_left = (await mem.own_counts())["n0"]
+        other_left = await asyncio.to_thread(theirs.count) if other else None
     finally:
         await mem.close()
     return {
@@ -132,7 +142,7 @@ async def one_store(
         "full_scan_rows": scanned,
         "prune_s": round(prune_s, 2),
         "pruned": removed,
-        "left_n0": {"all": left["n0"], "this_daemon": own_left},
+        "left_n0": {"this_daemon": own_left, "collection": left["n0"], "another_daemon": other_left},
         "recall_idle_ms": {"p50": round(statistics.median(idle), 2), "p95": pct(idle, 95)},
         "recall_during_prune_ms": {
             "n": len(during),

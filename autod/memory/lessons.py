@@ -13,12 +13,12 @@ from __future__ import annotations
 from typing import Any
 
 from autod.memory import Embedder
-from autod.memory.chroma import both
 from autod.memory.identity import Identity
 from autod.memory.recall import similarity_from_distance
 from autod.memory.spool import Spool
 
 DEDUPE_SIMILARITY = 0.92
+CANDIDATES = 20  # nearest lessons looked at for a merge
 SUCCESS, FAILURE = "success", "failure"
 
 
@@ -30,7 +30,7 @@ def add_lesson(col: Any, embedder: Embedder, who: Identity, own: dict[str, Any] 
     polarity = SUCCESS if success else FAILURE
     vector = embedder.embed([text])[0]
     meta = {**meta, **who.stamp(), "ts": now, "last_used": now, "polarity": polarity}
-    match = _near_duplicate(col, vector, meta.get("fingerprint"), both(own, {"polarity": polarity}))
+    match = _near_duplicate(col, vector, meta.get("fingerprint"), {**(own or {}), "polarity": polarity})
     if match is not None:
         lesson_id, old = match
         if old.get("last_write") == item_id:
@@ -47,15 +47,17 @@ def add_lesson(col: Any, embedder: Embedder, who: Identity, own: dict[str, Any] 
     return item_id
 
 
-def _near_duplicate(col: Any, vector: list[float], fingerprint: Any, where: dict[str, Any] | None
+def _near_duplicate(col: Any, vector: list[float], fingerprint: Any, must: dict[str, Any]
                     ) -> tuple[str, dict[str, Any]] | None:
     if col.count() == 0:
         return None
-    res = col.query(query_embeddings=[vector], n_results=5, where=where, include=["metadatas", "distances"])
+    # The nearest few of everyone's lessons, then ours of the same sign among them: a where filter
+    # would cost chromadb a scan of the whole shared collection on every lesson.
+    res = col.query(query_embeddings=[vector], n_results=CANDIDATES, include=["metadatas", "distances"])
     close = [
         (i, m or {}, similarity_from_distance(d))
         for i, m, d in zip(res["ids"][0], res["metadatas"][0], res["distances"][0], strict=True)
-        if similarity_from_distance(d) >= DEDUPE_SIMILARITY
+        if similarity_from_distance(d) >= DEDUPE_SIMILARITY and _matches(m or {}, must)
     ]
     if not close:
         return None
@@ -63,6 +65,10 @@ def _near_duplicate(col: Any, vector: list[float], fingerprint: Any, where: dict
     same = fingerprint is not None
     best = max(close, key=lambda c: (same and c[1].get("fingerprint") == fingerprint, c[2]))
     return best[0], dict(best[1])
+
+
+def _matches(meta: dict[str, Any], must: dict[str, Any]) -> bool:
+    return all(meta.get(k) == v for k, v in must.items())
 
 
 def mark_used(col: Any, who: Identity, *, shared: bool, used: dict[str, float]) -> None:

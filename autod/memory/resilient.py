@@ -290,7 +290,7 @@ class ResilientMemory:
 
     def _ledger_stats(self) -> dict[str, Any]:
         tally, pending, dropped = self._spool.tally(), self._spool.pending(), self._spool.dropped()
-        names = collection_names(self.cfg.collection_prefix)
+        names = collection_names(self.cfg.collection_prefix, self.who.instance if self.cfg.url else None)
         tiers = {t.value: {"collection": names[t], "count": None, "own": tally.get(t.value, {}).get("own", 0),
                            "oldest_ts": tally.get(t.value, {}).get("oldest_ts"),
                            "newest_ts": tally.get(t.value, {}).get("newest_ts"),

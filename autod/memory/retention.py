@@ -9,6 +9,7 @@ only when a tier is over max_items. What a prune learns reconciles the tally (sp
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar
 
@@ -64,45 +65,33 @@ async def count(run: Run[Any], col: Any, where: dict[str, Any] | None) -> int:
             return total
 
 
-async def prune(
-    run: Run[Any],
-    cols: Mapping[Tier, Any],
-    cfg: MemoryConfig,
-    *,
-    scope: dict[str, Any] | None,
-    own: dict[str, Any] | None,
-    dry_run: bool,
-    now: float,
-    spool: Spool | None,
-) -> dict[str, int]:
-    """Apply TTL then max_items to the items matching scope; returns how many went (or would) per tier.
+@dataclass(frozen=True)
+class Target:
+    """One collection to prune: which of its items retention applies to, and which are ours."""
 
-    ``own`` is the filter for this daemon's items (None: all items are its own, the embedded
-    store); the tally is reconciled against it.
-    """
-    removed: dict[str, int] = {}
-    for tier in TIERS:
-        retention: Retention = getattr(cfg, tier.value)
-        removed[tier.value] = await _prune_tier(
-            run, cols[tier], tier, retention, scope=scope, own=own, dry_run=dry_run, now=now, spool=spool
-        )
+    tier: Tier
+    col: Any
+    scope: dict[str, Any] | None  # None: every item in the collection
+    own: dict[str, Any] | None  # this daemon's items in it (None: all of them)
+    mine: bool = True  # it holds this daemon's items: what the prune learns reconciles the tally
+
+
+async def prune(run: Run[Any], targets: list[Target], cfg: MemoryConfig, *, dry_run: bool, now: float,
+                spool: Spool | None) -> dict[str, int]:
+    """Apply TTL then max_items to each target; returns how many went (or would) per tier."""
+    removed = {tier.value: 0 for tier in TIERS}
+    for t in targets:
+        retention: Retention = getattr(cfg, t.tier.value)
+        removed[t.tier.value] += await _prune_tier(run, t, retention, dry_run=dry_run, now=now,
+                                                   spool=spool if t.mine else None)
     if not dry_run and any(removed.values()):
         log.info("memory_pruned", **removed)
     return removed
 
 
-async def _prune_tier(
-    run: Run[Any],
-    col: Any,
-    tier: Tier,
-    retention: Retention,
-    *,
-    scope: dict[str, Any] | None,
-    own: dict[str, Any] | None,
-    dry_run: bool,
-    now: float,
-    spool: Spool | None,
-) -> int:
+async def _prune_tier(run: Run[Any], t: Target, retention: Retention, *, dry_run: bool, now: float,
+                      spool: Spool | None) -> int:
+    col, tier, scope = t.col, t.tier, t.scope
     expired: set[str] = set()
     n_expired = 0
     cutoff: float | None = None
@@ -138,40 +127,21 @@ async def _prune_tier(
         gone = set(evict)
         kept = [r for r in rows if r[0] not in gone]
     if not dry_run and spool is not None:
-        await _reconcile(
-            run, col, tier, spool, scope=scope, own=own, left=left - len(evict), kept=kept, cutoff=cutoff
-        )
+        await _reconcile(run, t, spool, left=left - len(evict), kept=kept, cutoff=cutoff)
     return n_expired + len(evict)
 
 
-async def _reconcile(
-    run: Run[Any],
-    col: Any,
-    tier: Tier,
-    spool: Spool,
-    *,
-    scope: dict[str, Any] | None,
-    own: dict[str, Any] | None,
-    left: int,
-    kept: list[tuple[str, Mapping[str, Any]]] | None,
-    cutoff: float | None,
-) -> None:
-    if scope != own:  # pruned everyone's items: count our own separately
-        left = await count(run, col, own)
+async def _reconcile(run: Run[Any], t: Target, spool: Spool, *, left: int,
+                     kept: list[tuple[str, Mapping[str, Any]]] | None, cutoff: float | None) -> None:
+    tier = t.tier.value
+    if t.scope != t.own:  # pruned everyone's items: count our own separately
+        left = await count(run, t.col, t.own)
         kept = None
     if kept is not None:  # the eviction scan saw every item left: the exact range
         stamps = [float(m["ts"]) for _, m in kept if isinstance(m.get("ts"), int | float)]
-        await run(
-            partial(
-                spool.tally_set,
-                tier.value,
-                left,
-                oldest=min(stamps, default=None),
-                newest=max(stamps, default=None),
-                exact_range=True,
-            )
-        )
+        await run(partial(spool.tally_set, tier, left, oldest=min(stamps, default=None),
+                          newest=max(stamps, default=None), exact_range=True))
         return
-    await run(partial(spool.tally_set, tier.value, left))
-    if cutoff is not None and tier is not Tier.N2:  # N2 ages by last use; its range is by ts
-        await run(partial(spool.tally_removed, tier.value, 0, older_than=cutoff))
+    await run(partial(spool.tally_set, tier, left))
+    if cutoff is not None and t.tier is not Tier.N2:  # N2 ages by last use; its range is by ts
+        await run(partial(spool.tally_removed, tier, 0, older_than=cutoff))

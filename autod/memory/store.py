@@ -7,9 +7,10 @@ that is ResilientMemory (resilient.py), which the daemon uses. The CLI uses this
 while no daemon runs.
 
 Every item records the daemon that wrote it (``instance``, ``workspace``). In a shared store a
-daemon writes, merges into, marks and (by default) prunes only its own items; recall sees its own
-items and, as ``memory.recall_from_others`` allows, other daemons' lessons (and episodes),
-labelled as theirs, never their raw observations.
+daemon's observations and episodes are in collections of its own and its lessons in the shared
+one (chroma.collection_names); it writes, merges into, marks and (by default) prunes only its own
+items; recall sees its own items and, as ``memory.recall_from_others`` allows, other daemons'
+lessons, labelled as theirs, never their observations or episodes.
 """
 
 from __future__ import annotations
@@ -30,14 +31,14 @@ from autod.memory.chroma import (
     Connection,
     StoreUnavailable,
     clean_metadata,
-    collection_names,
     connect,
     open_collections,
+    other_daemons_collections,
 )
 from autod.memory.identity import Identity, identity
 from autod.memory.lock import MemoryLocked, OwnerLock
 from autod.memory.recall import Hit, pack, rank, similarity_from_distance
-from autod.memory.retention import count, lesson_usefulness, prune
+from autod.memory.retention import Target, count, lesson_usefulness, prune
 from autod.memory.spool import FILE_NAME, Spool
 from autod.memory.worker import StoreTimeout, Worker
 
@@ -129,15 +130,16 @@ class ChromaMemory:
                 timeout_s=cfg.timeout_s,
                 timeout=open_deadline(cfg),
             )
+            if who is None:
+                who = await asyncio.to_thread(identity, state_dir, "")
+            instance = who.instance if cfg.url else None  # a shared store: n0 and n1 of our own
             cols = await worker.run(
-                open_collections, conn.client, cfg.collection_prefix, timeout=open_deadline(cfg)
+                open_collections, conn.client, cfg.collection_prefix, instance, timeout=open_deadline(cfg)
             )
             if embedder is None:
                 from autod.memory.embed import make_embedder
 
                 embedder = make_embedder(cfg)
-            if who is None:
-                who = await asyncio.to_thread(identity, state_dir, "")
             if spool is None:
                 owns_spool = True
                 spool = (
@@ -175,15 +177,19 @@ class ChromaMemory:
     # -- whose items ---------------------------------------------------------------------
     @property
     def own(self) -> dict[str, Any] | None:
-        """The filter for this daemon's items; None in the embedded store, which is all its own."""
+        """The filter for this daemon's lessons; None in the embedded store, which is all its own.
+
+        Observations and episodes need none: in a shared store they live in this daemon's own
+        collections (chroma.collection_names).
+        """
         return {"instance": self.who.instance} if self.server else None
 
-    def _recall_where(self, tier: Tier) -> dict[str, Any] | None:
-        allowed = {"none": (), "lessons": (Tier.N2,), "lessons_and_episodes": (Tier.N1, Tier.N2)}
-        return None if tier in allowed[self.cfg.recall_from_others] else self.own
+    def _where(self, tier: Tier, *, everyone: bool) -> dict[str, Any] | None:
+        return None if tier is not Tier.N2 or everyone else self.own
 
-    def _prune_where(self) -> dict[str, Any] | None:
-        return None if self.cfg.prune_scope == "all" else self.own
+    def _recall_where(self, tier: Tier) -> dict[str, Any] | None:
+        # A filter costs a scan of the collection: "none" pays it, the default does not.
+        return self._where(tier, everyone=self.cfg.recall_from_others == "lessons")
 
     # -- writing -----------------------------------------------------------------------
     async def add(self, tier: Tier, items: list[Item], *, now: float | None = None) -> None:
@@ -288,19 +294,23 @@ class ChromaMemory:
 
     # -- retention and figures -----------------------------------------------------------
     async def prune(self, *, dry_run: bool = False, now: float | None = None) -> dict[str, int]:
-        """Apply each tier's TTL, then its max_items, in short jobs; returns how many went (or would go)."""
+        """Apply each tier's TTL, then its max_items, in short jobs; returns how many went (or would go).
+
+        ``prune_scope: all`` in a shared store also prunes other daemons' lessons and their own
+        observation and episode collections, with this daemon's retention (the fleet's janitor).
+        """
         if not dry_run:
             self._writable()
-        return await prune(
-            self._run_job,
-            self._cols,
-            self.cfg,
-            scope=self._prune_where(),
-            own=self.own,
-            dry_run=dry_run,
-            now=time.time() if now is None else now,
-            spool=None if self.read_only else self.spool,
-        )
+        everyone = self.cfg.prune_scope == "all"
+        targets = [Target(t, self._cols[t], self._where(t, everyone=everyone), self._where(t, everyone=False))
+                   for t in TIERS]
+        if self.server and everyone:
+            others = await self._run(other_daemons_collections, self._client, self.cfg.collection_prefix,
+                                     self.who.instance)
+            targets += [Target(tier, col, None, None, mine=False) for tier, col in others]
+        return await prune(self._run_job, targets, self.cfg, dry_run=dry_run,
+                           now=time.time() if now is None else now,
+                           spool=None if self.read_only else self.spool)
 
     async def _run_job(self, fn: Callable[[], T]) -> T:
         return await self._run(fn)
@@ -311,7 +321,8 @@ class ChromaMemory:
 
     async def own_counts(self) -> dict[str, int]:
         """This daemon's items per tier, counted in the store (pages of ids in a shared store)."""
-        return {t.value: await count(self._run_job, self._cols[t], self.own) for t in TIERS}
+        return {t.value: await count(self._run_job, self._cols[t], self._where(t, everyone=False))
+                for t in TIERS}
 
     async def stats(self) -> dict[str, Any]:
         """Per-tier counts (chromadb's count and the tally of this daemon's items), spool, disk use."""
@@ -320,15 +331,15 @@ class ChromaMemory:
         tally = await asyncio.to_thread(spool.tally) if spool is not None else {}
         pending = await asyncio.to_thread(spool.pending) if spool is not None else {}
         dropped = await asyncio.to_thread(spool.dropped) if spool is not None else {}
-        names = collection_names(self.cfg.collection_prefix)
+        names = {t: c.name for t, c in self._cols.items()}
         tiers: dict[str, Any] = {}
         for tier in TIERS:
             t = tally.get(tier.value, {})
             tiers[tier.value] = {
                 "collection": names[tier],
                 "count": totals[tier.value],
-                # the embedded store is all this daemon's: its count is exact and free
-                "own": t.get("own", 0) if self.server else totals[tier.value],
+                # a collection of this daemon's own (all but the shared lessons) counts exactly, for free
+                "own": t.get("own", 0) if self.server and tier is Tier.N2 else totals[tier.value],
                 "oldest_ts": t.get("oldest_ts"),
                 "newest_ts": t.get("newest_ts"),
                 "spooled": pending.get(tier.value, 0),

@@ -127,8 +127,8 @@ def test_daemon_rides_out_a_server_down_at_start_killed_and_hung_and_loses_nothi
         chroma.start()
         wait_status(config, caught_up, "memory ok with the spool replayed")
         me = instance(tmp_path, "a")
-        assert len(chroma.items("mem_n0", instance=me)) == cycles
-        assert len(chroma.items("mem_n1", instance=me)) == cycles
+        assert len(chroma.items(f"mem_n0.{me}")) == cycles
+        assert len(chroma.items(f"mem_n1.{me}")) == cycles
 
         # killed mid-run
         chroma.kill()
@@ -139,8 +139,8 @@ def test_daemon_rides_out_a_server_down_at_start_killed_and_hung_and_loses_nothi
         assert status(config)["memory"].startswith("degraded (")
         chroma.start()
         wait_status(config, caught_up, "memory ok after the restart")
-        assert len(chroma.items("mem_n0", instance=me)) == cycles
-        assert len(chroma.items("mem_n1", instance=me)) == cycles
+        assert len(chroma.items(f"mem_n0.{me}")) == cycles
+        assert len(chroma.items(f"mem_n1.{me}")) == cycles
 
         # hung (SIGSTOP): cycles still finish, each recall bounded by the deadline
         chroma.hang()
@@ -172,8 +172,8 @@ def test_daemon_rides_out_a_server_down_at_start_killed_and_hung_and_loses_nothi
         assert s["memory"].startswith("degraded (") and s["memory_status"]["spooled"] == left > 0
         chroma.resume()  # back: what the last run spooled reaches the store
         wait_status(config, caught_up, "memory ok with the last run's spool replayed")
-        assert len(chroma.items("mem_n0", instance=me)) == cycles
-        assert len(chroma.items("mem_n1", instance=me)) == cycles
+        assert len(chroma.items(f"mem_n0.{me}")) == cycles
+        assert len(chroma.items(f"mem_n1.{me}")) == cycles
     finally:
         d.kill()
         chroma.resume()
@@ -213,13 +213,13 @@ def test_two_daemons_share_a_token_protected_server_and_keep_to_their_own_items(
         b.signal(signal.SIGHUP)  # reload: b retries at once with the new token
         wait_status(config_b, caught_up, "daemon b connected after the reload")
         me_a, me_b = instance(tmp_path, "a"), instance(tmp_path, "b")
-        assert len(chroma.items("mem_n0", instance=me_b)) == 1  # the cycle it ran while refused
+        assert len(chroma.items(f"mem_n0.{me_b}")) == 1  # the cycle it ran while refused
 
         # seed each daemon's items straight into the server: 15 observations each, and b's lesson
         client = chroma.client()
         now = time.time()
         for who, ws in ((me_a, "repo-a"), (me_b, "repo-b")):
-            client.get_collection("mem_n0").add(
+            client.get_collection(f"mem_n0.{who}").add(  # each daemon's observations: its own collection
                 ids=[f"{who}-{i}" for i in range(15)],
                 embeddings=[[1.0 if j == i % 384 else 0.0 for j in range(384)] for i in range(15)],
                 documents=[f"observation {i} of {ws}: secret log line" for i in range(15)],
@@ -248,8 +248,8 @@ def test_two_daemons_share_a_token_protected_server_and_keep_to_their_own_items(
         pruned = run_cli("memory", "prune", "--json", "-c", str(config_a))
         assert pruned.returncode == 0, pruned.stderr
         assert json.loads(pruned.stdout)["removed"]["n0"] == 5
-        assert len(chroma.items("mem_n0", instance=me_a)) == 10
-        assert len(chroma.items("mem_n0", instance=me_b)) == 16
+        assert len(chroma.items(f"mem_n0.{me_a}")) == 10
+        assert len(chroma.items(f"mem_n0.{me_b}")) == 16
         pruned_b = run_cli("memory", "prune", "--json", "-c", str(config_b))
         assert json.loads(pruned_b.stdout)["removed"] == {"n0": 0, "n1": 0, "n2": 0}
         # a recalls b's lesson, labelled as b's, and never b's raw observations
@@ -265,7 +265,7 @@ def test_two_daemons_share_a_token_protected_server_and_keep_to_their_own_items(
         assert hits and not any("of repo-b" in h["text"] for h in hits)
         stats = run_cli("memory", "stats", "--json", "-c", str(config_a))
         n0 = json.loads(stats.stdout)["stats"]["tiers"]["n0"]
-        assert n0["own"] == 10 and n0["count"] == len(chroma.items("mem_n0"))
+        assert n0["own"] == n0["count"] == 10 and n0["collection"] == f"mem_n0.{me_a}"
     finally:
         for d in (a, b):
             d.stop(GUARD)
