@@ -24,7 +24,7 @@ import sqlite3
 import time
 import uuid
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -263,7 +263,7 @@ class ResilientMemory:
     async def prune(self, *, dry_run: bool = False, scheduled: bool = False) -> dict[str, int]:
         """Apply retention; a scheduled prune first waits this instance's share of prune_spread_s."""
         if scheduled:
-            delay = self.who.share(self.cfg.prune_spread_s)
+            delay = self.who.share(prune_spread(self.cfg))
             log.info("memory.prune_scheduled", in_s=delay)
             await asyncio.sleep(delay)
         store = self._conn.require(self.summary)
@@ -299,6 +299,18 @@ class ResilientMemory:
         return {"mode": "server" if self.cfg.url else "embedded", "tiers": tiers,
                 "pending_observations": pending.get("n0", 0), "dropped_observations": dropped.get("n0", 0),
                 "disk_bytes": None}
+
+
+def prune_spread(cfg: MemoryConfig) -> int:
+    """The window a scheduled prune is spread over: prune_spread_s, at most half the schedule's period
+    (a prune every minute, as in a soak, must still run every minute or so)."""
+    from apscheduler.triggers.cron import CronTrigger
+
+    trigger = CronTrigger.from_crontab(cfg.prune_schedule, timezone="UTC")
+    first = trigger.get_next_fire_time(None, datetime.now(UTC))
+    second = trigger.get_next_fire_time(first, first + timedelta(seconds=1)) if first else None
+    period = (second - first).total_seconds() if first and second else float(cfg.prune_spread_s) * 2
+    return int(min(cfg.prune_spread_s, period / 2))
 
 
 def _chroma_opener(state_dir: Path, who: Identity, spool: Spool, embedder: Embedder | None) -> Opener:

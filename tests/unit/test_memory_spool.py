@@ -109,3 +109,12 @@ def test_a_process_exits_although_its_memory_thread_is_stuck_for_good(tmp_path: 
     # a ThreadPoolExecutor's worker would be joined at exit and hang here for good
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout == "timed out\n", done.stderr
+
+
+def test_the_prune_spread_never_exceeds_half_the_schedule_period() -> None:
+    from autod.config import MemoryConfig
+    from autod.memory.resilient import prune_spread
+
+    assert prune_spread(MemoryConfig()) == 3600  # daily: an hour
+    assert prune_spread(MemoryConfig(prune_schedule="* * * * *")) == 30  # every minute: half a minute
+    assert prune_spread(MemoryConfig(prune_schedule="*/10 * * * *", prune_spread_s=0)) == 0
