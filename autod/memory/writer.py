@@ -115,6 +115,8 @@ class SpoolWriter:
         # The store answers but refuses this write every time: keep the rest flowing.
         await asyncio.to_thread(self._spool.drop, [head])
         self._dropped[head.kind] = self._dropped.get(head.kind, 0) + 1
+        self.applied = head.seq  # settled: nobody waits for it any longer
+        self._conn.notify()
         log.error("memory.write_dropped", tier=head.kind, attempts=attempts, error=error)
 
 
