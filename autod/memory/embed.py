@@ -37,10 +37,10 @@ DIM = 384
 MAX_TOKENS = 256  # the length all-MiniLM-L6-v2 was trained with
 BATCH_SIZE = 32
 # Tokens (rows x padded length) per model call when batches are formed by length. Padding costs
-# what real tokens cost (attention: their square), and on one core small calls stay in cache: 512
-# measured fastest of 256..4096 (bench/bench_embed.py); a 256-token text goes alone, 30-token ones
-# by 17.
-TOKEN_BUDGET = 512
+# what real tokens cost (attention: their square), and on one core small calls stay in cache: 256
+# measured best of 64..4096, by a little over one text per call, by 3x over arrival-order batches
+# (bench/bench_embed.py); a 256-token text goes alone, 30-token ones by 8.
+TOKEN_BUDGET = 256
 # How texts are padded for the model (the vectors are the same up to float noise; the cost is not):
 #   "sorted": texts grouped by token length, each group padded to its longest (the default)
 #   "batch":  batches of batch_size in arrival order, padded to the longest in each (before 0.x)
