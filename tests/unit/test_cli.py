@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import io
 import re
 import sys
@@ -194,9 +196,15 @@ def test_approve_without_a_daemon_exits_3_and_says_how_to_start_it(config, capsy
     assert "the daemon is not running; `approve` needs it" in capsys.readouterr().err
 
 
-def test_status_without_a_daemon_or_state_says_so_and_exits_0(config, capsys):
+def test_status_without_a_daemon_or_state_says_so_and_names_what_it_looked_at(config, capsys):
     assert cli.main(["status", "-c", str(config)]) == 0
-    assert capsys.readouterr().out == "autod is not running\n"  # no state dir yet: nothing else to say
+    # no state dir yet: nothing else to say but which config and state dir it looked at
+    assert capsys.readouterr().out == (
+        f"autod is not running\n  config: {config}   state dir: {config.parent / 'state'}\n"
+    )
+    assert cli.main(["status", "--json", "-c", str(config)]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["config_file"] == str(config) and data["state_dir"] == str(config.parent / "state")
 
 
 def test_pause_and_trigger_without_a_daemon_are_kept_for_its_next_start(config, capsys):
