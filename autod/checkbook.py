@@ -44,9 +44,9 @@ class CheckBook:
         return {name: run.error for name, run in self.ledger.runs.items() if run.error}
 
     async def record(self, result: CheckResult, at: float) -> Run:
+        # Into the ledger before the first await: a cycle that takes the workspace lock next must see it.
         failing = not result.ok and not result.error
-        fp = await asyncio.to_thread(result_fingerprint, result) if failing else None
-        run = Run(result.name, at, result.ok, fp, result.error)
+        run = Run(result.name, at, result.ok, result_fingerprint(result) if failing else None, result.error)
         counted = self.ledger.record(run, result)
         if counted:
             await self.counted(counted, None)

@@ -234,7 +234,7 @@ class Commands:
         if p is None or p["status"] != "pending":
             return {"ok": False, "error": "no such pending proposal"}
         reason = str(req.get("reason") or "no reason given")[:500]
-        await d.state.call(d.state.decide_proposal, p["id"], "rejected", f"by the operator: {reason}")
+        await d.state.call(d.state.decide_proposal, p["id"], "rejected", reason)
         plan = Plan.model_validate_json(p["plan"])
         event = Event.model_validate_json(p["event"])
         lesson = (

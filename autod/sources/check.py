@@ -98,13 +98,13 @@ class CheckSource:
         async with self.lock:
             result = await run_check(name, self.settings.checks[name], self.settings.workspace)
             at = time.time()
-        if result.error:
-            # exit 126/127, program not found: nothing a cycle could fix, so never an event
-            log.error("check.cannot_start", check=name, error=result.error)
-        else:
-            log.info("check ran", check=name, exit_code=result.exit_code, duration_ms=result.duration_ms)
-        if self.on_result is not None:
-            await self.on_result(result, at)
+            if result.error:
+                # exit 126/127, program not found: nothing a cycle could fix, so never an event
+                log.error("check.cannot_start", check=name, error=result.error)
+            else:
+                log.info("check ran", check=name, exit_code=result.exit_code, duration_ms=result.duration_ms)
+            if self.on_result is not None:  # recorded before a cycle can take the lock and read results
+                await self.on_result(result, at)
         return result, at
 
     def event_for(self, result: CheckResult, at: float) -> Event | None:

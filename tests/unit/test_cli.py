@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import json
-
 import io
+import json
 import re
 import sys
 import time
