@@ -94,8 +94,6 @@ def quarantine_clear(state: State, fp: str | None, everything: bool) -> dict[str
             return {"ok": False, "error": f"no quarantined fingerprint {fp} (or the prefix is ambiguous)"}
     else:
         return {"ok": False, "error": "name a fingerprint, or --all"}
-    for one in cleared:
-        log.info("quarantine.cleared", fingerprint=one, by="operator")
     return {"ok": True, "cleared": cleared}
 
 
@@ -263,8 +261,8 @@ class Commands:
         resp = await self.d.state.call(
             quarantine_clear, self.d.state, str(fp) if fp else None, bool(req.get("all"))
         )
-        if resp.get("cleared"):
-            self.d.wakeup.set()
+        for one in resp.get("cleared") or []:
+            log.info("quarantine.cleared", fingerprint=one, by="operator")
         return resp
 
     async def cmd_memory_stats(self, req: dict[str, Any]) -> dict[str, Any]:

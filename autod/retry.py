@@ -10,7 +10,8 @@ Two kinds of event come back:
   cycles counts an attempt on the fingerprint, which is quarantined when they are spent.
 
 Before a deferred event is planned again the dispatcher checks it against the present
-(`autod.freshness`), so a failure fixed meanwhile is resolved without a cycle.
+(`autod.freshness`), so a failure fixed meanwhile is resolved without a cycle. `run --once` does not
+wait to attempt a still-failing failure again: it exits 1, and the next run's start-up check reports it.
 """
 
 from __future__ import annotations
@@ -42,8 +43,11 @@ class Decision:
 
 
 class RetryPolicy:
-    def __init__(self, limits: Limits, *, rand: Callable[[], float] = random.random) -> None:
+    def __init__(
+        self, limits: Limits, *, once: bool = False, rand: Callable[[], float] = random.random
+    ) -> None:
         self.limits = limits
+        self.once = once
         self._rand = rand
 
     def delay(self, retries: int) -> float:
@@ -58,7 +62,12 @@ class RetryPolicy:
             if retries >= self.limits.max_retries:
                 return Decision("give_up", reason=f"{why}; tried {retries + 1} times (limits.max_retries)")
             return Decision("retry", self.delay(retries), why)
-        if event.kind == EventKind.CHECK_FAILED and r.status in STILL_FAILING and not r.quarantined:
+        if (
+            event.kind == EventKind.CHECK_FAILED
+            and r.status in STILL_FAILING
+            and not r.quarantined
+            and not self.once
+        ):
             # The repository's answer, not an outage: the fingerprint's attempts bound these tries.
             return Decision("retry", self.delay(retries), f"still failing after a cycle that {r.status}")
         return Decision("done")

@@ -138,7 +138,7 @@ class Daemon:
             CircuitBreaker(s.llm.circuit_failures, s.llm.circuit_cooldown_s) if s.llm.base_url else None
         )
         self.gate = Gate(s.limits, self.state, self.breaker)
-        self.retry = RetryPolicy(s.limits)
+        self.retry = RetryPolicy(s.limits, once=self.once)
         self.modes = build_modes(s)
         self.book.workspace = s.workspace
         self.env = ModeEnv(

@@ -16,7 +16,7 @@ from autod import cli
 README = Path(__file__).resolve().parents[2] / "README.md"
 
 # Values for the placeholders the README's synopsis uses; a new placeholder must be added here.
-POSITIONAL = {"MODE": "auto-debug", "ID": "abc123", "QUERY": "operator rejected"}
+POSITIONAL = {"MODE": "auto-debug", "ID": "abc123", "QUERY": "operator rejected", "FP": "f65ff563"}
 OPTION_VALUES = {
     "-c": "CONFIG",
     "--cycle": "abc123def456",
@@ -98,6 +98,8 @@ def test_the_readme_cli_table_is_found_and_covers_every_command():
         "pause",
         "resume",
         "trigger",
+        "quarantine",
+        "quarantine clear",
         "memory stats",
         "memory search",
         "memory prune",

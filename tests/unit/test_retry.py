@@ -60,3 +60,9 @@ def test_a_manual_event_is_retried_on_an_outage_but_not_when_its_plan_fails():
     p = policy()
     assert p.decide(event(EventKind.MANUAL), ended("failed"), LLMUnavailable("x"), 0).retry
     assert p.decide(event(EventKind.MANUAL), ended("rolled_back"), None, 0).action == "done"
+
+
+def test_run_once_does_not_wait_to_attempt_a_still_failing_failure_again_but_waits_out_an_outage():
+    p = RetryPolicy(Limits(retry_base_s=10), once=True, rand=lambda: 0.5)
+    assert p.decide(event(), ended("rolled_back"), None, 0).action == "done"
+    assert p.decide(event(), ended("failed"), LLMUnavailable("down"), 0).retry
