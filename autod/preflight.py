@@ -41,6 +41,16 @@ def resolve_program(program: str, workspace: Path, env: Mapping[str, str]) -> st
     return shutil.which(program, path=env.get("PATH", os.defpath))
 
 
+def program_error(program: str, workspace: Path, env: Mapping[str, str]) -> str | None:
+    """Why a check's program cannot start here, or None when it resolves (the one call to swap for
+    the check runner's own resolver once there is one)."""
+    if resolve_program(program, workspace, env) is not None:
+        return None
+    if "/" in program:
+        return f"program {program!r} not found (or not executable) in the workspace"
+    return f"program {program!r} not found in {workspace / VENV_BIN} or on PATH"
+
+
 def check_problems(settings: Settings) -> list[Problem]:
     """Checks whose command cannot start: its program is not found, or the line cannot be split."""
     out: list[Problem] = []
@@ -54,10 +64,9 @@ def check_problems(settings: Settings) -> list[Problem]:
         if not argv:
             out.append(Problem(key, "empty command"))
             continue
-        env = {**os.environ, **check.env}
-        if resolve_program(argv[0], settings.workspace, env) is None:
-            where = f"{settings.workspace / VENV_BIN} or on PATH" if "/" not in argv[0] else "the workspace"
-            out.append(Problem(key, f"program {argv[0]!r} not found in {where}"))
+        why = program_error(argv[0], settings.workspace, {**os.environ, **check.env})
+        if why is not None:
+            out.append(Problem(key, why))
     return out
 
 

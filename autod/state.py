@@ -13,109 +13,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
+from autod.state_schema import _SCHEMA, DECISION_STATUS, RESOLVED, SCHEMA_VERSION, StateError, migrate
 from autod.threads import named_pool
+
+__all__ = ["RESOLVED", "SCHEMA_VERSION", "_SCHEMA", "State", "StateError", "day_key"]
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 2
 CUT_SHORT_LIMIT = 3  # cycles of one event cut short by a crash or stop before it counts as done
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS cycles (
-    id TEXT PRIMARY KEY,
-    event_id TEXT NOT NULL,
-    mode TEXT NOT NULL,
-    fingerprint TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    summary TEXT NOT NULL,
-    status TEXT,                 -- NULL while running
-    reason TEXT,
-    started_at REAL NOT NULL,
-    finished_at REAL,
-    record TEXT                  -- the reflection record (JSON)
-);
-CREATE INDEX IF NOT EXISTS cycles_started ON cycles(started_at);
-CREATE INDEX IF NOT EXISTS cycles_event ON cycles(event_id, mode);
-CREATE TABLE IF NOT EXISTS counters (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS fingerprints (
-    fingerprint TEXT PRIMARY KEY,
-    summary TEXT NOT NULL,
-    attempts INTEGER NOT NULL DEFAULT 0,
-    last_status TEXT,
-    last_attempt TEXT,           -- JSON: the last rolled-back attempt (diff, check output) for the next plan
-    quarantined_at REAL,
-    updated_at REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS proposals (
-    id TEXT PRIMARY KEY,
-    cycle_id TEXT NOT NULL,
-    mode TEXT NOT NULL,
-    event TEXT NOT NULL,         -- JSON Event
-    plan TEXT NOT NULL,          -- JSON Plan
-    diff TEXT NOT NULL,
-    created_at REAL NOT NULL,
-    expires_at REAL NOT NULL,
-    status TEXT NOT NULL DEFAULT 'pending',   -- pending | approved | rejected | expired | applied | failed
-    decided_at REAL,                          --   | superseded (a newer plan) | withdrawn (failure resolved)
-    reason TEXT
-);
-CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-"""
-# Rows in `cycles` with this status are events resolved without a cycle (autod.freshness): listed in
-# history, never counted by the rate limits.
-RESOLVED = "resolved"
-# What the row of a cycle whose plan became a proposal says once the operator (or time) decided.
-_DECISION_STATUS = {
-    "approved": "approved",
-    "applied": "approved",
-    "failed": "approved",
-    "rejected": "rejected",
-    "expired": "expired",
-    "superseded": "superseded",
-    "withdrawn": "withdrawn",
-}
-
-
-def _columns(db: sqlite3.Connection, table: str) -> set[str]:
-    return {r[1] for r in db.execute(f"PRAGMA table_info({table})").fetchall()}
-
-
-def _to_v2(db: sqlite3.Connection) -> None:
-    """Fingerprints and proposals learn their check (quarantine lifts, proposals are withdrawn when it
-    passes) and proposals their fingerprint (one pending per fingerprint). Old rows are kept and filled in."""
-    if "check_name" not in _columns(db, "fingerprints"):
-        db.execute("ALTER TABLE fingerprints ADD COLUMN check_name TEXT")
-    have = _columns(db, "proposals")
-    for col in ("fingerprint", "check_name"):
-        if col not in have:
-            db.execute(f"ALTER TABLE proposals ADD COLUMN {col} TEXT")
-    for row in db.execute("SELECT id, event, status, cycle_id, reason FROM proposals").fetchall():
-        try:
-            event = json.loads(row[1])
-        except ValueError:
-            continue
-        check = (event.get("payload") or {}).get("check")
-        db.execute(
-            "UPDATE proposals SET fingerprint = ?, check_name = ? WHERE id = ?",
-            (event.get("fingerprint"), check if isinstance(check, str) else None, row[0]),
-        )
-        if row[2] in _DECISION_STATUS:  # v1 left decided proposals' cycles saying pending_approval
-            db.execute(
-                "UPDATE cycles SET status = ?, reason = COALESCE(?, reason) WHERE id = ?"
-                " AND status = 'pending_approval'",
-                (_DECISION_STATUS[row[2]], row[4], row[3]),
-            )
-    db.execute("CREATE INDEX IF NOT EXISTS proposals_fp ON proposals(fingerprint, status)")
-
-
-_MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {2: _to_v2}
 
 
 def day_key(ts: float | None = None) -> str:
     return datetime.fromtimestamp(ts if ts is not None else time.time(), UTC).strftime("%Y-%m-%d")
-
-
-class StateError(Exception):
-    pass
 
 
 class State:
@@ -130,30 +39,8 @@ class State:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.execute("PRAGMA busy_timeout=30000")
-        self._migrate()
+        migrate(self._db, path)
         self._pool = named_pool("autod-state", 1)
-
-    def _migrate(self) -> None:
-        """Create the tables, then run each migration step once, in one transaction (old rows kept)."""
-        db = self._db
-        version = db.execute("PRAGMA user_version").fetchone()[0]
-        if version > SCHEMA_VERSION:
-            raise StateError(
-                f"{self.path}: state db schema {version} is newer than this autod ({SCHEMA_VERSION})"
-            )
-        db.executescript(_SCHEMA)
-        if version == SCHEMA_VERSION:
-            return
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            version = db.execute("PRAGMA user_version").fetchone()[0]  # another process may have done it
-            for step in range(max(version, 1) + 1, SCHEMA_VERSION + 1):
-                _MIGRATIONS[step](db)
-            db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        db.execute("COMMIT")
 
     async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         loop = asyncio.get_running_loop()
@@ -450,7 +337,7 @@ class State:
                 "UPDATE proposals SET status=?, decided_at=?, reason=? WHERE id=?",
                 (status, time.time(), reason, pid),
             )
-            cycle_status = _DECISION_STATUS.get(status)
+            cycle_status = DECISION_STATUS.get(status)
             if cycle_status is not None:
                 why = f"proposal {pid} {status}" + (f": {reason}" if reason else "")
                 self._db.execute(
