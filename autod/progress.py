@@ -23,18 +23,21 @@ from autod.config import Settings
 log = structlog.get_logger("autod.progress")
 
 STEP_S = 120.0  # a dispatcher step outside a cycle (a queue or state call): sqlite waits 30 s at most
+# An attempt may ask the planner twice, each under the plan timeout: again with less context after a
+# context overflow, or once more with the definitions the plan asked for.
+PLAN_CALLS_PER_ATTEMPT = 2
 
 
 def cycle_budget(settings: Settings, mode: str) -> float:
-    """The longest a healthy cycle of `mode` can take: each attempt plans once (the LLM deadline, or
-    the offline planner's fixers) and may run every check once; plus the grace."""
+    """The longest a healthy cycle of `mode` can take: each attempt plans (up to twice: the LLM
+    deadline, or the offline planner's fixers) and may run every check once; plus the grace."""
     def runs(fixers: bool) -> float:
         return sum(c.timeout_s + 2 * KILL_GRACE_S for c in settings.checks.values() if c.fixer == fixers)
 
     run_s = runs(False)
     plan_s = settings.llm.timeout_s if settings.llm.base_url else runs(True)
     attempts = getattr(settings.modes.get(mode), "max_attempts_per_cycle", 1)
-    return attempts * (plan_s + run_s) + settings.limits.cycle_grace_s
+    return attempts * (PLAN_CALLS_PER_ATTEMPT * plan_s + run_s) + settings.limits.cycle_grace_s
 
 
 @dataclass

@@ -376,8 +376,12 @@ class Pings:
 def test_a_cycle_past_its_deadline_stops_the_watchdog_and_says_why(tmp_path, calc_repo, scripted_llm):
     sock_dir = Path(tempfile.mkdtemp(prefix="autod-wd-"))  # AF_UNIX paths stop at 108 bytes
     pings = Pings(sock_dir / "notify")
-    cfg = base_config(calc_repo, llm={"timeout_s": 2}, limits={"min_interval_s": 0, "cycle_grace_s": 1})
-    cfg["checks"] = {}  # the cycle's deadline is then its plan timeout plus the grace: 3 s
+    cfg = base_config(
+        calc_repo,
+        llm={"timeout_s": 1, "request_timeout_s": 1},
+        limits={"min_interval_s": 0, "cycle_grace_s": 1},
+    )
+    cfg["checks"] = {}  # the cycle's deadline is then twice its plan timeout plus the grace: 3 s
     cfg["modes"]["auto-debug"]["max_attempts_per_cycle"] = 1
     cfg["llm"]["base_url"] = scripted_llm.base_url
     cfg["state_dir"] = str(tmp_path / "state")
