@@ -182,7 +182,9 @@ class Dispatcher:
         verdict = judge(event, h.ledger, h.settings.checks)
         if verdict.probe is not None:
             check = h.settings.checks[verdict.probe]
-            budget = check.timeout_s + h.settings.limits.cycle_grace_s + STEP_S
+            # it waits for the workspace lock first, which an approval's cycle may hold
+            held = max((cycle_budget(h.settings, m.name) for m in h.modes), default=0.0)
+            budget = held + check.timeout_s + STEP_S
             self.progress.step(SLOT, f"running check {verdict.probe} to see the present", budget)
             await h.probe_check(verdict.probe)
             verdict = judge(event, h.ledger, h.settings.checks)
