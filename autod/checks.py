@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from autod.config import CheckConfig
+from autod.filemodes import workspace_umask
 
 KILL_GRACE_S = 3.0
 
@@ -86,6 +87,7 @@ async def run_check(name: str, check: CheckConfig, cwd: Path) -> CheckResult:
             stdout=write_fd,
             stderr=asyncio.subprocess.STDOUT,
             start_new_session=True,  # own process group: a timeout kills its children too
+            umask=workspace_umask(),  # files a check writes in the workspace get its usual modes
         )
     except (FileNotFoundError, PermissionError) as exc:
         os.close(read_fd)

@@ -12,7 +12,15 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    Field,
+    PrivateAttr,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from autod.config_models import (
@@ -145,7 +153,12 @@ class Settings(BaseSettings):
         return self.llm.api_key.get_secret_value() if self.llm.api_key else None
 
     def secrets(self) -> list[str]:
-        """Every secret value in force, for the log redaction processor."""
+        """Every secret value in force: redacted from logs, check output, prompts and memory.
+
+        The LLM key from wherever it comes (credential, key file, config, env) and every other
+        SecretStr in the config (the fallback's key, a memory server token, ...), found by walking
+        the models so a secret field added later is covered without a change here.
+        """
         out: list[str] = []
         key = None
         try:
@@ -154,9 +167,24 @@ class Settings(BaseSettings):
             key = None
         if key:
             out.append(key)
-        if self.llm.fallback and self.llm.fallback.api_key:
-            out.append(self.llm.fallback.api_key.get_secret_value())
-        return [s for s in out if len(s) >= 4]
+        out += _secret_values(self)
+        return sorted({s for s in out if len(s) >= 4})
+
+
+def _secret_values(value: Any, depth: int = 0) -> list[str]:
+    """The values of every SecretStr in a config model tree."""
+    if depth > 8:
+        return []
+    if isinstance(value, SecretStr):
+        return [value.get_secret_value()]
+    if isinstance(value, BaseModel):
+        fields = type(value).model_fields
+        return [s for name in fields for s in _secret_values(getattr(value, name), depth + 1)]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _secret_values(v, depth + 1)]
+    if isinstance(value, list | tuple):
+        return [s for v in value for s in _secret_values(v, depth + 1)]
+    return []
 
 
 # ---------------------------------------------------------------------------------------

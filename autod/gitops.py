@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from autod.act.edits import FileChange
+from autod.filemodes import workspace_umask
 
 if TYPE_CHECKING:
     from autod.cycle import Cycle
@@ -19,7 +20,12 @@ log = structlog.get_logger("autod.git")
 
 def _git(workspace: Path, *args: str, input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(
-        ["git", "-C", str(workspace), *args], capture_output=True, input=input, timeout=60, check=False
+        ["git", "-C", str(workspace), *args],
+        capture_output=True,
+        input=input,
+        timeout=60,
+        check=False,
+        umask=workspace_umask(),  # git's objects get the repository's usual modes, not autod's 077
     )
 
 

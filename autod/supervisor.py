@@ -17,6 +17,7 @@ import structlog
 
 from autod import logs
 from autod.act.journal import recover
+from autod.boundary import config_inside_workspace
 from autod.checkbook import CheckBook
 from autod.checks import CheckResult
 from autod.commands import Commands
@@ -306,6 +307,9 @@ class Daemon:
             once=self.once,
             memory="on" if self.memory else "off",
         )
+        inside = config_inside_workspace(self.settings)
+        if inside:
+            log.warning("config.inside_workspace", config=str(self.settings.config_file), detail=inside)
         self.notifier.ready(f"running; modes {', '.join(m.name for m in self.modes) or 'none'}")
         stop_wait = asyncio.create_task(self.stopping.wait(), name="stop-wait")
         try:

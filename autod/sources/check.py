@@ -18,6 +18,7 @@ import structlog
 from autod.checks import CheckResult, run_check
 from autod.config import Settings
 from autod.events import Event, EventKind, fingerprint
+from autod.logs import redact_text
 from autod.modes.debug import count_failures
 from autod.sources.parsers import parse_failures, parse_locations
 
@@ -26,27 +27,29 @@ log = structlog.get_logger("autod.sources.check")
 EXCERPT_CHARS = 12000
 
 
-def _identify(result: CheckResult) -> tuple[str, str]:
-    """(fingerprint, first failure's summary) of a failed run."""
-    failures = parse_failures(result.output)
+def _identify(result: CheckResult, output: str) -> tuple[str, str]:
+    """(fingerprint, first failure's summary) of a failed run, from its (redacted) output."""
+    failures = parse_failures(output)
     if failures:
         # The single failures' fingerprints are identities (16 hex digits): hashed as they are, never
         # normalised, or every one-failure run of a check would share one fingerprint.
         fp = fingerprint("check", result.name, exact=sorted({f.fingerprint for f in failures}))
         return fp, failures[0].summary
-    tail = "\n".join(result.output.strip().splitlines()[-20:])
+    tail = "\n".join(output.strip().splitlines()[-20:])
     fp = fingerprint("check", result.name, str(result.exit_code), tail)
-    return fp, (result.output.strip().splitlines() or ["no output"])[-1][:200]
+    return fp, (output.strip().splitlines() or ["no output"])[-1][:200]
 
 
 def result_fingerprint(result: CheckResult) -> str:
     """The fingerprint the event of this failed run carries."""
-    return _identify(result)[0]
+    return _identify(result, redact_text(result.output))[0]
 
 
 def failure_event(result: CheckResult, *, checked_at: float | None = None) -> Event:
-    """Turn a failed check run into a check_failed Event (`checked_at`: when the run finished)."""
-    fp, first = _identify(result)
+    """Turn a failed check run into a check_failed Event (known secrets redacted from its output;
+    `checked_at`: when the run finished)."""
+    output = redact_text(result.output)
+    fp, first = _identify(result, output)
     return Event(
         source=f"check:{result.name}",
         kind=EventKind.CHECK_FAILED,
@@ -54,8 +57,8 @@ def failure_event(result: CheckResult, *, checked_at: float | None = None) -> Ev
         payload={
             "check": result.name,
             "exit_code": result.exit_code,
-            "excerpt": result.output[-EXCERPT_CHARS:],
-            "locations": parse_locations(result.output)[:50],
+            "excerpt": output[-EXCERPT_CHARS:],
+            "locations": parse_locations(output)[:50],
             "failures": count_failures(result),
             "timed_out": result.timed_out,
             "checked_at": time.time() if checked_at is None else checked_at,
