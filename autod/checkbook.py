@@ -10,12 +10,13 @@ it: autod's own writes do not trigger the watcher).
 
 from __future__ import annotations
 
-import asyncio
+import subprocess
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import structlog
 
+from autod import gitsafe
 from autod.checks import CheckResult
 from autod.events import Event
 from autod.freshness import CheckLedger, Run
@@ -82,19 +83,9 @@ class CheckBook:
 async def _git_head(workspace: Path) -> str | None:
     if not (workspace / ".git").exists():
         return None
-    try:
-        proc = await asyncio.create_subprocess_exec(
-            "git",
-            "-C",
-            str(workspace),
-            "rev-parse",
-            "HEAD",
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL,
-            stdin=asyncio.subprocess.DEVNULL,
-        )
-        out, _ = await asyncio.wait_for(proc.communicate(), 10)
-    except (OSError, TimeoutError):
+    try:  # git as a tool: none of the repository's hooks, filters or fsmonitor (autod.gitsafe)
+        proc = await gitsafe.arun(workspace, "rev-parse", "HEAD", timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
         return None
-    rev = out.decode().strip()
+    rev = proc.stdout.decode().strip()
     return rev if proc.returncode == 0 and rev else None

@@ -132,10 +132,18 @@ def cmd_config_check(args: argparse.Namespace) -> int:
     where = find_config(args.config) or "(no file: defaults)"
     modes = ", ".join(settings.modes.enabled()) or "none"
     planner = "llm" if settings.llm.base_url else "rules"
+    from autod import sandbox
+
+    st = sandbox.status(settings)
+    refused = list(st["refused_checks"])  # type: ignore[call-overload]
+    if refused:
+        field = "checks.sandbox" if settings.checks_sandbox == "bwrap" else f"checks.{refused[0]}.sandbox"
+        return _die(f"{where}: {field}: bwrap is required but {st['why']}", EXIT_CONFIG)
     _out(
         f"{where}: ok (workspace {settings.workspace}, modes {modes},"
         f" checks {', '.join(settings.checks) or 'none'}, planner {planner})"
     )
+    _out(sandbox.describe(st))
     _warnings(settings)
     return 0
 
@@ -164,6 +172,9 @@ def cmd_status(args: argparse.Namespace) -> int:
             state, queue = off
             data |= offline_status(state, queue)
             data["paused"] = bool(state.get_kv("paused", False))
+        from autod import sandbox
+
+        data["sandbox"] = sandbox.status(settings)
     # which config and state dir this answer is about (the daemon's own, or what the CLI looked at)
     data.setdefault("config_file", str(settings.config_file) if settings.config_file else None)
     data.setdefault("state_dir", str(settings.state_path))
@@ -211,6 +222,7 @@ def _daemon_lines(data: dict[str, Any]) -> list[str]:
         c = data["current_cycle"]
         out.append(f"  in cycle {c['cycle_id']} ({c['mode']}, {c.get('phase') or '-'}): {c['summary'][:100]}")
     out.append(f"  modes: {', '.join(data.get('modes', [])) or 'none'}   memory: {data.get('memory')}")
+    out += _sandbox_lines(data)
     llm = data.get("llm", {})
     if llm.get("configured"):
         circuit = (llm.get("circuit") or {}).get("state", "?")
@@ -237,7 +249,15 @@ def _down_lines(data: dict[str, Any]) -> list[str]:
     out = ["autod is not running" + (" (figures read from the state dir)" if "queue" in data else "")]
     if data.get("paused"):
         out.append("  paused: it starts paused (autod resume)")
-    return out
+    return out + _sandbox_lines(data)
+
+
+def _sandbox_lines(data: dict[str, Any]) -> list[str]:
+    if not data.get("sandbox"):
+        return []
+    from autod.sandbox import describe
+
+    return [f"  {describe(data['sandbox'])}"]
 
 
 def _retry_lines(rows: list[dict[str, Any]]) -> list[str]:

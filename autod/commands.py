@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 import structlog
 
+from autod import sandbox
 from autod.checkbook import CheckBook
 from autod.config import Settings
 from autod.cycle import CycleDeps
@@ -161,6 +162,7 @@ class Commands:
             "counters": counters,
             "llm": llm,
             "memory": "on" if d.memory is not None else "off",
+            "sandbox": await asyncio.to_thread(sandbox.status, d.settings),
             **snap,
         }
 

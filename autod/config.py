@@ -9,10 +9,11 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import (
+    AliasPath,
     BaseModel,
     Field,
     PrivateAttr,
@@ -43,6 +44,7 @@ from autod.config_models import (
     Strict,
     WatchSource,
     validate_cron,
+    yaml_off,
 )
 
 __all__ = [
@@ -99,6 +101,13 @@ class Settings(BaseSettings):
     state_dir: Path | None = None
     modes: Modes = Field(default_factory=Modes)
     checks: dict[str, CheckConfig] = Field(default_factory=dict)
+    # `checks.sandbox` in the YAML (AUTOD_CHECKS__SANDBOX): a reserved key inside `checks:`, taken
+    # out of the mapping before the checks are validated, so no check may be named `sandbox`.
+    checks_sandbox: Literal["auto", "bwrap", "off"] = Field(
+        "auto",
+        validation_alias=AliasPath("checks", "sandbox"),
+        description="auto: bwrap when it works here, else unsandboxed (said loudly); bwrap: required; off",
+    )
     sources: list[SourceConfig] = Field(default_factory=list)
     llm: LLMConfig = Field(default_factory=LLMConfig)
     limits: Limits = Field(default_factory=Limits)
@@ -107,6 +116,31 @@ class Settings(BaseSettings):
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     # The file these settings were loaded from (None: defaults only): one of autod's own files.
     _config_file: Path | None = PrivateAttr(None)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_alias_by_name(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "checks_sandbox" in data:
+            raise ValueError("checks_sandbox: unknown key (the sandbox mode is checks.sandbox)")
+        return data
+
+    @field_validator("checks_sandbox", mode="before")
+    @classmethod
+    def _sandbox_mode(cls, v: Any) -> Any:
+        v = yaml_off(v)
+        if v not in ("auto", "bwrap", "off"):
+            raise ValueError(
+                "must be auto, bwrap or off (checks.sandbox is reserved for the sandbox mode:"
+                " no check may be named 'sandbox')"
+            )
+        return v
+
+    @field_validator("checks", mode="before")
+    @classmethod
+    def _drop_sandbox_key(cls, v: Any) -> Any:
+        if isinstance(v, dict) and "sandbox" in v:
+            return {k: x for k, x in v.items() if k != "sandbox"}  # validated as checks_sandbox
+        return v
 
     @field_validator("checks")
     @classmethod
@@ -311,6 +345,8 @@ def _format_error(path: Path | None, text: str, exc: ValidationError) -> str:
             msg = "unknown key"
         elif err["type"] == "missing":
             msg = "required key is missing"
+        elif err["type"] == "union_tag_invalid":  # pydantic's message quotes the value given
+            msg = f"must be one of {err.get('ctx', {}).get('expected_tags', 'the known types')}"
         where = str(path) if path else "<config>"
         if line is not None:
             where += f":{line}"

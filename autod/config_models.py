@@ -40,6 +40,11 @@ def validate_cron(expr: str) -> str:
     return expr
 
 
+def yaml_off(v: Any) -> Any:
+    """YAML 1.1 reads an unquoted `off` as false: for a sandbox mode, it means "off"."""
+    return "off" if v is False else v
+
+
 CronStr = Annotated[str, Field(min_length=9, max_length=200)]
 
 
@@ -122,6 +127,22 @@ class CheckConfig(Strict):
     fixer: bool = Field(False, description="the offline planner may run it to fix files")
     output_limit_kb: int = Field(64, ge=1, le=10240)
     env: dict[str, str] = Field(default_factory=dict)
+    sandbox: Literal["auto", "bwrap", "off"] | None = Field(
+        None, description="override checks.sandbox for this check (null: inherit)"
+    )
+    network: bool = Field(False, description="true: the sandboxed check may use the network")
+
+    _sandbox = field_validator("sandbox", mode="before")(lambda v: yaml_off(v))
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, v: dict[str, str]) -> dict[str, str]:
+        from autod.sandbox import env_name_denied
+
+        bad = sorted(k for k in v if env_name_denied(k))
+        if bad:
+            raise ValueError(f"{', '.join(bad)}: autod's own and systemd's variables never reach a check")
+        return v
 
     @field_validator("when", mode="before")
     @classmethod

@@ -1,6 +1,6 @@
 """What `autod config check` (and the daemon at start-up) checks beyond the schema: that the config can
 work here. Watch paths exist in the workspace, every check's program can be found (in the workspace's
-own `.venv/bin` first, then on PATH, as the check runner looks), and no source schedules a disabled mode.
+own venv first, then on PATH, as the check runner looks), and no source schedules a disabled mode.
 
 Each problem names the key to change; `format_problem` adds the file and line.
 """
@@ -9,14 +9,11 @@ from __future__ import annotations
 
 import os
 import shlex
-import shutil
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from autod.checks import ProgramError, find_venv, resolve_program
 from autod.config import CronSource, Settings, WatchSource, key_lines
-
-VENV_BIN = Path(".venv") / "bin"
 
 
 @dataclass(frozen=True)
@@ -26,29 +23,15 @@ class Problem:
     error: bool = True  # False: a warning (the config works, but not as it reads)
 
 
-def resolve_program(program: str, workspace: Path, env: Mapping[str, str]) -> str | None:
-    """The executable a check's first word names, as the check runner resolves it, or None.
-
-    A name with a slash is a path (relative to the workspace); a bare name is looked up in the
-    workspace's `.venv/bin` first, so `python -m pytest` means the project's Python, then on PATH.
-    """
-    if "/" in program:
-        path = Path(program) if Path(program).is_absolute() else workspace / program
-        return str(path) if path.is_file() and os.access(path, os.X_OK) else None
-    local = workspace / VENV_BIN / program
-    if local.is_file() and os.access(local, os.X_OK):
-        return str(local)
-    return shutil.which(program, path=env.get("PATH", os.defpath))
-
-
-def program_error(program: str, workspace: Path, env: Mapping[str, str]) -> str | None:
-    """Why a check's program cannot start here, or None when it resolves (the one call to swap for
-    the check runner's own resolver once there is one)."""
-    if resolve_program(program, workspace, env) is not None:
-        return None
-    if "/" in program:
-        return f"program {program!r} not found (or not executable) in the workspace"
-    return f"program {program!r} not found in {workspace / VENV_BIN} or on PATH"
+def program_error(program: str, workspace: Path) -> str | None:
+    """Why a check's program cannot start here, or None: resolved as the check runner resolves it (the
+    workspace's `.venv/bin` or `venv/bin` first, then autod's PATH)."""
+    try:
+        path = os.environ.get("PATH", os.defpath)
+        resolve_program(program, cwd=workspace, venv=find_venv(workspace), path=path)
+    except ProgramError as exc:
+        return f"program {exc}"
+    return None
 
 
 def check_problems(settings: Settings) -> list[Problem]:
@@ -64,7 +47,7 @@ def check_problems(settings: Settings) -> list[Problem]:
         if not argv:
             out.append(Problem(key, "empty command"))
             continue
-        why = program_error(argv[0], settings.workspace, {**os.environ, **check.env})
+        why = program_error(argv[0], settings.workspace)
         if why is not None:
             out.append(Problem(key, why))
     return out

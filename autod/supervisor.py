@@ -15,7 +15,7 @@ from typing import Any
 
 import structlog
 
-from autod import logs
+from autod import logs, sandbox
 from autod.act.journal import recover
 from autod.boundary import config_inside_workspace
 from autod.checkbook import CheckBook
@@ -186,7 +186,9 @@ class Daemon:
         """Checks run by verification (the cycle already holds the workspace lock)."""
         from autod.checks import run_check
 
-        result = await run_check(name, self.settings.checks[name], self.settings.workspace)
+        result = await run_check(
+            name, self.settings.checks[name], self.settings.workspace, settings=self.settings
+        )
         await self.book.record(result, time.time())  # held until the cycle keeps or drops its edits
         return result
 
@@ -286,6 +288,7 @@ class Daemon:
         # asyncio.to_thread's pool, bounded and named (`top -H`, the soak test's thread census)
         asyncio.get_running_loop().set_default_executor(named_pool(IO_POOL, IO_POOL_WORKERS))
         await self._open()
+        sandbox.log_startup(await asyncio.to_thread(sandbox.status, self.settings))
         self._install_signals()
         control = ControlServer(socket_path(self.settings), Commands(self).handle)
         await control.start()

@@ -6,8 +6,10 @@ import asyncio
 import builtins
 import os
 import re
+import subprocess
 from pathlib import Path
 
+from autod import gitsafe
 from autod.act.edits import ScopeCheck
 from autod.act.judges import Judges
 from autod.boundary import Boundary
@@ -139,19 +141,11 @@ async def git_diff(workspace: Path, since: str | None, limit: int = 12000) -> st
     """Uncommitted and recent changes since the last green check, when the workspace is a git repo."""
     if not (workspace / ".git").exists():
         return ""
-    args = ["git", "-C", str(workspace), "diff", "--no-color", "--no-ext-diff"]
-    args.append(since or "HEAD")
     try:
-        proc = await asyncio.create_subprocess_exec(
-            *args,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL,
-            stdin=asyncio.subprocess.DEVNULL,
-        )
-        out, _ = await asyncio.wait_for(proc.communicate(), timeout=20)
-    except (OSError, TimeoutError):
+        proc = await gitsafe.arun(workspace, "diff", "--no-color", since or "HEAD", timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
         return ""
-    text = out.decode("utf-8", "replace")
+    text = proc.stdout.decode("utf-8", "replace")
     return text[:limit] + ("\n[... diff cut ...]" if len(text) > limit else "")
 
 

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from autod import gitsafe
 from autod.boundary import Boundary
 from autod.config import Limits
 from autod.memory import Tier
@@ -90,13 +91,9 @@ def git_hot_files(workspace: Path, days: int = 30, n: int = 10) -> list[tuple[st
     if not (workspace / ".git").exists():
         return []
     try:
-        out = subprocess.run(
-            ["git", "-C", str(workspace), "log", f"--since={days}.days", "--name-only", "--pretty=format:"],
-            capture_output=True,
-            text=True,
-            timeout=20,
-            check=False,
-        ).stdout
+        args = ("log", f"--since={days}.days", "--name-only", "--pretty=format:")
+        proc = gitsafe.run(workspace, *args, timeout=20)
+        out = proc.stdout.decode("utf-8", "replace")
     except (OSError, subprocess.TimeoutExpired):
         return []
     counts = Counter(line for line in out.splitlines() if line.strip())

@@ -99,7 +99,9 @@ class CheckSource:
     async def run(self, name: str) -> tuple[CheckResult, float]:
         """Run one check under the workspace lock; returns its result and when it finished."""
         async with self.lock:
-            result = await run_check(name, self.settings.checks[name], self.settings.workspace)
+            result = await run_check(
+                name, self.settings.checks[name], self.settings.workspace, settings=self.settings
+            )
             at = time.time()
             if result.error:
                 # exit 126/127, program not found: nothing a cycle could fix, so never an event

@@ -240,7 +240,7 @@ def test_a_check_that_cannot_start_is_a_configuration_error_and_the_small_things
     # ... then the program that is not there and the watch path that does not exist
     out = run_cli("config", "check", "-c", str(config))
     assert out.returncode == 78, out.stdout
-    assert "checks.tools.run: program 'no-such-program-autod-test' not found in" in out.stderr, out.stderr
+    assert "checks.tools.run: program no-such-program-autod-test: not found in" in out.stderr, out.stderr
     assert "sources.0.paths.1: watch path 'no-such-dir' does not exist" in out.stderr, out.stderr
 
     d = daemon(config, calc_repo / ".autod" / "logs" / "autod.jsonl")

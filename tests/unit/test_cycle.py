@@ -96,7 +96,7 @@ def make(ws: Path, planner: ScriptedPlanner, *, memory: ScriptedMemory | None = 
     async def run_check(name: str):
         from autod.checks import run_check as rc
 
-        return await rc(name, settings.checks[name], settings.workspace)
+        return await rc(name, settings.checks[name], settings.workspace, settings=settings)
 
     env = ModeEnv(settings=settings, state=state, memory=memory, run_check=run_check)
     deps = CycleDeps(

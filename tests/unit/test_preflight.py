@@ -11,7 +11,7 @@ import pytest
 from autod import cli
 from autod.config import ConfigError, load_config
 from autod.gitexclude import exclude_state_dir
-from autod.preflight import resolve_program
+from autod.preflight import program_error
 
 
 def write(path: Path, text: str) -> Path:
@@ -26,13 +26,15 @@ def executable(path: Path) -> Path:
     return path
 
 
-def test_a_program_is_found_in_the_workspaces_venv_before_path(tmp_path):
-    local = executable(tmp_path / ".venv" / "bin" / "python")
-    assert resolve_program("python", tmp_path, {"PATH": "/usr/bin:/bin"}) == str(local)
-    assert resolve_program("sh", tmp_path, {"PATH": "/usr/bin:/bin"}) in ("/usr/bin/sh", "/bin/sh")
-    assert resolve_program("no-such-tool-here", tmp_path, {"PATH": "/usr/bin:/bin"}) is None
+def test_a_program_is_found_in_the_workspaces_venv_before_path(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    assert program_error("no-such-tool-here", tmp_path) is not None
+    executable(tmp_path / ".venv" / "bin" / "no-such-tool-here")
+    assert program_error("no-such-tool-here", tmp_path) is None  # the workspace's venv, first
+    assert program_error("sh", tmp_path) is None
+    assert "scripts/check.sh" in (program_error("scripts/check.sh", tmp_path) or "")
     executable(tmp_path / "scripts" / "check.sh")
-    assert resolve_program("scripts/check.sh", tmp_path, {}) == str(tmp_path / "scripts" / "check.sh")
+    assert program_error("scripts/check.sh", tmp_path) is None
 
 
 def test_config_check_refuses_a_missing_program_and_watch_path_naming_line_and_key(tmp_path, capsys):
@@ -47,8 +49,8 @@ def test_config_check_refuses_a_missing_program_and_watch_path_naming_line_and_k
     )
     assert cli.main(["config", "check", "-c", str(cfg)]) == 78
     err = capsys.readouterr().err.splitlines()
-    assert f"autod: {cfg}:3: checks.tests.run: program 'no-such-tool-here' not found in" in err[0]
-    assert ".venv/bin or on PATH" in err[0]
+    assert f"autod: {cfg}:3: checks.tests.run: program no-such-tool-here: not found in" in err[0]
+    assert ".venv/bin or venv/bin, nor on PATH" in err[0]
     assert f"autod: {cfg}:5: sources.0.paths.0: watch path 'src' does not exist in {tmp_path}" in err
     assert any("warning:" in line and "auto-doc, which is not enabled" in line for line in err)
     (tmp_path / "src").mkdir()
