@@ -20,10 +20,29 @@ from autod import gitsafe
 from autod.checks import CheckResult
 from autod.events import Event
 from autod.freshness import CheckLedger, Run
+from autod.modes import Verification
 from autod.sources.check import failure_event, result_fingerprint
 from autod.state import State
 
 log = structlog.get_logger("autod.checkbook")
+
+
+def unjournaled(verification: Verification) -> Verification:
+    """A verification whose checks changed workspace files fails: those changes are not in the cycle's
+    journal (autod cannot take them back, nor tell them from the fix), so the cycle must not be kept as
+    if its own edits alone had made the checks pass. The files stay as the check left them (logged)."""
+    changed = sorted({path for c in verification.checks for path in c.changed})
+    if not changed or verification.status not in ("fixed", "improved", "no_change"):
+        return verification
+    who = ", ".join(c.name for c in verification.checks if c.changed)
+    shown = ", ".join(changed[:10]) + (f" (+{len(changed) - 10} more)" if len(changed) > 10 else "")
+    log.warning("check.changed_files_in_verification", checks=who, files=changed[:50], count=len(changed))
+    return Verification(
+        "rolled_back",
+        verification.checks,
+        f"check {who} changed workspace files during verification ({shown}): a check must not edit"
+        " the workspace (run fixing commands as `fixer: true`)",
+    )
 
 
 class CheckBook:

@@ -156,7 +156,7 @@ class Commands:
                 {k: v for k, v in asdict(s).items() if k != "crashes"} for s in d.sources.states.values()
             ],
             "checks": {
-                n: {"exit_code": r.exit_code, "ok": r.ok, "error": errors.get(n)}
+                n: {"exit_code": r.exit_code, "ok": r.ok, "error": errors.get(n), "changed": r.changed[:50]}
                 for n, r in d.book.results.items()
             },
             "counters": counters,

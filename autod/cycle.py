@@ -18,6 +18,7 @@ from autod import logs
 from autod.act.edits import FileChange, prepare, unified_diff
 from autod.act.journal import Journal
 from autod.act.judges import requires_approval
+from autod.checkbook import unjournaled
 from autod.errors import BudgetExhausted, CycleError, LLMUnavailable, PlanInvalid, PlanRejected
 from autod.events import FAILURE_KINDS, Event
 from autod.limits import CircuitBreaker, Gate
@@ -253,7 +254,7 @@ class Cycle:
             await asyncio.to_thread(journal.apply, changes, on_write=self.deps.own_writes.record)
             self.r.edits = [{"path": c.rel, "added": c.added, "removed": c.removed} for c in changes]
             log.info("applied", files=[c.rel for c in changes])
-            verification = await self.mode.verify(self.event, plan, self.deps.env)
+            verification = unjournaled(await self.mode.verify(self.event, plan, self.deps.env))
             self.r.checks = [c.record() for c in verification.checks]
             if verification.status in ("fixed", "improved", "no_change"):
                 await asyncio.to_thread(journal.keep)

@@ -18,7 +18,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from daemon import AUTOD, CALC_BUGGY, FIX_PLAN, SYSTEMD_VARS, Autod, base_config, git, run_cli, write_config
+from daemon import (
+    AUTOD,
+    CALC_BUGGY,
+    FIX_PLAN,
+    PYTHON,
+    SYSTEMD_VARS,
+    Autod,
+    base_config,
+    git,
+    run_cli,
+    write_config,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -226,6 +237,8 @@ def test_a_check_that_cannot_start_is_a_configuration_error_and_the_small_things
     git(calc_repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm", "green")
     cfg = base_config(calc_repo, sources=[{"type": "watch", "paths": ["src", "no-such-dir"]}])
     cfg["checks"]["tools"] = {"run": "no-such-program-autod-test --check", "when": ["start"]}
+    tidy = f"{PYTHON} -c \"open('tidy.log', 'a').write('tidied')\""  # fixes things by itself, says nothing
+    cfg["checks"]["tidy"] = {"run": tidy, "when": ["start"]}
     cfg["checks"]["tests"]["when"] = ["start", "chnage"]
     cfg["modes"] = {"auto-debug": {"enabled": True}}  # auto-plan is not listed: it must not run
     cfg["llm"]["base_url"] = scripted_llm.base_url
@@ -253,6 +266,9 @@ def test_a_check_that_cannot_start_is_a_configuration_error_and_the_small_things
         assert any("checks.tools.run" in p for p in status["config_problems"]), status["config_problems"]
         text = run_cli("status", "-c", str(config)).stdout
         assert "check tools: CANNOT START" in text, text
+        # 10. a check that changed workspace files is reported
+        assert status["checks"]["tidy"]["ok"] and status["checks"]["tidy"]["changed"] == ["tidy.log"], status
+        assert "WARNING: check tidy changed workspace files: tidy.log" in text, text
         # 10. status names the config and the state dir it looked at
         assert status["config_file"] == str(config) and status["state_dir"] == str(calc_repo / ".autod")
         assert f"config: {config}" in text and f"state dir: {calc_repo / '.autod'}" in text
