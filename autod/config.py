@@ -72,6 +72,7 @@ __all__ = [
     "Strict",
     "WatchSource",
     "find_config",
+    "key_lines",
     "load_config",
     "validate_cron",
 ]
@@ -247,6 +248,29 @@ def _key_lines(text: str) -> dict[tuple[Any, ...], int]:
     return lines
 
 
+def key_lines(path: Path) -> dict[tuple[Any, ...], int]:
+    """Line of each key path in a config file ({} when it cannot be read): for errors found after loading."""
+    try:
+        return _key_lines(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError):
+        return {}
+
+
+MODE_NAMES = ("auto-debug", "auto-doc", "auto-plan")
+
+
+def _only_listed_modes(data: dict[str, Any]) -> None:
+    """A `modes:` section that names some modes runs only those: a mode it leaves out is disabled
+    (the defaults enable auto-debug and auto-plan only when the file has no `modes:` at all)."""
+    modes = data.get("modes")
+    if not isinstance(modes, dict) or not modes:
+        return
+    named = {str(k).replace("_", "-") for k in modes}
+    for name in MODE_NAMES:
+        if name not in named:
+            modes[name] = {"enabled": False}
+
+
 def find_config(explicit: str | os.PathLike[str] | None) -> Path | None:
     """-c, then $AUTOD_CONFIG, then the search paths. None when there is no file at all."""
     if explicit:
@@ -345,6 +369,7 @@ def load_config(
     if cfg_path is not None:
         data = _read_yaml(cfg_path)
         text = cfg_path.read_text(encoding="utf-8")
+        _only_listed_modes(data)
     if overrides:
         data = {**data, **overrides}
     if "workspace" not in data and not os.environ.get("AUTOD_WORKSPACE") and cfg_path is None:

@@ -155,6 +155,11 @@ class CheckConfig(Strict):
         for item in v:
             if item in ("start", "change", "manual"):
                 continue
+            if len(item.split()) == 1:  # one word is a misspelt trigger, not a cron string
+                shown = f" {item!r}" if re.fullmatch(r"[A-Za-z_-]{1,20}", item) else ""
+                raise ValueError(
+                    f"unknown trigger{shown}: use start, change, manual or a 5-field cron string"
+                )
             validate_cron(item)
         return v
 
@@ -257,6 +262,12 @@ class Limits(Strict):
     max_tokens_per_day: int = Field(2_000_000, ge=1000)
     require_confirmation: bool = False
     proposal_ttl_h: float = Field(72, gt=0, le=8760)
+    retry_base_s: float = Field(30, gt=0, le=3600, description="first wait before an event is tried again")
+    retry_max_s: float = Field(1800, gt=0, le=86400, description="longest wait between two tries of an event")
+    max_retries: int = Field(20, ge=0, le=1000, description="tries after failures outside the repository")
+    cycle_grace_s: float = Field(
+        120, gt=0, le=86400, description="slack over a cycle's plan and check timeouts before it is wedged"
+    )
     deny_globs: list[str] = Field(
         default_factory=lambda: [
             ".env",

@@ -18,7 +18,8 @@ from autod import logs
 from autod.act.edits import FileChange, prepare, unified_diff
 from autod.act.journal import Journal
 from autod.act.judges import requires_approval
-from autod.errors import CycleError, LLMUnavailable, PlanInvalid, PlanRejected
+from autod.checkbook import unjournaled
+from autod.errors import BudgetExhausted, CycleError, LLMUnavailable, PlanInvalid, PlanRejected
 from autod.events import FAILURE_KINDS, Event
 from autod.limits import CircuitBreaker, Gate
 from autod.memory import Memory, Recalled
@@ -72,6 +73,8 @@ class Cycle:
         self.recalled: list[Recalled] = []
         self.attempts: list[Attempt] = []
         self.last_attempt: dict[str, str] | None = None
+        self.error: CycleError | None = None  # why it ended early (the retry policy reads it)
+        self.phase_now = ""  # the phase it is in (the watchdog names it when a cycle wedges)
 
     # -- the cycle -------------------------------------------------------------------
     async def run(self) -> Reflection:
@@ -81,6 +84,7 @@ class Cycle:
                 await self.observe()
             await self.plan_and_act()
         except CycleError as exc:
+            self.error = exc
             self.r.status, self.r.reason = exc.status, exc.reason
         except asyncio.CancelledError:
             self.r.status, self.r.reason = "failed", "stopped: the daemon is shutting down"
@@ -110,15 +114,18 @@ class Cycle:
         if self.deps.memory is not None:
             excerpt = str(self.event.payload.get("excerpt", ""))[:2000]
             text = logs.redact_text(f"{self.event.kind}: {self.event.summary}\n{excerpt}")
-            await self.deps.memory.observe(
-                text,
-                {
-                    "kind": str(self.event.kind),
-                    "fingerprint": self.event.fingerprint,
-                    "mode": self.mode.name,
-                    "event_id": self.event.id,
-                },
-            )
+            try:
+                await self.deps.memory.observe(
+                    text,
+                    {
+                        "kind": str(self.event.kind),
+                        "fingerprint": self.event.fingerprint,
+                        "mode": self.mode.name,
+                        "event_id": self.event.id,
+                    },
+                )
+            except Exception as exc:  # memory trouble is never a reason to fail a cycle
+                log.warning("memory.observe_failed", error=type(exc).__name__)
 
     async def plan_and_act(self) -> None:
         """PLAN and ACT, re-planning after a rolled-back attempt (up to max_attempts_per_cycle)."""
@@ -247,7 +254,7 @@ class Cycle:
             await asyncio.to_thread(journal.apply, changes, on_write=self.deps.own_writes.record)
             self.r.edits = [{"path": c.rel, "added": c.added, "removed": c.removed} for c in changes]
             log.info("applied", files=[c.rel for c in changes])
-            verification = await self.mode.verify(self.event, plan, self.deps.env)
+            verification = unjournaled(await self.mode.verify(self.event, plan, self.deps.env))
             self.r.checks = [c.record() for c in verification.checks]
             if verification.status in ("fixed", "improved", "no_change"):
                 await asyncio.to_thread(journal.keep)
@@ -268,8 +275,8 @@ class Cycle:
     async def prepare(self, plan: Plan) -> tuple[list[FileChange], str]:
         """The plan's changes and their diff, computed in a worker thread (never on the event loop)."""
         caps = await self.state.call(self.deps.gate.caps)
-        if caps.max_edits <= 0:
-            raise PlanRejected("max_edits_per_day reached")
+        if caps.max_edits <= 0:  # the day's budget, not the plan: the event waits (autod.retry)
+            raise BudgetExhausted("max_edits_per_day reached")
         scope = chain(self.mode.scope(self.deps.env))
         boundary = self.deps.env.boundary
         stop = threading.Event()
@@ -287,7 +294,7 @@ class Cycle:
     async def propose(self, plan: Plan, changes: list[FileChange]) -> None:
         pid = uuid.uuid4().hex[:10]
         now = time.time()
-        await self.state.call(
+        superseded = await self.state.call(
             self.state.add_proposal,
             {
                 "id": pid,
@@ -302,7 +309,7 @@ class Cycle:
         )
         self.r.status, self.r.proposal_id = "pending_approval", pid
         self.r.edits = [{"path": c.rel, "added": c.added, "removed": c.removed} for c in changes]
-        log.info("proposal stored", proposal_id=pid, files=[c.rel for c in changes])
+        log.info("proposal stored", proposal_id=pid, files=[c.rel for c in changes], superseded=superseded)
 
     async def write_report(self, plan: Plan) -> None:
         writer = getattr(self.mode, "write_report", None)
@@ -384,6 +391,7 @@ class Cycle:
     @contextlib.asynccontextmanager
     async def phase(self, name: str) -> AsyncIterator[None]:
         logs.set_phase(name)
+        self.phase_now = name
         start = time.monotonic()
         try:
             yield

@@ -220,6 +220,10 @@ class DebugMode:
         if not names:
             return Verification("rolled_back", reason="no configured check to verify the edits with")
         results = [await env.run_check(n) for n in names]
+        broken = [r for r in results if r.error]
+        if broken:  # a check that cannot start proves nothing: never counted as fewer failures
+            why = f"check {broken[0].name} cannot start: {broken[0].error}"
+            return Verification("rolled_back", results, why)
         before = int(event.payload.get("failures") or 1)
         after = sum(count_failures(r) for r in results)
         if all(r.ok for r in results):
