@@ -8,6 +8,7 @@ import os
 import shlex
 import signal
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -69,10 +70,23 @@ def _kill_group(pid: int, sig: int) -> None:
         os.killpg(pid, sig)
 
 
-async def run_check(name: str, check: CheckConfig, cwd: Path) -> CheckResult:
-    """Run one configured check in `cwd`. Never raises for the command's own failure."""
-    argv = shlex.split(check.run)
-    env = {**os.environ, **check.env}
+async def run_check(
+    name: str,
+    check: CheckConfig,
+    cwd: Path,
+    *,
+    extra_args: Sequence[str] = (),
+    extra_env: Mapping[str, str] | None = None,
+    output_dir: Path | None = None,
+) -> CheckResult:
+    """Run one configured check in `cwd`. Never raises for the command's own failure.
+
+    extra_args are appended to the check's argv and extra_env merged into its environment (autod's
+    own additions, e.g. the coverage re-run's plugin); output_dir is a directory outside the
+    workspace the check may write to (bound writable under a sandbox; without one, nothing to do).
+    """
+    argv = [*shlex.split(check.run), *extra_args]
+    env = {**os.environ, **check.env, **(extra_env or {})}
     start = time.monotonic()
     # Our own pipe, not stdout=PIPE: asyncio's Process.wait() also waits for its pipes to close, so
     # a background child that inherited stdout would make a passing check look hung.

@@ -66,6 +66,8 @@ class Cycle:
         )
         self.recalled: list[Recalled] = []
         self.attempts: list[Attempt] = []
+        self.need_answered = False
+        self.extra_messages: list[dict[str, str]] = []  # the need round, appended to the mode's messages
         self.last_attempt: dict[str, str] | None = None
 
     # -- the cycle -------------------------------------------------------------------
@@ -131,6 +133,7 @@ class Cycle:
         async with self.phase("plan"):
             await self.recall()
             context = await self.mode.context(self.event, self.deps.env, self.recalled)
+            self.r.context = list(getattr(context, "used", []))
         previous = await self.previous_attempt()
         if previous:
             self.attempts.append(previous)
@@ -139,6 +142,10 @@ class Cycle:
             self.r.attempts += 1
             async with self.phase("plan"):
                 result = await self.ask_planner(context)
+                if result.plan.need and not self.need_answered:
+                    # two stages: the model asked to see definitions before it edits; answered once
+                    await self.answer_need(result.plan)
+                    result = await self.ask_planner(context)
             plan = result.plan
             self.r.plan_summary = plan.summary
             if not self.mode.writes_code:
@@ -192,8 +199,23 @@ class Cycle:
             return None
         return Attempt(last.get("summary", ""), last.get("diff", ""), last.get("output", ""))
 
+    async def answer_need(self, plan: Plan) -> None:
+        from autod.localize.need import answer_need
+        from autod.modes import render
+
+        self.need_answered = True
+        budget = int(self.settings.localize.budget_tokens * 0.5)
+        answer = await answer_need(self.settings, self.deps.env.boundary, plan.need, budget)
+        self.r.context += answer.entries
+        log.info("localize.need_answered", asked=len(plan.need), shown=len(answer.entries))
+        asked = plan.model_dump(include={"summary", "need"})
+        self.extra_messages = [
+            {"role": "assistant", "content": json.dumps(asked)},
+            {"role": "user", "content": render("need_answer", definitions=answer.text or "(nothing found)")},
+        ]
+
     async def ask_planner(self, context: dict[str, str]) -> PlanResult:
-        messages = self.mode.messages(self.event, context, self.attempts)
+        messages = self.mode.messages(self.event, context, self.attempts) + self.extra_messages
         request = PlanRequest(
             mode=self.mode.name,
             event=self.event,

@@ -47,6 +47,8 @@ class Reflection:
     planner: str | None = None
     quarantined: bool = False
     commit: str | None = None
+    # what went into the prompt: [{"path", "symbol", "lines", "why"}] (localization and the need round)
+    context: list[dict[str, Any]] = field(default_factory=list)
 
     def record(self) -> dict[str, Any]:
         return asdict(self)

@@ -2,22 +2,29 @@
 
 from __future__ import annotations
 
-import asyncio
-import builtins
-import os
+import dataclasses
 import re
-from pathlib import Path
 
 from autod.act.edits import ScopeCheck
 from autod.checks import CheckResult
 from autod.events import Event, EventKind
+from autod.localize.context import localize
+from autod.localize.excerpt import trim_failure
 from autod.memory import Recalled
-from autod.modes import Attempt, ModeEnv, Verification, pack, python_syntax_scope, recalled_text, render
-from autod.paths import GENERATED_DIRS, NOT_SOURCE_DIRS
+from autod.modes import (
+    Attempt,
+    ModeEnv,
+    Sections,
+    Verification,
+    memory_budget,
+    python_syntax_scope,
+    recalled_text,
+    render,
+    tokens,
+)
 from autod.plan import Plan
 
-WINDOW = 15  # lines of source on each side of a line the failure names
-CONTEXT_TOKENS = 6000
+EXCERPT_SHARE = 0.25  # of the context budget, at most, for the failure output
 
 _PYTEST_COUNTS = re.compile(r"(\d+) (failed|errors?)\b")
 
@@ -34,123 +41,6 @@ def count_failures(result: CheckResult) -> int:
     return max(1, len(parse_failures(result.output)))
 
 
-def source_windows(workspace: Path, locations: list[dict[str, object]], budget_chars: int = 16000) -> str:
-    """Numbered source around each file:line the failure names, resolved inside the workspace only."""
-    root = workspace.resolve()
-    seen: set[tuple[str, int]] = set()
-    parts: list[str] = []
-    used = 0
-    for loc in locations[:20]:
-        rel, line = str(loc.get("path", "")), loc.get("line")
-        if not isinstance(line, int) or not rel:
-            continue
-        p = Path(rel)
-        path = (p if p.is_absolute() else root / p).resolve()
-        if not path.is_relative_to(root) or not path.is_file() or ".git" in path.relative_to(root).parts:
-            continue
-        key = (str(path), line // (WINDOW * 2))
-        if key in seen:
-            continue
-        seen.add(key)
-        try:
-            lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-        except OSError:
-            continue
-        lo, hi = max(1, line - WINDOW), min(len(lines), line + WINDOW)
-        body = "\n".join(f"{n:5d}{'>' if n == line else ' '} {lines[n - 1]}" for n in range(lo, hi + 1))
-        block = f"--- {path.relative_to(root).as_posix()} (lines {lo}-{hi}) ---\n{body}"
-        if used + len(block) > budget_chars:
-            break
-        parts.append(block)
-        used += len(block)
-    return "\n\n".join(parts)
-
-
-_CALL = re.compile(r"\b([A-Za-z_]\w*)\s*\(")
-_BUILTINS = frozenset(dir(builtins))
-_SKIP = NOT_SOURCE_DIRS | GENERATED_DIRS
-
-
-def called_names(workspace: Path, locations: list[dict[str, object]], limit: int = 8) -> list[str]:
-    """Functions called on the lines a failure names: their definitions are the likely culprits."""
-    root = workspace.resolve()
-    names: list[str] = []
-    for loc in locations[:10]:
-        rel, line = str(loc.get("path", "")), loc.get("line")
-        if not isinstance(line, int):
-            continue
-        path = (root / rel).resolve()
-        if not path.is_relative_to(root) or not path.is_file():
-            continue
-        try:
-            text = path.read_text(encoding="utf-8", errors="replace").splitlines()
-        except OSError:
-            continue
-        if 0 < line <= len(text):
-            for name in _CALL.findall(text[line - 1]):
-                if name not in _BUILTINS and name not in names:
-                    names.append(name)
-    return names[:limit]
-
-
-def definition_windows(workspace: Path, names: list[str], budget_chars: int = 8000) -> str:
-    """The source of each named function or class defined in the workspace's Python files."""
-    if not names:
-        return ""
-    pattern = re.compile(rf"^\s*(?:async\s+def|def|class)\s+({'|'.join(map(re.escape, names))})\b")
-    root = workspace.resolve()
-    parts: list[str] = []
-    used = 0
-    for dirpath, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if d not in _SKIP and not d.startswith("."))
-        for fname in sorted(files):
-            if not fname.endswith(".py"):
-                continue
-            path = Path(dirpath, fname)
-            try:
-                lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-            except OSError:
-                continue
-            for i, line in enumerate(lines):
-                if not pattern.match(line):
-                    continue
-                indent = len(line) - len(line.lstrip())
-                end = i + 1
-                while end < len(lines) and end - i < 60:
-                    nxt = lines[end]
-                    if nxt.strip() and len(nxt) - len(nxt.lstrip()) <= indent:
-                        break
-                    end += 1
-                body = "\n".join(f"{n + 1:5d}  {lines[n]}" for n in range(i, end))
-                rel = path.relative_to(root).as_posix()
-                block = f"--- {rel} (definition, lines {i + 1}-{end}) ---\n{body}"
-                if used + len(block) > budget_chars:
-                    return "\n\n".join(parts)
-                parts.append(block)
-                used += len(block)
-    return "\n\n".join(parts)
-
-
-async def git_diff(workspace: Path, since: str | None, limit: int = 12000) -> str:
-    """Uncommitted and recent changes since the last green check, when the workspace is a git repo."""
-    if not (workspace / ".git").exists():
-        return ""
-    args = ["git", "-C", str(workspace), "diff", "--no-color", "--no-ext-diff"]
-    args.append(since or "HEAD")
-    try:
-        proc = await asyncio.create_subprocess_exec(
-            *args,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL,
-            stdin=asyncio.subprocess.DEVNULL,
-        )
-        out, _ = await asyncio.wait_for(proc.communicate(), timeout=20)
-    except (OSError, TimeoutError):
-        return ""
-    text = out.decode("utf-8", "replace")
-    return text[:limit] + ("\n[... diff cut ...]" if len(text) > limit else "")
-
-
 class DebugMode:
     name = "auto-debug"
     kinds = frozenset({EventKind.CHECK_FAILED, EventKind.BUILD_FAILED})
@@ -163,26 +53,34 @@ class DebugMode:
 
     async def context(self, event: Event, env: ModeEnv, recalled: list[Recalled]) -> dict[str, str]:
         payload = event.payload
-        excerpt = str(payload.get("excerpt") or payload.get("message") or event.summary)
-        locations = payload.get("locations") or []
-        if not locations and excerpt:
-            from autod.sources.parsers import parse_locations
-
-            locations = parse_locations(excerpt)
-        windows = await asyncio.to_thread(source_windows, env.workspace, list(locations))
-        names = await asyncio.to_thread(called_names, env.workspace, list(locations))
-        defs = await asyncio.to_thread(definition_windows, env.workspace, names)
-        if defs:
-            windows = f"{windows}\n\n{defs}" if windows else defs
+        raw = str(payload.get("excerpt") or payload.get("message") or event.summary)
+        budget = env.settings.localize.budget_tokens
+        excerpt = trim_failure(raw[-16000:], int(budget * EXCERPT_SHARE) * 4)
+        memory = recalled_text(recalled, shown=raw, budget_tokens=memory_budget(env.settings, budget))
         since = await env.state.call(env.state.get_kv, "last_green_rev")
-        diff = await git_diff(env.workspace, since)
-        sections = [
-            ("excerpt", excerpt[-12000:]),
-            ("sources", windows),
-            ("diff", diff),
-            ("memory", recalled_text(recalled)),
-        ]
-        return pack(sections, CONTEXT_TOKENS)
+        spectrum = await self._spectrum(event, env)
+        found = await localize(
+            env.settings,
+            env.boundary,
+            text=raw,
+            locations=list(payload.get("locations") or []),
+            last_green=since if isinstance(since, str) else None,
+            budget_tokens=max(500, budget - tokens(excerpt) - tokens(memory)),
+            spectrum=spectrum,
+        )
+        out = Sections(excerpt=excerpt, sources=found.sources, diff=found.diff, memory=memory)
+        out.used = found.entries
+        return out
+
+    async def _spectrum(self, event: Event, env: ModeEnv) -> dict[tuple[str, str], float] | None:
+        """Ochiai scores from re-running the failing tests, when the failing check has `coverage: true`."""
+        name = event.payload.get("check")
+        check = env.settings.checks.get(name) if isinstance(name, str) else None
+        if check is None or not check.coverage:
+            return None
+        from autod.localize.spectrum import spectrum_for
+
+        return await spectrum_for(env, name, str(event.payload.get("excerpt") or ""))
 
     def messages(
         self, event: Event, context: dict[str, str], attempts: list[Attempt]
@@ -197,7 +95,7 @@ class DebugMode:
             summary=event.summary,
             check=event.payload.get("check", ""),
             excerpt=context.get("excerpt") or "(none)",
-            sources=context.get("sources") or "(no source lines could be located)",
+            sources=context.get("sources") or "(no source could be located)",
             diff=context.get("diff") or "(no recent diff)",
             memory=context.get("memory") or "(nothing recalled)",
             attempts=tried or "(none)",
@@ -219,6 +117,14 @@ class DebugMode:
             names = [n for n, c in configured.items() if not c.fixer]
         if not names:
             return Verification("rolled_back", reason="no configured check to verify the edits with")
+        for n in names:
+            focus = configured[n].focus
+            if not focus:
+                continue
+            quick = dataclasses.replace(await env.run_check(n, run=focus), name=f"{n}:focus")
+            if not quick.ok:
+                # a failing focus settles it: the full check would only take longer to say so
+                return Verification("rolled_back", [quick], f"focus of check {n} failed; full check not run")
         results = [await env.run_check(n) for n in names]
         before = int(event.payload.get("failures") or 1)
         after = sum(count_failures(r) for r in results)
