@@ -357,7 +357,8 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         for bug in bugs:
             lib = bug[0]
             log(f"{bug[1]} ...")
-            row = await measure_bug(work, pristine[lib], bug, LIBRARIES[lib][2], coverage=not args.quick)
+            coverage = not (args.quick or args.no_coverage)
+            row = await measure_bug(work, pristine[lib], bug, LIBRARIES[lib][2], coverage=coverage)
             rows.append(row)
             v = row.get("variants", {})
             log(
@@ -402,6 +403,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="every fourth bug, no coverage variant")
     ap.add_argument("--only", nargs="*", help="bug ids")
+    ap.add_argument("--no-coverage", action="store_true", help="skip the coverage-ranked variant")
     ap.add_argument("--gguf", help="a GGUF model whose tokenizer counts the prompts too")
     ap.add_argument("--gguf-python", default=sys.executable, help="a python with llama_cpp installed")
     ap.add_argument("--dump", help="write every prompt to this JSON file")

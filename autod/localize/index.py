@@ -40,6 +40,8 @@ class Definition:
     # (local, dotted callee) for `x = Foo(...)`; (local, "=dotted") for an alias `f = mod.func`
     local_types: tuple[tuple[str, str], ...] = ()
     bases: tuple[str, ...] = ()  # classes: dotted base names
+    alias: str = ""  # data: `OMD = OrderedMultiDict` names another definition
+    dunders: tuple[str, ...] = ()  # functions: special methods their operators call (`a & b`: __and__)
 
     @property
     def name(self) -> str:
@@ -285,7 +287,7 @@ def _collect(mod: Module, body: list[ast.stmt], prefix: str, in_class: bool) -> 
             refs, calls, types = _uses(node)
             mod.defs[q] = Definition(
                 mod.path, q, "function", _start(node), node.end_lineno or node.lineno, _header_end(node),
-                _doc(node), refs, calls, types,
+                _doc(node), refs, calls, types, dunders=_dunders(node),
             )
         elif isinstance(node, ast.ClassDef):
             q = prefix + node.name
@@ -306,9 +308,10 @@ def _collect(mod: Module, body: list[ast.stmt], prefix: str, in_class: bool) -> 
                     if q in mod.defs and mod.defs[q].kind in ("function", "class"):
                         continue  # `f = decorate(f)` after the def: the def is what a reader wants
                     end = node.end_lineno or node.lineno
+                    alias = _dotted(value) if isinstance(value, ast.Name | ast.Attribute) else None
                     mod.defs[q] = Definition(
                         mod.path, q, "attribute" if in_class else "constant", node.lineno, end, end,
-                        "", refs, calls,
+                        "", refs, calls, alias=alias or "",
                     )
         elif isinstance(node, ast.If | ast.Try) and not in_class:
             # module-level `if TYPE_CHECKING:` / `try: import x except ImportError:` blocks define names too
@@ -332,12 +335,61 @@ def _dotted(node: ast.AST) -> str | None:
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)
         node = node.value
-    if isinstance(node, ast.Call):
-        return _dotted(node.func)  # `Foo().bar`: the chain is rooted at Foo
+    if isinstance(node, ast.Call):  # `Foo(x).bar`: a member of what Foo returns
+        base = _dotted(node.func)
+        return ".".join([base, *reversed(parts)]) if base else None
     if isinstance(node, ast.Name):
         parts.append(node.id)
         return ".".join(reversed(parts))
     return None
+
+
+_BINOPS = {
+    ast.Add: "__add__", ast.Sub: "__sub__", ast.Mult: "__mul__", ast.Div: "__truediv__",
+    ast.FloorDiv: "__floordiv__", ast.Mod: "__mod__", ast.Pow: "__pow__", ast.BitAnd: "__and__",
+    ast.BitOr: "__or__", ast.BitXor: "__xor__", ast.LShift: "__lshift__", ast.RShift: "__rshift__",
+    ast.MatMult: "__matmul__",
+}
+_CMPOPS = {
+    ast.Eq: "__eq__", ast.NotEq: "__ne__", ast.Lt: "__lt__", ast.LtE: "__le__", ast.Gt: "__gt__",
+    ast.GtE: "__ge__", ast.In: "__contains__", ast.NotIn: "__contains__",
+}
+_UNARY = {ast.Invert: "__invert__", ast.USub: "__neg__", ast.Not: "__bool__"}
+_BUILTIN_DUNDER = {
+    "repr": "__repr__", "str": "__str__", "len": "__len__", "iter": "__iter__", "hash": "__hash__",
+    "bool": "__bool__", "reversed": "__reversed__", "list": "__iter__", "sorted": "__iter__",
+    "int": "__int__", "float": "__float__", "format": "__format__", "next": "__next__",
+    "copy": "__copy__", "deepcopy": "__deepcopy__", "dumps": "__reduce_ex__",
+}
+
+
+def _dunders(node: ast.AST) -> tuple[str, ...]:
+    """Special methods a function's operators and builtin calls reach (`a & b`, `x[k]`, `repr(x)`)."""
+    out: dict[str, None] = {}
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.BinOp | ast.AugAssign) and type(sub.op) in _BINOPS:
+            out.setdefault(_BINOPS[type(sub.op)], None)
+        elif isinstance(sub, ast.Compare):
+            for op in sub.ops:
+                if type(op) in _CMPOPS:
+                    out.setdefault(_CMPOPS[type(op)], None)
+        elif isinstance(sub, ast.UnaryOp) and type(sub.op) in _UNARY:
+            out.setdefault(_UNARY[type(sub.op)], None)
+        elif isinstance(sub, ast.Subscript):
+            name = {ast.Load: "__getitem__", ast.Store: "__setitem__", ast.Del: "__delitem__"}
+            out.setdefault(name.get(type(sub.ctx), "__getitem__"), None)
+        elif isinstance(sub, ast.For | ast.comprehension):
+            out.setdefault("__iter__", None)
+        elif isinstance(sub, ast.With):
+            out.setdefault("__enter__", None)
+            out.setdefault("__exit__", None)
+        elif isinstance(sub, ast.Call):
+            callee = _dotted(sub.func)
+            if isinstance(sub.func, ast.Call):
+                out.setdefault("__call__", None)  # `juxt(f, g)(x)`
+            elif callee and callee.rsplit(".", 1)[-1] in _BUILTIN_DUNDER:
+                out.setdefault(_BUILTIN_DUNDER[callee.rsplit(".", 1)[-1]], None)
+    return tuple(out)
 
 
 def _uses(node: ast.AST) -> tuple[tuple[str, ...], tuple[str, ...], tuple[tuple[str, str], ...]]:
@@ -354,8 +406,6 @@ def _uses(node: ast.AST) -> tuple[tuple[str, ...], tuple[str, ...], tuple[tuple[
             bound.add(sub.arg)
         elif isinstance(sub, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and sub is not node:
             bound.add(sub.name)
-        elif isinstance(sub, ast.alias):
-            bound.add((sub.asname or sub.name).split(".")[0])
     bound -= {"self", "cls"}
     types: dict[str, str] = {}
     for sub in ast.walk(node):
@@ -383,6 +433,8 @@ def _uses(node: ast.AST) -> tuple[tuple[str, ...], tuple[str, ...], tuple[tuple[
     for sub in ast.walk(node):
         if isinstance(sub, ast.Call):
             name = _dotted(sub.func)
+            if name and name in types and not types[name].startswith("="):
+                name += ".__call__"  # calling an instance built here: `j = juxt(f, g); j(x)`
             if name and free(name):
                 calls.setdefault(name, None)
         elif isinstance(sub, ast.Attribute | ast.Name) and isinstance(sub.ctx, ast.Load):

@@ -121,8 +121,10 @@ def rank(
     test_defs = [t for t, _ in tests]
     for i, (t, line) in enumerate(tests[:5]):
         r.add_def(t, "the failing test", 1.5 + i / 100, focus=line)
-    hop1 = _callees(r, [*test_defs, *frame_defs], base=2.0)
-    hop2 = _callees(r, hop1, base=4.0)
+    # operators and builtins the failing tests use reach special methods of the classes they reach
+    special = tuple(dict.fromkeys(n for t in test_defs for n in t.dunders))
+    hop1 = _callees(r, [*test_defs, *frame_defs], base=2.0, special=special)
+    hop2 = _callees(r, hop1, base=4.0, special=special)
     # (d) constants and class attributes the shown functions read
     readers = [*frame_defs, *test_defs, *hop1]
     _data(r, readers, base=3.0)
@@ -132,13 +134,17 @@ def rank(
     return r.ranked()
 
 
-def _callees(r: Ranking, callers: Iterable[Definition], *, base: float) -> list[Definition]:
+def _callees(
+    r: Ranking, callers: Iterable[Definition], *, base: float, special: tuple[str, ...] = ()
+) -> list[Definition]:
     """Functions, methods and classes the callers call (resolved), ranked by how many call them."""
     count: dict[tuple[str, str], int] = {}
     first: dict[tuple[str, str], tuple[int, Definition]] = {}
     order = 0
     for caller in callers:
-        for d in r.resolver.uses(caller, calls_only=True):
+        # calls first, then functions named without a call: properties (`self.port`), callbacks
+        called = r.resolver.uses(caller, calls_only=True)
+        for d in [*called, *(x for x in r.resolver.uses(caller) if x not in called)]:
             if d.kind not in ("function", "class") or is_test_path(d.path):
                 continue
             k = (d.path, d.qualname)
@@ -148,10 +154,15 @@ def _callees(r: Ranking, callers: Iterable[Definition], *, base: float) -> list[
                 order += 1
     out = []
     ordered = sorted(first.items(), key=lambda kv: (-count[kv[0]], kv[1][0]))
+    why = "called by the failing code" if base < 4 else "called one hop further"
     for pos, (_, (_, d)) in enumerate(ordered):
-        r.add_def(d, "called by the failing code" if base < 4 else "called one hop further", base + pos / 1e4)
+        r.add_def(d, why, base + pos / 1e4)
         if d.kind == "function":
             out.append(d)
+        elif d.kind == "class" and special:
+            for m in r.resolver.special(d, special):
+                r.add_def(m, f"{why} (an operator or builtin on {d.name})", base + 0.5 + pos / 1e4)
+                out.append(m)
     return out
 
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from autod.localize.index import Index
 from autod.localize.rank import Piece
 
-LONG = 90  # a definition longer than this is shown as a window around its focus line
-WINDOW = 60  # lines of a long definition shown
+LONG = 150  # a definition longer than this is shown as a window around its focus line
+WINDOW = 100  # lines of a long definition shown
 SKELETON_FILES = 3
 SKELETON_LINES = 60  # signature lines per file, at most
 

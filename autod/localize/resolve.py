@@ -90,6 +90,9 @@ class Resolver:
         return []
 
     def _expand(self, mod: Module, d: Definition, rest: list[str], hops: int) -> list[Definition]:
+        if d.alias and d.kind in ("constant", "attribute") and d.alias.split(".")[0] != d.name:
+            # `OMD = OrderedMultiDict`: the alias and what it names
+            return [d, *self._in_module(mod, [*d.alias.split("."), *rest], hops + 1)]
         if not rest:
             if d.kind == "class":
                 inits = [mod.defs[f"{d.qualname}.{n}"] for n in _INIT if f"{d.qualname}.{n}" in mod.defs]
@@ -115,6 +118,15 @@ class Resolver:
                     if found:
                         return found
         return []
+
+    def special(self, cls: Definition, names: tuple[str, ...]) -> list[Definition]:
+        """The class's (or its bases') special methods among `names`."""
+        mod = self.index.modules.get(cls.path)
+        out: list[Definition] = []
+        for name in names:
+            found = self._member(mod, cls.qualname, [name], 0) if mod else []
+            out += [d for d in found if d.kind == "function"]
+        return out
 
     def _global(self, parts: list[str], hops: int) -> list[Definition]:
         """A fully dotted name: the longest prefix that is an indexed module, then names inside it."""
