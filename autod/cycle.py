@@ -24,7 +24,7 @@ from autod.modes import Attempt, Mode, ModeEnv, Verification, chain
 from autod.ownwrites import OwnWrites
 from autod.plan import Plan
 from autod.planner import Planner, PlanRequest, PlanResult
-from autod.reflect import Reflection, distil_lesson, log_reflection
+from autod.reflect import Reflection, distil_lesson, episode_text, log_reflection
 
 log = structlog.get_logger("autod.cycle")
 
@@ -105,7 +105,10 @@ class Cycle:
             "observed", kind=str(self.event.kind), summary=self.event.summary[:300], merged=self.event.merged
         )
         if self.deps.memory is not None:
-            excerpt = str(self.event.payload.get("excerpt", ""))[:2000]
+            from autod.localize.excerpt import strip_progress
+
+            # progress dots and timings would make every run of the same failure a new memory
+            excerpt = strip_progress(str(self.event.payload.get("excerpt", "")))[:2000]
             text = f"{self.event.kind}: {self.event.summary}\n{excerpt}"
             await self.deps.memory.observe(
                 text,
@@ -344,16 +347,7 @@ class Cycle:
             "cycle_id": r.cycle_id,
         }
         try:
-            episode = json.dumps(
-                {
-                    "event": r.summary[:500],
-                    "plan": r.plan_summary,
-                    "status": r.status,
-                    "reason": r.reason,
-                    "edits": r.edits,
-                },
-                default=str,
-            )
+            episode = episode_text(r, self._last_diff)
             # deferred: the memory's writer stores them off the cycle's path; the next recall waits for them
             await mem.add_episode(episode, meta, defer=True)
             if r.lesson:

@@ -73,6 +73,27 @@ def distil_lesson(r: Reflection, event: Event) -> str | None:
     return f"[{r.mode}] Failure: {what}. Tried: {did} (edited {files}). Outcome: {outcome}{why}."
 
 
+EPISODE_DIFF_CHARS = 1200
+
+
+def episode_text(r: Reflection, diff: str) -> str:
+    """An episode for memory: plain sentences and a short diff, never a JSON shape a model would copy."""
+    what = r.summary.strip().splitlines()[0][:300] if r.summary.strip() else r.kind
+    parts = [f"Failure: {what}."]
+    if r.plan_summary:
+        parts.append(f"Tried: {r.plan_summary.strip().splitlines()[0][:300]}.")
+    outcome = f"Outcome: {r.status}"
+    if r.reason:
+        outcome += f" ({r.reason[:200]})"
+    parts.append(outcome + ".")
+    text = " ".join(parts)
+    body = "\n".join(ln for ln in diff.splitlines() if not ln.startswith(("diff --git", "index ")))
+    if body.strip():
+        cut = body[:EPISODE_DIFF_CHARS] + ("\n[... diff cut ...]" if len(body) > EPISODE_DIFF_CHARS else "")
+        text += f"\nThe change:\n{cut}"
+    return text
+
+
 def log_reflection(r: Reflection) -> None:
     """The reflection record: one JSON line with phase=reflect (context vars add cycle/event/mode)."""
     rec = r.record()

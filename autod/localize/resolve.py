@@ -119,6 +119,24 @@ class Resolver:
                         return found
         return []
 
+    def callers(self, target: Definition, limit: int = 8) -> list[Definition]:
+        """Functions anywhere in the index whose calls resolve to `target` (how it is used)."""
+        out: list[Definition] = []
+        name = target.name
+        for path in sorted(self.index.modules):
+            mod = self.index.modules[path]
+            for d in mod.defs.values():
+                if d.kind != "function" or d is target:
+                    continue
+                if not any(c.rsplit(".", 1)[-1] == name for c in d.calls):
+                    continue
+                called = self.uses(d, calls_only=True)
+                if any(t.path == target.path and t.qualname == target.qualname for t in called):
+                    out.append(d)
+                    if len(out) >= limit:
+                        return out
+        return out
+
     def special(self, cls: Definition, names: tuple[str, ...]) -> list[Definition]:
         """The class's (or its bases') special methods among `names`."""
         mod = self.index.modules.get(cls.path)

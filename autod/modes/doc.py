@@ -19,8 +19,9 @@ from typing import Any
 from autod.act.edits import FileChange, ScopeCheck
 from autod.errors import NothingToDo, PlanRejected
 from autod.events import Event, EventKind
+from autod.localize.usage import callers_text
 from autod.memory import Recalled
-from autod.modes import Attempt, ModeEnv, Verification, pack, recalled_text, render
+from autod.modes import Attempt, ModeEnv, Verification, memory_budget, pack, recalled_text, render
 from autod.modes.plan import _atomic_write
 from autod.ownwrites import OwnWrites
 from autod.plan import Plan
@@ -265,9 +266,8 @@ class DocMode:
             p = (ws / rel).resolve()
             if p.suffix != ".py" or not p.is_file() or not p.is_relative_to(ws) or p.is_symlink():
                 continue
-            try:
-                text = p.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError):
+            text = env.boundary.read_text(p)  # the read rules: never a denied or autod-owned file
+            if text is None:
                 continue
             f = findings(text, p.relative_to(ws).as_posix())
             found += f
@@ -290,15 +290,22 @@ class DocMode:
             + "\n\n## Docs that mention changed names (review them)\n"
             + (docs or "- none")
         )
+        # how the code to document is used: its callers, resolved through the index
+        usage = await callers_text(
+            env.settings, env.boundary, [(f["path"], f["line"]) for f in found], CONTEXT_TOKENS // 4
+        )
+        memory = recalled_text(recalled, budget_tokens=memory_budget(env.settings, CONTEXT_TOKENS))
         ctx = pack(
             [
                 ("findings", listing),
                 ("docs", docs),
                 ("sources", sources),
-                ("memory", recalled_text(recalled)),
+                ("callers", usage.text),
+                ("memory", memory),
             ],
             CONTEXT_TOKENS,
         )
+        ctx.used = usage.entries if ctx.get("callers") else []
         ctx["report"] = report
         return ctx
 
@@ -310,6 +317,7 @@ class DocMode:
             findings=context.get("findings") or "(none)",
             docs=context.get("docs") or "(none)",
             sources=context.get("sources") or "",
+            callers=context.get("callers") or "(none found)",
             memory=context.get("memory") or "(none)",
             attempts="\n".join(a.summary + ": " + a.output[-500:] for a in attempts) or "(none)",
         )
