@@ -118,13 +118,6 @@ async def localize(
     diffs = await history.diff_since(workspace, last_green)
     diffs = [d for d in diffs if boundary.readable(d.path) == d.path]  # never a denied file's changes
     diff_text = _diff_text(diffs, set(failure.paths), cfg.max_diff_tokens)
-    if last_green is None:
-        touched = [p for p in failure.paths if not is_test_path(p)] or failure.paths
-        past = await history.recent_history(workspace, touched, cfg.history_commits)
-        if past:
-            cap = int(budget_tokens * 0.25) * 4
-            past = past if len(past) <= cap else past[:cap] + "\n[... older history cut ...]"
-            diff_text = f"{diff_text}\n\n# recent commits of the failing files\n{past}".strip()
     first = [*failure.paths, *(d.path for d in diffs)]
     index = await asyncio.to_thread(
         build_index,
@@ -142,6 +135,14 @@ async def localize(
     ]
     tests = test_definitions(index, failure, failing_sections(text))
     pieces = rank(index, changed=changed, sites=sites, tests=tests, spectrum=spectrum)
+    if last_green is None:
+        # no green revision to diff against: the recent commits of the files the failure leads to
+        touched = list(dict.fromkeys(p.path for p in pieces if not is_test_path(p.path)))[:5]
+        past = await history.recent_history(workspace, touched or failure.paths, cfg.history_commits)
+        if past:
+            cap = int(budget_tokens * 0.25) * 4
+            past = past if len(past) <= cap else past[:cap] + "\n[... older history cut ...]"
+            diff_text = f"{diff_text}\n\n# recent commits of the files the failure leads to\n{past}".strip()
 
     code_budget = max(int(budget_tokens * MIN_CODE_SHARE), budget_tokens - render.tokens(diff_text))
     outline_budget = int(code_budget * OUTLINE_SHARE)
