@@ -82,7 +82,7 @@ def repo(tmp_path: Path) -> Path:
     (ws / "tests" / "test_lib.py").write_text(TEST)
     (ws / ".env").write_text("API_KEY = 'k'\n")
     git(ws, "init", "-q")
-    git(ws, "add", "lib.py", "big.py", "tests")
+    git(ws, "add", "lib.py", "big.py", "tests", ".env")  # a tracked secret: its changes show in git diff
     git(ws, "commit", "-qm", "init")
     return ws
 
