@@ -115,8 +115,9 @@ async def localize(
     cfg = settings.localize
     failure = read_failure(boundary, text, locations)
     workspace = boundary.workspace
-    diffs = await history.diff_since(workspace, last_green)
-    diffs = [d for d in diffs if boundary.readable(d.path) == d.path]  # never a denied file's changes
+    # never a denied file's changes: both sides of a rename must be readable (Boundary.filter_diff)
+    diffs = history.split_diff(boundary.filter_diff(await history.diff_text(workspace, last_green)))
+    diffs = [d for d in diffs if boundary.readable(d.path) == d.path]
     diff_text = _diff_text(diffs, set(failure.paths), cfg.max_diff_tokens)
     first = [*failure.paths, *(d.path for d in diffs)]
     index = await asyncio.to_thread(
@@ -139,6 +140,7 @@ async def localize(
         # no green revision to diff against: the recent commits of the files the failure leads to
         touched = list(dict.fromkeys(p.path for p in pieces if not is_test_path(p.path)))[:5]
         past = await history.recent_history(workspace, touched or failure.paths, cfg.history_commits)
+        past = _filter_log(boundary, past)
         if past:
             cap = int(budget_tokens * 0.25) * 4
             past = past if len(past) <= cap else past[:cap] + "\n[... older history cut ...]"
@@ -172,6 +174,14 @@ async def localize(
         index=index,
         tests=failure.tests,
     )
+
+
+def _filter_log(boundary: Boundary, log_text: str) -> str:
+    """`git log -p` output with each commit's diff sections filtered by the read rules."""
+    import re
+
+    parts = re.split(r"(?m)^(?=commit [0-9a-f]{7,})", log_text)
+    return "".join(boundary.filter_diff(p) if "\ndiff --git " in p else p for p in parts)
 
 
 def imported_modules(index: Index, paths: list[str]) -> list[str]:

@@ -1,19 +1,20 @@
 """What changed: the diff since the last green revision, or the recent history of the failing files.
 
-git runs as a tool only: no external diff, textconv, pager or colour, a deadline on every call.
+git runs as a tool only (autod.gitsafe: no hooks, drivers, external diff, textconv or pager from the
+repository's config), with a deadline on every call.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import re
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from autod import gitsafe
+
 GIT_TIMEOUT_S = 20
 MAX_GIT_OUTPUT = 4_000_000  # bytes read from one git command, at most
-_SAFE_GIT = ("-c", "core.pager=cat", "-c", "diff.external=", "-c", "core.fsmonitor=false")
 _HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@")
 _REV = re.compile(r"^[0-9a-f]{7,64}$")
 
@@ -26,46 +27,25 @@ class FileDiff:
 
 
 async def git(workspace: Path, *args: str) -> str:
-    """stdout of one git command in the workspace ('' on any trouble: the context is a best effort)."""
+    """stdout of one git command in the workspace, run as a tool (autod.gitsafe); '' on any trouble."""
     if not (workspace / ".git").exists():
         return ""
     try:
-        proc = await asyncio.create_subprocess_exec(
-            "git", *_SAFE_GIT, "-C", str(workspace), *args,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL,
-            stdin=asyncio.subprocess.DEVNULL,
-        )
-    except OSError:
+        proc = await gitsafe.arun(workspace, *args, timeout=GIT_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired):
         return ""
-    try:
-        assert proc.stdout is not None
-        out = await asyncio.wait_for(_read_all(proc.stdout), timeout=GIT_TIMEOUT_S)
-    except TimeoutError:
-        out = b""
-    finally:
-        if proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-        await proc.wait()
-    return out.decode("utf-8", "replace")
+    return proc.stdout[:MAX_GIT_OUTPUT].decode("utf-8", "replace") if proc.returncode == 0 else ""
 
 
-async def _read_all(stream: asyncio.StreamReader) -> bytes:
-    buf = bytearray()
-    while len(buf) < MAX_GIT_OUTPUT:
-        chunk = await stream.read(65536)
-        if not chunk:
-            break
-        buf += chunk
-    return bytes(buf[:MAX_GIT_OUTPUT])
+async def diff_text(workspace: Path, rev: str | None) -> str:
+    """The working tree against `rev` (or HEAD): committed and uncommitted changes, as git prints them."""
+    base = rev if rev and _REV.match(rev) else "HEAD"
+    return await git(workspace, "diff", "--no-color", "--no-ext-diff", "--no-textconv", base, "--")
 
 
 async def diff_since(workspace: Path, rev: str | None) -> list[FileDiff]:
-    """Per-file diff of the working tree against `rev` (or HEAD): committed and uncommitted changes."""
-    base = rev if rev and _REV.match(rev) else "HEAD"
-    text = await git(workspace, "diff", "--no-color", "--no-ext-diff", "--no-textconv", base, "--")
-    return split_diff(text)
+    """Per-file diff of the working tree against `rev` (or HEAD)."""
+    return split_diff(await diff_text(workspace, rev))
 
 
 async def recent_history(workspace: Path, paths: list[str], commits: int, max_lines: int = 400) -> str:

@@ -103,7 +103,7 @@ async def spectrum_for(env: ModeEnv, check_name: str, output: str) -> dict[tuple
         (out / f"{PLUGIN}.py").write_bytes(plugin)
         (out / "select.json").write_text(json.dumps({"files": files}), encoding="utf-8")
         check = env.settings.checks[check_name]
-        path = check.env.get("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
+        path = check.env.get("PYTHONPATH", "")  # a check's environment is its own `env:`, not autod's
         result = await env.run_check(
             check_name,
             extra_args=[*PLUGIN_ARGS, f"--autod-spectrum={out}"],

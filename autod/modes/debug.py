@@ -6,6 +6,7 @@ import dataclasses
 import re
 
 from autod.act.edits import ScopeCheck
+from autod.act.judges import Judges
 from autod.checks import CheckResult
 from autod.events import Event, EventKind
 from autod.localize.context import localize
@@ -16,6 +17,7 @@ from autod.modes import (
     ModeEnv,
     Sections,
     Verification,
+    chain,
     memory_budget,
     python_syntax_scope,
     recalled_text,
@@ -104,7 +106,8 @@ class DebugMode:
         return [{"role": "system", "content": render("debug_system")}, {"role": "user", "content": user}]
 
     def scope(self, env: ModeEnv) -> ScopeCheck | None:
-        return python_syntax_scope
+        judges = Judges.for_settings(env.settings, self.name)
+        return chain(judges.scope() if judges else None, python_syntax_scope)
 
     async def verify(self, event: Event, plan: Plan, env: ModeEnv) -> Verification:
         configured = env.settings.checks

@@ -86,3 +86,48 @@ def test_own_files_name_the_config_state_and_credentials(ws: Path, monkeypatch, 
     assert (ws / "config" / "autod.yaml").resolve() in own
     assert settings.state_path.resolve() in own
     assert creds.resolve() in own
+
+
+def test_a_diff_loses_the_sections_of_files_that_may_not_be_read(ws: Path) -> None:
+    b = Boundary(ws, ws / ".autod", DENY)
+    diff = (
+        "diff --git a/src/app.py b/src/app.py\n--- a/src/app.py\n+++ b/src/app.py\n"
+        "@@ -1 +1 @@\n-x = 1\n+x = 2\n"
+        "diff --git a/.env b/.env\n--- a/.env\n+++ b/.env\n@@ -1 +1 @@\n-TOKEN=hunter2\n+TOKEN=hunter3\n"
+        'diff --git "a/deploy/id_rsa" "b/deploy/id_rsa"\n+-----BEGIN KEY-----\n'
+        "diff --git a/my file.py b/my file.py\n+ok\n"
+        "diff --git garbage\n+hidden\n"
+    )
+    out = b.filter_diff(diff)
+    assert "x = 2" in out and "+ok" in out
+    assert "hunter" not in out and "BEGIN KEY" not in out and "hidden" not in out
+
+
+def test_debug_context_reads_no_file_the_boundary_refuses(ws: Path) -> None:
+    import asyncio
+
+    from autod.config import Settings
+    from autod.localize.context import localize
+
+    (ws / "src" / "secrets").mkdir()
+    (ws / "src" / "secrets" / "vault.py").write_text("def load():\n    return 'VAULT-CANARY'\n")
+    (ws / "src" / "app.py").write_text("from secrets.vault import load\n\n\ndef run():\n    return load()\n")
+    b = Boundary(ws, ws / ".autod", DENY)
+    git_config = ws / ".git" / "config"
+    text = (
+        'Traceback (most recent call last):\n  File ".env", line 1, in <module>\n'
+        '  File "deploy/id_rsa", line 1, in <module>\n'
+        f'  File "{git_config}", line 1, in <module>\n'
+        '  File "src/secrets/vault.py", line 2, in load\n'
+        '  File "src/app.py", line 5, in run\nRuntimeError\n'
+    )
+    locations = [{"path": ".env", "line": 1}, {"path": "src/app.py", "line": 5}]
+    found = asyncio.run(
+        localize(Settings(workspace=ws), b, text=text, locations=locations, last_green=None,
+                 budget_tokens=4000)
+    )
+    shown = found.code + found.outline + found.diff
+    assert "return load()" in shown
+    for leak in ("hunter2", "BEGIN KEY", "[core]", "VAULT-CANARY"):
+        assert leak not in shown
+    assert {e["path"] for e in found.entries} == {"src/app.py"}
