@@ -43,7 +43,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import localize_baseline as baseline  # noqa: E402
 import yaml  # noqa: E402
-from localize_bugs import BUGS, LIBRARIES  # noqa: E402
+from localize_bugs import BUGS, HELD_OUT, LIBRARIES  # noqa: E402
 
 from autod.checks import run_check  # noqa: E402
 from autod.config import load_config  # noqa: E402
@@ -344,7 +344,8 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     started = time.monotonic()
-    bugs = [b for b in BUGS if not args.only or b[1] in args.only]
+    pool = HELD_OUT if args.held_out else BUGS + HELD_OUT if args.only else BUGS
+    bugs = [b for b in pool if not args.only or b[1] in args.only]
     if args.quick:
         bugs = bugs[::4]
     rows: list[dict[str, Any]] = []
@@ -404,6 +405,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="every fourth bug, no coverage variant")
     ap.add_argument("--only", nargs="*", help="bug ids")
     ap.add_argument("--no-coverage", action="store_true", help="skip the coverage-ranked variant")
+    ap.add_argument("--held-out", action="store_true", help="the 8 bugs written after the ranking was frozen")
     ap.add_argument("--gguf", help="a GGUF model whose tokenizer counts the prompts too")
     ap.add_argument("--gguf-python", default=sys.executable, help="a python with llama_cpp installed")
     ap.add_argument("--dump", help="write every prompt to this JSON file")
