@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autod.boundary import Boundary
+from autod.localize.uses import dotted, dunders, uses
 from autod.paths import GENERATED_DIRS, NOT_SOURCE_DIRS
 
 SKIP_DIRS = NOT_SOURCE_DIRS | GENERATED_DIRS
 CACHE_MODULES = 20_000  # parsed modules kept across cycles (a few kB each)
-MAX_REFS = 400  # names one definition may record
 
 
 @dataclass(frozen=True)
@@ -284,15 +284,15 @@ def _collect(mod: Module, body: list[ast.stmt], prefix: str, in_class: bool) -> 
     for node in body:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             q = prefix + node.name
-            refs, calls, types = _uses(node)
+            refs, calls, types = uses(node)
             mod.defs[q] = Definition(
                 mod.path, q, "function", _start(node), node.end_lineno or node.lineno, _header_end(node),
-                _doc(node), refs, calls, types, dunders=_dunders(node),
+                _doc(node), refs, calls, types, dunders=dunders(node),
             )
         elif isinstance(node, ast.ClassDef):
             q = prefix + node.name
-            bases = tuple(b for b in (_dotted(x) for x in node.bases) if b)
-            refs = tuple(b for b in (_dotted(x) for x in node.decorator_list) if b)
+            bases = tuple(b for b in (dotted(x) for x in node.bases) if b)
+            refs = tuple(b for b in (dotted(x) for x in node.decorator_list) if b)
             mod.defs[q] = Definition(
                 mod.path, q, "class", _start(node), node.end_lineno or node.lineno, _header_end(node),
                 _doc(node), refs + bases, (), (), bases,
@@ -301,14 +301,14 @@ def _collect(mod: Module, body: list[ast.stmt], prefix: str, in_class: bool) -> 
         elif isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             value = node.value
-            refs, calls, _ = _uses(value) if value is not None else ((), (), ())
+            refs, calls, _ = uses(value) if value is not None else ((), (), ())
             for t in targets:
                 for name in _target_names(t):
                     q = prefix + name
                     if q in mod.defs and mod.defs[q].kind in ("function", "class"):
                         continue  # `f = decorate(f)` after the def: the def is what a reader wants
                     end = node.end_lineno or node.lineno
-                    alias = _dotted(value) if isinstance(value, ast.Name | ast.Attribute) else None
+                    alias = dotted(value) if isinstance(value, ast.Name | ast.Attribute) else None
                     mod.defs[q] = Definition(
                         mod.path, q, "attribute" if in_class else "constant", node.lineno, end, end,
                         "", refs, calls, alias=alias or "",
@@ -327,120 +327,3 @@ def _target_names(t: ast.expr) -> list[str]:
     if isinstance(t, ast.Tuple | ast.List):
         return [n for e in t.elts for n in _target_names(e)]
     return []
-
-
-def _dotted(node: ast.AST) -> str | None:
-    """`a.b.c` for a Name/Attribute chain (calls and subscripts on the way end it), else None."""
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Call):  # `Foo(x).bar`: a member of what Foo returns
-        base = _dotted(node.func)
-        return ".".join([base, *reversed(parts)]) if base else None
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return ".".join(reversed(parts))
-    return None
-
-
-_BINOPS = {
-    ast.Add: "__add__", ast.Sub: "__sub__", ast.Mult: "__mul__", ast.Div: "__truediv__",
-    ast.FloorDiv: "__floordiv__", ast.Mod: "__mod__", ast.Pow: "__pow__", ast.BitAnd: "__and__",
-    ast.BitOr: "__or__", ast.BitXor: "__xor__", ast.LShift: "__lshift__", ast.RShift: "__rshift__",
-    ast.MatMult: "__matmul__",
-}
-_CMPOPS = {
-    ast.Eq: "__eq__", ast.NotEq: "__ne__", ast.Lt: "__lt__", ast.LtE: "__le__", ast.Gt: "__gt__",
-    ast.GtE: "__ge__", ast.In: "__contains__", ast.NotIn: "__contains__",
-}
-_UNARY = {ast.Invert: "__invert__", ast.USub: "__neg__", ast.Not: "__bool__"}
-_BUILTIN_DUNDER = {
-    "repr": "__repr__", "str": "__str__", "len": "__len__", "iter": "__iter__", "hash": "__hash__",
-    "bool": "__bool__", "reversed": "__reversed__", "list": "__iter__", "sorted": "__iter__",
-    "int": "__int__", "float": "__float__", "format": "__format__", "next": "__next__",
-    "copy": "__copy__", "deepcopy": "__deepcopy__", "dumps": "__reduce_ex__",
-}
-
-
-def _dunders(node: ast.AST) -> tuple[str, ...]:
-    """Special methods a function's operators and builtin calls reach (`a & b`, `x[k]`, `repr(x)`)."""
-    out: dict[str, None] = {}
-    for sub in ast.walk(node):
-        if isinstance(sub, ast.BinOp | ast.AugAssign) and type(sub.op) in _BINOPS:
-            out.setdefault(_BINOPS[type(sub.op)], None)
-        elif isinstance(sub, ast.Compare):
-            for op in sub.ops:
-                if type(op) in _CMPOPS:
-                    out.setdefault(_CMPOPS[type(op)], None)
-        elif isinstance(sub, ast.UnaryOp) and type(sub.op) in _UNARY:
-            out.setdefault(_UNARY[type(sub.op)], None)
-        elif isinstance(sub, ast.Subscript):
-            name = {ast.Load: "__getitem__", ast.Store: "__setitem__", ast.Del: "__delitem__"}
-            out.setdefault(name.get(type(sub.ctx), "__getitem__"), None)
-        elif isinstance(sub, ast.For | ast.comprehension):
-            out.setdefault("__iter__", None)
-        elif isinstance(sub, ast.With):
-            out.setdefault("__enter__", None)
-            out.setdefault("__exit__", None)
-        elif isinstance(sub, ast.Call):
-            callee = _dotted(sub.func)
-            if isinstance(sub.func, ast.Call):
-                out.setdefault("__call__", None)  # `juxt(f, g)(x)`
-            elif callee and callee.rsplit(".", 1)[-1] in _BUILTIN_DUNDER:
-                out.setdefault(_BUILTIN_DUNDER[callee.rsplit(".", 1)[-1]], None)
-    return tuple(out)
-
-
-def _uses(node: ast.AST) -> tuple[tuple[str, ...], tuple[str, ...], tuple[tuple[str, str], ...]]:
-    """Free dotted names a definition reads and calls, and the classes its locals are built from."""
-    bound: set[str] = set()
-    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
-        a = node.args
-        bound |= {x.arg for x in [*a.posonlyargs, *a.args, *a.kwonlyargs]}
-        bound |= {x.arg for x in (a.vararg, a.kwarg) if x is not None}
-    for sub in ast.walk(node):
-        if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store | ast.Del):
-            bound.add(sub.id)
-        elif isinstance(sub, ast.arg):
-            bound.add(sub.arg)
-        elif isinstance(sub, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and sub is not node:
-            bound.add(sub.name)
-    bound -= {"self", "cls"}
-    types: dict[str, str] = {}
-    for sub in ast.walk(node):
-        if isinstance(sub, ast.Assign) and isinstance(sub.value, ast.Call | ast.Name | ast.Attribute):
-            # `c = Cache(2)`: c is a Cache; `f = mod.func` (an alias): "=mod.func"
-            is_call = isinstance(sub.value, ast.Call)
-            callee = _dotted(sub.value.func if is_call else sub.value)  # type: ignore[attr-defined]
-            if callee and callee.split(".")[0] not in bound:
-                for t in sub.targets:
-                    if isinstance(t, ast.Name):
-                        types.setdefault(t.id, callee if is_call else f"={callee}")
-        elif isinstance(sub, ast.withitem) and isinstance(sub.context_expr, ast.Call):
-            callee = _dotted(sub.context_expr.func)
-            if callee and isinstance(sub.optional_vars, ast.Name) and callee.split(".")[0] not in bound:
-                types.setdefault(sub.optional_vars.id, callee)
-
-    def free(name: str) -> bool:
-        head = name.split(".")[0]
-        known = head in types and ("." in name or types[head].startswith("="))
-        return head not in bound or known
-
-    refs: dict[str, None] = {}
-    calls: dict[str, None] = {}
-    inner = {id(x.value) for x in ast.walk(node) if isinstance(x, ast.Attribute)}
-    for sub in ast.walk(node):
-        if isinstance(sub, ast.Call):
-            name = _dotted(sub.func)
-            if name and name in types and not types[name].startswith("="):
-                name += ".__call__"  # calling an instance built here: `j = juxt(f, g); j(x)`
-            if name and free(name):
-                calls.setdefault(name, None)
-        elif isinstance(sub, ast.Attribute | ast.Name) and isinstance(sub.ctx, ast.Load):
-            name = _dotted(sub) if id(sub) not in inner else None
-            if name and free(name):
-                refs.setdefault(name, None)
-        if len(refs) >= MAX_REFS:
-            break
-    return tuple(refs), tuple(list(calls)[:MAX_REFS]), tuple(types.items())
