@@ -119,9 +119,11 @@ def commit_all(repo: Path, message: str) -> str:
 
 
 # -- what the bug is ------------------------------------------------------------------------------
-def buggy_spans(text: str, new: str) -> tuple[list[str], list[str]]:
-    """(the buggy lines, the lines of the whole definition enclosing them) in the buggy file."""
-    start = text.index(new)
+def buggy_spans(text: str, new: str, start: int) -> tuple[list[str], list[str]]:
+    """(the buggy lines, the lines of the whole definition enclosing them) in the buggy file.
+
+    `start` is where the replacement begins (the buggy text may also occur elsewhere in the file).
+    """
     first = text.count("\n", 0, start) + 1
     last = first + new.count("\n")
     lines = text.splitlines()
@@ -227,7 +229,7 @@ async def measure_bug(
     if text.count(old) != 1:
         return {**row, "error": f"search text occurs {text.count(old)} times"}
     buggy = text.replace(old, new)
-    bug_lines, func_lines = buggy_spans(buggy, new)
+    bug_lines, func_lines = buggy_spans(buggy, new, text.index(old))
     check = {"run": f"{sys.executable} -m pytest -q -p no:cacheprovider {tests}", "timeout_s": 120}
     from autod.config import CheckConfig
 
