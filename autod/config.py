@@ -34,6 +34,7 @@ from autod.config_models import (
     Limits,
     LLMConfig,
     LLMEndpoint,
+    LocalizeConfig,
     LoggingConfig,
     LogtailSource,
     MemoryConfig,
@@ -61,6 +62,7 @@ __all__ = [
     "LLMConfig",
     "LLMEndpoint",
     "Limits",
+    "LocalizeConfig",
     "LoggingConfig",
     "LogtailSource",
     "MemoryConfig",
@@ -113,6 +115,7 @@ class Settings(BaseSettings):
     limits: Limits = Field(default_factory=Limits)
     git: GitConfig = Field(default_factory=GitConfig)
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
+    localize: LocalizeConfig = Field(default_factory=LocalizeConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     # The file these settings were loaded from (None: defaults only): one of autod's own files.
     _config_file: Path | None = PrivateAttr(None)

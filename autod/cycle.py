@@ -27,7 +27,7 @@ from autod.modes import Attempt, Mode, ModeEnv, Verification, chain
 from autod.ownwrites import OwnWrites
 from autod.plan import Plan
 from autod.planner import Planner, PlanRequest, PlanResult
-from autod.reflect import Reflection, distil_lesson, log_reflection
+from autod.reflect import Reflection, distil_lesson, episode_text, log_reflection
 
 log = structlog.get_logger("autod.cycle")
 
@@ -72,6 +72,8 @@ class Cycle:
         )
         self.recalled: list[Recalled] = []
         self.attempts: list[Attempt] = []
+        self.need_answered = False
+        self.extra_messages: list[dict[str, str]] = []  # the need round, appended to the mode's messages
         self.last_attempt: dict[str, str] | None = None
         self.error: CycleError | None = None  # why it ended early (the retry policy reads it)
         self.phase_now = ""  # the phase it is in (the watchdog names it when a cycle wedges)
@@ -112,7 +114,10 @@ class Cycle:
             "observed", kind=str(self.event.kind), summary=self.event.summary[:300], merged=self.event.merged
         )
         if self.deps.memory is not None:
-            excerpt = str(self.event.payload.get("excerpt", ""))[:2000]
+            from autod.localize.excerpt import strip_progress
+
+            # progress dots and timings would make every run of the same failure a new memory
+            excerpt = strip_progress(str(self.event.payload.get("excerpt", "")))[:2000]
             text = logs.redact_text(f"{self.event.kind}: {self.event.summary}\n{excerpt}")
             try:
                 await self.deps.memory.observe(
@@ -143,6 +148,7 @@ class Cycle:
         async with self.phase("plan"):
             await self.recall()
             context = await self.mode.context(self.event, self.deps.env, self.recalled)
+            self.r.context = list(getattr(context, "used", []))
         previous = await self.previous_attempt()
         if previous:
             self.attempts.append(previous)
@@ -151,6 +157,10 @@ class Cycle:
             self.r.attempts += 1
             async with self.phase("plan"):
                 result = await self.ask_planner(context)
+                if result.plan.need and not self.need_answered:
+                    # two stages: the model asked to see definitions before it edits; answered once
+                    await self.answer_need(result.plan)
+                    result = await self.ask_planner(context)
             plan = result.plan
             self.r.plan_summary = plan.summary
             if not self.mode.writes_code:
@@ -205,11 +215,26 @@ class Cycle:
             return None
         return Attempt(last.get("summary", ""), last.get("diff", ""), last.get("output", ""))
 
+    async def answer_need(self, plan: Plan) -> None:
+        from autod.localize.need import answer_need
+        from autod.modes import render
+
+        self.need_answered = True
+        budget = int(self.settings.localize.budget_tokens * 0.5)
+        answer = await answer_need(self.settings, self.deps.env.boundary, plan.need, budget)
+        self.r.context += answer.entries
+        log.info("localize.need_answered", asked=len(plan.need), shown=len(answer.entries))
+        asked = plan.model_dump(include={"summary", "need"})
+        self.extra_messages = [
+            {"role": "assistant", "content": json.dumps(asked)},
+            {"role": "user", "content": render("need_answer", definitions=answer.text or "(nothing found)")},
+        ]
+
     async def ask_planner(self, context: dict[str, str]) -> PlanResult:
         # the last line of defence: no configured secret value leaves in a prompt
         messages = [
             {**m, "content": logs.redact_secrets(m["content"])} if isinstance(m.get("content"), str) else m
-            for m in self.mode.messages(self.event, context, self.attempts)
+            for m in [*self.mode.messages(self.event, context, self.attempts), *self.extra_messages]
         ]
         request = PlanRequest(
             mode=self.mode.name,
@@ -367,16 +392,7 @@ class Cycle:
             "cycle_id": r.cycle_id,
         }
         try:
-            episode = json.dumps(
-                {
-                    "event": r.summary[:500],
-                    "plan": r.plan_summary,
-                    "status": r.status,
-                    "reason": r.reason,
-                    "edits": r.edits,
-                },
-                default=str,
-            )
+            episode = episode_text(r, self._last_diff)
             # deferred: the memory's writer stores them off the cycle's path; the next recall waits for them
             await mem.add_episode(logs.redact_text(episode), meta, defer=True)
             if r.lesson:

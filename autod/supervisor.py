@@ -182,14 +182,20 @@ class Daemon:
     def last_results(self) -> dict[str, CheckResult]:
         return self.book.results
 
-    async def _verify_check(self, name: str) -> CheckResult:
-        """Checks run by verification (the cycle already holds the workspace lock)."""
+    async def _verify_check(self, name: str, *, run: str | None = None, **extra: Any) -> CheckResult:
+        """Checks run by verification (the cycle already holds the workspace lock).
+
+        run: the check's focus command instead of its own; extra: run_check's extra_args, extra_env,
+        output_dir. Only a plain run is the check's latest result.
+        """
         from autod.checks import run_check
 
-        result = await run_check(
-            name, self.settings.checks[name], self.settings.workspace, settings=self.settings
-        )
-        await self.book.record(result, time.time())  # held until the cycle keeps or drops its edits
+        check = self.settings.checks[name]
+        if run is not None:
+            check = check.model_copy(update={"run": run})
+        result = await run_check(name, check, self.settings.workspace, settings=self.settings, **extra)
+        if run is None and not extra:
+            await self.book.record(result, time.time())  # held until the cycle keeps or drops its edits
         return result
 
     async def _on_check(self, result: CheckResult, at: float) -> None:
