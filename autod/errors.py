@@ -7,6 +7,9 @@ class CycleError(Exception):
     """A cycle ends early for a reason worth recording; the daemon keeps running."""
 
     status = "failed"
+    # True when the cause lies outside the repository (the LLM, a budget): the event is not the
+    # problem, so it stays queued and is tried again later (autod.retry) instead of being dropped.
+    external = False
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
@@ -22,13 +25,19 @@ class PlanRejected(CycleError):
 class PlanInvalid(CycleError):
     """The planner's reply was not a valid plan, even after one repair round."""
 
+    external = True
+
 
 class LLMUnavailable(CycleError):
     """The LLM could not be reached in time (retries and deadline spent); counts toward the breaker."""
 
+    external = True
+
 
 class BudgetExhausted(CycleError):
     """A limit (tokens per day, edits per day) is spent; the event waits."""
+
+    external = True
 
 
 class NothingToDo(CycleError):

@@ -27,11 +27,11 @@ from autod.memory.store import ChromaMemory
 
 T = TypeVar("T")
 GUARD = 30.0  # hang guard for waits, never a performance bound
-FAST = {"retry_min_s": 0.05, "retry_max_s": 0.2, "timeout_s": 1.0}
+FAST = {"retry_min_s": 0.05, "retry_max_s": 0.2, "timeout_s": 1.0, "min_similarity": 0}  # toy vectors
 
 
 class Embedder:
-    """Stable pseudo-random unit vectors; `hang` blocks the (memory) thread, `poison` refuses a text."""
+    """Stable word-hash vectors; `hang` blocks the (memory) thread, `poison` refuses a text."""
 
     dim = 8
 
@@ -48,9 +48,11 @@ class Embedder:
             raise ValueError("the store refuses this item")
         self.calls.append(list(texts))
         out = []
-        for t in texts:
-            seed = int.from_bytes(hashlib.sha256(t.encode()).digest()[:4], "big")
-            v = np.random.default_rng(seed).standard_normal(self.dim)
+        for t in texts:  # a bag of words: texts that share a word are similar
+            v = np.zeros(self.dim) + 1e-3
+            for word in t.split() or [""]:
+                seed = int.from_bytes(hashlib.sha256(word.encode()).digest()[:4], "big")
+                v += np.abs(np.random.default_rng(seed).standard_normal(self.dim))
             out.append((v / np.linalg.norm(v)).tolist())
         return out
 
