@@ -504,10 +504,16 @@ def cmd_memory(args: argparse.Namespace) -> int:
 
 async def _memory_offline(settings: Settings, sub: str, kw: dict[str, Any]) -> dict[str, Any]:
     from autod.memory import Tier
+    from autod.memory.identity import identity
     from autod.memory.report import hits_to_json
-    from autod.memory.store import ChromaMemory
+    from autod.memory.store import ChromaMemory, MemoryLocked, StoreTimeout, StoreUnavailable
 
-    mem = await ChromaMemory.open(settings.memory, settings.state_path, read_only=sub != "prune")
+    who = await asyncio.to_thread(identity, settings.state_path, settings.workspace, create=sub == "prune")
+    try:
+        mem = await ChromaMemory.open(settings.memory, settings.state_path, read_only=sub != "prune", who=who,
+                                      token=settings.memory_token())
+    except (StoreUnavailable, StoreTimeout, MemoryLocked) as exc:
+        return {"ok": False, "error": str(exc)}
     try:
         if sub == "stats":
             return {"ok": True, "stats": await mem.stats()}

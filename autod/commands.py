@@ -22,8 +22,9 @@ from autod.cycle import CycleDeps
 from autod.dispatch import Dispatcher
 from autod.events import Event, EventKind, fingerprint
 from autod.limits import CircuitBreaker, Gate
-from autod.memory import Memory, Tier
+from autod.memory import Tier
 from autod.memory.report import hits_to_json
+from autod.memory.resilient import MemoryUnavailable, ResilientMemory
 from autod.modes import Mode
 from autod.notify import Notifier
 from autod.plan import Plan
@@ -42,7 +43,7 @@ class DaemonView(Protocol):
     queue: EventQueue
     gate: Gate
     modes: list[Mode]
-    memory: Memory | None
+    memory: ResilientMemory | None
     planner: Any
     planner_name: str
     breaker: CircuitBreaker | None
@@ -161,7 +162,8 @@ class Commands:
             },
             "counters": counters,
             "llm": llm,
-            "memory": "on" if d.memory is not None else "off",
+            "memory": d.memory.summary() if d.memory is not None else "off",
+            "memory_status": d.memory.status() if d.memory is not None else None,
             "sandbox": await asyncio.to_thread(sandbox.status, d.settings),
             **snap,
         }
@@ -255,6 +257,11 @@ class Commands:
         log.info("proposal rejected", proposal_id=p["id"], reason=reason)
         return {"ok": True, "proposal": p["id"], "lesson": lesson}
 
+    def _memory(self) -> ResilientMemory:
+        if self.d.memory is None:  # only before start-up opened it
+            raise MemoryUnavailable("memory is not open yet")
+        return self.d.memory
+
     async def cmd_quarantine(self, req: dict[str, Any]) -> dict[str, Any]:
         return {"ok": True, "quarantined": await self.d.state.call(self.d.state.quarantined)}
 
@@ -268,23 +275,22 @@ class Commands:
         return resp
 
     async def cmd_memory_stats(self, req: dict[str, Any]) -> dict[str, Any]:
-        if self.d.memory is None:
-            return {"ok": False, "error": "memory is unavailable in the daemon (see its log)"}
-        return {"ok": True, "stats": await self.d.memory.stats()}  # type: ignore[attr-defined]
+        try:
+            return {"ok": True, "stats": await self._memory().stats()}
+        except MemoryUnavailable as exc:
+            return {"ok": False, "error": str(exc)}
 
     async def cmd_memory_search(self, req: dict[str, Any]) -> dict[str, Any]:
-        if self.d.memory is None:
-            return {"ok": False, "error": "memory is unavailable in the daemon (see its log)"}
         tier = Tier(req["tier"].lower()) if req.get("tier") else None
-        hits = await self.d.memory.search(
-            str(req.get("query", "")),
-            tier=tier,  # type: ignore[attr-defined]
-            k=int(req.get("k", 10)),
-        )
+        try:
+            hits = await self._memory().search(str(req.get("query", "")), tier=tier, k=int(req.get("k", 10)))
+        except MemoryUnavailable as exc:
+            return {"ok": False, "error": str(exc)}
         return {"ok": True, "hits": hits_to_json(hits)}
 
     async def cmd_memory_prune(self, req: dict[str, Any]) -> dict[str, Any]:
-        if self.d.memory is None:
-            return {"ok": False, "error": "memory is unavailable in the daemon (see its log)"}
-        removed = await self.d.memory.prune(dry_run=bool(req.get("dry_run")))  # type: ignore[attr-defined]
+        try:
+            removed = await self._memory().prune(dry_run=bool(req.get("dry_run")))
+        except MemoryUnavailable as exc:
+            return {"ok": False, "error": str(exc)}
         return {"ok": True, "removed": removed, "dry_run": bool(req.get("dry_run"))}

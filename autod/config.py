@@ -82,6 +82,7 @@ __all__ = [
 EXIT_CONFIG = 78  # EX_CONFIG from sysexits.h; systemd units use RestartPreventExitStatus=78
 SEARCH_PATHS = ("./autod.yaml", "./config/autod.yaml", "/etc/autod/autod.yaml")
 CREDENTIAL_NAME = "llm_api_key"
+MEMORY_CREDENTIAL_NAME = "memory_token"
 
 
 class ConfigError(Exception):
@@ -180,14 +181,11 @@ class Settings(BaseSettings):
 
     def api_key(self) -> str | None:
         """The LLM key: credential dir, then api_key_file, then the config/env value."""
-        cred = os.environ.get("CREDENTIALS_DIRECTORY")
-        if cred:
-            p = Path(cred) / CREDENTIAL_NAME
-            if p.is_file():
-                return p.read_text().strip() or None
-        if self.llm.api_key_file is not None and self.llm.api_key_file.is_file():
-            return self.llm.api_key_file.read_text().strip() or None
-        return self.llm.api_key.get_secret_value() if self.llm.api_key else None
+        return _credential(CREDENTIAL_NAME, self.llm.api_key_file, self.llm.api_key)
+
+    def memory_token(self) -> str | None:
+        """The Chroma server token: credential `memory_token`, then memory.auth_token_file, then the value."""
+        return _credential(MEMORY_CREDENTIAL_NAME, self.memory.auth_token_file, self.memory.auth_token)
 
     def secrets(self) -> list[str]:
         """Every secret value in force: redacted from logs, check output, prompts and memory.
@@ -204,6 +202,12 @@ class Settings(BaseSettings):
             key = None
         if key:
             out.append(key)
+        try:
+            token = self.memory_token()  # also from the credential or the token file
+        except OSError:
+            token = None
+        if token:
+            out.append(token)
         out += _secret_values(self)
         return sorted({s for s in out if len(s) >= 4})
 
@@ -222,6 +226,20 @@ def _secret_values(value: Any, depth: int = 0) -> list[str]:
     if isinstance(value, list | tuple):
         return [s for v in value for s in _secret_values(v, depth + 1)]
     return []
+
+
+def _credential(name: str, file: Path | None, value: SecretStr | None) -> str | None:
+    """A secret from the systemd credential dir, else a file, else the config/env value.
+
+    An empty credential or file (install.sh's placeholder) is "not set here": the next source counts.
+    """
+    cred = os.environ.get("CREDENTIALS_DIRECTORY")
+    for path in (Path(cred) / name if cred else None, file):
+        if path is not None and path.is_file():
+            text = path.read_text().strip()
+            if text:
+                return text
+    return value.get_secret_value() if value else None
 
 
 # ---------------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ async def housekeeping(
             if mem is None or not hasattr(mem, "prune"):
                 continue
             try:
-                removed = await mem.prune()
+                removed = await mem.prune(scheduled=True)  # each daemon at its own share of the hour
             except Exception as exc:  # a failed prune is retried at the next tick
                 log.error("memory prune failed", error=f"{type(exc).__name__}: {str(exc)[:200]}")
                 continue

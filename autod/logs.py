@@ -3,7 +3,8 @@
 Every record passes the same pipeline: context (cycle_id, event_id, mode, phase from
 contextvars), level, logger name, an ISO-8601 UTC timestamp, exception rendering without
 locals, redaction of secrets, then a renderer per handler: JSON for the file (what
-`autod logs` reads), console text for stderr (coloured on a TTY, plain under journald).
+`autod logs` reads), console text for stderr (coloured on a TTY; under journald plain, and each
+line prefixed with its syslog priority, ``<3>`` error to ``<7>`` debug, so `journalctl -p` works).
 Records from libraries (httpx, chromadb, apscheduler) go through the same formatters at
 WARNING and above.
 """
@@ -11,6 +12,7 @@ WARNING and above.
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import logging
 import logging.handlers
@@ -183,6 +185,47 @@ def _formatter(renderer: Processor, *, text_exceptions: bool, journal: bool) -> 
     )
 
 
+_PRIORITIES = ((logging.CRITICAL, 2), (logging.ERROR, 3), (logging.WARNING, 4), (logging.INFO, 6))
+
+
+def _syslog_priority(levelno: int) -> int:
+    """The syslog priority of a logging level: 2 crit, 3 err, 4 warning, 6 info, 7 debug."""
+    for threshold, priority in _PRIORITIES:
+        if levelno >= threshold:
+            return priority
+    return 7
+
+
+class _JournalPriority(logging.Formatter):
+    """Prefix each line with ``<N>`` (sd-daemon(3)): journald then stores it at that priority, so
+    ``journalctl -p warning`` shows autod's warnings and errors. A traceback is several lines, and
+    journald reads each line on its own: every one gets the prefix."""
+
+    def __init__(self, inner: logging.Formatter) -> None:
+        super().__init__()
+        self._inner = inner
+
+    def format(self, record: logging.LogRecord) -> str:
+        prefix = f"<{_syslog_priority(record.levelno)}>"
+        return "\n".join(prefix + line for line in self._inner.format(record).split("\n"))
+
+
+def _stderr_is_journal() -> bool:
+    """stderr is the journal stream systemd connected (JOURNAL_STREAM is ``device:inode`` of it).
+
+    A child that inherited the variable but writes elsewhere (``2>file``) is not; a stream without a
+    descriptor (a test's fake) trusts the variable.
+    """
+    value = os.environ.get("JOURNAL_STREAM")
+    if not value:
+        return False
+    try:
+        st = os.fstat(sys.stderr.fileno())
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        return True
+    return value == f"{st.st_dev}:{st.st_ino}"
+
+
 class _LogFile(logging.handlers.WatchedFileHandler):
     """WatchedFileHandler that creates the file (and every reopened one) mode 0600.
 
@@ -232,13 +275,14 @@ def configure_logging(
         new_file.setFormatter(_formatter(_render_json, text_exceptions=False, journal=False))
         new.append(new_file)
     if stderr:
-        journal = "JOURNAL_STREAM" in os.environ
+        journal = _stderr_is_journal()
         colors = sys.stderr.isatty() and not journal and "NO_COLOR" not in os.environ
         console = logging.StreamHandler(sys.stderr)
         renderer = structlog.dev.ConsoleRenderer(
             colors=colors, exception_formatter=structlog.dev.plain_traceback
         )
-        console.setFormatter(_formatter(renderer, text_exceptions=True, journal=journal))
+        text = _formatter(renderer, text_exceptions=True, journal=journal)
+        console.setFormatter(_JournalPriority(text) if journal else text)
         new.append(console)
 
     # Only now that the new handlers exist: a failed reload leaves the old setup in force.

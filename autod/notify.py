@@ -79,6 +79,10 @@ class Notifier:
         """Update the one-line status shown by `systemctl status`."""
         self.send(STATUS=text)
 
+    def extend_timeout(self, seconds: float) -> None:
+        """Start-up (or stop) is still making progress: give it `seconds` more (EXTEND_TIMEOUT_USEC)."""
+        self.send(EXTEND_TIMEOUT_USEC=max(1, int(seconds * 1_000_000)))
+
     def stopping(self) -> None:
         """Shutdown has begun."""
         self.send(STOPPING=1, STATUS="stopping")

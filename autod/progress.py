@@ -37,7 +37,9 @@ def cycle_budget(settings: Settings, mode: str) -> float:
     run_s = runs(False)
     plan_s = settings.llm.timeout_s if settings.llm.base_url else runs(True)
     attempts = getattr(settings.modes.get(mode), "max_attempts_per_cycle", 1)
-    return attempts * (PLAN_CALLS_PER_ATTEMPT * plan_s + run_s) + settings.limits.cycle_grace_s
+    # a recall may wait memory.timeout_s for the last cycle's writes, then as long for its query
+    memory_s = 2 * settings.memory.timeout_s
+    return attempts * (PLAN_CALLS_PER_ATTEMPT * plan_s + run_s + memory_s) + settings.limits.cycle_grace_s
 
 
 @dataclass

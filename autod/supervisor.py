@@ -30,7 +30,7 @@ from autod.freshness import Run
 from autod.gitexclude import exclude_state_dir
 from autod.housekeeping import housekeeping
 from autod.limits import CircuitBreaker, Gate
-from autod.memory import Memory
+from autod.memory.resilient import ResilientMemory
 from autod.modes import Mode, ModeEnv
 from autod.notify import Notifier
 from autod.ownwrites import OwnWrites
@@ -75,7 +75,7 @@ class Daemon:
         self.stopping = asyncio.Event()
         self.paused = False
         self.sources = SourceSet(self.accept)
-        self.memory: Memory | None = None
+        self.memory: ResilientMemory | None = None
         self.config_problems: list[str] = []  # checks that cannot start, found before they ran
         self._lock_fd: int | None = None
         self.dispatcher = Dispatcher(self)
@@ -121,15 +121,13 @@ class Daemon:
         self.memory = await self._open_memory()
         self._configure()
 
-    async def _open_memory(self) -> Memory | None:
-        from autod.memory.store import ChromaMemory
-
-        try:
-            return await ChromaMemory.open(self.settings.memory, self.settings.state_path)
-        except Exception as exc:
-            # The daemon still fixes things without memory; status shows it.
-            log.error("memory unavailable; cycles run without recall", error=f"{type(exc).__name__}: {exc}")
-            return None
+    async def _open_memory(self) -> ResilientMemory:
+        # Always a memory: it opens the store in the background and degrades (status says why)
+        # while the store is away; cycles then run without recall and its writes are spooled.
+        s = self.settings
+        return await ResilientMemory.start(
+            s.memory, s.state_path, workspace=s.workspace, token=s.memory_token()
+        )
 
     def _configure(self) -> None:
         """(Re)build what depends on the config: planner, gate, retry policy, modes."""
@@ -280,6 +278,8 @@ class Daemon:
             await self.sources.stop()
             self.settings = new
             logs.configure_logging(level=new.logging.level, file=new.log_file, secrets=new.secrets())
+            if self.memory is not None:  # a degraded store is retried now; a changed one reconnected
+                self.memory.reload(new.memory, token=new.memory_token())
             self._configure()
             self._start_sources()
         log.info("config reloaded", modes=new.modes.enabled(), checks=list(new.checks))
@@ -298,6 +298,8 @@ class Daemon:
         self._install_signals()
         control = ControlServer(socket_path(self.settings), Commands(self).handle)
         await control.start()
+        if self.memory is not None:  # bounded: a store that is down or hung never holds up READY=1
+            await self.memory.wait_open(self.settings.memory.open_wait_s, self.notifier.extend_timeout)
         self._start_sources()
         dispatcher = asyncio.create_task(self.dispatcher.run(), name="dispatcher")
         house = asyncio.create_task(
@@ -314,7 +316,7 @@ class Daemon:
             planner=self.planner_name,
             checks=list(self.settings.checks),
             once=self.once,
-            memory="on" if self.memory else "off",
+            memory=self.memory.summary() if self.memory else "off",
         )
         inside = config_inside_workspace(self.settings)
         if inside:

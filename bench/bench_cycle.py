@@ -1,9 +1,10 @@
 """Cycle overhead without the LLM and without check time, next to the raw cost of what a cycle must do.
 
-In process: real ``Cycle`` with real ``State``, real ``ChromaMemory`` (local embeddings), real act
-and journal, on a temporary git workspace. The planner at the Planner seam answers instantly with
-an edit that bumps a counter; the only check is ``true``, and its measured duration is subtracted.
-So ``overhead = cycle wall time - check time`` is everything autod itself spends on one cycle.
+In process: real ``Cycle`` with real ``State``, real ``ResilientMemory`` over chromadb (local
+embeddings), real act and journal, on a temporary git workspace. The planner at the Planner seam
+answers instantly with an edit that bumps a counter; the only check is ``true``, and its measured
+duration is subtracted. So ``overhead = cycle wall time - check time`` is everything autod itself
+spends on one cycle.
 
 The floor is measured in the same run on the same store: one query embedding, three raw
 ``collection.query`` calls, one atomic file write (temp + fsync + rename + dir fsync), one sqlite
@@ -139,7 +140,7 @@ async def in_process(root: Path, n: int) -> dict[str, Any]:
     from autod import logs
     from autod.cycle import Cycle, CycleDeps
     from autod.limits import CircuitBreaker, Gate
-    from autod.memory.store import ChromaMemory
+    from autod.memory.resilient import ResilientMemory
     from autod.modes import ModeEnv
     from autod.modes.debug import DebugMode
     from autod.ownwrites import OwnWrites
@@ -151,7 +152,8 @@ async def in_process(root: Path, n: int) -> dict[str, Any]:
     settings = load_config(cfg_path)
     logs.configure_logging(level="info", file=settings.log_file, stderr=False)  # the real log lines
     state = State(settings.state_path / "state.db")
-    memory = await ChromaMemory.open(settings.memory, settings.state_path)
+    memory = await ResilientMemory.start(settings.memory, settings.state_path, workspace=settings.workspace)
+    assert await memory.wait_open(60), memory.summary()
 
     async def run_check(name: str) -> Any:
         from autod.checks import run_check as rc
@@ -242,7 +244,8 @@ async def measure_floor(memory: Any, settings: Settings, n_samples: int) -> dict
     """Raw unit costs on the same store, embedder, disk and repository, and two sums of them."""
     from autod.memory import Tier
 
-    embedder, cols = memory._embedder, memory._cols  # the raw parts under the store: that is the floor
+    raw = memory._store  # the ChromaMemory under the resilient wrapper
+    embedder, cols = raw._embedder, raw._cols  # the raw parts under the store: that is the floor
     text = "check ok failed: AssertionError case_1\nTraceback ... src/calc.py line 2 in add"
     vector = embedder.embed([text])[0]
     tmp = Path(tempfile.mkdtemp(dir=settings.state_path))

@@ -2,12 +2,13 @@
 
 Prints one JSON document. For each scale point the store is filled with random unit vectors
 (fast, and the index cost does not depend on what the vectors mean), then every query is timed
-twice, interleaved: once through ``ChromaMemory.recall`` (one real query embedding, three
-collection queries, scoring, packing, the executor hop) and once as the
-floor (the same real embedding plus three raw ``collection.query`` calls). Insert throughput
-with real embeddings is measured on a small subset, since the local model is the bottleneck.
-Recall queues its "lesson used" marks for the batcher; the bench flushes them between queries,
-outside both timings.
+three times, interleaved: through ``ResilientMemory.recall`` (what the daemon calls: the spool
+check for the cycle's own writes, the deadline, the use marks spooled), through the raw store's
+``ChromaMemory.recall`` (one real query embedding, three collection queries, scoring, packing, the
+memory-thread hop), and as the floor (the same real embedding plus three raw ``collection.query``
+calls). Insert throughput with real embeddings goes through ResilientMemory (spool, writer) on a
+small subset, since the local model is the bottleneck. Recall spools its "lesson used" marks; the
+bench writes them between queries, outside every timing.
 
     python bench/bench_memory.py            # 10k items, then 100k N0 / 20k N1 / 5k N2 (minutes)
     python bench/bench_memory.py --quick    # 2k / 1k / 500 (well under a minute)
@@ -35,10 +36,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from autod.config import MemoryConfig, Retention
 from autod.memory import Tier
 from autod.memory.embed import LocalEmbedder
+from autod.memory.identity import Identity
+from autod.memory.resilient import ResilientMemory
 from autod.memory.store import ChromaMemory
 
 CHUNK = 4000  # below chromadb's max batch size
 INCLUDE: Any = ["documents", "metadatas", "distances"]  # what ChromaMemory.recall asks for
+WHO = Identity("be" * 8, "/bench")
 WORDS = [
     "error", "failed", "test", "import", "module", "config", "build", "timeout", "assert",
     "KeyError", "TypeError", "None", "missing", "file", "path", "src", "tests", "parser", "loader",
@@ -86,10 +90,11 @@ def fill(mem: ChromaMemory, sizes: dict[Tier, int], dim: int, now: float) -> flo
 
 
 async def real_inserts(state: Path, embedder: LocalEmbedder, n: int) -> dict[str, float]:
-    """Observations (batched) and lessons (one by one, with the dedupe query) with real embeddings."""
+    """Observations (spooled, written in batches) and lessons (one by one, with the dedupe query)."""
     rng = random.Random(11)
-    mem = await ChromaMemory.open(MemoryConfig(), state, embedder=embedder)
+    mem = await ResilientMemory.start(MemoryConfig(), state, workspace="/bench", embedder=embedder)
     try:
+        assert await mem.wait_open(60), mem.summary()
         start = time.perf_counter()
         for _ in range(n):
             await mem.observe(sentence(rng), {"kind": "bench"})
@@ -113,8 +118,14 @@ async def scale_point(
     now = time.time()
     big = Retention(ttl_days=None, max_items=10_000_000)
     cfg = MemoryConfig(n0=big, n1=big, n2=big)
-    mem = await ChromaMemory.open(cfg, state, embedder=embedder)
+    mem = await ChromaMemory.open(cfg, state, embedder=embedder, who=WHO)
+
+    async def same_store(_cfg: MemoryConfig, _token: str | None) -> ChromaMemory:
+        return mem
+
+    wrapped = await ResilientMemory.start(cfg, state, workspace="/bench", opener=same_store)
     try:
+        assert await wrapped.wait_open(60), wrapped.summary()
         fill_rate = await asyncio.to_thread(fill, mem, sizes, embedder.dim, now)
         rng = random.Random(3)
         texts = [sentence(rng) for _ in range(queries + 5)]
@@ -129,26 +140,33 @@ async def scale_point(
             return (time.perf_counter() - t0) * 1000
 
         recall_ms: list[float] = []
+        raw_ms: list[float] = []
         floor_ms: list[float] = []
         for i, q in enumerate(texts):
             f = await asyncio.to_thread(floor, q)
             t0 = time.perf_counter()
             await mem.recall(q, budget_tokens=1500, k=k)
+            raw = (time.perf_counter() - t0) * 1000
+            t0 = time.perf_counter()
+            await wrapped.recall(q, budget_tokens=1500, k=k)
             r = (time.perf_counter() - t0) * 1000
-            # The lesson-use marks recall queued are written here, off the clock, so that
-            # the background write never overlaps (and slows) the next floor measurement.
-            await mem.flush()
+            # The lesson-use marks recall spooled are written here, off the clock, so that
+            # the background write never overlaps (and slows) the next measurement.
+            await wrapped.flush()
             if i >= 5:  # the first few warm caches and the index
                 floor_ms.append(f)
+                raw_ms.append(raw)
                 recall_ms.append(r)
     finally:
-        await mem.close()
+        await wrapped.close()  # closes the store too
     rp50, fp50 = statistics.median(recall_ms), statistics.median(floor_ms)
     return {
         "items": {t.value: n for t, n in sizes.items()},
         "fill_random_items_per_s": round(fill_rate, 1),
         "queries": queries,
         "recall_ms": {"p50": round(rp50, 2), "p95": round(pct(recall_ms, 95), 2)},
+        "raw_store_recall_ms": {"p50": round(statistics.median(raw_ms), 2), "p95": round(pct(raw_ms, 95), 2)},
+        "recall_over_raw_store_p50": round(rp50 / statistics.median(raw_ms), 3),
         "floor_ms": {"p50": round(fp50, 2), "p95": round(pct(floor_ms, 95), 2)},
         "recall_over_floor_p50": round(rp50 / fp50, 3),
         "recall_over_floor_p95": round(pct(recall_ms, 95) / pct(floor_ms, 95), 3),
@@ -186,6 +204,9 @@ async def main(quick: bool) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
+    from autod import logs
+
+    logs.configure_logging(level="warning", file=None)  # stdout carries the JSON document only
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small profile, well under a minute")
     args = parser.parse_args()

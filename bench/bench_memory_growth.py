@@ -112,13 +112,14 @@ def _raw(path: Path, variant: str, n: int) -> dict[str, Any]:
 
 def _autod(path: Path, n: int) -> dict[str, Any]:
     from autod.config import MemoryConfig, Retention
-    from autod.memory.store import ChromaMemory
+    from autod.memory.resilient import ResilientMemory
 
     cfg = MemoryConfig(n0=Retention(max_items=LIVE))
 
     async def main() -> dict[str, Any]:
-        mem = await ChromaMemory.open(cfg, path, embedder=HashEmbedder())
+        mem = await ResilientMemory.start(cfg, path, workspace="/bench", embedder=HashEmbedder())
         try:
+            assert await mem.wait_open(60), mem.summary()
 
             async def step(i: int) -> None:
                 await mem.observe(

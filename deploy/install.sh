@@ -14,7 +14,8 @@ usage: deploy/install.sh [options]
                      in the installed unit, else /srv/repo)
   --python PYTHON    interpreter for the venv (default python3)
   --no-venv          do not create the venv or pip install (files only)
-  --uninstall        remove the units, venv, logrotate file and the autod user;
+  --uninstall        stop and disable autod and every autod@ instance, then remove
+                     the units, venv, logrotate file and the autod user;
                      keeps /etc/autod, /var/lib/autod, /var/log/autod
     --purge          ... and remove those too
     --keep-user      ... but keep the autod user
@@ -157,7 +158,7 @@ install_config() {
 }
 
 install_credentials() {
-    local dir=$ETC/credentials key=$ETC/credentials/llm_api_key
+    local dir=$ETC/credentials key=$ETC/credentials/llm_api_key token=$ETC/credentials/memory_token
     ensure_dir "$dir" 0700
     if [ -e "$key" ]; then
         say "unchanged: $key"
@@ -165,7 +166,13 @@ install_credentials() {
         (umask 077 && : >"$key")
         say "created: $key (empty: put the LLM API key in it, or leave it empty for no key)"
     fi
-    chmod 0600 "$key"
+    if [ -e "$token" ]; then
+        say "unchanged: $token"
+    else
+        (umask 077 && : >"$token")
+        say "created: $token (empty: the token of a shared Chroma server, if any; docs/FLEET.md)"
+    fi
+    chmod 0600 "$key" "$token"
     system chown -R root:root "$dir"
 }
 
@@ -292,12 +299,29 @@ remove() {
     fi
 }
 
+# Every autod@NAME.service that runs or is enabled: they run from the venv about to be removed.
+autod_instances() {
+    {
+        if [ "$SYSTEMD_UP" = 1 ]; then
+            systemctl list-units --all --plain --no-legend --type=service 'autod@*' 2>/dev/null |
+                awk '{print $1}'
+        fi
+        for link in "$UNIT_DIR"/*.wants/autod@*.service; do
+            if [ -L "$link" ] || [ -e "$link" ]; then basename "$link"; fi
+        done
+    } | grep -E '^autod@.+\.service$' | sort -u || true
+}
+
 do_uninstall() {
-    if [ "$SYSTEMD_UP" = 1 ]; then
-        systemctl disable --now autod.service || true
-    else
-        say "would run: systemctl disable --now autod.service"
-    fi
+    local unit
+    # Instances first, then the unit they are made from, then the venv they run.
+    for unit in $(autod_instances) autod.service; do
+        if [ "$SYSTEMD_UP" = 1 ]; then
+            systemctl disable --now "$unit" || true
+        else
+            say "would run: systemctl disable --now $unit"
+        fi
+    done
     remove "$UNIT_DIR/autod.service"
     remove "$UNIT_DIR/autod@.service"
     remove "$LOGROTATE"

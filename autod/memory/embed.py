@@ -17,7 +17,7 @@ import hashlib
 import os
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -36,6 +36,16 @@ TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f41157
 DIM = 384
 MAX_TOKENS = 256  # the length all-MiniLM-L6-v2 was trained with
 BATCH_SIZE = 32
+# Tokens (rows x padded length) per model call when batches are formed by length. Padding costs
+# what real tokens cost (attention: their square), and on one core small calls stay in cache: 256
+# measured best of 64..4096, by a little over one text per call, by 3x over arrival-order batches
+# (bench/bench_embed.py); a 256-token text goes alone, 30-token ones by 8.
+TOKEN_BUDGET = 256
+# How texts are padded for the model (the vectors are the same up to float noise; the cost is not):
+#   "sorted": texts grouped by token length, each group padded to its longest (the default)
+#   "batch":  batches of batch_size in arrival order, padded to the longest in each (before 0.x)
+#   "fixed":  every text padded to max_tokens (what the shipped tokenizer.json asks for)
+Padding = Literal["sorted", "batch", "fixed"]
 
 
 class EmbedderError(RuntimeError):
@@ -98,6 +108,8 @@ class LocalEmbedder:
         tokenizer_sha256: str = TOKENIZER_SHA256,
         batch_size: int = BATCH_SIZE,
         max_tokens: int = MAX_TOKENS,
+        padding: Padding = "sorted",
+        token_budget: int = TOKEN_BUDGET,
     ) -> None:
         if model_path is None:
             default_path, default_sha = _default_model()
@@ -111,6 +123,8 @@ class LocalEmbedder:
         self._tokenizer_sha256 = tokenizer_sha256
         self._batch_size = batch_size
         self._max_tokens = max_tokens
+        self.padding = padding
+        self._token_budget = max(token_budget, max_tokens)
         self._lock = threading.Lock()
         self._session: Any = None
         self._tokenizer: Any = None
@@ -129,9 +143,9 @@ class LocalEmbedder:
         from tokenizers import Tokenizer
 
         tokenizer = Tokenizer.from_file(str(self._tokenizer_path))
-        # The shipped file pads to a fixed 128; pad to the longest in each batch instead.
         tokenizer.enable_truncation(max_length=self._max_tokens)
-        tokenizer.enable_padding(pad_id=0, pad_type_id=0, pad_token="[PAD]")
+        # The shipped file pads every text to a fixed 128; padding is done here, per batch.
+        tokenizer.no_padding()
 
         import onnxruntime as ort
 
@@ -153,18 +167,43 @@ class LocalEmbedder:
             return []
         with self._lock:
             self._load_locked()
-            out: list[list[float]] = []
-            for start in range(0, len(texts), self._batch_size):
-                out.extend(self._embed_batch(texts[start : start + self._batch_size]).tolist())
-        return out
+            encodings = self._tokenizer.encode_batch([t if t else " " for t in texts])
+            out = np.empty((len(texts), DIM), dtype=np.float32)
+            for rows in self._batches([len(e.ids) for e in encodings]):
+                out[rows] = self._embed_batch([encodings[i] for i in rows])
+        return out.tolist()
 
-    def _embed_batch(self, texts: list[str]) -> np.ndarray:
-        encodings = self._tokenizer.encode_batch([t if t else " " for t in texts])
-        ids = np.asarray([e.ids for e in encodings], dtype=np.int64)
-        mask = np.asarray([e.attention_mask for e in encodings], dtype=np.int64)
+    def _batches(self, lengths: list[int]) -> list[list[int]]:
+        """Row indices per model call, as the padding mode groups them."""
+        n = len(lengths)
+        if self.padding != "sorted":
+            size = self._batch_size
+            return [list(range(start, min(start + size, n))) for start in range(0, n, size)]
+        batches: list[list[int]] = []
+        batch: list[int] = []
+        for i in sorted(range(n), key=lambda i: lengths[i]):
+            # sorted: the newcomer is the longest, so it sets the padded length of the batch
+            full = len(batch) >= self._batch_size or (len(batch) + 1) * lengths[i] > self._token_budget
+            if batch and full:
+                batches.append(batch)
+                batch = []
+            batch.append(i)
+        if batch:
+            batches.append(batch)
+        return batches
+
+    def _embed_batch(self, encodings: list[Any]) -> np.ndarray:
+        width = self._max_tokens if self.padding == "fixed" else max(len(e.ids) for e in encodings)
+        ids = np.zeros((len(encodings), width), dtype=np.int64)  # [PAD] is 0
+        mask = np.zeros_like(ids)
+        types = np.zeros_like(ids)
+        for row, e in enumerate(encodings):
+            ids[row, : len(e.ids)] = e.ids
+            mask[row, : len(e.ids)] = 1
+            types[row, : len(e.ids)] = e.type_ids
         feeds = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in self._input_names:
-            feeds["token_type_ids"] = np.asarray([e.type_ids for e in encodings], dtype=np.int64)
+            feeds["token_type_ids"] = types
         hidden = self._session.run(None, feeds)[0]  # (batch, seq, dim)
         weights = mask[..., None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)

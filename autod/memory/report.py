@@ -33,16 +33,29 @@ def _size(n: int | None) -> str:
     return f"{n} B"  # unreachable; keeps type checkers content
 
 
+def _count(n: int | None) -> str:
+    return "-" if n is None else str(n)
+
+
 def format_stats(stats: dict[str, Any]) -> str:
-    """A small table: one row per tier, then location, queue and disk use."""
-    lines = [f"{'tier':<5} {'collection':<8} {'count':>8}  {'oldest':<20}  {'newest':<20}"]
+    """A small table: one row per tier, then the store, its health, the spool and disk use."""
+    lines = [f"{'tier':<5} {'collection':<12} {'count':>8} {'own':>8} {'spooled':>8} {'dropped':>8}  "
+             f"{'oldest':<20}  {'newest':<20}"]
     for name, t in stats["tiers"].items():
         oldest, newest = _when(t["oldest_ts"]), _when(t["newest_ts"])
-        lines.append(f"{name:<5} {t['collection']:<8} {t['count']:>8}  {oldest:<20}  {newest:<20}")
-    lines.append(f"store: {stats['mode']} at {stats['location']}")
-    lines.append(
-        f"queued observations: {stats['pending_observations']}, dropped: {stats['dropped_observations']}"
-    )
+        lines.append(
+            f"{name:<5} {t['collection']:<12} {_count(t['count']):>8} {_count(t.get('own')):>8} "
+            f"{t.get('spooled', 0):>8} {t.get('dropped', 0):>8}  {oldest:<20}  {newest:<20}"
+        )
+    store = f"store: {stats['mode']} at {stats.get('location', '-')}"
+    if stats.get("instance"):
+        store += f" (this daemon: instance {stats['instance']})"
+    lines.append(store)
+    if stats.get("memory"):
+        lines.append(f"memory: {stats['memory']}")
+    dropped = stats.get("dropped")
+    if isinstance(dropped, dict) and dropped.get("used"):
+        lines.append(f"lesson-use marks dropped: {dropped['used']}")
     lines.append(f"disk: {_size(stats['disk_bytes'])}")
     return "\n".join(lines)
 

@@ -1,132 +1,105 @@
-"""Tiered memory over chromadb: one cosine collection per tier (mem_n0, mem_n1, mem_n2).
+"""The tiered store over chromadb: one cosine collection per tier (``<prefix>n0``, ``n1``, ``n2``).
 
 Embedded under ``<state_dir>/memory`` with exactly one owner process (see lock.py), or in a
-Chroma server shared by several daemons when ``memory.url`` is set. Every chromadb and embedding
-call runs on one worker thread: chromadb's embedded client is not meant for concurrent writers,
-and a single thread also makes lesson de-duplication (query, then update) atomic in-process.
+Chroma server shared by several daemons when ``memory.url`` is set. Each call is one job on the
+memory thread (worker.py) under ``memory.timeout_s``; nothing here queues, retries or degrades:
+that is ResilientMemory (resilient.py), which the daemon uses. The CLI uses this class directly
+while no daemon runs.
+
+Every item records the daemon that wrote it (``instance``, ``workspace``). In a shared store a
+daemon's observations and episodes are in collections of its own and its lessons in the shared
+one (chroma.collection_names); it writes, merges into, marks and (by default) prunes only its own
+items; recall sees its own items and, as ``memory.recall_from_others`` allows, other daemons'
+lessons, labelled as theirs, never their observations or episodes.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
+import threading
 import time
-import uuid
-from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime
-from functools import partial
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
 
 import structlog
 
-from autod.config import MemoryConfig, Retention
-from autod.memory import Embedder, Recalled, Tier
+from autod.config import MemoryConfig
+from autod.memory import Embedder, Recalled, Tier, lessons
+from autod.memory.chroma import (
+    TIERS,
+    Connection,
+    StoreUnavailable,
+    clean_metadata,
+    connect,
+    open_collections,
+    other_daemons_collections,
+)
+from autod.memory.identity import Identity, identity
 from autod.memory.lock import MemoryLocked, OwnerLock
 from autod.memory.recall import Hit, pack, rank, similarity_from_distance
-from autod.threads import named_pool
+from autod.memory.retention import Target, count, lesson_usefulness, prune
+from autod.memory.spool import FILE_NAME, Spool
+from autod.memory.worker import StoreTimeout, Worker
 
-__all__ = ["ChromaMemory", "MemoryLocked", "MemoryReadOnly", "lesson_usefulness"]
+__all__ = [
+    "ChromaMemory",
+    "Item",
+    "MemoryLocked",
+    "MemoryReadOnly",
+    "StoreTimeout",
+    "StoreUnavailable",
+    "clean_metadata",
+    "lesson_usefulness",
+]
 
 log = structlog.get_logger("autod.memory")
 T = TypeVar("T")
+Item = tuple[str, str, dict[str, Any]]  # (id, text, metadata)
 
-COLLECTIONS: dict[Tier, str] = {Tier.N0: "mem_n0", Tier.N1: "mem_n1", Tier.N2: "mem_n2"}
-DEDUPE_SIMILARITY = 0.92
-BATCH_ITEMS = 64
-BATCH_INTERVAL_S = 0.5
-MAX_PENDING = 10_000  # observations waiting for the batcher; beyond this the oldest are dropped
-PAGE = 2000  # rows per chromadb get/delete call
 
 
 class MemoryReadOnly(RuntimeError):
     """The store was opened read-only (a CLI look while no daemon runs)."""
 
 
-def clean_metadata(metadata: Mapping[str, Any], now: float) -> dict[str, str | int | float | bool]:
-    """Metadata chromadb accepts: scalars kept, None dropped, the rest as JSON; ``ts`` as epoch float."""
-    out: dict[str, str | int | float | bool] = {}
-    for key, value in metadata.items():
-        if value is None:
-            continue
-        if isinstance(value, str | int | float | bool):
-            out[str(key)] = value
-        elif isinstance(value, datetime):
-            out[str(key)] = value.timestamp()
-        else:
-            out[str(key)] = json.dumps(value, default=str, sort_keys=True)
-    ts = out.get("ts")
-    if isinstance(ts, str):  # chromadb cannot compare strings in filters: store epoch seconds
-        try:
-            ts = datetime.fromisoformat(ts).timestamp()
-        except ValueError:
-            ts = None
-    out["ts"] = float(ts) if isinstance(ts, int | float) and not isinstance(ts, bool) else now
-    return out
-
-
-def lesson_usefulness(metadata: Mapping[str, Any]) -> float:
-    """Laplace-smoothed success rate of a lesson; the least useful is evicted first."""
-    return (int(metadata.get("successes", 0)) + 1) / (int(metadata.get("uses", 0)) + 2)
-
-
-def eviction_order(tier: Tier, rows: list[tuple[str, Mapping[str, Any]]]) -> list[str]:
-    """Ids in the order they should go when a tier is over max_items."""
-    if tier is Tier.N2:
-        rows = sorted(rows, key=lambda r: (lesson_usefulness(r[1]), float(r[1].get("last_used", 0.0)), r[0]))
-    else:
-        rows = sorted(rows, key=lambda r: (float(r[1].get("ts", 0.0)), r[0]))
-    return [r[0] for r in rows]
-
-
-def _age_key(tier: Tier) -> str:
-    # A lesson recalled yesterday is alive however old it is: N2 ages by last use.
-    return "last_used" if tier is Tier.N2 else "ts"
-
-
-def _dir_size(path: Path) -> int:
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+def open_deadline(cfg: MemoryConfig) -> float:
+    # Opening makes several calls (probe, tenant check, three collections), each bounded by
+    # timeout_s in the HTTP client; an embedded store may load a large index from disk.
+    return 4 * cfg.timeout_s + 30
 
 
 class ChromaMemory:
-    """The Memory protocol over chromadb, plus search, prune and stats for operators."""
+    """The raw store: writes, lessons (polarity-aware merge), recall, search, prune, stats."""
 
     def __init__(
         self,
         cfg: MemoryConfig,
-        client: Any,
-        collections: dict[Tier, Any],
+        conn: Connection,
+        cols: dict[Tier, Any],
         embedder: Embedder,
-        executor: ThreadPoolExecutor,
+        worker: Worker,
         *,
+        who: Identity,
         lock: OwnerLock | None,
         read_only: bool,
-        location: str,
-        disk_path: Path | None,
+        spool: Spool | None,
+        owns_spool: bool,
     ) -> None:
         self.cfg = cfg
-        self._client = client
-        self._cols = collections
+        self._conn = conn
+        self._client = conn.client
+        self._cols = cols
         self._embedder = embedder
-        self._executor = executor
+        self._worker = worker
+        self.who = who
         self._lock = lock
         self.read_only = read_only
-        self.location = location
-        self._disk_path = disk_path
-        self._pending: list[tuple[str, str, dict[str, Any]]] = []
-        self._dropped = 0
-        self._used: dict[str, float] = {}  # lesson id -> last recalled; written by the batcher
-        self._deferred: list[Callable[[], Any]] = []  # episode/lesson writes queued by defer=True
-        self._wake = asyncio.Event()  # something is queued
-        self._full = asyncio.Event()  # a whole batch is queued: write now
-        self._drain_lock = asyncio.Lock()
+        self.spool = spool
+        self._owns_spool = owns_spool
+        self.location = conn.location
+        self.server = cfg.url is not None
         self._closed = False
-        self._batcher: asyncio.Task[None] | None = None
-        if not read_only:
-            self._batcher = asyncio.create_task(self._batch_loop(), name="memory-batcher")
 
     # -- opening -----------------------------------------------------------------------
     @classmethod
@@ -137,355 +110,286 @@ class ChromaMemory:
         *,
         embedder: Embedder | None = None,
         read_only: bool = False,
+        who: Identity | None = None,
+        token: str | None = None,
+        spool: Spool | None = None,
     ) -> ChromaMemory:
         """Open the embedded store under state_dir (taking the owner lock) or the configured server."""
-        executor = named_pool("autod-memory", 1)
-        loop = asyncio.get_running_loop()
+        worker = Worker()
         lock: OwnerLock | None = None
+        owns_spool = False
         try:
-            if cfg.url:
-                client, location, disk_path = await loop.run_in_executor(executor, _http_client, cfg.url)
-            else:
-                disk_path = Path(state_dir) / "memory"
-                lock = OwnerLock(disk_path)
+            if not cfg.url:
+                lock = OwnerLock(Path(state_dir) / "memory")
                 lock.acquire()
-                client = await loop.run_in_executor(executor, _persistent_client, disk_path)
-                location = str(disk_path)
-            cols = await loop.run_in_executor(executor, _collections, client)
+            conn = await worker.run(
+                connect,
+                cfg,
+                Path(state_dir),
+                token=token,
+                timeout_s=cfg.timeout_s,
+                timeout=open_deadline(cfg),
+            )
+            if who is None:
+                who = await asyncio.to_thread(identity, state_dir, "")
+            instance = who.instance if cfg.url else None  # a shared store: n0 and n1 of our own
+            cols = await worker.run(
+                open_collections, conn.client, cfg.collection_prefix, instance, timeout=open_deadline(cfg)
+            )
             if embedder is None:
                 from autod.memory.embed import make_embedder
 
                 embedder = make_embedder(cfg)
+            if spool is None:
+                owns_spool = True
+                spool = (
+                    await asyncio.to_thread(Spool.existing, Path(state_dir))
+                    if read_only
+                    else await asyncio.to_thread(Spool, Path(state_dir) / FILE_NAME, cfg.spool_max_items)
+                )
         except BaseException:
             if lock is not None:
                 lock.release()
-            executor.shutdown(wait=False)
+            worker.abandon()
             raise
-        return cls(cfg, client, cols, embedder, executor, lock=lock, read_only=read_only,
-                   location=location, disk_path=disk_path if not cfg.url else None)
+        return cls(
+            cfg,
+            conn,
+            cols,
+            embedder,
+            worker,
+            who=who,
+            lock=lock,
+            read_only=read_only,
+            spool=spool,
+            owns_spool=owns_spool,
+        )
 
     async def _run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        return await asyncio.get_running_loop().run_in_executor(self._executor, partial(fn, *args, **kwargs))
+        if self._closed:
+            raise StoreUnavailable("memory store is closed")
+        return await self._worker.run(fn, *args, timeout=self.cfg.timeout_s, **kwargs)
 
     def _writable(self) -> None:
         if self.read_only:
             raise MemoryReadOnly(f"memory store {self.location} is open read-only")
-        if self._closed:
-            raise RuntimeError("memory store is closed")
+
+    # -- whose items ---------------------------------------------------------------------
+    @property
+    def own(self) -> dict[str, Any] | None:
+        """The filter for this daemon's lessons; None in the embedded store, which is all its own.
+
+        Observations and episodes need none: in a shared store they live in this daemon's own
+        collections (chroma.collection_names).
+        """
+        return {"instance": self.who.instance} if self.server else None
+
+    def _where(self, tier: Tier, *, everyone: bool) -> dict[str, Any] | None:
+        return None if tier is not Tier.N2 or everyone else self.own
+
+    def _recall_where(self, tier: Tier) -> dict[str, Any] | None:
+        # A filter costs a scan of the collection: "none" pays it, the default does not.
+        return self._where(tier, everyone=self.cfg.recall_from_others == "lessons")
 
     # -- writing -----------------------------------------------------------------------
-    async def observe(self, text: str, metadata: dict[str, Any]) -> str:
-        """Queue an N0 observation; the batcher embeds and writes it within ~0.5 s. Never blocks."""
+    async def add(self, tier: Tier, items: list[Item], *, now: float | None = None) -> None:
+        """Store observations (N0) or episodes (N1) under their given ids (a replay overwrites itself)."""
         self._writable()
-        item_id = uuid.uuid4().hex
-        self._pending.append((item_id, text, clean_metadata(metadata, time.time())))
-        if len(self._pending) > MAX_PENDING:
-            excess = len(self._pending) - MAX_PENDING
-            del self._pending[:excess]
-            self._dropped += excess
-            log.warning("memory_observations_dropped", dropped=excess, reason="backlog full")
-        self._wake.set()
-        if len(self._pending) >= BATCH_ITEMS:
-            self._full.set()
-        return item_id
+        await self._run(self._add_sync, tier, items, time.time() if now is None else now)
 
-    async def add_episode(self, text: str, metadata: dict[str, Any], *, defer: bool = False) -> str:
-        """Store an N1 episode (a plan with its outcome); returns its id.
-
-        defer=True queues the write for the background writer (the next recall or flush waits for it),
-        so a cycle's reflect phase does not wait for an embedding and a chromadb commit.
-        """
-        self._writable()
-        item_id = uuid.uuid4().hex
-        items = [(item_id, text, clean_metadata(metadata, time.time()))]
-        if defer:
-            self._defer(partial(self._add_sync, Tier.N1, items))
-        else:
-            await self._run(self._add_sync, Tier.N1, items)
-        return item_id
-
-    async def add_lesson(
-        self, text: str, metadata: dict[str, Any], *, success: bool, now: float | None = None,
-        defer: bool = False,
-    ) -> str:
-        """Store an N2 lesson, or merge it into a near-duplicate (uses/successes counted); returns its id.
-
-        With defer=True the write is queued (see add_episode) and "" is returned: which lesson it
-        merges into is only known when it is written.
-        """
-        self._writable()
-        now = time.time() if now is None else now
-        job = partial(self._add_lesson_sync, text, clean_metadata(metadata, now), success, now)
-        if defer:
-            self._defer(job)
-            return ""
-        return await self._run(job)
-
-    def _defer(self, job: Callable[[], Any]) -> None:
-        self._deferred.append(job)
-        self._wake.set()
-        self._full.set()  # episodes and lessons are few: write them without the batching wait
-
-    def _add_sync(self, tier: Tier, items: list[tuple[str, str, dict[str, Any]]]) -> None:
+    def _add_sync(self, tier: Tier, items: list[Item], now: float) -> None:
+        if not items:
+            return
         vectors = self._embedder.embed([text for _, text, _ in items])
-        self._cols[tier].add(
+        metas = [{**clean_metadata(meta, now), **self.who.stamp()} for _, _, meta in items]
+        # upsert: a batch whose write timed out here but landed there is written again, not doubled
+        self._cols[tier].upsert(
             ids=[i for i, _, _ in items],
             embeddings=vectors,
             documents=[t for _, t, _ in items],
-            metadatas=[m for _, _, m in items],
+            metadatas=metas,
+        )
+        if self.spool is not None:
+            stamps = [float(m["ts"]) for m in metas]
+            self.spool.tally_added(tier.value, len(items), min(stamps), max(stamps))
+
+    async def add_lesson(
+        self, text: str, metadata: dict[str, Any], *, success: bool, item_id: str, now: float | None = None
+    ) -> str:
+        """Store an N2 lesson, or merge it into a near-duplicate of the same polarity; returns its id.
+
+        A lesson keeps its sign: a failure or a rejection never merges into a success lesson (nor
+        the reverse), so a success's text and counters are never overwritten by a "do not do this".
+        """
+        self._writable()
+        now = time.time() if now is None else now
+        return await self._run(
+            lessons.add_lesson, self._cols[Tier.N2], self._embedder, self.who, self.own, item_id=item_id,
+            text=text, meta=clean_metadata(metadata, now), success=success, now=now, spool=self.spool,
         )
 
-    def _add_lesson_sync(self, text: str, meta: dict[str, Any], success: bool, now: float) -> str:
-        col = self._cols[Tier.N2]
-        vector = self._embedder.embed([text])[0]
-        match = self._near_duplicate(col, vector, meta.get("fingerprint"))
-        meta = {**meta, "ts": now, "last_used": now}
-        if match is not None:
-            lesson_id, old = match
-            merged = {**old, **meta}
-            merged["uses"] = int(old.get("uses", 0)) + 1
-            merged["successes"] = int(old.get("successes", 0)) + int(success)
-            col.update(ids=[lesson_id], embeddings=[vector], documents=[text], metadatas=[merged])
-            return lesson_id
-        lesson_id = uuid.uuid4().hex
-        meta.update(uses=1, successes=int(success))
-        col.add(ids=[lesson_id], embeddings=[vector], documents=[text], metadatas=[meta])
-        return lesson_id
-
-    @staticmethod
-    def _near_duplicate(col: Any, vector: list[float], fingerprint: Any) -> tuple[str, dict[str, Any]] | None:
-        if col.count() == 0:
-            return None
-        res = col.query(query_embeddings=[vector], n_results=5, include=["metadatas", "distances"])
-        close = [
-            (i, m or {}, similarity_from_distance(d))
-            for i, m, d in zip(res["ids"][0], res["metadatas"][0], res["distances"][0], strict=True)
-            if similarity_from_distance(d) >= DEDUPE_SIMILARITY
-        ]
-        if not close:
-            return None
-        # Same fingerprint first (the same failure), then the closest text.
-        same = fingerprint is not None
-        best = max(close, key=lambda c: (same and c[1].get("fingerprint") == fingerprint, c[2]))
-        return best[0], dict(best[1])
-
-    # -- observation batching ----------------------------------------------------------
-    async def _batch_loop(self) -> None:
-        while not self._closed:
-            if not self._pending and not self._used and not self._deferred:
-                await self._wake.wait()  # idle: nothing to write, no timer (observe/recall/close wake it)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._full.wait(), timeout=BATCH_INTERVAL_S)
-            self._wake.clear()
-            self._full.clear()
-            try:
-                await self._drain()
-            except Exception as exc:  # a failed batch must not kill the batcher
-                log.error("memory_batch_failed", error=f"{type(exc).__name__}: {exc}")
-
-    async def _drain(self) -> None:
-        async with self._drain_lock:
-            while self._deferred:
-                job = self._deferred.pop(0)
-                try:
-                    await self._run(job)
-                except Exception as exc:  # one bad write must not block the others
-                    log.error("memory_write_failed", error=f"{type(exc).__name__}: {exc}")
-            while self._pending:
-                batch = self._pending[:BATCH_ITEMS]
-                del self._pending[:BATCH_ITEMS]
-                try:
-                    await self._run(self._add_sync, Tier.N0, batch)
-                except Exception:
-                    self._dropped += len(batch)
-                    raise
-            if self._used:
-                used, self._used = self._used, {}
-                await self._run(self._mark_used_sync, used)
-
-    def _mark_used_sync(self, used: dict[str, float]) -> None:
-        col = self._cols[Tier.N2]
-        # A lesson pruned (or removed by another daemon) since it was recalled is simply gone.
-        alive = set(col.get(ids=list(used), include=[])["ids"])
-        ids = [i for i in used if i in alive]
-        if ids:
-            col.update(ids=ids, metadatas=[{"last_used": used[i]} for i in ids])
-
-    async def flush(self) -> None:
-        """Write every queued observation (and lesson-use mark) now."""
-        if not self.read_only:
-            await self._drain()
+    async def mark_used(self, used: dict[str, float]) -> None:
+        """Record when this daemon's lessons were last recalled (others' lessons are theirs to age)."""
+        self._writable()
+        if used:
+            await self._run(lessons.mark_used, self._cols[Tier.N2], self.who, shared=self.server, used=used)
 
     # -- reading -----------------------------------------------------------------------
+    async def heartbeat(self) -> None:
+        """One cheap round trip to the store (raises when it is away)."""
+        await self._run(self._cols[Tier.N2].count)
+
     async def recall(
         self, query: str, *, budget_tokens: int, k: int = 8, now: float | None = None
     ) -> list[Recalled]:
         """The best memories for a query across all tiers, ranked and packed into the token budget."""
         now = time.time() if now is None else now
-        if self._deferred:  # read your own writes: the last cycle's lesson must be recallable
-            await self._drain()
-        kept = await self._run(self._recall_sync, query, budget_tokens, k, now)
-        if not self.read_only and not self._closed:
-            # Marking lessons used is a write (~10 ms of sqlite commit): the batcher does it
-            # off the recall path, and flush() or close() makes it durable.
-            self._used.update((r.id, now) for r in kept if r.tier is Tier.N2)
-            if self._used:
-                self._wake.set()
-        return kept
+        return await self._run(self._recall_sync, query, budget_tokens, k, now)
 
     def _recall_sync(self, query: str, budget_tokens: int, k: int, now: float) -> list[Recalled]:
         if k <= 0 or budget_tokens <= 0:
             return []
         vector = self._embedder.embed([query])[0]
         hits: list[Hit] = []
-        for tier in Tier:
+        for tier in TIERS:
             # Over-fetch: weights and decay re-order what plain similarity returned.
-            hits.extend(self._query(tier, vector, 2 * k))
+            hits.extend(self._query(tier, vector, 2 * k, self._recall_where(tier)))
         return pack(rank(hits, now, min_similarity=self.cfg.min_similarity), budget_tokens, k)
 
-    def _query(self, tier: Tier, vector: list[float], n: int) -> list[Hit]:
+    def _query(self, tier: Tier, vector: list[float], n: int, where: dict[str, Any] | None) -> list[Hit]:
         res = self._cols[tier].query(
-            query_embeddings=[vector], n_results=n, include=["documents", "metadatas", "distances"]
+            query_embeddings=[vector],
+            n_results=n,
+            where=where,
+            include=["documents", "metadatas", "distances"],
         )
-        return [
-            Hit(id=i, tier=tier, text=doc or "", similarity=similarity_from_distance(d), metadata=m or {})
-            for i, doc, m, d in zip(
-                res["ids"][0], res["documents"][0], res["metadatas"][0], res["distances"][0], strict=True
+        hits = []
+        for i, doc, m, d in zip(
+            res["ids"][0], res["documents"][0], res["metadatas"][0], res["distances"][0], strict=True
+        ):
+            meta, text = dict(m or {}), doc or ""
+            if self.server and meta.get("instance") != self.who.instance:
+                # Another daemon's item reaches a prompt only labelled as such.
+                meta["foreign"] = True
+                where_from = Path(str(meta.get("workspace") or "")).name or "unknown workspace"
+                text = f"[shared by another autod ({where_from})] {text}"
+            hits.append(
+                Hit(id=i, tier=tier, text=text, similarity=similarity_from_distance(d), metadata=meta)
             )
-        ]
+        return hits
 
     async def search(self, query: str, *, tier: Tier | None = None, k: int = 10) -> list[Recalled]:
-        """Plain similarity search (score = cosine similarity), in one tier or all of them."""
-        if self._deferred:
-            await self._drain()
+        """Plain similarity search (score = cosine similarity) over what recall may see."""
         return await self._run(self._search_sync, query, tier, k)
 
     def _search_sync(self, query: str, tier: Tier | None, k: int) -> list[Recalled]:
         vector = self._embedder.embed([query])[0]
-        hits = [h for t in ([tier] if tier else list(Tier)) for h in self._query(t, vector, k)]
+        hits = [
+            h
+            for t in ([tier] if tier else list(TIERS))
+            for h in self._query(t, vector, k, self._recall_where(t))
+        ]
         hits.sort(key=lambda h: -h.similarity)
         return [Recalled(h.id, h.tier, h.text, h.similarity, dict(h.metadata)) for h in hits[:k]]
 
-    # -- retention ---------------------------------------------------------------------
+    # -- retention and figures -----------------------------------------------------------
     async def prune(self, *, dry_run: bool = False, now: float | None = None) -> dict[str, int]:
-        """Apply each tier's TTL, then its max_items; returns how many items per tier went (or would go)."""
+        """Apply each tier's TTL, then its max_items, in short jobs; returns how many went (or would go).
+
+        ``prune_scope: all`` in a shared store also prunes other daemons' lessons and their own
+        observation and episode collections, with this daemon's retention (the fleet's janitor).
+        """
         if not dry_run:
             self._writable()
-            await self.flush()
-        now = time.time() if now is None else now
-        return await self._run(self._prune_sync, dry_run, now)
+        everyone = self.cfg.prune_scope == "all"
+        targets = [Target(t, self._cols[t], self._where(t, everyone=everyone), self._where(t, everyone=False))
+                   for t in TIERS]
+        if self.server and everyone:
+            others = await self._run(other_daemons_collections, self._client, self.cfg.collection_prefix,
+                                     self.who.instance)
+            targets += [Target(tier, col, None, None, mine=False) for tier, col in others]
+        return await prune(self._run_job, targets, self.cfg, dry_run=dry_run,
+                           now=time.time() if now is None else now,
+                           spool=None if self.read_only else self.spool)
 
-    def _prune_sync(self, dry_run: bool, now: float) -> dict[str, int]:
-        removed: dict[str, int] = {}
-        for tier in Tier:
-            retention: Retention = getattr(self.cfg, tier.value)
-            col = self._cols[tier]
-            rows = _all_metadatas(col)
-            doomed: list[str] = []
-            if retention.ttl_days is not None:
-                cutoff = now - retention.ttl_days * 86400
-                key = _age_key(tier)
-                doomed = [i for i, m in rows if float(m.get(key, m.get("ts", now))) < cutoff]
-            gone = set(doomed)
-            left = [r for r in rows if r[0] not in gone]
-            excess = len(left) - retention.max_items
-            if excess > 0:
-                doomed += eviction_order(tier, left)[:excess]
-            if doomed and not dry_run:
-                for start in range(0, len(doomed), PAGE):
-                    col.delete(ids=doomed[start : start + PAGE])
-            removed[tier.value] = len(doomed)
-        if not dry_run and any(removed.values()):
-            log.info("memory_pruned", **removed)
-        return removed
+    async def _run_job(self, fn: Callable[[], T]) -> T:
+        return await self._run(fn)
+
+    async def counts(self) -> dict[str, int]:
+        """Items per tier in the collections (everyone's): chromadb's count, no scan."""
+        return await self._run(lambda: {t.value: int(self._cols[t].count()) for t in TIERS})
+
+    async def own_counts(self) -> dict[str, int]:
+        """This daemon's items per tier, counted in the store (pages of ids in a shared store)."""
+        return {t.value: await count(self._run_job, self._cols[t], self._where(t, everyone=False))
+                for t in TIERS}
 
     async def stats(self) -> dict[str, Any]:
-        """Per-tier counts and oldest/newest ts, queue state, and disk use (null in server mode)."""
-        return await self._run(self._stats_sync)
-
-    def _stats_sync(self) -> dict[str, Any]:
+        """Per-tier counts (chromadb's count and the tally of this daemon's items), spool, disk use."""
+        totals = await self.counts()
+        spool = self.spool
+        tally = await asyncio.to_thread(spool.tally) if spool is not None else {}
+        pending = await asyncio.to_thread(spool.pending) if spool is not None else {}
+        dropped = await asyncio.to_thread(spool.dropped) if spool is not None else {}
+        names = {t: c.name for t, c in self._cols.items()}
         tiers: dict[str, Any] = {}
-        for tier in Tier:
-            rows = _all_metadatas(self._cols[tier])
-            stamps = [float(m["ts"]) for _, m in rows if isinstance(m.get("ts"), int | float)]
+        for tier in TIERS:
+            t = tally.get(tier.value, {})
             tiers[tier.value] = {
-                "collection": COLLECTIONS[tier],
-                "count": len(rows),
-                "oldest_ts": min(stamps) if stamps else None,
-                "newest_ts": max(stamps) if stamps else None,
+                "collection": names[tier],
+                "count": totals[tier.value],
+                # a collection of this daemon's own (all but the shared lessons) counts exactly, for free
+                "own": t.get("own", 0) if self.server and tier is Tier.N2 else totals[tier.value],
+                "oldest_ts": t.get("oldest_ts"),
+                "newest_ts": t.get("newest_ts"),
+                "spooled": pending.get(tier.value, 0),
+                "dropped": dropped.get(tier.value, 0),
             }
+        disk = self._conn.disk_path
         return {
-            "mode": "server" if self.cfg.url else "embedded",
+            "mode": "server" if self.server else "embedded",
             "location": self.location,
+            "instance": self.who.instance,
             "tiers": tiers,
-            "pending_observations": len(self._pending),
-            "dropped_observations": self._dropped,
-            "disk_bytes": _dir_size(self._disk_path) if self._disk_path is not None else None,
+            "spooled": sum(pending.values()),
+            "dropped": dropped,
+            "pending_observations": pending.get("n0", 0),
+            "dropped_observations": dropped.get("n0", 0),
+            "disk_bytes": await asyncio.to_thread(_dir_size, disk) if disk is not None else None,
         }
 
     # -- shutdown ----------------------------------------------------------------------
     async def close(self) -> None:
-        """Flush queued observations, stop the batcher and release the owner lock."""
+        """Stop the memory thread (within the deadline) and release the owner lock."""
         if self._closed:
             return
         try:
-            if not self.read_only:
-                try:
-                    await self.flush()
-                except Exception as exc:
-                    log.error("memory_flush_failed", error=f"{type(exc).__name__}: {exc}")
+            # after what is queued; closing the client releases its sqlite files or HTTP connections
+            await self._worker.run(self._client.close, timeout=self.cfg.timeout_s)
+        except StoreTimeout:
+            log.warning("memory.close_abandoned", why="the memory thread did not finish in time")
         finally:
-            self._closed = True
-            if self._batcher is not None:
-                self._batcher.cancel()
-                await asyncio.gather(self._batcher, return_exceptions=True)
-            self._executor.shutdown(wait=True)
-            if self._lock is not None:
-                self._lock.release()
+            self._release()
+
+    def abandon(self) -> None:
+        """Leave a stuck memory thread behind; the next connection gets a new one."""
+        self._worker.abandon()
+        if self.server:  # close the HTTP client from a side thread: it may end the stuck request too
+            threading.Thread(target=self._client.close, name="autod-memory-close", daemon=True).start()
+        self._release()
+
+    def stuck(self) -> bool:
+        """Abandoned with a job still running on its thread."""
+        return self._worker.abandoned and self._worker.alive
+
+    def _release(self) -> None:
+        self._closed = True
+        self._worker.shutdown(wait=False)
+        if self._owns_spool and self.spool is not None:
+            self.spool.close()
+        if self._lock is not None:
+            self._lock.release()
 
 
-# -- chromadb plumbing (runs on the memory thread) ---------------------------------------
-def _settings() -> Any:
-    from chromadb.config import Settings
-
-    return Settings(anonymized_telemetry=False, allow_reset=False)
-
-
-def _persistent_client(path: Path) -> Any:
-    import chromadb
-
-    path.mkdir(parents=True, exist_ok=True)
-    return chromadb.PersistentClient(path=str(path), settings=_settings())
-
-
-def _http_client(url: str) -> tuple[Any, str, None]:
-    import chromadb
-
-    parts = urlsplit(url)
-    ssl = parts.scheme == "https"
-    host = parts.hostname or "127.0.0.1"
-    port = parts.port or (443 if ssl else 8000)
-    client = chromadb.HttpClient(host=host, port=port, ssl=ssl, settings=_settings())
-    return client, f"{parts.scheme}://{host}:{port}", None
-
-
-def _collections(client: Any) -> dict[Tier, Any]:
-    # embedding_function=None: chromadb's default would download a model on first use.
-    return {
-        tier: client.get_or_create_collection(
-            name, embedding_function=None, configuration={"hnsw": {"space": "cosine"}}
-        )
-        for tier, name in COLLECTIONS.items()
-    }
-
-
-def _all_metadatas(col: Any) -> list[tuple[str, dict[str, Any]]]:
-    rows: list[tuple[str, dict[str, Any]]] = []
-    offset = 0
-    while True:
-        res = col.get(include=["metadatas"], limit=PAGE, offset=offset)
-        ids = res["ids"]
-        rows.extend((i, m or {}) for i, m in zip(ids, res["metadatas"], strict=True))
-        if len(ids) < PAGE:
-            return rows
-        offset += PAGE
+def _dir_size(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())

@@ -94,9 +94,10 @@ def test_install_stages_unit_config_credentials_and_logrotate(
     assert mode(etc) == 0o750
     assert mode(etc / "autod.yaml") == 0o640
     assert mode(etc / "credentials") == 0o700
-    key = etc / "credentials/llm_api_key"
-    assert mode(key) == 0o600
-    assert key.read_bytes() == b""
+    for name in ("llm_api_key", "memory_token"):  # placeholders the units' LoadCredential= need
+        key = etc / "credentials" / name
+        assert mode(key) == 0o600
+        assert key.read_bytes() == b""
 
     # The installed YAML still parses and points at the workspace and the unit's state dir.
     for name in list(os.environ):
@@ -195,6 +196,28 @@ def test_uninstall_removes_what_it_installed_and_keeps_config_and_state_unless_p
     install(src, dest, "--uninstall", "--purge")
     assert not (dest / "etc/autod").exists()
     assert not (dest / "var/lib/autod").exists()
+
+
+def test_uninstall_stops_and_disables_every_instance_before_it_removes_the_venv(
+    src: Path, tmp_path: Path, workspace: Path
+) -> None:
+    dest = tmp_path / "dest"
+    install(src, dest, "--no-venv", "--workspace", str(workspace))
+    wants = dest / "etc/systemd/system/multi-user.target.wants"
+    wants.mkdir(parents=True)
+    for name in ("demo", "other-repo"):  # what `systemctl enable autod@NAME` leaves behind
+        (wants / f"autod@{name}.service").symlink_to("/etc/systemd/system/autod@.service")
+    lines = install(src, dest, "--uninstall").stdout.splitlines()
+    disabled = [i for i, line in enumerate(lines) if line.startswith("would run: systemctl disable --now")]
+    assert [lines[i].rsplit(" ", 1)[1] for i in disabled] == [
+        "autod@demo.service", "autod@other-repo.service", "autod.service"]
+    removed = [i for i, line in enumerate(lines) if line.startswith("removed:")]
+    assert removed and max(disabled) < min(removed)  # nothing runs on a removed venv
+
+
+def test_logrotate_also_rotates_a_log_that_outgrows_its_day() -> None:
+    text = (ROOT / "deploy/logrotate.autod").read_text()
+    assert "\n    maxsize " in text and "\n    daily\n" in text
 
 
 @pytest.mark.parametrize("bad", [["--workspace", "/srv/my repo"], ["--workspace", "relative"], ["--purge"],

@@ -129,6 +129,11 @@ def test_unit_keeps_the_contract_the_daemon_relies_on(source: str) -> None:
     assert unit["ExecStart"][0].split()[1:3] == ["run", "-c"]
     assert "MemoryDenyWriteExecute" not in unit  # JITs in checks need W+X mappings
     assert any(v.startswith("llm_api_key:") for v in unit["LoadCredential"])
+    # bounded: a runaway check or a leak meets the cgroup's limits, not the host's
+    assert {"MemoryHigh", "MemoryMax", "TasksMax"} <= unit.keys()
+    # start-up may wait memory.open_wait_s (default 30 s) for the store, extending meanwhile
+    assert int(unit["TimeoutStartSec"][0]) >= 60
+    assert "PYTHONFAULTHANDLER=1" in " ".join(unit["Environment"])
 
 
 def test_template_is_sandboxed_exactly_like_the_system_unit() -> None:

@@ -294,3 +294,42 @@ def test_flush_syncs_the_file(logfile: Path) -> None:
     logs.get_logger().info("last words")
     logs.flush()
     assert lines_of(logfile)[-1]["event"] == "last words"
+
+
+def test_under_journald_every_line_carries_its_syslog_priority(monkeypatch: pytest.MonkeyPatch) -> None:
+    err = FakeTTY()
+    monkeypatch.setattr("sys.stderr", err)
+    monkeypatch.setenv("JOURNAL_STREAM", "8:12345")
+    logs.configure_logging(level="debug", file=None, stderr=True)
+    log = logs.get_logger("cycle")
+    log.debug("detail")
+    log.info("cycle.finished")
+    log.warning("memory.degraded", why="server unreachable")
+    try:
+        raise RuntimeError("boom")
+    except RuntimeError:
+        log.exception("dispatch.crashed")
+    logging.getLogger("chromadb").critical("library gave up")
+    lines = err.getvalue().splitlines()
+    words = ("detail", "cycle.", "memory.", "gave")
+    firsts = {line[:3]: line for line in lines if any(w in line for w in words)}
+    assert "detail" in firsts["<7>"]
+    assert "cycle.finished" in firsts["<6>"] and "memory.degraded" in firsts["<4>"]
+    assert "library gave up" in firsts["<2>"]
+    traceback = [line for line in lines if "RuntimeError" in line or "Traceback" in line]
+    assert traceback and all(line.startswith("<3>") for line in traceback)  # each traceback line, too
+    assert all(re.match(r"<[2-7]>", line) for line in lines)
+
+
+def test_a_stderr_that_is_not_the_journal_stream_gets_no_priority_prefix(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    with (tmp_path / "stderr.txt").open("w+") as redirected:
+        monkeypatch.setattr("sys.stderr", redirected)
+        monkeypatch.setenv("JOURNAL_STREAM", "8:12345")  # inherited, but stderr went to a file
+        logs.configure_logging(file=None, stderr=True)
+        logs.get_logger().error("failed")
+        logs.flush()
+        redirected.seek(0)
+        text = redirected.read()
+    assert "failed" in text and not text.startswith("<")

@@ -191,3 +191,28 @@ def test_openai_embedder_unreachable_server_is_an_embedder_error() -> None:
     e = OpenAIEmbedder(f"http://127.0.0.1:{port}/v1", "m", timeout_s=5)
     with pytest.raises(EmbedderError, match="unreachable"):
         e.embed(["a"])
+
+
+def test_length_sorted_batches_give_the_vectors_of_every_padding_mode() -> None:
+    rng = np.random.default_rng(7)
+    words = ["error", "failed", "KeyError", "import", "tests/test_x.py", "line", "assert", "None", "module"]
+    texts = [" ".join(rng.choice(words, size=int(n))) for n in rng.integers(1, 120, size=10)]
+    texts += ["", "x", "a traceback with many frames " * 40]  # empty, one token, past the truncation
+    sorted_ = np.array(LocalEmbedder(padding="sorted", token_budget=256).embed(texts))
+    for baseline in ("fixed", "batch"):  # today's modes, kept for the benchmark's baseline
+        other = np.array(LocalEmbedder(padding=baseline, batch_size=5).embed(texts))
+        cosine = (sorted_ * other).sum(axis=1)  # both L2-normalised
+        assert cosine.min() >= 0.999, (baseline, float(cosine.min()))
+    one_by_one = np.array([LocalEmbedder().embed([t])[0] for t in texts[:5]])
+    assert (sorted_[:5] * one_by_one).sum(axis=1).min() >= 0.999
+
+
+def test_length_sorted_batches_keep_the_token_budget_and_the_input_order() -> None:
+    e = LocalEmbedder(batch_size=4, token_budget=300)
+    lengths = [250, 3, 120, 5, 7, 9, 200, 11, 4]
+    batches = e._batches(lengths)
+    assert sorted(i for b in batches for i in b) == list(range(len(lengths)))
+    for b in batches:
+        assert (len(b) <= 4 and len(b) * max(lengths[i] for i in b) <= 300) or len(b) == 1
+    texts = ["short", "a much longer text about a failing test " * 10, "mid length text here"]
+    assert np.allclose(e.embed(texts)[1], e.embed([texts[1]])[0], atol=1e-4)

@@ -57,9 +57,10 @@ def test_a_cycles_budget_is_its_plan_and_check_timeouts_per_attempt_plus_the_gra
         "  fix: {run: z, timeout_s: 7, fixer: true}\n"
         "llm: {base_url: 'http://127.0.0.1:9/v1', timeout_s: 60}\n"
         "limits: {cycle_grace_s: 30}\n"
+        "memory: {timeout_s: 5}\n"
     )
     s = load_config(cfg)
-    checks = 100 + 20 + 4 * KILL_GRACE_S
+    checks = 100 + 20 + 4 * KILL_GRACE_S + 2 * 5  # and a recall's two memory deadlines
     # each attempt may ask the planner twice (a context overflow, a request for more definitions)
     assert cycle_budget(s, "auto-debug") == 2 * (2 * 60 + checks) + 30
     s.llm.base_url = None  # offline: the fixers are the planner
