@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import time
 import uuid
@@ -16,11 +17,11 @@ import structlog
 from autod import logs
 from autod.act.edits import FileChange, prepare, unified_diff
 from autod.act.journal import Journal
-from autod.errors import CycleError, LLMUnavailable, PlanInvalid, PlanRejected
+from autod.errors import ContextTooLong, CycleError, LLMUnavailable, PlanInvalid, PlanRejected
 from autod.events import FAILURE_KINDS, Event
 from autod.limits import CircuitBreaker, Gate
 from autod.memory import Memory, Recalled
-from autod.modes import Attempt, Mode, ModeEnv, Verification, chain
+from autod.modes import Attempt, Mode, ModeEnv, Verification, chain, pack, tokens
 from autod.ownwrites import OwnWrites
 from autod.plan import Plan
 from autod.planner import Planner, PlanRequest, PlanResult
@@ -202,7 +203,7 @@ class Cycle:
         )
         breaker = self.deps.breaker
         try:
-            result = await self.deps.planner.plan(request)
+            result = await self.plan_fitting(request, context)
         except (LLMUnavailable, PlanInvalid):
             if breaker is not None:
                 breaker.failure()
@@ -218,6 +219,20 @@ class Cycle:
             tokens=result.tokens.total,
         )
         return result
+
+    async def plan_fitting(self, request: PlanRequest, context: dict[str, str]) -> PlanResult:
+        """Ask the planner; a prompt over the model's context is asked once more with less context."""
+        try:
+            return await self.deps.planner.plan(request)
+        except ContextTooLong as exc:
+            # Not an outage (the breaker is left alone): cut the lowest-ranked context to fit.
+            budget = int(sum(tokens(v) for v in context.values() if v) * exc.fit())
+            smaller = pack(list(context.items()), budget)
+            if smaller == context:
+                raise
+            log.warning("cycle.context_shrunk", reason=exc.reason[:300], budget_tokens=budget)
+            messages = self.mode.messages(self.event, smaller, self.attempts)
+            return await self.deps.planner.plan(dataclasses.replace(request, messages=messages))
 
     async def act(self, plan: Plan) -> Verification | None:
         """Apply under every act rule, verify, keep or roll back. None: stored as a proposal."""

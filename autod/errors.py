@@ -35,3 +35,29 @@ class NothingToDo(CycleError):
     """The mode found nothing to act on (e.g. every changed function is documented)."""
 
     status = "no_change"
+
+
+class ContextTooLong(CycleError):
+    """The prompt does not fit the model's context window: not an outage, not a bad plan.
+
+    `limit`, `prompt_tokens` and `reply_tokens` are the server's numbers when it stated them; `fit()`
+    is the share of the prompt to keep for a retry with less context.
+    """
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        limit: int | None = None,
+        prompt_tokens: int | None = None,
+        reply_tokens: int | None = None,
+    ) -> None:
+        super().__init__(reason)
+        self.limit, self.prompt_tokens, self.reply_tokens = limit, prompt_tokens, reply_tokens
+
+    def fit(self) -> float:
+        """Share of the prompt that fits beside the reply (with a margin); half when unknown."""
+        if not self.limit or not self.prompt_tokens:
+            return 0.5
+        room = self.limit - (self.reply_tokens or 0) - 64
+        return min(0.9, max(0.2, 0.9 * room / self.prompt_tokens))
