@@ -204,8 +204,10 @@ class Cycle:
         breaker = self.deps.breaker
         try:
             result = await self.plan_fitting(request, context)
-        except (LLMUnavailable, PlanInvalid):
-            if breaker is not None:
+        except CycleError as exc:
+            for key, spent in (exc.tokens or {}).items():  # a failed plan's tokens are spent all the same
+                self.r.tokens[key] += spent
+            if breaker is not None and isinstance(exc, LLMUnavailable | PlanInvalid):
                 breaker.failure()
             raise
         if breaker is not None:

@@ -7,6 +7,7 @@ class CycleError(Exception):
     """A cycle ends early for a reason worth recording; the daemon keeps running."""
 
     status = "failed"
+    tokens: dict[str, int] | None = None  # LLM tokens spent before the error: booked all the same
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason)

@@ -17,7 +17,7 @@ import httpx
 import structlog
 
 from autod.config import LLMConfig
-from autod.errors import ContextTooLong, LLMUnavailable, PlanInvalid
+from autod.errors import ContextTooLong, CycleError, LLMUnavailable, PlanInvalid
 from autod.plan import Plan
 from autod.planner import PlanRequest, PlanResult, TokenUsage
 from autod.planner.endpoint import MAX_REPLY_BYTES, Endpoint, Sleep
@@ -83,8 +83,18 @@ class LLMPlanner:
         return self._first().url
 
     async def plan(self, request: PlanRequest) -> PlanResult:
-        """Return a valid Plan or raise PlanInvalid / LLMUnavailable, all within cfg.timeout_s."""
+        """Return a valid Plan or raise PlanInvalid / LLMUnavailable / ContextTooLong, within cfg.timeout_s.
+
+        An error carries the tokens spent before it (`CycleError.tokens`): they count all the same.
+        """
         usage = TokenUsage()
+        try:
+            return await self._plan(request, usage)
+        except CycleError as exc:
+            exc.tokens = {"prompt": usage.prompt, "completion": usage.completion}
+            raise
+
+    async def _plan(self, request: PlanRequest, usage: TokenUsage) -> PlanResult:
         deadline = asyncio.get_running_loop().time() + self._cfg.timeout_s
         current = self._first()
         try:

@@ -245,3 +245,12 @@ def test_a_prompt_that_still_does_not_fit_fails_the_cycle_naming_the_context_not
     assert r2.status == "failed"
     assert deps.breaker is not None and deps.breaker.state == "closed"  # two failures open it otherwise
     assert (ws / "src" / "calc.py").read_text() == BUGGY
+
+
+def test_tokens_spent_on_a_plan_that_failed_are_booked(ws):
+    invalid = PlanInvalid("invalid plan after a repair round")
+    invalid.tokens = {"prompt": 650, "completion": 70}
+    deps, _state = make(ws, ScriptedPlanner(invalid))
+    r = run(deps)
+    assert r.status == "failed" and r.tokens == {"prompt": 650, "completion": 70}
+    assert deps.gate.counters()["tokens_today"]["used"] == 720  # the daily budget sees them

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 from structlog.testing import capture_logs
-from test_llm_client import PLAN, Server, fails, make, plan_reply, request, run, run_many
+from test_llm_client import PLAN, Server, completion, fails, make, plan_reply, request, run, run_many
 
 from autod.config import LLMConfig
 from autod.errors import ContextTooLong, LLMUnavailable, PlanInvalid
@@ -405,3 +405,13 @@ def test_a_completion_body_is_read_for_content_finish_and_usage():
     assert (reply.content, reply.finish_reason, reply.prompt_tokens, reply.completion_tokens) == (
         "ab", "stop", 3, None
     )
+
+
+# -- tokens spent on a plan that failed ----------------------------------------------------------
+
+
+def test_an_invalid_plan_carries_the_tokens_its_requests_spent():
+    replies = [completion("no plan", usage=(300, 40)), completion("still none", usage=(350, 30))]
+    server = Server(primary=replies)
+    exc = fails(make(server)[0], PlanInvalid)
+    assert exc.tokens == {"prompt": 650, "completion": 70}
