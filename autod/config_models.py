@@ -180,8 +180,10 @@ class LLMConfig(Strict):
     model: str = "qwen2.5-coder:7b"
     api_key: SecretStr | None = None
     api_key_file: Path | None = Field(None, description="file holding the key (systemd credential)")
-    timeout_s: float = Field(600, gt=0, le=3600, description="overall deadline for one plan")
-    request_timeout_s: float = Field(300, gt=0, le=3600, description="one request, until the reply starts")
+    # Sized for a small model on a CPU (docs/REAL_LLM.md): a 5.7k-token prompt took 7 minutes on 2
+    # busy cores. A cloud server answers far sooner; the deadlines only bound a hang.
+    timeout_s: float = Field(1800, gt=0, le=7200, description="overall deadline for one plan")
+    request_timeout_s: float = Field(900, gt=0, le=7200, description="one request, until the reply starts")
     max_retries: int = Field(3, ge=0, le=10)
     max_tokens: int | None = Field(None, ge=64, le=200000, description="reply cap, every mode; null: by mode")
     max_tokens_by_mode: dict[str, Annotated[int, Field(ge=64, le=200000)]] = Field(

@@ -13,7 +13,7 @@ autod says: the original test files are put back into a copy of the tree and run
   failed (no usable plan, the LLM unreachable, or a partial fix).
 
     REAL_LLM_URL=http://127.0.0.1:8087/v1 REAL_LLM_MODEL=qwen python bench/bench_realllm.py
-    python bench/bench_realllm.py --only fib_base_case clamp_bound --keep /tmp/realllm
+    python bench/bench_realllm.py --only fib_base_case clamp_bound --keep /tmp/realllm --trace
     python bench/bench_realllm.py --selftest    # scripted loopback server: proves the accounting
 
 Without REAL_LLM_URL it runs the selftest (so `python -m bench` exercises it). Prints one JSON
@@ -171,12 +171,19 @@ def run_autod(config: Path, repo: Path, timeout_s: float) -> dict[str, Any]:
 
 
 def run_bug(
-    bug: Bug, parent: Path, base_url: str, model: str, *, timeout_s: float = BUG_TIMEOUT_S
+    bug: Bug, parent: Path, base_url: str, model: str, *, timeout_s: float = BUG_TIMEOUT_S,
+    trace: bool = False,
 ) -> dict[str, Any]:
     repo = make_repo(parent, bug)
     baseline = test_outcomes(repo)
     failing = sorted(t for t, v in baseline.items() if v != "passed")
-    ran = run_autod(autod_config(repo, base_url, model), repo, timeout_s)
+    if trace:  # every exchange with the server, to <bug>.trace.jsonl beside the repository
+        from realllm_trace import TracingProxy
+
+        with TracingProxy(base_url, parent / f"{bug.name}.trace.jsonl") as proxy:
+            ran = run_autod(autod_config(repo, proxy.base_url, model), repo, timeout_s)
+    else:
+        ran = run_autod(autod_config(repo, base_url, model), repo, timeout_s)
     statuses = [r["status"] for r in ran["reflections"]]
     tokens = {"prompt": 0, "completion": 0}
     for r in ran["reflections"]:
@@ -229,7 +236,7 @@ def real(args: argparse.Namespace) -> dict[str, Any]:
     try:
         for bug in bugs:
             log(f"[{len(results) + 1}/{len(bugs)}] {bug.name} ...")
-            results.append(run_bug(bug, parent, url, model))
+            results.append(run_bug(bug, parent, url, model, trace=args.trace))
             r = results[-1]
             log(f"    {r['outcome']} ({', '.join(a['status'] for a in r['autod']) or 'no cycle'}) "
                 f"{r['wall_s']}s {r['tokens']}")
@@ -246,6 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--selftest", action="store_true", help="scripted loopback server; proves the accounting")
     ap.add_argument("--only", nargs="+", metavar="BUG", help="run only these bugs (names in realllm_bugs.py)")
     ap.add_argument("--keep", metavar="DIR", help="build the repositories here and keep them")
+    ap.add_argument("--trace", action="store_true", help="with --keep: record every LLM exchange per bug")
     ap.add_argument("--quick", action="store_true", help="(python -m bench) as without a URL: selftest")
     args = ap.parse_args(argv)
     if args.only and (unknown := set(args.only) - {b.name for b in BUGS}):
