@@ -75,6 +75,11 @@ class Endpoint:
             follow_redirects=False,
         )
 
+    @property
+    def busy(self) -> bool:
+        """A request of autod's is in flight to this server."""
+        return self._inflight.locked()
+
     async def complete(
         self, messages: list[dict[str, str]], max_tokens: int, usage: TokenUsage, deadline: float
     ) -> wire.Completion:

@@ -126,10 +126,16 @@ class LLMPlanner:
         return PlanResult(plan=plan, tokens=usage, endpoint=current.url)
 
     async def ping(self) -> bool:
-        """True when GET {base_url}/models answers 2xx within a few seconds."""
+        """True when GET {base_url}/models answers 2xx within a few seconds.
+
+        Also true when it connects but does not answer while autod's own request is running there:
+        a single-slot server (llama-cpp-python) answers /models only between generations.
+        """
         try:
             timeout = min(PING_TIMEOUT_S, self._cfg.request_timeout_s)
             resp = await self._primary.client.get("models", timeout=timeout)
+        except httpx.ReadTimeout:
+            return self._primary.busy
         except httpx.HTTPError:
             return False
         return resp.is_success

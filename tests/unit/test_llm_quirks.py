@@ -286,8 +286,10 @@ class SingleSlot:
     async def __call__(self, request: httpx.Request) -> httpx.Response:
         if request.method == "GET":
             self.log.append("probe")
-            async with self.slot:
-                return httpx.Response(200, json={"data": []})
+            try:
+                return await asyncio.wait_for(self._models(), request.extensions["timeout"]["read"])
+            except TimeoutError:
+                raise httpx.ReadTimeout("timed out", request=request) from None
         self.log.append("post")
         if self.busy:
             self.piled += 1
@@ -301,6 +303,10 @@ class SingleSlot:
             return await asyncio.wait_for(asyncio.shield(generation), request.extensions["timeout"]["read"])
         except TimeoutError:
             raise httpx.ReadTimeout("timed out", request=request) from None
+
+    async def _models(self) -> httpx.Response:
+        async with self.slot:
+            return httpx.Response(200, json={"data": []})
 
     async def _generate(self, seconds: float) -> httpx.Response:
         try:
@@ -415,3 +421,24 @@ def test_an_invalid_plan_carries_the_tokens_its_requests_spent():
     server = Server(primary=replies)
     exc = fails(make(server)[0], PlanInvalid)
     assert exc.tokens == {"prompt": 650, "completion": 70}
+
+
+def test_ping_of_a_single_slot_server_busy_with_our_request_says_reachable(monkeypatch):
+    monkeypatch.setattr("autod.planner.llm.PING_TIMEOUT_S", 0.1)
+    server = SingleSlot([1.0])
+
+    async def go() -> tuple[bool, bool]:
+        planner = LLMPlanner(LLMConfig(base_url="http://primary.test/v1"), None,
+                             transport=httpx.MockTransport(server))
+        try:
+            idle = await planner.ping()
+            task = asyncio.create_task(planner.plan(request()))
+            while not server.busy:
+                await asyncio.sleep(0.01)
+            busy = await asyncio.wait_for(planner.ping(), 5)
+            await task
+            return idle, busy
+        finally:
+            await planner.aclose()
+
+    assert asyncio.run(asyncio.wait_for(go(), 60)) == (True, True)
