@@ -126,6 +126,21 @@ def own_files(settings: Settings) -> list[Path]:
     return out
 
 
+def config_inside_workspace(settings: Settings) -> str | None:
+    """The warning an operator sees when the loaded config file lives inside the workspace, else None."""
+    cfg = settings.config_file
+    if cfg is None:
+        return None
+    real, ws = Path(os.path.realpath(cfg)), Path(os.path.realpath(settings.workspace))
+    if ws not in real.parents:
+        return None
+    return (
+        f"the config {real} lives inside the workspace: a plan can never edit it (autod's own files are"
+        " never plan targets), but a human commit can; review changes to it as you would code, or move it"
+        " out of the workspace (e.g. /etc/autod/autod.yaml)"
+    )
+
+
 class Boundary:
     """Maps plan paths to real paths inside the workspace, or refuses them; decides what may be read."""
 
@@ -232,6 +247,18 @@ class Boundary:
             return None  # binary
         return data.decode("utf-8", "replace")
 
+    def filter_diff(self, diff: str) -> str:
+        """A `git diff` without the sections of files that may not be read (a tracked `.env`, a key...)."""
+        out: list[str] = []
+        keep = True
+        for line in diff.splitlines(keepends=True):
+            if line.startswith("diff --git "):
+                paths = _diff_paths(line[len("diff --git ") :].rstrip("\r\n"))
+                keep = bool(paths) and all(self.readable(p) is not None for p in paths)
+            if keep:
+                out.append(line)
+        return "".join(out)
+
     # -- the rules ---------------------------------------------------------------------
     def _denied(self, norm: str) -> str | None:
         parts = norm.split("/")
@@ -276,6 +303,23 @@ def check_chain(workspace: Path, rel: str) -> None:
             raise PlanRejected(f"{rel}: a parent is not a directory")
         if last and not stat.S_ISREG(st.st_mode):
             raise PlanRejected(f"{rel}: not a regular file")
+
+
+_QUOTED_PAIR = re.compile(r'^"a/((?:[^"\\]|\\.)*)" "b/((?:[^"\\]|\\.)*)"$')
+
+
+def _diff_paths(rest: str) -> list[str]:
+    """The a/ and b/ paths of a `diff --git` header; [] when it cannot be parsed (the section is dropped)."""
+    m = _QUOTED_PAIR.match(rest)
+    if m:  # git C-quotes names with special characters; their escapes only widen what is refused
+        return [m.group(1), m.group(2)]
+    if not rest.startswith("a/"):
+        return []
+    splits = [i for i in range(len(rest)) if rest.startswith(" b/", i)]
+    for i in splits:  # unquoted names may hold " b/": the split where both sides agree, else the first
+        if rest[2:i] == rest[i + 3 :]:
+            return [rest[2:i]]
+    return [rest[2 : splits[0]], rest[splits[0] + 3 :]] if splits else []
 
 
 def show_path(rel: object) -> str:

@@ -16,13 +16,20 @@ from typing import Any
 os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 
+from autod import termsafe
 from autod.config import EXIT_CONFIG, ConfigError, Settings, find_config, load_config
+from autod.filemodes import private_files
 
 MODES = ("auto-debug", "auto-doc", "auto-plan")
 
 
+def _out(text: str, *, file: Any = None) -> None:
+    """Print one line for a human, terminal-safe: text from an LLM, a log or a file cannot drive it."""
+    print(termsafe.line(text), file=file)
+
+
 def _die(msg: str, code: int) -> int:
-    print(f"autod: {msg}", file=sys.stderr)
+    _out(f"autod: {msg}", file=sys.stderr)
     return code
 
 
@@ -115,11 +122,30 @@ def cmd_config_check(args: argparse.Namespace) -> int:
     where = find_config(args.config) or "(no file: defaults)"
     modes = ", ".join(settings.modes.enabled()) or "none"
     planner = "llm" if settings.llm.base_url else "rules"
-    print(
+    from autod import sandbox
+
+    st = sandbox.status(settings)
+    refused = list(st["refused_checks"])  # type: ignore[call-overload]
+    if refused:
+        field = "checks.sandbox" if settings.checks_sandbox == "bwrap" else f"checks.{refused[0]}.sandbox"
+        return _die(f"{where}: {field}: bwrap is required but {st['why']}", EXIT_CONFIG)
+    _out(
         f"{where}: ok (workspace {settings.workspace}, modes {modes},"
         f" checks {', '.join(settings.checks) or 'none'}, planner {planner})"
     )
+    _out(sandbox.describe(st))
+    _warnings(settings)
     return 0
+
+
+def _warnings(settings: Settings) -> list[str]:
+    """Print on stderr (and return) what the operator should know about this config, one line each."""
+    from autod.boundary import config_inside_workspace
+
+    found = [w for w in (config_inside_workspace(settings),) if w]
+    for warning in found:
+        _out(f"autod: warning: {warning}", file=sys.stderr)
+    return found
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -136,47 +162,61 @@ def cmd_status(args: argparse.Namespace) -> int:
             state, queue = off
             data |= offline_status(state, queue)
             data["paused"] = bool(state.get_kv("paused", False))
+        from autod import sandbox
+
+        data["sandbox"] = sandbox.status(settings)
     if args.json:
-        _emit(data)
+        from autod.boundary import config_inside_workspace
+
+        _emit(data | {"warnings": [w for w in (config_inside_workspace(settings),) if w]})
         return 0
+    _warnings(settings)
     if data.get("running"):
-        print(
+        _out(
             f"autod running (pid {data['pid']}, up {data['uptime_s']:.0f}s)"
             f"{' — PAUSED' if data.get('paused') else ''}"
         )
         if data.get("waiting"):
-            print(f"  waiting: {data['waiting']}")
+            _out(f"  waiting: {data['waiting']}")
         if data.get("current_cycle"):
             c = data["current_cycle"]
-            print(f"  in cycle {c['cycle_id']} ({c['mode']}): {c['summary'][:100]}")
-        print(f"  modes: {', '.join(data.get('modes', [])) or 'none'}   memory: {data.get('memory')}")
+            _out(f"  in cycle {c['cycle_id']} ({c['mode']}): {c['summary'][:100]}")
+        _out(f"  modes: {', '.join(data.get('modes', [])) or 'none'}   memory: {data.get('memory')}")
+        if data.get("sandbox"):
+            from autod.sandbox import describe
+
+            _out(f"  {describe(data['sandbox'])}")
         llm = data.get("llm", {})
         if llm.get("configured"):
             circuit = (llm.get("circuit") or {}).get("state", "?")
-            print(f"  llm: {llm.get('endpoint')} reachable={llm.get('reachable')} circuit={circuit}")
+            _out(f"  llm: {llm.get('endpoint')} reachable={llm.get('reachable')} circuit={circuit}")
         else:
-            print("  llm: not configured (offline rules planner)")
+            _out("  llm: not configured (offline rules planner)")
         for s in data.get("sources", []):
             err = f" last error: {s['last_error']}" if s.get("last_error") else ""
-            print(f"  source {s['name']}: {s['state']} (events {s['events']}, restarts {s['restarts']}){err}")
+            _out(f"  source {s['name']}: {s['state']} (events {s['events']}, restarts {s['restarts']}){err}")
         for name, c in data.get("checks", {}).items():
-            print(f"  check {name}: {'ok' if c['ok'] else 'FAILING'} (exit {c['exit_code']})")
+            _out(f"  check {name}: {'ok' if c['ok'] else 'FAILING'} (exit {c['exit_code']})")
         for name, c in data.get("counters", {}).items():
-            print(f"  {name}: {c['used']}/{c['cap']}")
+            _out(f"  {name}: {c['used']}/{c['cap']}")
     else:
-        print("autod is not running" + (" (figures read from the state dir)" if "queue" in data else ""))
+        _out("autod is not running" + (" (figures read from the state dir)" if "queue" in data else ""))
         if data.get("paused"):
-            print("  paused: it starts paused (autod resume)")
+            _out("  paused: it starts paused (autod resume)")
+        if data.get("sandbox"):
+            from autod.sandbox import describe
+
+            _out(f"  {describe(data['sandbox'])}")
     q = data.get("queue")
     if q:
-        print(f"  queue depth: {q.get('depth')}")
+        _out(f"  queue depth: {q.get('depth')}")
     if data.get("proposals"):
-        print(f"  pending proposals: {len(data['proposals'])} (autod proposals)")
+        _out(f"  pending proposals: {len(data['proposals'])} (autod proposals)")
     for qd in data.get("quarantined", []) or []:
-        print(f"  quarantined {qd['fingerprint']}: {qd['summary'][:100]}")
+        _out(f"  quarantined {qd['fingerprint']}: {qd['summary'][:100]}")
     for c in (data.get("last_cycles") or [])[:5]:
         status = c["status"] or "running"
-        print(f"  {_ago(c['started_at'])} {c['id']} {c['mode']:<10} {status:<16} {c['summary'][:70]}")
+        _out(f"  {_ago(c['started_at'])} {c['id']} {c['mode']:<10} {status:<16} {c['summary'][:70]}")
     return 0
 
 
@@ -188,13 +228,16 @@ def cmd_history(args: argparse.Namespace) -> int:
         _emit(rows)
         return 0
     if not rows:
-        print("no cycles yet")
+        _out("no cycles yet")
     for c in rows:
         files = ",".join(e["path"] for e in c["edits"]) or "-"
         dur = sum(c["durations_ms"].values()) if c["durations_ms"] else 0
-        print(
-            f"{_ago(c['started_at'])} {c['id']} {c['mode']:<10} {c['status'] or 'running':<16} "
-            f"{dur:>6}ms files={files} {c['summary'][:60]}"
+        rb = c.get("rollback") or {}
+        undone = f" restored={','.join(rb['restored']) or '-'}" if rb else ""
+        undone += f" LEFT={','.join(rb['left'])}" if rb.get("left") else ""
+        _out(
+            f"{_ago(c['started_at'])} {c['id']} {c['mode']:<10} {c['status'] or 'running':<18} "
+            f"{dur:>6}ms files={files}{undone} {c['summary'][:60]}"
         )
     return 0
 
@@ -230,11 +273,12 @@ def cmd_proposals(args: argparse.Namespace) -> int:
         _emit(rows)
         return 0
     if not rows:
-        print("no pending proposals")
+        _out("no pending proposals")
     for p in rows:
-        print(f"proposal {p['id']} ({p['mode']}, expires {_ago(p['expires_at'])}): {p['summary']}")
-        print(f"  for: {p['event'][:120]}")
-        print("\n".join("  " + line for line in p["diff"].splitlines()))
+        _out(f"proposal {p['id']} ({p['mode']}, expires {_ago(p['expires_at'])}): {p['summary']}")
+        _out(f"  for: {p['event'][:120]}")
+        for line in p["diff"].split("\n"):  # not splitlines(): U+2028 or NEL must not start a line
+            _out("  " + line)
     return 0
 
 
@@ -251,11 +295,11 @@ def _daemon_call(args: argparse.Namespace, cmd: str, label: str | None = None, *
     if getattr(args, "json", False):
         _emit(resp)
     elif resp.get("ok"):
-        print(_decision(cmd, resp))
+        _out(_decision(cmd, resp))
     elif resp.get("error"):
-        print(f"autod: {resp['error']}", file=sys.stderr)
+        _out(f"autod: {resp['error']}", file=sys.stderr)
     else:  # the approved plan ran but did not hold: say how the cycle ended and why
-        print(f"autod: proposal {resp.get('proposal')} not applied: {_decision(cmd, resp)}", file=sys.stderr)
+        _out(f"autod: proposal {resp.get('proposal')} not applied: {_decision(cmd, resp)}", file=sys.stderr)
     return 0 if resp.get("ok") else 1
 
 
@@ -283,7 +327,7 @@ def _set_pause(args: argparse.Namespace, paused: bool) -> int:
     settings = _settings(args)
     try:
         resp = _ask(settings, "pause" if paused else "resume")
-        print("paused" if resp.get("paused") else "resumed")
+        _out("paused" if resp.get("paused") else "resumed")
         return 0
     except DaemonDown:
         off = _offline(settings)
@@ -293,7 +337,7 @@ def _set_pause(args: argparse.Namespace, paused: bool) -> int:
 
             off = (State(settings.state_path / "state.db"), None)
         off[0].set_kv("paused", paused)
-        print(
+        _out(
             f"{'paused' if paused else 'resumed'} (the daemon is not running; it starts "
             f"{'paused' if paused else 'normally'})"
         )
@@ -317,11 +361,11 @@ def cmd_trigger(args: argparse.Namespace) -> int:
         event = manual_event(args.mode, args.path, args.message)
         q.put(event)
         q.close()
-        print(f"queued {event.id} (the daemon is not running; it runs when autod starts)")
+        _out(f"queued {event.id} (the daemon is not running; it runs when autod starts)")
         return 0
     if not resp.get("ok"):
         return _die(resp.get("error", "failed"), 1)
-    print(f"queued {resp['event_id']}")
+    _out(f"queued {resp['event_id']}")
     return 0
 
 
@@ -348,14 +392,14 @@ def cmd_memory(args: argparse.Namespace) -> int:
     from autod.memory.report import format_hits, format_stats
 
     if args.memory_cmd == "stats":
-        print(format_stats(resp["stats"]))
+        print(termsafe.block(format_stats(resp["stats"])))
     elif args.memory_cmd == "search":
         rows = resp["hits"]
         hits = [Recalled(h["id"], Tier(h["tier"]), h["text"], h["score"], h["metadata"]) for h in rows]
-        print(format_hits(hits))
+        print(termsafe.block(format_hits(hits)))
     else:
         verb = "would remove" if resp.get("dry_run") else "removed"
-        print(f"{verb}: " + ", ".join(f"{t} {n}" for t, n in resp["removed"].items()))
+        _out(f"{verb}: " + ", ".join(f"{t} {n}" for t, n in resp["removed"].items()))
     return 0
 
 
@@ -450,7 +494,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return int(args.fn(args))
+        with private_files():  # whatever a command creates for autod is 0700/0600 (autod.filemodes)
+            return int(args.fn(args))
     except ConfigError as exc:
         return _die(str(exc), EXIT_CONFIG)
     except BrokenPipeError:

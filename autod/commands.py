@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 import uuid
@@ -10,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from autod import sandbox
 from autod.events import Event, EventKind, fingerprint
 from autod.memory import Tier
 from autod.memory.report import hits_to_json
@@ -101,6 +103,7 @@ class Commands:
             "counters": counters,
             "llm": llm,
             "memory": "on" if d.memory is not None else "off",
+            "sandbox": await asyncio.to_thread(sandbox.status, d.settings),
             **snap,
         }
 

@@ -9,10 +9,19 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
-from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic import (
+    AliasPath,
+    BaseModel,
+    Field,
+    PrivateAttr,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from autod.config_models import (
@@ -35,6 +44,7 @@ from autod.config_models import (
     Strict,
     WatchSource,
     validate_cron,
+    yaml_off,
 )
 
 __all__ = [
@@ -90,6 +100,13 @@ class Settings(BaseSettings):
     state_dir: Path | None = None
     modes: Modes = Field(default_factory=Modes)
     checks: dict[str, CheckConfig] = Field(default_factory=dict)
+    # `checks.sandbox` in the YAML (AUTOD_CHECKS__SANDBOX): a reserved key inside `checks:`, taken
+    # out of the mapping before the checks are validated, so no check may be named `sandbox`.
+    checks_sandbox: Literal["auto", "bwrap", "off"] = Field(
+        "auto",
+        validation_alias=AliasPath("checks", "sandbox"),
+        description="auto: bwrap when it works here, else unsandboxed (said loudly); bwrap: required; off",
+    )
     sources: list[SourceConfig] = Field(default_factory=list)
     llm: LLMConfig = Field(default_factory=LLMConfig)
     limits: Limits = Field(default_factory=Limits)
@@ -98,6 +115,31 @@ class Settings(BaseSettings):
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     # The file these settings were loaded from (None: defaults only): one of autod's own files.
     _config_file: Path | None = PrivateAttr(None)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_alias_by_name(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "checks_sandbox" in data:
+            raise ValueError("checks_sandbox: unknown key (the sandbox mode is checks.sandbox)")
+        return data
+
+    @field_validator("checks_sandbox", mode="before")
+    @classmethod
+    def _sandbox_mode(cls, v: Any) -> Any:
+        v = yaml_off(v)
+        if v not in ("auto", "bwrap", "off"):
+            raise ValueError(
+                "must be auto, bwrap or off (checks.sandbox is reserved for the sandbox mode:"
+                " no check may be named 'sandbox')"
+            )
+        return v
+
+    @field_validator("checks", mode="before")
+    @classmethod
+    def _drop_sandbox_key(cls, v: Any) -> Any:
+        if isinstance(v, dict) and "sandbox" in v:
+            return {k: x for k, x in v.items() if k != "sandbox"}  # validated as checks_sandbox
+        return v
 
     @field_validator("checks")
     @classmethod
@@ -144,7 +186,12 @@ class Settings(BaseSettings):
         return self.llm.api_key.get_secret_value() if self.llm.api_key else None
 
     def secrets(self) -> list[str]:
-        """Every secret value in force, for the log redaction processor."""
+        """Every secret value in force: redacted from logs, check output, prompts and memory.
+
+        The LLM key from wherever it comes (credential, key file, config, env) and every other
+        SecretStr in the config (the fallback's key, a memory server token, ...), found by walking
+        the models so a secret field added later is covered without a change here.
+        """
         out: list[str] = []
         key = None
         try:
@@ -153,9 +200,24 @@ class Settings(BaseSettings):
             key = None
         if key:
             out.append(key)
-        if self.llm.fallback and self.llm.fallback.api_key:
-            out.append(self.llm.fallback.api_key.get_secret_value())
-        return [s for s in out if len(s) >= 4]
+        out += _secret_values(self)
+        return sorted({s for s in out if len(s) >= 4})
+
+
+def _secret_values(value: Any, depth: int = 0) -> list[str]:
+    """The values of every SecretStr in a config model tree."""
+    if depth > 8:
+        return []
+    if isinstance(value, SecretStr):
+        return [value.get_secret_value()]
+    if isinstance(value, BaseModel):
+        fields = type(value).model_fields
+        return [s for name in fields for s in _secret_values(getattr(value, name), depth + 1)]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _secret_values(v, depth + 1)]
+    if isinstance(value, list | tuple):
+        return [s for v in value for s in _secret_values(v, depth + 1)]
+    return []
 
 
 # ---------------------------------------------------------------------------------------
@@ -259,6 +321,8 @@ def _format_error(path: Path | None, text: str, exc: ValidationError) -> str:
             msg = "unknown key"
         elif err["type"] == "missing":
             msg = "required key is missing"
+        elif err["type"] == "union_tag_invalid":  # pydantic's message quotes the value given
+            msg = f"must be one of {err.get('ctx', {}).get('expected_tags', 'the known types')}"
         where = str(path) if path else "<config>"
         if line is not None:
             where += f":{line}"

@@ -40,19 +40,54 @@ def validate_cron(expr: str) -> str:
     return expr
 
 
+def yaml_off(v: Any) -> Any:
+    """YAML 1.1 reads an unquoted `off` as false: for a sandbox mode, it means "off"."""
+    return "off" if v is False else v
+
+
 CronStr = Annotated[str, Field(min_length=9, max_length=200)]
+
+
+# The tests and the files that configure them: the judges of a fix, never the fix's to change.
+DEFAULT_JUDGE_GLOBS = (
+    "**/tests/**",
+    "**/test/**",
+    "**/test_*.py",
+    "**/*_test.py",
+    "**/conftest.py",
+    "pytest.ini",
+    "tox.ini",
+    "setup.cfg",
+    "noxfile.py",
+    ".coveragerc",
+)
+JudgeGlobs = Annotated[list[Annotated[str, Field(min_length=1, max_length=500)]], Field(max_length=500)]
 
 
 class DebugMode(Strict):
     enabled: bool = Field(True, description="fix failing checks and build errors")
     require_confirmation: bool | None = Field(None, description="override limits.require_confirmation")
     max_attempts_per_cycle: int = Field(2, ge=1, le=5, description="re-plans after a rolled-back attempt")
+    judge_globs: JudgeGlobs = Field(
+        default_factory=lambda: list(DEFAULT_JUDGE_GLOBS),
+        description="tests and test config a plan may not edit (plus the checks' own scripts)",
+    )
+    allow_judge_edits: bool = Field(
+        False, description="true: a plan editing the judges is not refused but always waits for approval"
+    )
 
 
 class DocMode(Strict):
     enabled: bool = Field(False, description="keep docs and docstrings in step with code changes")
     require_confirmation: bool | None = None
     doc_globs: list[str] = Field(default_factory=lambda: ["docs/**", "*.md"])
+    judge_globs: JudgeGlobs = Field(
+        default_factory=lambda: list(DEFAULT_JUDGE_GLOBS),
+        description="tests and test config a plan may not edit (doctests judge too)",
+    )
+    allow_judge_edits: bool = Field(
+        False, description="true: a plan editing the judges is not refused but always waits for approval"
+    )
 
 
 class PlanMode(Strict):
@@ -92,6 +127,22 @@ class CheckConfig(Strict):
     fixer: bool = Field(False, description="the offline planner may run it to fix files")
     output_limit_kb: int = Field(64, ge=1, le=10240)
     env: dict[str, str] = Field(default_factory=dict)
+    sandbox: Literal["auto", "bwrap", "off"] | None = Field(
+        None, description="override checks.sandbox for this check (null: inherit)"
+    )
+    network: bool = Field(False, description="true: the sandboxed check may use the network")
+
+    _sandbox = field_validator("sandbox", mode="before")(lambda v: yaml_off(v))
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, v: dict[str, str]) -> dict[str, str]:
+        from autod.sandbox import env_name_denied
+
+        bad = sorted(k for k in v if env_name_denied(k))
+        if bad:
+            raise ValueError(f"{', '.join(bad)}: autod's own and systemd's variables never reach a check")
+        return v
 
     @field_validator("when", mode="before")
     @classmethod

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import dataclasses
 import json
+import threading
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -17,6 +18,7 @@ import structlog
 from autod import logs
 from autod.act.edits import FileChange, prepare, unified_diff
 from autod.act.journal import Journal
+from autod.act.judges import requires_approval
 from autod.errors import ContextTooLong, CycleError, LLMUnavailable, PlanInvalid, PlanRejected
 from autod.events import FAILURE_KINDS, Event
 from autod.limits import CircuitBreaker, Gate
@@ -28,6 +30,9 @@ from autod.planner import Planner, PlanRequest, PlanResult
 from autod.reflect import Reflection, distil_lesson, log_reflection
 
 log = structlog.get_logger("autod.cycle")
+
+# outcomes that count as an attempt on the failure's fingerprint (toward quarantine)
+ATTEMPT_STATUSES = ("fixed", "improved", "rolled_back", "partly_rolled_back", "rejected", "no_change")
 
 
 @dataclass
@@ -105,7 +110,7 @@ class Cycle:
         )
         if self.deps.memory is not None:
             excerpt = str(self.event.payload.get("excerpt", ""))[:2000]
-            text = f"{self.event.kind}: {self.event.summary}\n{excerpt}"
+            text = logs.redact_text(f"{self.event.kind}: {self.event.summary}\n{excerpt}")
             await self.deps.memory.observe(
                 text,
                 {
@@ -157,6 +162,7 @@ class Cycle:
                 async with self.phase("act"):
                     verification = await self.act(plan)
             except PlanRejected as exc:
+                self.r.refusals.append(exc.reason[:1000])
                 if attempt == max_attempts:
                     raise
                 # refused unwritten (a search text not found, a path outside...): ask again with the reason
@@ -166,8 +172,8 @@ class Cycle:
             if verification is None:  # stored as a proposal
                 return
             self.r.status, self.r.reason = verification.status, verification.reason or None
-            if verification.status != "rolled_back":
-                return
+            if verification.status != "rolled_back" or self._left_behind():
+                return  # a file someone else changed meanwhile: no second attempt over their work
             self.attempts.append(Attempt(plan.summary, self._last_diff, verification.output))
             self.last_attempt = self.attempts[-1].as_dict()
 
@@ -194,7 +200,11 @@ class Cycle:
         return Attempt(last.get("summary", ""), last.get("diff", ""), last.get("output", ""))
 
     async def ask_planner(self, context: dict[str, str]) -> PlanResult:
-        messages = self.mode.messages(self.event, context, self.attempts)
+        # the last line of defence: no configured secret value leaves in a prompt
+        messages = [
+            {**m, "content": logs.redact_secrets(m["content"])} if isinstance(m.get("content"), str) else m
+            for m in self.mode.messages(self.event, context, self.attempts)
+        ]
         request = PlanRequest(
             mode=self.mode.name,
             event=self.event,
@@ -238,10 +248,15 @@ class Cycle:
 
     async def act(self, plan: Plan) -> Verification | None:
         """Apply under every act rule, verify, keep or roll back. None: stored as a proposal."""
-        changes = await self.prepare(plan)
-        self._last_diff = unified_diff(changes)
-        if self.approved is None and self.settings.mode_requires_confirmation(self.mode.name):
+        changes, self._last_diff = await self.prepare(plan)
+        judged = requires_approval(self.settings, self.mode.name, changes)  # allowed judge edits
+        if self.approved is None and (judged or self.settings.mode_requires_confirmation(self.mode.name)):
             await self.propose(plan, changes)
+            if judged:
+                self.r.reason = (
+                    f"the plan edits {', '.join(judged)}, which judge the fix: with "
+                    f"modes.{self.mode.name}.allow_judge_edits it waits for `autod approve`"
+                )
             return None
         journal = Journal.begin(self.settings.state_path, self.r.cycle_id)
         kept = False
@@ -263,14 +278,28 @@ class Cycle:
                 await asyncio.shield(
                     asyncio.to_thread(journal.rollback, on_write=self.deps.own_writes.record)
                 )
-                log.info("rolled back", files=[c.rel for c in changes])
+                if journal.outcome is not None:
+                    self.r.rollback = journal.outcome.record()
+                log.info("rolled back", files=[c.rel for c in changes], rollback=self.r.rollback)
 
-    async def prepare(self, plan: Plan) -> list[FileChange]:
+    async def prepare(self, plan: Plan) -> tuple[list[FileChange], str]:
+        """The plan's changes and their diff, computed in a worker thread (never on the event loop)."""
         caps = await self.state.call(self.deps.gate.caps)
         if caps.max_edits <= 0:
             raise PlanRejected("max_edits_per_day reached")
         scope = chain(self.mode.scope(self.deps.env))
-        return await asyncio.to_thread(prepare, plan, self.deps.env.boundary, caps, scope=scope)
+        boundary = self.deps.env.boundary
+        stop = threading.Event()
+
+        def work() -> tuple[list[FileChange], str]:
+            changes = prepare(plan, boundary, caps, scope=scope, stop=stop)
+            return changes, unified_diff(changes)
+
+        try:
+            return await asyncio.to_thread(work)
+        except asyncio.CancelledError:
+            stop.set()  # the thread ends at its next check: a stop never waits for a huge plan
+            raise
 
     async def propose(self, plan: Plan, changes: list[FileChange]) -> None:
         pid = uuid.uuid4().hex[:10]
@@ -301,10 +330,19 @@ class Cycle:
         path: Path = await writer(self.event, plan, self.deps.env, self.deps.own_writes)
         self.r.status, self.r.report_path = "reported", str(path)
 
+    def _left_behind(self) -> list[str]:
+        """Files a rollback left because someone else changed them after autod wrote them."""
+        return list((self.r.rollback or {}).get("left") or [])
+
     async def reflect(self) -> None:
         async with self.phase("reflect"):
             r = self.r
-            if r.status in ("fixed", "improved", "rolled_back", "rejected", "no_change"):
+            left = self._left_behind()
+            if left:  # never a clean `rolled_back` while autod's edit may still be in a file
+                r.status = "partly_rolled_back"
+                why = f"rollback left {', '.join(left)}: changed by someone else after autod wrote it"
+                r.reason = f"{why}; {r.reason}" if r.reason else why
+            if r.status in ATTEMPT_STATUSES:
                 attempt = self.last_attempt
                 if r.status == "rejected":
                     attempt = {"summary": r.plan_summary or "", "diff": "", "output": f"rejected: {r.reason}"}
@@ -350,9 +388,10 @@ class Cycle:
                 default=str,
             )
             # deferred: the memory's writer stores them off the cycle's path; the next recall waits for them
-            await mem.add_episode(episode, meta, defer=True)
+            await mem.add_episode(logs.redact_text(episode), meta, defer=True)
             if r.lesson:
-                await mem.add_lesson(r.lesson, meta, success=r.status in ("fixed", "improved"), defer=True)
+                lesson = logs.redact_text(r.lesson)
+                await mem.add_lesson(lesson, meta, success=r.status in ("fixed", "improved"), defer=True)
         except Exception as exc:
             log.warning("memory write failed", error=type(exc).__name__)
 

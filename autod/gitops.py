@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from autod import gitsafe
 from autod.act.edits import FileChange
 
 if TYPE_CHECKING:
@@ -18,21 +19,20 @@ log = structlog.get_logger("autod.git")
 
 
 def _git(workspace: Path, *args: str, input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        ["git", "-C", str(workspace), *args], capture_output=True, input=input, timeout=60, check=False
-    )
+    return gitsafe.run(workspace, *args, input=input, timeout=60)
 
 
 def was_clean(workspace: Path, rel: str, before: bytes) -> bool:
     """Whether `before` (the file as autod found it) is HEAD's version and nothing of it is staged.
 
-    Compared as git objects (`hash-object --path` applies the clean filters, e.g. autocrlf), so a
-    checkout with filters is not mistaken for someone else's change.
+    Compared as git objects without filters: `hash-object --path` would run the repository's clean
+    filter, i.e. its code. A checkout whose working files differ from their blobs (autocrlf, a
+    filter) therefore counts as changed and is left uncommitted, which is the safe side.
     """
     head = _git(workspace, "rev-parse", "-q", "--verify", f"HEAD:{rel}")
     if head.returncode != 0:
         return False  # untracked, new, or no commit yet: not autod's to commit
-    ours = _git(workspace, "hash-object", "--stdin", f"--path={rel}", input=before)
+    ours = _git(workspace, "hash-object", "--stdin", "--no-filters", input=before)
     if ours.returncode != 0 or ours.stdout.strip() != head.stdout.strip():
         return False
     # `git commit -- path` takes the working file: it would also commit over someone's staged change.

@@ -24,6 +24,8 @@ from typing import Any
 import structlog
 from structlog.typing import EventDict, Processor, WrappedLogger
 
+from autod import termsafe
+
 __all__ = [
     "PHASES",
     "bind_cycle",
@@ -32,6 +34,8 @@ __all__ = [
     "flush",
     "get_logger",
     "redact",
+    "redact_secrets",
+    "redact_text",
     "set_phase",
     "set_secrets",
 ]
@@ -69,6 +73,20 @@ def set_secrets(secrets: Sequence[str]) -> None:
     values = sorted({s for s in secrets if s and s.strip()}, key=len, reverse=True)
     # Longest first so a secret that contains another is replaced whole.
     _secret_re = re.compile("|".join(re.escape(s) for s in values)) if values else None
+
+
+def redact_text(text: str) -> str:
+    """`text` with the configured secrets and credential-looking values replaced by ***.
+
+    The same rules as every log line; used for check output and log excerpts before they reach an
+    Event payload, a prompt or memory (the daemon sets the secrets at start-up and on reload).
+    """
+    return _redact_text(text)
+
+
+def redact_secrets(text: str) -> str:
+    """Only the configured secret values replaced by *** (for whole prompts: source code stays as is)."""
+    return _secret_re.sub(REDACTED, text) if _secret_re is not None else text
 
 
 def _redact_text(text: str) -> str:
@@ -114,10 +132,21 @@ def redact(_: WrappedLogger, __: str, event_dict: EventDict) -> EventDict:
 
 
 def _render_json(_: WrappedLogger, __: str, event_dict: EventDict) -> str:
-    # timestamp, level, event first: the file is also read by people with `less`.
+    # timestamp, level, event first: the file is also read by people with `less`, so NEL, U+2028/9,
+    # C1 and bidi controls are written as \uXXXX escapes (the same JSON values, a safe screen).
     head = {k: event_dict[k] for k in ("timestamp", "level", "event") if k in event_dict}
     head.update(event_dict)
-    return json.dumps(head, default=str, ensure_ascii=False)
+    return termsafe.json_text(json.dumps(head, default=str, ensure_ascii=False))
+
+
+def _terminal_safe(_: WrappedLogger, __: str, event_dict: EventDict) -> EventDict:
+    # The console renderer repr()s values (escaping controls) but prints the event text and the
+    # exception block as they are: those two are made terminal-safe here.
+    out = dict(event_dict)
+    for key, shown in (("event", termsafe.line), ("exception", termsafe.block)):
+        if isinstance(out.get(key), str):
+            out[key] = shown(out[key])
+    return out
 
 
 def _drop_timestamp(_: WrappedLogger, __: str, event_dict: EventDict) -> EventDict:
@@ -145,17 +174,23 @@ def _formatter(renderer: Processor, *, text_exceptions: bool, journal: bool) -> 
     if journal:
         processors.append(_drop_timestamp)
     # Redaction after exception rendering so the traceback text is redacted too.
-    processors += [redact, renderer]
+    processors += [redact]
+    if text_exceptions:
+        processors.append(_terminal_safe)
+    processors.append(renderer)
     return structlog.stdlib.ProcessorFormatter(
         processors=processors, foreign_pre_chain=[structlog.stdlib.ExtraAdder(), *_SHARED]
     )
 
 
 class _LogFile(logging.handlers.WatchedFileHandler):
-    """WatchedFileHandler that creates the file (and every reopened one) mode 0640."""
+    """WatchedFileHandler that creates the file (and every reopened one) mode 0600.
+
+    The log holds check output and source excerpts: it is as private as the state dir it lives in.
+    """
 
     def _open(self):  # type: ignore[no-untyped-def]
-        fd = os.open(self.baseFilename, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
+        fd = os.open(self.baseFilename, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         return open(fd, "a", encoding=self.encoding, errors=self.errors)
 
 

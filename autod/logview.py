@@ -1,8 +1,9 @@
 """The reader behind `autod logs`: filter, tail and follow the JSON-lines log.
 
 Lines that are not JSON objects (a torn write, an editor's scratch, a binary blob) are
-skipped, never fatal. `--json` prints matching lines exactly as they are in the file; the
-human format puts one record on one line, the cycle's reflection record included.
+skipped, never fatal. `--json` prints matching lines as they are in the file (re-encoded with
+`\\uXXXX` escapes when one holds a character a terminal would act on); the human format puts one
+record on one line, the cycle's reflection record included. Both are terminal-safe (autod.termsafe).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, BinaryIO, TextIO
+
+from autod import termsafe
 
 __all__ = ["LogFilter", "follow", "format_record", "parse_since", "read_records", "run_logs"]
 
@@ -322,15 +325,16 @@ _RED, _GREEN, _YELLOW, _CYAN, _MAGENTA = "\x1b[31m", "\x1b[32m", "\x1b[33m", "\x
 _LEVEL_SHOW = {10: ("DEBUG", _DIM), 20: ("INFO", _GREEN), 30: ("WARN", _YELLOW), 40: ("ERROR", _RED),
                50: ("CRIT", _RED + _BOLD)}
 _STATUS_COLOR = {"fixed": _GREEN, "improved": _GREEN, "reported": _GREEN, "no_change": _DIM,
-                 "pending_approval": _YELLOW, "rejected": _YELLOW, "rolled_back": _RED, "failed": _RED}
+                 "pending_approval": _YELLOW, "rejected": _YELLOW, "rolled_back": _RED,
+                 "partly_rolled_back": _RED, "failed": _RED}
 _SHOWN_ELSEWHERE = {"timestamp", "level", "event", "mode", "cycle_id", "phase", "event_id", "exception"}
 _REFLECT_KEYS = {"status", "edits", "checks", "durations_ms", "tokens", "memory_used", "lesson"}
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def _clean(text: str) -> str:
-    # One record, one line; and no terminal escapes smuggled in from a build log excerpt.
-    return _CONTROL.sub(lambda m: "\\n" if m.group() == "\n" else f"\\x{ord(m.group()):02x}", text)
+    # One record, one line; and no terminal escapes, C1 controls, bidi overrides or line separators
+    # smuggled in from a build log excerpt or an LLM's summary (autod.termsafe).
+    return termsafe.line(text)
 
 
 def _value(value: Any) -> str:
@@ -445,6 +449,13 @@ def _file_state(path: Path) -> tuple[int, tuple[int, int]] | None:
         return None
 
 
+def _json_line(text: str, record: dict) -> str:
+    """The line as in the file, unless it carries a character a terminal would act on: then re-encoded."""
+    if not termsafe.UNSAFE.search(text):
+        return text
+    return termsafe.json_text(json.dumps(record, ensure_ascii=False, default=str))
+
+
 def run_logs(
     path: Path, *, follow: bool, as_json: bool, flt: LogFilter, n: int, out: TextIO, color: bool | None = None
 ) -> int:
@@ -453,7 +464,7 @@ def run_logs(
         color = out.isatty() and "NO_COLOR" not in os.environ
 
     def emit(text: str, record: dict) -> None:
-        out.write((text if as_json else format_record(record, color=color)) + "\n")
+        out.write((_json_line(text, record) if as_json else format_record(record, color=color)) + "\n")
 
     state = _file_state(path)
     if state is None and not follow and not _rotated(path).exists():

@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 import structlog
 
 from autod.events import FAILURE_KINDS, PRIORITY, Event, EventKind
+from autod.filemodes import private_file
 from autod.queue_paths import MAX_PATHS as MAX_PATHS  # re-exported: importers of autod.queue use it
 from autod.queue_paths import PathUnion
 from autod.queue_paths import paths_fingerprint as paths_fingerprint  # re-exported, as MAX_PATHS
@@ -117,7 +118,7 @@ class EventQueue:
             raise ValueError("max_pending must be >= 1")
         self.path = Path(path)
         self.max_pending = max_pending
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        private_file(self.path)  # 0600 before sqlite opens it; its -wal/-shm take the same mode
         # One connection shared by the caller's thread and the async worker thread: the lock serialises
         # every use, so check_same_thread can be off safely.
         self._lock = threading.Lock()

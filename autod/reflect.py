@@ -16,6 +16,7 @@ STATUSES = (
     "improved",
     "no_change",
     "rolled_back",
+    "partly_rolled_back",  # a rollback left a file someone else changed since autod wrote it
     "rejected",
     "pending_approval",
     "failed",
@@ -47,6 +48,10 @@ class Reflection:
     planner: str | None = None
     quarantined: bool = False
     commit: str | None = None
+    # why each refused attempt was refused by the act rules (unwritten), in order: what the re-plan saw
+    refusals: list[str] = field(default_factory=list)
+    # set when the cycle's edits were rolled back: {"restored": [rel...], "left": [rel...]}
+    rollback: dict[str, list[str]] | None = None
 
     def record(self) -> dict[str, Any]:
         return asdict(self)
@@ -63,6 +68,7 @@ def distil_lesson(r: Reflection, event: Event) -> str | None:
         "fixed": "it worked: the checks pass",
         "improved": "it helped: fewer failures",
         "rolled_back": "it did NOT work and was rolled back",
+        "partly_rolled_back": "it did NOT work; some files were changed by someone else and left as they are",
         "rejected": "the plan was refused by the act rules",
         "failed": "the cycle failed",
         "no_change": "nothing was changed",

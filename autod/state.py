@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
+from autod.filemodes import private_file
 from autod.threads import named_pool
 
 T = TypeVar("T")
@@ -73,7 +74,7 @@ class State:
     """One connection, used from one worker thread; async callers go through :meth:`call`."""
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_file(path)  # 0600 before sqlite opens it; its -wal/-shm take the same mode
         self.path = path
         self._lock = threading.RLock()
         self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=30)
@@ -156,6 +157,7 @@ class State:
             d["checks"] = rec.get("checks", [])
             d["tokens"] = rec.get("tokens", {})
             d["durations_ms"] = rec.get("durations_ms", {})
+            d["rollback"] = rec.get("rollback")
             out.append(d)
         return out
 

@@ -7,6 +7,7 @@ import contextlib
 import fcntl
 import os
 import signal
+import subprocess
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -15,8 +16,9 @@ from typing import Any
 
 import structlog
 
-from autod import logs
+from autod import gitsafe, logs, sandbox
 from autod.act.journal import recover
+from autod.boundary import config_inside_workspace
 from autod.checks import CheckResult
 from autod.config import ConfigError, CronSource, LogtailSource, Settings, WatchSource, load_config
 from autod.control import ControlServer, socket_path
@@ -181,7 +183,9 @@ class Daemon:
         """Checks run by verification (the cycle already holds the workspace lock)."""
         from autod.checks import run_check
 
-        result = await run_check(name, self.settings.checks[name], self.settings.workspace)
+        result = await run_check(
+            name, self.settings.checks[name], self.settings.workspace, settings=self.settings
+        )
         await self._on_check(result)
         return result
 
@@ -382,6 +386,7 @@ class Daemon:
         # asyncio.to_thread's pool, bounded and named (`top -H`, the soak test's thread census)
         asyncio.get_running_loop().set_default_executor(named_pool(IO_POOL, IO_POOL_WORKERS))
         await self._open()
+        sandbox.log_startup(await asyncio.to_thread(sandbox.status, self.settings))
         self._install_signals()
         control = ControlServer(socket_path(self.settings), Commands(self).handle)
         await control.start()
@@ -400,6 +405,9 @@ class Daemon:
             once=self.once,
             memory="on" if self.memory else "off",
         )
+        inside = config_inside_workspace(self.settings)
+        if inside:
+            log.warning("config.inside_workspace", config=str(self.settings.config_file), detail=inside)
         self.notifier.ready(f"running; modes {', '.join(m.name for m in self.modes) or 'none'}")
         stop_wait = asyncio.create_task(self.stopping.wait(), name="stop-wait")
         try:
@@ -453,18 +461,8 @@ async def _git_head(workspace: Path) -> str | None:
     if not (workspace / ".git").exists():
         return None
     try:
-        proc = await asyncio.create_subprocess_exec(
-            "git",
-            "-C",
-            str(workspace),
-            "rev-parse",
-            "HEAD",
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL,
-            stdin=asyncio.subprocess.DEVNULL,
-        )
-        out, _ = await asyncio.wait_for(proc.communicate(), 10)
-    except (OSError, TimeoutError):
+        proc = await gitsafe.arun(workspace, "rev-parse", "HEAD", timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
         return None
-    rev = out.decode().strip()
+    rev = proc.stdout.decode().strip()
     return rev if proc.returncode == 0 and rev else None

@@ -156,7 +156,7 @@ async def in_process(root: Path, n: int) -> dict[str, Any]:
     async def run_check(name: str) -> Any:
         from autod.checks import run_check as rc
 
-        return await rc(name, settings.checks[name], settings.workspace)
+        return await rc(name, settings.checks[name], settings.workspace, settings=settings)
 
     breaker = CircuitBreaker(settings.llm.circuit_failures, settings.llm.circuit_cooldown_s)
     env = ModeEnv(settings=settings, state=state, memory=memory, run_check=run_check)

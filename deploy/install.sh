@@ -191,6 +191,38 @@ install_venv() {
     say "installed: autod into $VENV"
 }
 
+# bubblewrap: checks run sandboxed under it (docs/SECURITY.md). Installed with the system's
+# package manager when missing; never fatal: without it autod runs checks unsandboxed and says
+# so at start-up, in `autod status` and in `autod config check`.
+install_bubblewrap() {
+    if command -v bwrap >/dev/null 2>&1; then
+        say "unchanged: bubblewrap ($(command -v bwrap))"
+        return
+    fi
+    local cmd=()
+    if command -v apt-get >/dev/null 2>&1; then
+        cmd=(apt-get install -y -qq bubblewrap)
+    elif command -v dnf >/dev/null 2>&1; then
+        cmd=(dnf install -y -q bubblewrap)
+    elif command -v zypper >/dev/null 2>&1; then
+        cmd=(zypper --non-interactive install bubblewrap)
+    fi
+    if [ "${#cmd[@]}" = 0 ]; then
+        say "warning: bubblewrap is missing and no apt-get/dnf/zypper here: install it by hand" >&2
+        return
+    fi
+    if [ "$LIVE" = 1 ]; then
+        if [ "${cmd[0]}" = apt-get ]; then apt-get update -qq >/dev/null 2>&1 || true; fi
+        if "${cmd[@]}" >/dev/null 2>&1 && command -v bwrap >/dev/null 2>&1; then
+            say "installed: bubblewrap"
+        else
+            say "warning: could not install bubblewrap (${cmd[*]}): checks will run unsandboxed" >&2
+        fi
+    else
+        system "${cmd[@]}"
+    fi
+}
+
 # The `autod` on PATH: the venv's CLI with the environment autod.service gives the daemon,
 # so `sudo -u autod autod status|logs|pause` finds the same config, state, log and socket.
 # AUTOD_INSTANCE=NAME does the same for autod@NAME.service.
@@ -216,6 +248,7 @@ EOF
 do_install() {
     [ -f "$SRC/config/autod.yaml" ] || die "$SRC/config/autod.yaml not found: run from an autod checkout"
     create_user
+    install_bubblewrap
     install_venv
     install_cli
 

@@ -23,3 +23,23 @@ def calc_repo(tmp_path: Path) -> Path:
     from daemon import make_calc_repo
 
     return make_calc_repo(tmp_path / "repo")
+
+
+def inside_a_check_sandbox() -> bool:
+    """Whether these tests run as autod's own check, under bwrap (its init is PID 1)."""
+    try:
+        return Path("/proc/1/comm").read_text().strip() == "bwrap"
+    except OSError:
+        return False
+
+
+@pytest.fixture
+def real_bwrap() -> None:
+    """bubblewrap must work here (CI installs it: its absence fails, never skips), except inside
+    autod's own check sandbox, where root keeps no capability and bwrap cannot nest."""
+    from autod import sandbox
+
+    verdict = sandbox.probe()
+    if not verdict.works and inside_a_check_sandbox():
+        pytest.skip("nested in autod's check sandbox: bwrap cannot run here")
+    assert verdict.works, verdict.why

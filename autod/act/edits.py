@@ -2,20 +2,26 @@
 
 Nothing here writes a file. `prepare` either returns every change of the plan or raises
 PlanRejected naming the path and the rule, so an invalid plan is never partly applied.
-Writing (atomic, journaled, reversible) is `autod.act.journal`.
+Writing (atomic, journaled, reversible) is `autod.act.journal`; finding the search text is
+`autod.act.search`; counting and showing changed lines is `autod.act.linediff`. Every step costs
+time linear (or n log n) in the files it reads, so one plan cannot stall the daemon, and a set
+`stop` event ends the work at the next edit (the daemon is stopping).
 """
 
 from __future__ import annotations
 
-import difflib
 import os
 import stat
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from autod.act import linediff
+from autod.act.search import Stopped, apply_edit
 from autod.boundary import TMP_MARKER, Boundary, check_chain, glob_match
+from autod.filemodes import workspace_umask
 
 __all__ = [
     "TMP_MARKER",
@@ -23,6 +29,7 @@ __all__ = [
     "Caps",
     "FileChange",
     "ScopeCheck",
+    "Stopped",
     "check_chain",
     "glob_match",
     "new_file_mode",
@@ -52,7 +59,7 @@ class FileChange:
     old: bytes | None  # None: the file does not exist (creation)
     new: bytes
     mode: int | None  # permission bits of the original (kept on write); None for new files
-    added: int  # lines added (difflib over decoded text)
+    added: int  # lines added (autod.act.linediff over the decoded text)
     removed: int
 
 
@@ -60,24 +67,34 @@ ScopeCheck = Callable[[FileChange], None]
 
 
 def prepare(
-    plan: Plan, boundary: Boundary, caps: Caps, *, scope: ScopeCheck | None = None
+    plan: Plan,
+    boundary: Boundary,
+    caps: Caps,
+    *,
+    scope: ScopeCheck | None = None,
+    stop: threading.Event | None = None,
 ) -> list[FileChange]:
     """Validate every edit of the plan and compute the resulting files; write nothing.
 
-    Raises PlanRejected on the first broken rule: confinement, deny globs, search/replace,
-    text-only and size, the mode's scope hook, then the edit and line caps.
+    Raises PlanRejected on the first broken rule: the edit cap, confinement, deny globs,
+    search/replace, text-only and size, the mode's scope hook, then the line cap. Raises Stopped
+    when `stop` is set (checked between steps).
     """
+    # The cheap cap first: a plan of a thousand edits is refused before any file is read.
+    if len(plan.edits) > caps.max_edits:
+        raise PlanRejected(f"plan has {len(plan.edits)} edits, over the edit cap of {caps.max_edits}")
     originals: dict[str, tuple[Path, bytes | None, int | None]] = {}
     texts: dict[str, str | None] = {}
     order: list[str] = []
     for edit in plan.edits:
+        _check(stop)
         rel, path = boundary.resolve(edit.path)
         if rel not in originals:
             old, mode = _read_original(rel, path, caps.max_file_bytes)
             originals[rel] = (path, old, mode)
             texts[rel] = None if old is None else _decode(rel, old)
             order.append(rel)
-        texts[rel] = _apply_edit(rel, texts[rel], edit.search, edit.replace)
+        texts[rel] = _apply_edit(rel, texts[rel], edit.search, edit.replace, stop)
 
     changes: list[FileChange] = []
     for rel in order:
@@ -90,15 +107,15 @@ def prepare(
             continue
         if len(new) > caps.max_file_bytes:
             raise PlanRejected(f"{rel}: would be {len(new)} bytes, over max_file_bytes {caps.max_file_bytes}")
-        added, removed = _count_lines("" if old is None else old.decode("utf-8"), text)
+        _check(stop)
+        added, removed = linediff.count("" if old is None else old.decode("utf-8"), text)
         changes.append(FileChange(rel, path, old, new, mode, added, removed))
 
     if scope is not None:
         for change in changes:
+            _check(stop)
             scope(change)
 
-    if len(plan.edits) > caps.max_edits:
-        raise PlanRejected(f"plan has {len(plan.edits)} edits, over the edit cap of {caps.max_edits}")
     lines = sum(c.added + c.removed for c in changes)
     if lines > caps.max_lines:
         raise PlanRejected(f"plan changes {lines} lines, over the line cap of {caps.max_lines}")
@@ -109,13 +126,13 @@ def unified_diff(changes: Sequence[FileChange], *, context: int = 3) -> str:
     """A git-style unified diff (a/ and b/ prefixes) of the changes, for proposals and re-plan prompts."""
     out: list[str] = []
     for c in changes:
-        old = [] if c.old is None else c.old.decode("utf-8").splitlines(keepends=True)
-        new = c.new.decode("utf-8").splitlines(keepends=True)
+        old = [] if c.old is None else linediff.split_lines(c.old.decode("utf-8"))
+        new = linediff.split_lines(c.new.decode("utf-8"))
         out.append(f"diff --git a/{c.rel} b/{c.rel}\n")
         if c.old is None:
             out.append(f"new file mode {0o100000 | new_file_mode():o}\n")
         fromfile = "/dev/null" if c.old is None else f"a/{c.rel}"
-        for line in difflib.unified_diff(old, new, fromfile, f"b/{c.rel}", n=context, lineterm="\n"):
+        for line in linediff.unified(old, new, fromfile, f"b/{c.rel}", n=context):
             if line.endswith("\n"):
                 out.append(line)
             else:
@@ -157,7 +174,7 @@ def _decode(rel: str, data: bytes) -> str:
         raise PlanRejected(f"{rel}: not UTF-8 text, only UTF-8 text is edited") from None
 
 
-def _apply_edit(rel: str, text: str | None, search: str, replace: str) -> str:
+def _apply_edit(rel: str, text: str | None, search: str, replace: str, stop: threading.Event | None) -> str:
     if "\x00" in replace:
         raise PlanRejected(f"{rel}: replacement text contains a NUL byte")
     if search == "":
@@ -166,50 +183,15 @@ def _apply_edit(rel: str, text: str | None, search: str, replace: str) -> str:
         return replace
     if text is None:
         raise PlanRejected(f"{rel}: file does not exist (use an empty search to create it)")
-    search, replace = _match_line_endings(text, search, replace)
-    n = _count_overlapping(text, search)
-    if n == 0:
-        raise PlanRejected(f"search text not found in {rel}")
-    if n > 1:
-        raise PlanRejected(f"search text occurs {n} times in {rel}")
-    return text.replace(search, replace, 1)
+    return apply_edit(rel, text, search, replace, stop)
 
 
-def _match_line_endings(text: str, search: str, replace: str) -> tuple[str, str]:
-    """In a file that is CRLF throughout, LF-only search/replace text is taken as CRLF (endings kept)."""
-    crlf = text.count("\r\n")
-    if crlf == 0 or crlf != text.count("\n") or "\n" not in search or "\r\n" in search:
-        return search, replace
-    if search in text:
-        return search, replace
-    return search.replace("\n", "\r\n"), replace.replace("\r\n", "\n").replace("\n", "\r\n")
-
-
-def _count_overlapping(text: str, search: str) -> int:
-    n, i = 0, text.find(search)
-    while i >= 0:
-        n += 1
-        i = text.find(search, i + 1)
-    return n
-
-
-def _count_lines(old: str, new: str) -> tuple[int, int]:
-    a, b = old.splitlines(keepends=True), new.splitlines(keepends=True)
-    added = removed = 0
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
-        if tag != "equal":
-            removed += i2 - i1
-            added += j2 - j1
-    return added, removed
+def _check(stop: threading.Event | None) -> None:
+    if stop is not None and stop.is_set():
+        raise Stopped()
 
 
 def new_file_mode() -> int:
-    """0o644 less the process umask, read without changing it where the OS allows."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("Umask:"):
-                    return 0o644 & ~int(line.split()[1], 8)
-    except OSError:
-        pass
-    return 0o644  # no portable read-only way to get the umask; don't race other threads with os.umask
+    """0o644 less the umask autod was started with: a new workspace file gets the workspace's usual mode
+    (autod's own files are private under its umask 077, autod.filemodes)."""
+    return 0o644 & ~workspace_umask()

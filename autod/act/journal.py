@@ -15,34 +15,36 @@ The crash-safety argument, step by step:
    edits; without it, recovery rolls them back.
 A file that holds neither the original nor the planned bytes was changed by someone else;
 rollback leaves it alone (and logs it) rather than destroy that change.
+
+No lost save: every workspace write goes through `autod.act.atomic.swap_in`, which never replaces
+a file that changed since it was checked (the user's save wins and the plan is refused). Rollback
+restores the same way, and removes a file it created by moving it aside first and checking what it
+moved. The outcome is honest: `restored` and `left` name the files.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import re
 import secrets
-import stat
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import structlog
 
-from autod.act.edits import TMP_MARKER, FileChange, check_chain, new_file_mode
+from autod.act import atomic
+from autod.act.atomic import OnWrite
+from autod.act.edits import FileChange, check_chain, new_file_mode
 from autod.errors import PlanRejected
 
 log = structlog.get_logger(__name__)
 
-OnWrite = Callable[[Path, bytes | None], None]
-
 MANIFEST = "manifest.json"
 KEPT = "kept"
 _CYCLE_ID = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$")
-_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _CHANGED_BY_OTHERS = "changed by someone else since autod wrote it; left as is"
 
 
@@ -62,6 +64,17 @@ class _ChangedMeanwhile(Exception):
         self.rel = rel
 
 
+@dataclass
+class RollbackOutcome:
+    """What a rollback did: files now as they were, and files it left because someone changed them."""
+
+    restored: list[str] = field(default_factory=list)
+    left: list[str] = field(default_factory=list)
+
+    def record(self) -> dict[str, list[str]]:
+        return {"restored": list(self.restored), "left": list(self.left)}
+
+
 class Journal:
     """The cycle's record of originals: state_dir/journal/<cycle_id>/ ."""
 
@@ -71,6 +84,7 @@ class Journal:
         self._entries = entries or []
         self._changes: list[FileChange] = []
         self._state = "applied" if entries else "begun"  # begun | applied | rolled_back | kept
+        self.outcome: RollbackOutcome | None = None  # set by the first rollback()
 
     @classmethod
     def begin(cls, state_dir: Path, cycle_id: str) -> Journal:
@@ -81,7 +95,7 @@ class Journal:
         root.mkdir(mode=0o700, parents=True, exist_ok=True)
         directory = root / cycle_id
         directory.mkdir(mode=0o700)
-        _fsync_dir(root)
+        atomic.fsync_dir(root)
         return cls(directory)
 
     @property
@@ -114,7 +128,10 @@ class Journal:
                 self._write_one(change, workspace, on_write)
         except _ChangedMeanwhile as e:
             self.rollback(on_write=on_write)
-            raise PlanRejected(f"{e.rel}: changed while the plan was applied; rolled back") from None
+            raise PlanRejected(
+                f"{e.rel}: changed while the plan was applied (someone saved it; their version is kept); "
+                "every edit of the plan was rolled back"
+            ) from None
         except BaseException:
             try:
                 self.rollback(on_write=on_write)
@@ -128,12 +145,13 @@ class Journal:
             raise RuntimeError(f"journal {self.dir.name} was kept; its edits are final")
         if self._state == "rolled_back":
             return []
-        restored: list[str] = []
+        outcome = RollbackOutcome()
         if self._entries and self._workspace is not None:
-            restored = _rollback_entries(self._workspace, self.dir, self._entries, on_write)
+            outcome = _rollback_entries(self._workspace, self.dir, self._entries, on_write)
         _remove_journal_dir(self.dir)
         self._state = "rolled_back"
-        return restored
+        self.outcome = outcome
+        return outcome.restored
 
     def keep(self) -> None:
         """The edits are final: mark kept, then remove the journal dir."""
@@ -141,7 +159,7 @@ class Journal:
             raise RuntimeError(f"journal {self.dir.name} was rolled back; nothing to keep")
         if self._state == "kept":
             return
-        _atomic_write(self.dir / KEPT, b"kept\n", 0o600)
+        atomic.atomic_write(self.dir / KEPT, b"kept\n", 0o600)
         self._state = "kept"
         _remove_journal_dir(self.dir)
 
@@ -151,14 +169,14 @@ class Journal:
             orig = None
             if change.old is not None:
                 orig = f"{n}.orig"
-                _write_new_file(self.dir / orig, change.old, 0o600)
+                atomic.write_new_file(self.dir / orig, change.old, 0o600)
             entries.append(
                 _Entry(
                     rel=change.rel,
                     existed=change.old is not None,
                     mode=change.mode,
-                    orig_sha256=_sha(change.old),
-                    new_sha256=_sha(change.new) or "",
+                    orig_sha256=atomic.sha(change.old),
+                    new_sha256=atomic.sha(change.new) or "",
                     orig=orig,
                     created_dirs=_missing_parents(workspace, change.rel) if change.old is None else [],
                 )
@@ -169,18 +187,21 @@ class Journal:
             "workspace": str(workspace),
             "entries": [e.__dict__ for e in entries],
         }
-        _fsync_dir(self.dir)  # the .orig names are durable before the manifest points at them
-        _atomic_write(self.dir / MANIFEST, json.dumps(manifest, indent=1).encode(), 0o600)
+        atomic.fsync_dir(self.dir)  # the .orig names are durable before the manifest points at them
+        atomic.atomic_write(self.dir / MANIFEST, json.dumps(manifest, indent=1).encode(), 0o600)
         return entries
 
     def _write_one(self, change: FileChange, workspace: Path, on_write: OnWrite | None) -> None:
         check_chain(workspace, change.rel)  # a symlink swapped in since prepare() is refused
-        if _read_current(change.path) != change.old:
+        if atomic.read_current(change.path) != change.old:
             raise _ChangedMeanwhile(change.rel)
         if change.old is None:
             _make_parents(workspace, change.rel)
         mode = change.mode if change.mode is not None else new_file_mode()
-        _atomic_write(change.path, change.new, mode, on_write=on_write)
+        try:
+            atomic.swap_in(change.path, change.new, mode, expected=atomic.sha(change.old), on_write=on_write)
+        except atomic.Displaced:
+            raise _ChangedMeanwhile(change.rel) from None
 
 
 def recover(state_dir: Path, workspace: Path, *, on_write: OnWrite | None = None) -> list[str]:
@@ -209,119 +230,91 @@ def recover(state_dir: Path, workspace: Path, *, on_write: OnWrite | None = None
             # Rolling back into another tree would be wrong; keep the originals for the operator.
             log.error("act.journal_other_workspace", journal=str(directory), workspace=str(recorded_ws))
             continue
-        restored = Journal(directory, real_ws, entries).rollback(on_write=on_write)
-        log.warning("act.recovered", cycle_id=directory.name, restored=restored)
+        journal = Journal(directory, real_ws, entries)
+        restored = journal.rollback(on_write=on_write)
+        left = journal.outcome.left if journal.outcome else []
+        log.warning("act.recovered", cycle_id=directory.name, restored=restored, left=left)
         recovered.append(directory.name)
     return recovered
 
 
 def _rollback_entries(
     workspace: Path, directory: Path, entries: list[_Entry], on_write: OnWrite | None
-) -> list[str]:
-    restored: list[str] = []
+) -> RollbackOutcome:
+    outcome = RollbackOutcome()
     for entry in reversed(entries):
         path = workspace / entry.rel
         _remove_temp_leftovers(path)
         try:
             check_chain(workspace, entry.rel)
-            current = _read_current(path)
+            current = atomic.read_current(path)
         except (PlanRejected, OSError) as e:
             log.warning("act.rollback_skipped", path=entry.rel, reason=str(e))
+            outcome.left.append(entry.rel)
             continue
-        digest = _sha(current)
-        if entry.existed:
-            if current is not None and digest == entry.orig_sha256:
-                pass  # already as it was
-            elif current is None or digest == entry.new_sha256:
-                _restore(path, directory, entry, on_write)
+        digest = atomic.sha(current)
+        try:
+            if entry.existed:
+                if current is not None and digest == entry.orig_sha256:
+                    pass  # already as it was
+                elif current is None or digest == entry.new_sha256:
+                    _restore(path, directory, entry, digest, on_write)
+                else:
+                    raise atomic.Displaced()
             else:
-                log.warning("act.rollback_skipped", path=entry.rel, reason=_CHANGED_BY_OTHERS)
-                continue
-        else:
-            if current is not None and digest != entry.new_sha256:
-                log.warning("act.rollback_skipped", path=entry.rel, reason=_CHANGED_BY_OTHERS)
-                continue
-            if current is not None:
-                if on_write is not None:
-                    on_write(path, None)
-                path.unlink()
-                _fsync_dir(path.parent)
-            for rel_dir in reversed(entry.created_dirs):
-                with contextlib.suppress(OSError):  # not empty (or already gone): leave it
-                    os.rmdir(workspace / rel_dir)
-        restored.append(entry.rel)
-    restored.reverse()
-    return restored
+                if current is not None and digest != entry.new_sha256:
+                    raise atomic.Displaced()
+                if current is not None:
+                    if on_write is not None:
+                        on_write(path, None)
+                    _remove_created(path, entry.new_sha256)
+                for rel_dir in reversed(entry.created_dirs):
+                    with contextlib.suppress(OSError):  # not empty (or already gone): leave it
+                        os.rmdir(workspace / rel_dir)
+        except atomic.Displaced:
+            log.warning("act.rollback_skipped", path=entry.rel, reason=_CHANGED_BY_OTHERS)
+            outcome.left.append(entry.rel)
+            continue
+        outcome.restored.append(entry.rel)
+    outcome.restored.reverse()
+    outcome.left.reverse()
+    return outcome
 
 
-def _restore(path: Path, directory: Path, entry: _Entry, on_write: OnWrite | None) -> None:
+def _restore(
+    path: Path, directory: Path, entry: _Entry, current: str | None, on_write: OnWrite | None
+) -> None:
     if entry.orig is None:
         raise ValueError(f"journal {directory.name}: {entry.rel} has no saved original")
     data = (directory / entry.orig).read_bytes()
-    if _sha(data) != entry.orig_sha256:
+    if atomic.sha(data) != entry.orig_sha256:
         raise ValueError(f"journal {directory.name}: saved original of {entry.rel} is corrupt")
     mode = entry.mode if entry.mode is not None else new_file_mode()
-    _atomic_write(path, data, mode, on_write=on_write)
+    atomic.swap_in(path, data, mode, expected=current, on_write=on_write)
 
 
-def _atomic_write(path: Path, data: bytes, mode: int, *, on_write: OnWrite | None = None) -> None:
-    """Temp file in the same dir, write, fsync, chmod, rename over path, fsync the dir."""
-    tmp = path.parent / f"{_tmp_prefix(path.name)}{secrets.token_hex(6)}"
-    owner = _owner_of(path)
+def _remove_created(path: Path, ours: str) -> None:
+    """Delete a file autod created, unless it changed: moved aside first, so a save cannot slip in."""
+    aside = path.parent / f"{atomic.tmp_prefix(path.name)}{secrets.token_hex(6)}"
+    os.rename(path, aside)
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _O_CLOEXEC, 0o600)
-        try:
-            _write_all(fd, data)
-            if owner is not None and owner != (os.geteuid(), os.getegid()):
-                with contextlib.suppress(PermissionError):  # only root may give a file away
-                    os.fchown(fd, *owner)
-            os.fchmod(fd, mode)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        if on_write is not None:
-            on_write(path, data)  # before the rename: the watcher never sees an unrecorded write
-        os.replace(tmp, path)
+        if atomic.sha(atomic.read_current(aside)) == ours:
+            os.unlink(aside)
+            atomic.fsync_dir(path.parent)
+            return
     except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+        _place_back(aside, path)
         raise
-    _fsync_dir(path.parent)
+    _place_back(aside, path)  # someone wrote to it between the check and the move: theirs stays
+    raise atomic.Displaced()
 
 
-def _write_new_file(path: Path, data: bytes, mode: int) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _O_CLOEXEC, mode)
-    try:
-        _write_all(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
-
-
-def _read_current(path: Path) -> bytes | None:
-    """The file's bytes now, None if it does not exist; never follows a symlink."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | _O_CLOEXEC)
-    except FileNotFoundError:
-        return None
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            raise OSError(f"{path.name} is not a regular file")
-        return f.read()
-
-
-def _owner_of(path: Path) -> tuple[int, int] | None:
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return None
-    return st.st_uid, st.st_gid
+def _place_back(aside: Path, path: Path) -> None:
+    if not atomic.place_new(aside, path):  # the path was re-created meanwhile: keep both, never overwrite
+        kept = path.parent / f"{path.name}.autod-saved-{secrets.token_hex(4)}"
+        os.rename(aside, kept)
+        why = f"a newer file took its place; the moved one is kept as {kept.name}"
+        log.warning("act.rollback_skipped", path=str(path), reason=why)
 
 
 def _missing_parents(workspace: Path, rel: str) -> list[str]:
@@ -339,14 +332,14 @@ def _make_parents(workspace: Path, rel: str) -> None:
         cur = cur / part
         try:
             os.mkdir(cur)
-            _fsync_dir(cur.parent)
+            atomic.fsync_dir(cur.parent)
         except FileExistsError:
             pass
     check_chain(workspace, rel)  # what exists now is still plain directories
 
 
 def _remove_temp_leftovers(path: Path) -> None:
-    prefix = _tmp_prefix(path.name)
+    prefix = atomic.tmp_prefix(path.name)
     try:
         names = os.listdir(path.parent)
     except OSError:
@@ -355,10 +348,6 @@ def _remove_temp_leftovers(path: Path) -> None:
         if name.startswith(prefix):
             with contextlib.suppress(OSError):
                 os.unlink(path.parent / name)
-
-
-def _tmp_prefix(name: str) -> str:
-    return f".{name[:200]}{TMP_MARKER}"  # stays under NAME_MAX with the random suffix
 
 
 def _remove_journal_dir(directory: Path) -> None:
@@ -372,27 +361,10 @@ def _remove_journal_dir(directory: Path) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(directory / name)
         if name == MANIFEST:
-            _fsync_dir(directory)
+            atomic.fsync_dir(directory)
     with contextlib.suppress(FileNotFoundError):
         os.rmdir(directory)
-    _fsync_dir(directory.parent)
-
-
-def _fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _O_CLOEXEC)
-    except FileNotFoundError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # some filesystems refuse fsync on a directory; the rename is still atomic
-        pass
-    finally:
-        os.close(fd)
-
-
-def _sha(data: bytes | None) -> str | None:
-    return None if data is None else hashlib.sha256(data).hexdigest()
+    atomic.fsync_dir(directory.parent)
 
 
 def _workspace_of(change: FileChange) -> Path:

@@ -17,6 +17,7 @@ from autod.checks import CheckResult
 from autod.config import Settings
 from autod.errors import PlanRejected
 from autod.events import Event, EventKind
+from autod.logs import redact_text
 from autod.memory import Memory, Recalled
 from autod.plan import Plan
 from autod.state import State
@@ -42,7 +43,10 @@ class Verification:
 
     @property
     def output(self) -> str:
-        return "\n".join(f"$ check {c.name} (exit {c.exit_code})\n{c.output[-3000:]}" for c in self.checks)
+        """The checks' output for the re-plan prompt and the next cycle (known secrets redacted)."""
+        return redact_text(
+            "\n".join(f"$ check {c.name} (exit {c.exit_code})\n{c.output[-3000:]}" for c in self.checks)
+        )
 
 
 @dataclass

@@ -6,13 +6,26 @@ import asyncio
 import builtins
 import os
 import re
+import subprocess
 from pathlib import Path
 
+from autod import gitsafe
 from autod.act.edits import ScopeCheck
+from autod.act.judges import Judges
+from autod.boundary import Boundary
 from autod.checks import CheckResult
 from autod.events import Event, EventKind
 from autod.memory import Recalled
-from autod.modes import Attempt, ModeEnv, Verification, pack, python_syntax_scope, recalled_text, render
+from autod.modes import (
+    Attempt,
+    ModeEnv,
+    Verification,
+    chain,
+    pack,
+    python_syntax_scope,
+    recalled_text,
+    render,
+)
 from autod.paths import GENERATED_DIRS, NOT_SOURCE_DIRS
 from autod.plan import Plan
 
@@ -34,31 +47,29 @@ def count_failures(result: CheckResult) -> int:
     return max(1, len(parse_failures(result.output)))
 
 
-def source_windows(workspace: Path, locations: list[dict[str, object]], budget_chars: int = 16000) -> str:
-    """Numbered source around each file:line the failure names, resolved inside the workspace only."""
-    root = workspace.resolve()
+def source_windows(boundary: Boundary, locations: list[dict[str, object]], budget_chars: int = 16000) -> str:
+    """Numbered source around each file:line the failure names, read only where the Boundary allows."""
     seen: set[tuple[str, int]] = set()
     parts: list[str] = []
     used = 0
     for loc in locations[:20]:
-        rel, line = str(loc.get("path", "")), loc.get("line")
-        if not isinstance(line, int) or not rel:
+        raw, line = str(loc.get("path", "")), loc.get("line")
+        if not isinstance(line, int) or not raw:
             continue
-        p = Path(rel)
-        path = (p if p.is_absolute() else root / p).resolve()
-        if not path.is_relative_to(root) or not path.is_file() or ".git" in path.relative_to(root).parts:
+        rel = boundary.readable(raw)  # never .git, a deny glob (.env, keys), the state dir, autod's files
+        if rel is None:
             continue
-        key = (str(path), line // (WINDOW * 2))
+        key = (rel, line // (WINDOW * 2))
         if key in seen:
             continue
         seen.add(key)
-        try:
-            lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-        except OSError:
+        text = boundary.read_text(rel)
+        if text is None:
             continue
+        lines = text.splitlines()
         lo, hi = max(1, line - WINDOW), min(len(lines), line + WINDOW)
         body = "\n".join(f"{n:5d}{'>' if n == line else ' '} {lines[n - 1]}" for n in range(lo, hi + 1))
-        block = f"--- {path.relative_to(root).as_posix()} (lines {lo}-{hi}) ---\n{body}"
+        block = f"--- {rel} (lines {lo}-{hi}) ---\n{body}"
         if used + len(block) > budget_chars:
             break
         parts.append(block)
@@ -71,34 +82,30 @@ _BUILTINS = frozenset(dir(builtins))
 _SKIP = NOT_SOURCE_DIRS | GENERATED_DIRS
 
 
-def called_names(workspace: Path, locations: list[dict[str, object]], limit: int = 8) -> list[str]:
+def called_names(boundary: Boundary, locations: list[dict[str, object]], limit: int = 8) -> list[str]:
     """Functions called on the lines a failure names: their definitions are the likely culprits."""
-    root = workspace.resolve()
     names: list[str] = []
     for loc in locations[:10]:
-        rel, line = str(loc.get("path", "")), loc.get("line")
-        if not isinstance(line, int):
+        raw, line = str(loc.get("path", "")), loc.get("line")
+        if not isinstance(line, int) or not raw:
             continue
-        path = (root / rel).resolve()
-        if not path.is_relative_to(root) or not path.is_file():
+        text = boundary.read_text(raw)
+        if text is None:
             continue
-        try:
-            text = path.read_text(encoding="utf-8", errors="replace").splitlines()
-        except OSError:
-            continue
-        if 0 < line <= len(text):
-            for name in _CALL.findall(text[line - 1]):
+        lines = text.splitlines()
+        if 0 < line <= len(lines):
+            for name in _CALL.findall(lines[line - 1]):
                 if name not in _BUILTINS and name not in names:
                     names.append(name)
     return names[:limit]
 
 
-def definition_windows(workspace: Path, names: list[str], budget_chars: int = 8000) -> str:
-    """The source of each named function or class defined in the workspace's Python files."""
+def definition_windows(boundary: Boundary, names: list[str], budget_chars: int = 8000) -> str:
+    """The source of each named function or class defined in the workspace's readable Python files."""
     if not names:
         return ""
     pattern = re.compile(rf"^\s*(?:async\s+def|def|class)\s+({'|'.join(map(re.escape, names))})\b")
-    root = workspace.resolve()
+    root = boundary.workspace
     parts: list[str] = []
     used = 0
     for dirpath, dirs, files in os.walk(root):
@@ -106,11 +113,11 @@ def definition_windows(workspace: Path, names: list[str], budget_chars: int = 80
         for fname in sorted(files):
             if not fname.endswith(".py"):
                 continue
-            path = Path(dirpath, fname)
-            try:
-                lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-            except OSError:
+            rel = Path(dirpath, fname).relative_to(root).as_posix()
+            text = boundary.read_text(rel)
+            if text is None:
                 continue
+            lines = text.splitlines()
             for i, line in enumerate(lines):
                 if not pattern.match(line):
                     continue
@@ -122,7 +129,6 @@ def definition_windows(workspace: Path, names: list[str], budget_chars: int = 80
                         break
                     end += 1
                 body = "\n".join(f"{n + 1:5d}  {lines[n]}" for n in range(i, end))
-                rel = path.relative_to(root).as_posix()
                 block = f"--- {rel} (definition, lines {i + 1}-{end}) ---\n{body}"
                 if used + len(block) > budget_chars:
                     return "\n\n".join(parts)
@@ -135,19 +141,11 @@ async def git_diff(workspace: Path, since: str | None, limit: int = 12000) -> st
     """Uncommitted and recent changes since the last green check, when the workspace is a git repo."""
     if not (workspace / ".git").exists():
         return ""
-    args = ["git", "-C", str(workspace), "diff", "--no-color", "--no-ext-diff"]
-    args.append(since or "HEAD")
     try:
-        proc = await asyncio.create_subprocess_exec(
-            *args,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL,
-            stdin=asyncio.subprocess.DEVNULL,
-        )
-        out, _ = await asyncio.wait_for(proc.communicate(), timeout=20)
-    except (OSError, TimeoutError):
+        proc = await gitsafe.arun(workspace, "diff", "--no-color", since or "HEAD", timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
         return ""
-    text = out.decode("utf-8", "replace")
+    text = proc.stdout.decode("utf-8", "replace")
     return text[:limit] + ("\n[... diff cut ...]" if len(text) > limit else "")
 
 
@@ -169,13 +167,14 @@ class DebugMode:
             from autod.sources.parsers import parse_locations
 
             locations = parse_locations(excerpt)
-        windows = await asyncio.to_thread(source_windows, env.workspace, list(locations))
-        names = await asyncio.to_thread(called_names, env.workspace, list(locations))
-        defs = await asyncio.to_thread(definition_windows, env.workspace, names)
+        boundary = env.boundary  # reads obey the same rules as writes
+        windows = await asyncio.to_thread(source_windows, boundary, list(locations))
+        names = await asyncio.to_thread(called_names, boundary, list(locations))
+        defs = await asyncio.to_thread(definition_windows, boundary, names)
         if defs:
             windows = f"{windows}\n\n{defs}" if windows else defs
         since = await env.state.call(env.state.get_kv, "last_green_rev")
-        diff = await git_diff(env.workspace, since)
+        diff = boundary.filter_diff(await git_diff(env.workspace, since))
         sections = [
             ("excerpt", excerpt[-12000:]),
             ("sources", windows),
@@ -206,7 +205,8 @@ class DebugMode:
         return [{"role": "system", "content": render("debug_system")}, {"role": "user", "content": user}]
 
     def scope(self, env: ModeEnv) -> ScopeCheck | None:
-        return python_syntax_scope
+        judges = Judges.for_settings(env.settings, self.name)
+        return chain(judges.scope() if judges else None, python_syntax_scope)
 
     async def verify(self, event: Event, plan: Plan, env: ModeEnv) -> Verification:
         configured = env.settings.checks

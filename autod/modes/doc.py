@@ -17,10 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from autod.act.edits import FileChange, ScopeCheck
+from autod.act.judges import Judges
+from autod.boundary import Boundary
+from autod.config import Limits
 from autod.errors import NothingToDo, PlanRejected
 from autod.events import Event, EventKind
 from autod.memory import Recalled
-from autod.modes import Attempt, ModeEnv, Verification, pack, recalled_text, render
+from autod.modes import Attempt, ModeEnv, Verification, chain, pack, recalled_text, render
 from autod.modes.plan import _atomic_write
 from autod.ownwrites import OwnWrites
 from autod.plan import Plan
@@ -217,17 +220,19 @@ def _doc_files(workspace: Path, globs: list[str]) -> list[Path]:
     return sorted(files)[:200]
 
 
-def doc_mentions(workspace: Path, globs: list[str], names: set[str]) -> list[dict[str, Any]]:
-    """Markdown docs that mention a changed public name or CLI option."""
+def doc_mentions(
+    workspace: Path, globs: list[str], names: set[str], boundary: Boundary | None = None
+) -> list[dict[str, Any]]:
+    """Markdown docs that mention a changed public name or CLI option (read as the Boundary allows)."""
+    reader = boundary or Boundary(workspace, workspace / ".autod", Limits().deny_globs)
     out = []
-    for p in _doc_files(workspace, globs):
-        try:
-            text = p.read_text(encoding="utf-8", errors="replace")
-        except OSError:
+    for p in _doc_files(reader.workspace, globs):
+        text = reader.read_text(p)
+        if text is None:
             continue
         hits = sorted(n for n in names if re.search(rf"(?<![\w-]){re.escape(n)}(?![\w-])", text))
         if hits:
-            out.append({"path": p.relative_to(workspace).as_posix(), "mentions": hits})
+            out.append({"path": p.relative_to(reader.workspace).as_posix(), "mentions": hits})
     return out
 
 
@@ -257,24 +262,26 @@ class DocMode:
         return event.kind in self.kinds
 
     def _scan(self, env: ModeEnv, paths: list[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str]:
-        ws = env.workspace.resolve()
+        boundary = env.boundary  # reads obey the same rules as writes
+        ws = boundary.workspace
         found: list[dict[str, Any]] = []
         names: set[str] = set()
         sources: list[str] = []
-        for rel in paths[:50]:
-            p = (ws / rel).resolve()
-            if p.suffix != ".py" or not p.is_file() or not p.is_relative_to(ws) or p.is_symlink():
+        for raw in paths[:50]:
+            p = ws / raw
+            if p.suffix != ".py" or p.is_symlink():
                 continue
-            try:
-                text = p.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError):
+            rel = boundary.readable(p)
+            text = boundary.read_text(p) if rel is not None else None
+            if rel is None or text is None:
                 continue
-            f = findings(text, p.relative_to(ws).as_posix())
+            f = findings(text, rel)
             found += f
             names |= _changed_names(text)
             if f:
-                sources.append(f"--- {p.relative_to(ws).as_posix()} ---\n{text[:20000]}")
-        mentions = doc_mentions(ws, env.settings.modes.auto_doc.doc_globs, names) if names else []
+                sources.append(f"--- {rel} ---\n{text[:20000]}")
+        globs = env.settings.modes.auto_doc.doc_globs
+        mentions = doc_mentions(ws, globs, names, boundary) if names else []
         return found, mentions, "\n\n".join(sources)
 
     async def context(self, event: Event, env: ModeEnv, recalled: list[Recalled]) -> dict[str, str]:
@@ -337,7 +344,8 @@ class DocMode:
             ):
                 raise PlanRejected(f"auto-doc may edit only docs ({', '.join(globs)}), not {change.rel}")
 
-        return check
+        judges = Judges.for_settings(env.settings, self.name)
+        return chain(judges.scope() if judges else None, check)
 
     async def verify(self, event: Event, plan: Plan, env: ModeEnv) -> Verification:
         """Keep the doc edits unless a check that passed before them fails now."""

@@ -8,7 +8,7 @@ import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
-from autod.act.edits import ScopeCheck
+from autod.act.edits import ScopeCheck, new_file_mode
 from autod.errors import PlanRejected
 from autod.events import Event, EventKind
 from autod.memory import Recalled
@@ -18,7 +18,8 @@ from autod.ownwrites import OwnWrites
 from autod.plan import Plan
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
+def _atomic_write(path: Path, data: bytes, mode: int = 0o600) -> None:
+    """Write a report atomically: 0600 in the state dir (the default), `mode` for one in the workspace."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.autod-tmp-")
     try:
@@ -26,7 +27,7 @@ def _atomic_write(path: Path, data: bytes) -> None:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -90,5 +91,7 @@ class PlanReportMode:
         path = self.report_path(env)
         data = text.encode()
         own.record(path, data)
-        await asyncio.to_thread(_atomic_write, path, data)
+        inside_state = path == env.settings.state_path or env.settings.state_path in path.parents
+        mode = 0o600 if inside_state else new_file_mode()  # a report in the workspace looks like any file
+        await asyncio.to_thread(_atomic_write, path, data, mode)
         return path

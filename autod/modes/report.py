@@ -11,6 +11,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from autod import gitsafe
+from autod.boundary import Boundary
+from autod.config import Limits
 from autod.memory import Tier
 from autod.modes import ModeEnv
 from autod.paths import GENERATED_DIRS, NOT_SOURCE_DIRS
@@ -48,9 +51,13 @@ def _skipped_dir(path: Path, state_dir: Path) -> bool:
     return path.name in SKIP_DIRS or path.resolve() == state_dir or (path / "pyvenv.cfg").exists()
 
 
-def find_todos(workspace: Path, state_dir: Path, limit: int = 200) -> list[dict[str, Any]]:
-    """TODO/FIXME/XXX/HACK markers in the workspace's text files (not in .git, the state dir, venvs)."""
+def find_todos(
+    workspace: Path, state_dir: Path, limit: int = 200, boundary: Boundary | None = None
+) -> list[dict[str, Any]]:
+    """TODO/FIXME/XXX/HACK markers in the workspace's readable text files (never .git, the state dir,
+    venvs, deny-glob matches or autod's own files: a report is read like a prompt)."""
     out: list[dict[str, Any]] = []
+    reader = boundary or Boundary(workspace, state_dir, Limits().deny_globs)
     state_dir = state_dir.resolve()
     for root, dirs, files in os.walk(workspace):
         dirs[:] = sorted(d for d in dirs if not _skipped_dir(Path(root, d), state_dir))
@@ -58,12 +65,10 @@ def find_todos(workspace: Path, state_dir: Path, limit: int = 200) -> list[dict[
             p = Path(root, name)
             if p.suffix not in TEXT_SUFFIXES or p.is_symlink():
                 continue
-            try:
-                if p.stat().st_size > 1_000_000:
-                    continue
-                lines = p.read_text(encoding="utf-8", errors="replace").splitlines()
-            except OSError:
+            text = reader.read_text(p, max_bytes=1_000_000)
+            if text is None:
                 continue
+            lines = text.splitlines()
             if lines and lines[0].startswith(REPORT_TITLE):
                 continue  # an earlier report kept in the workspace: its TODO list is not new TODOs
             for i, line in enumerate(lines, 1):
@@ -86,13 +91,9 @@ def git_hot_files(workspace: Path, days: int = 30, n: int = 10) -> list[tuple[st
     if not (workspace / ".git").exists():
         return []
     try:
-        out = subprocess.run(
-            ["git", "-C", str(workspace), "log", f"--since={days}.days", "--name-only", "--pretty=format:"],
-            capture_output=True,
-            text=True,
-            timeout=20,
-            check=False,
-        ).stdout
+        args = ("log", f"--since={days}.days", "--name-only", "--pretty=format:")
+        proc = gitsafe.run(workspace, *args, timeout=20)
+        out = proc.stdout.decode("utf-8", "replace")
     except (OSError, subprocess.TimeoutExpired):
         return []
     counts = Counter(line for line in out.splitlines() if line.strip())
@@ -106,7 +107,7 @@ async def gather_facts(env: ModeEnv) -> dict[str, Any]:
     history = await st.call(st.history, 200)
     edited = Counter(e["path"] for h in history for e in h.get("edits", []))
     hot_git = await asyncio.to_thread(git_hot_files, env.workspace)
-    todos = await asyncio.to_thread(find_todos, env.workspace, env.settings.state_path)
+    todos = await asyncio.to_thread(find_todos, env.workspace, env.settings.state_path, 200, env.boundary)
     lessons: list[str] = []
     search = getattr(env.memory, "search", None)
     if search is not None:

@@ -128,7 +128,7 @@ class RulesPlanner:
             await asyncio.to_thread(_copy_workspace, ws, state, scratch)
             ran = []
             for name, check in fixers.items():
-                result = await run_check(name, check, scratch)
+                result = await run_check(name, check, scratch, settings=self.settings)
                 ran.append(f"{name} (exit {result.exit_code})")
             edits = await asyncio.to_thread(_diff_trees, ws, scratch, SCRATCH_SKIP)
         summary = f"ran fixer checks {', '.join(ran)}: {len(edits)} file(s) changed"

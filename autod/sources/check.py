@@ -15,6 +15,7 @@ import structlog
 from autod.checks import CheckResult, run_check
 from autod.config import Settings
 from autod.events import Event, EventKind, fingerprint
+from autod.logs import redact_text
 from autod.modes.debug import count_failures
 from autod.sources.parsers import parse_failures, parse_locations
 
@@ -24,15 +25,16 @@ EXCERPT_CHARS = 12000
 
 
 def failure_event(result: CheckResult) -> Event:
-    """Turn a failed check run into a check_failed Event."""
-    failures = parse_failures(result.output)
+    """Turn a failed check run into a check_failed Event (known secrets redacted from its output)."""
+    output = redact_text(result.output)
+    failures = parse_failures(output)
     if failures:
         fp = fingerprint("check", result.name, *sorted({f.fingerprint for f in failures}))
         first = failures[0].summary
     else:
-        tail = "\n".join(result.output.strip().splitlines()[-20:])
+        tail = "\n".join(output.strip().splitlines()[-20:])
         fp = fingerprint("check", result.name, str(result.exit_code), tail)
-        first = (result.output.strip().splitlines() or ["no output"])[-1][:200]
+        first = (output.strip().splitlines() or ["no output"])[-1][:200]
     return Event(
         source=f"check:{result.name}",
         kind=EventKind.CHECK_FAILED,
@@ -40,8 +42,8 @@ def failure_event(result: CheckResult) -> Event:
         payload={
             "check": result.name,
             "exit_code": result.exit_code,
-            "excerpt": result.output[-EXCERPT_CHARS:],
-            "locations": parse_locations(result.output)[:50],
+            "excerpt": output[-EXCERPT_CHARS:],
+            "locations": parse_locations(output)[:50],
             "failures": count_failures(result),
             "timed_out": result.timed_out,
         },
@@ -80,7 +82,9 @@ class CheckSource:
 
     async def run(self, name: str) -> CheckResult:
         async with self.lock:
-            result = await run_check(name, self.settings.checks[name], self.settings.workspace)
+            result = await run_check(
+                name, self.settings.checks[name], self.settings.workspace, settings=self.settings
+            )
         log.info("check ran", check=name, exit_code=result.exit_code, duration_ms=result.duration_ms)
         if self.on_result is not None:
             await self.on_result(result)

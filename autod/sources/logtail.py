@@ -19,6 +19,7 @@ import structlog
 
 from autod.config import LogtailSource as LogtailConfig
 from autod.events import Event, EventKind
+from autod.logs import redact_text
 from autod.sources.parsers import Failure, may_continue, scan_bytes, strip_ansi
 
 log = structlog.get_logger(__name__)
@@ -311,9 +312,10 @@ class LogtailSource:
         return Event(
             source=self.name,
             kind=EventKind.BUILD_FAILED,
-            summary=failure.summary,
+            # known secrets never reach an Event payload (and so a prompt or memory)
+            summary=redact_text(failure.summary),
             payload={
-                "excerpt": failure.excerpt,
+                "excerpt": redact_text(failure.excerpt),
                 "locations": failure.locations,
                 "detector": failure.detector,
                 "log_path": str(self.path),

@@ -24,6 +24,7 @@ import structlog
 import watchfiles
 from watchfiles import Change, DefaultFilter
 
+from autod import gitsafe
 from autod.config import WatchSource as WatchConfig
 from autod.events import Event, EventKind, fingerprint
 from autod.ownwrites import OwnWrites
@@ -215,13 +216,13 @@ class WatchSource:
     def _git_ignored(self, paths: list[str]) -> set[str]:
         rel = {_relative(self.workspace, p): p for p in paths}
         try:
-            proc = subprocess.run(
-                ["git", "check-ignore", "--stdin", "-z"],
-                cwd=self.workspace,
+            proc = gitsafe.run(
+                self.workspace,
+                "check-ignore",
+                "--stdin",
+                "-z",
                 input="\0".join(rel).encode() + b"\0",
-                capture_output=True,
                 timeout=GIT_TIMEOUT_S,
-                check=False,
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
             log.warning("gitignore_check_failed", source=self.name, error=type(exc).__name__)

@@ -59,7 +59,9 @@ def test_injected_instructions_cannot_run_commands_or_widen_the_edit_scope(tmp_p
         limits={"min_interval_s": 0, "max_cycles_per_hour": 1000},
     )
     # the probe runs the same script as the canary: only its being configured makes it run
-    cfg["checks"]["probe"] = {"run": f"{PYTHON} {canary} {probe_marker}", "when": ["manual"]}
+    # (unsandboxed: its marker lies outside the workspace, where a sandboxed check cannot write)
+    probe = f"{PYTHON} {canary} {probe_marker}"
+    cfg["checks"]["probe"] = {"run": probe, "when": ["manual"], "sandbox": "off"}
     cfg["state_dir"] = str(tmp_path / "state")
     config = write_config(tmp_path / "autod.yaml", cfg)
     obeying = {

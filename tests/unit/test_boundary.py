@@ -86,3 +86,38 @@ def test_own_files_name_the_config_state_and_credentials(ws: Path, monkeypatch, 
     assert (ws / "config" / "autod.yaml").resolve() in own
     assert settings.state_path.resolve() in own
     assert creds.resolve() in own
+
+
+def test_a_diff_loses_the_sections_of_files_that_may_not_be_read(ws: Path) -> None:
+    b = Boundary(ws, ws / ".autod", DENY)
+    diff = (
+        "diff --git a/src/app.py b/src/app.py\n--- a/src/app.py\n+++ b/src/app.py\n"
+        "@@ -1 +1 @@\n-x = 1\n+x = 2\n"
+        "diff --git a/.env b/.env\n--- a/.env\n+++ b/.env\n@@ -1 +1 @@\n-TOKEN=hunter2\n+TOKEN=hunter3\n"
+        'diff --git "a/deploy/id_rsa" "b/deploy/id_rsa"\n+-----BEGIN KEY-----\n'
+        "diff --git a/my file.py b/my file.py\n+ok\n"
+        "diff --git garbage\n+hidden\n"
+    )
+    out = b.filter_diff(diff)
+    assert "x = 2" in out and "+ok" in out
+    assert "hunter" not in out and "BEGIN KEY" not in out and "hidden" not in out
+
+
+def test_debug_context_reads_no_file_the_boundary_refuses(ws: Path) -> None:
+    from autod.modes.debug import called_names, definition_windows, source_windows
+
+    (ws / "src" / "secrets").mkdir()
+    (ws / "src" / "secrets" / "vault.py").write_text("def load():\n    return 'VAULT-CANARY'\n")
+    (ws / "src" / "app.py").write_text("x = load()\n")
+    b = Boundary(ws, ws / ".autod", DENY)
+    locations = [
+        {"path": ".env", "line": 1},
+        {"path": "deploy/id_rsa", "line": 1},
+        {"path": str(ws / ".git" / "config"), "line": 1},
+        {"path": "src/app.py", "line": 1},
+    ]
+    windows = source_windows(b, locations)
+    assert "x = load()" in windows and "hunter2" not in windows and "BEGIN KEY" not in windows
+    assert "[core]" not in windows
+    assert called_names(b, locations) == ["load"]
+    assert "VAULT-CANARY" not in definition_windows(b, ["load"])

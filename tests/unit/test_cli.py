@@ -142,7 +142,8 @@ def test_config_check_ok_names_the_file_workspace_modes_checks_and_planner(tmp_p
     assert cli.main(["config", "check", "-c", str(cfg)]) == 0
     out = capsys.readouterr().out
     assert out.startswith(f"{cfg}: ok (workspace {tmp_path}, modes auto-debug, auto-plan, checks tests,")
-    assert out.rstrip().endswith("planner llm)")
+    assert out.splitlines()[0].endswith("planner llm)")
+    assert out.splitlines()[1].startswith("sandbox: ")
 
 
 def test_config_check_says_rules_planner_and_no_checks_for_a_bare_config(tmp_path, capsys):
@@ -196,7 +197,9 @@ def test_approve_without_a_daemon_exits_3_and_says_how_to_start_it(config, capsy
 
 def test_status_without_a_daemon_or_state_says_so_and_exits_0(config, capsys):
     assert cli.main(["status", "-c", str(config)]) == 0
-    assert capsys.readouterr().out == "autod is not running\n"  # no state dir yet: nothing else to say
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "autod is not running"  # no state dir yet: nothing else to say but the sandbox
+    assert [line for line in out[1:] if not line.startswith("  sandbox: ")] == []
 
 
 def test_pause_and_trigger_without_a_daemon_are_kept_for_its_next_start(config, capsys):

@@ -8,6 +8,7 @@ import json
 import os
 import socket
 import stat
+import tempfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,15 @@ import pytest
 
 from autod.commands import Commands
 from autod.config import Settings, load_config
-from autod.control import MAX_REQUEST, ControlServer, DaemonDown, Handler, request, socket_path
+from autod.control import (
+    MAX_REQUEST,
+    ControlPathError,
+    ControlServer,
+    DaemonDown,
+    Handler,
+    request,
+    socket_path,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -177,10 +186,67 @@ def test_socket_path_uses_the_systemd_runtime_directory_when_given(
     assert socket_path(settings) == Path("/run/autod/autod.sock")
 
 
-def test_socket_path_falls_back_to_a_short_path_for_a_deep_state_dir(tmp_path: Path) -> None:
+def test_a_deep_state_dir_is_reached_through_its_directory_and_nothing_lands_in_tmp(tmp_path: Path) -> None:
     deep = tmp_path / ("d" * 60) / ("e" * 60)
     cfg = tmp_path / "autod.yaml"
     cfg.write_text(f"workspace: {tmp_path}\nstate_dir: {deep}\n")
-    path = socket_path(load_config(cfg))
-    assert len(str(path)) <= 100 and path.name.startswith("autod-") and path.suffix == ".sock"
-    assert socket_path(load_config(cfg)) == path  # the CLI computes the same one as the daemon
+    settings = load_config(cfg)
+    path = socket_path(settings)
+    assert path == deep / "autod.sock" and len(str(path)) > 108
+    tmp = Path(tempfile.gettempdir())
+    before = {p.name for p in tmp.iterdir()}
+
+    async def body(server: ControlServer) -> dict[str, Any]:
+        assert stat.S_ISSOCK(path.stat().st_mode) and stat.S_IMODE(path.stat().st_mode) == 0o600
+        return await asyncio.to_thread(request, settings, "status", timeout=10)
+
+    assert serve(path, echo, body) == {"ok": True, "echo": {"cmd": "status"}}
+    assert {p.name for p in tmp.iterdir()} - before == set()
+    assert not path.exists()
+
+
+def _planted(directory: Path, mode: int) -> Path:
+    """A listening socket someone put in `directory` (chmod'ed to `mode`)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "autod.sock"
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind(str(path))
+    sock.listen()
+    directory.chmod(mode)
+    return path
+
+
+@pytest.mark.parametrize("mode", [0o777, 0o1777, 0o770])
+def test_the_client_refuses_a_socket_in_a_directory_others_can_write(
+    tmp_path: Path, mode: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A shared directory like /tmp (sticky or not): another user can claim the name first."""
+    shared = tmp_path / "shared"
+    _planted(shared, mode)
+    monkeypatch.setenv("RUNTIME_DIRECTORY", str(shared))
+    cfg = tmp_path / "autod.yaml"
+    cfg.write_text(f"workspace: {tmp_path}\n")
+    with pytest.raises(ControlPathError, match=r"refusing the control socket .*writable by other users"):
+        request(load_config(cfg), "approve", timeout=5, id="p1")
+
+
+def test_the_client_refuses_a_socket_below_a_world_writable_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    open_dir = tmp_path / "open"
+    open_dir.mkdir()
+    open_dir.chmod(0o777)  # not sticky: anyone could rename `private` away and plant their own
+    _planted(open_dir / "private", 0o700)
+    monkeypatch.setenv("RUNTIME_DIRECTORY", str(open_dir / "private"))
+    cfg = tmp_path / "autod.yaml"
+    cfg.write_text(f"workspace: {tmp_path}\n")
+    with pytest.raises(ControlPathError, match="writable by every user"):
+        request(load_config(cfg), "status", timeout=5)
+
+
+def test_the_client_refuses_a_file_that_is_not_a_socket(settings: Settings) -> None:
+    path = socket_path(settings)
+    path.parent.mkdir(parents=True)
+    path.write_text("not a socket")
+    with pytest.raises(ControlPathError, match="not a socket"):
+        request(settings, "status", timeout=5)

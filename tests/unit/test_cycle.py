@@ -96,7 +96,7 @@ def make(ws: Path, planner: ScriptedPlanner, *, memory: ScriptedMemory | None = 
     async def run_check(name: str):
         from autod.checks import run_check as rc
 
-        return await rc(name, settings.checks[name], settings.workspace)
+        return await rc(name, settings.checks[name], settings.workspace, settings=settings)
 
     env = ModeEnv(settings=settings, state=state, memory=memory, run_check=run_check)
     deps = CycleDeps(
@@ -222,6 +222,27 @@ def test_a_refused_plan_is_replanned_with_the_reason(ws):
     r = run(deps)
     assert r.status == "fixed" and r.attempts == 2
     assert "search text not found" in planner.requests[1].messages[1]["content"]
+
+
+def test_a_rollback_that_leaves_an_operators_save_says_so_and_stops_replanning(ws, capsys):
+    from autod import cli
+
+    # the operator saves src/calc.py while the check verifying autod's edit runs (and it fails)
+    saves = (
+        f"{sys.executable} -c \"open('src/calc.py', 'w')"
+        ".write('def add(a, b):\\n    return b + a  # mine\\n'); raise SystemExit(1)\""
+    )
+    planner = ScriptedPlanner(FIX, FIX)
+    deps, state = make(ws, planner, checks={"calc": {"run": saves, "timeout_s": 30}})
+    r = run(deps)
+    assert r.status == "partly_rolled_back" and r.attempts == 1 and len(planner.requests) == 1
+    assert r.rollback == {"restored": [], "left": ["src/calc.py"]}
+    assert "rollback left src/calc.py: changed by someone else" in r.reason
+    assert (ws / "src" / "calc.py").read_text() == "def add(a, b):\n    return b + a  # mine\n"
+    (row,) = state.history(1)
+    assert row["status"] == "partly_rolled_back" and row["rollback"]["left"] == ["src/calc.py"]
+    assert cli.main(["history", "-c", str(ws.parent / "autod.yaml")]) == 0
+    assert "LEFT=src/calc.py" in capsys.readouterr().out
 
 
 def test_a_prompt_over_the_context_window_is_asked_once_more_with_less_context(ws):

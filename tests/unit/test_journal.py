@@ -298,3 +298,67 @@ def test_empty_change_list_writes_nothing(ws: Path, state: Path) -> None:
     journal.apply([])
     assert journal.rollback() == []
     assert files(ws) == before
+
+
+# -- no lost save: a save in the window between autod's check and its rename ----------------------
+
+
+@pytest.fixture(params=["renameat2", "check-then-rename"])
+def swap(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Both ways of replacing a file: the race-free exchange, and the fallback where it is unsupported."""
+    from autod.act import atomic
+
+    if request.param == "check-then-rename":
+        monkeypatch.setattr(atomic, "_renameat2", lambda src, dst, flags: False)
+    elif atomic._renameat2_fn() is None:
+        pytest.skip("no renameat2 in this libc")
+    return str(request.param)
+
+
+def saves_once(target: Path, text: str):
+    """An on_write hook that, the first time autod is about to rename over `target`, saves it."""
+    done: list[bool] = []
+
+    def on_write(path: Path, data: bytes | None) -> None:
+        if path == target and not done:
+            done.append(True)
+            target.write_text(text)  # the operator's editor, in the window between check and rename
+
+    return on_write
+
+
+def test_a_save_between_the_check_and_the_rename_is_kept_and_the_plan_refused(
+    ws: Path, state: Path, swap: str
+) -> None:
+    changes = changes_for(ws, state, ("src/a.py", "A = 1", "A = 2"), ("src/b.py", "B = 1", "B = 2"))
+    journal = Journal.begin(state, "c1")
+    with pytest.raises(PlanRejected, match=r"src/b\.py: changed while the plan .*their version is kept"):
+        journal.apply(changes, on_write=saves_once(ws / "src/b.py", "B = 'saved by the operator'\n"))
+    assert (ws / "src/b.py").read_text() == "B = 'saved by the operator'\n"
+    assert (ws / "src/a.py").read_text() == "A = 1\n"  # the plan's other edit is rolled back
+    assert not [p for p in (ws / "src").iterdir() if ".autod-tmp-" in p.name]
+
+
+def test_rollback_never_overwrites_a_save_made_while_it_restores(ws: Path, state: Path, swap: str) -> None:
+    import structlog
+
+    journal = Journal.begin(state, "c1")
+    journal.apply(changes_for(ws, state, *EDITS))
+    hook = saves_once(ws / "src/a.py", "A = 'saved during the rollback'\n")
+    created = ws / "docs/new/guide.md"
+
+    def on_write(path: Path, data: bytes | None) -> None:
+        hook(path, data)
+        if path == created:
+            created.write_text("# Guide, edited by the operator\n")
+
+    with structlog.testing.capture_logs() as logged:
+        journal.rollback(on_write=on_write)
+    assert (ws / "src/a.py").read_text() == "A = 'saved during the rollback'\n"
+    assert created.read_text() == "# Guide, edited by the operator\n"
+    assert journal.outcome is not None
+    assert sorted(journal.outcome.left) == ["docs/new/guide.md", "src/a.py"]
+    assert sorted(journal.outcome.restored) == ["run.sh", "win.txt"]
+    assert (ws / "run.sh").read_text() == "#!/bin/sh\necho old\n"
+    skipped = sorted(e["path"] for e in logged if e["event"] == "act.rollback_skipped")
+    assert skipped == ["docs/new/guide.md", "src/a.py"]

@@ -171,6 +171,8 @@ def test_scope_refuses_code_changes_new_py_files_and_files_outside_doc_globs(tmp
     with pytest.raises(PlanRejected, match="only docstrings"):
         scope(_change("new.py", None, '"""New."""\n'))
     with pytest.raises(PlanRejected, match="only docs"):
+        scope(_change("Makefile", "a", "b"))
+    with pytest.raises(PlanRejected, match=r"setup\.cfg configures the checks that judge this fix"):
         scope(_change("setup.cfg", "a", "b"))
 
 

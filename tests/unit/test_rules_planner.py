@@ -32,7 +32,9 @@ def _setup(tmp_path: Path, checks: dict[str, Any]) -> tuple[Path, RulesPlanner]:
 
 
 def _fixer(tmp_path: Path, **extra: Any) -> dict[str, Any]:
-    return {"run": f"{sys.executable} {tmp_path / 'fixer.py'} {tmp_path / 'cwd.log'}", "fixer": True, **extra}
+    # Unsandboxed, so these tests can log the fixer's cwd to the host; the sandboxed path is below.
+    run = f"{sys.executable} {tmp_path / 'fixer.py'} {tmp_path / 'cwd.log'}"
+    return {"run": run, "fixer": True, "sandbox": "off", **extra}
 
 
 def _plan(planner: RulesPlanner, mode: str = "auto-debug", context: dict[str, Any] | None = None):
@@ -106,3 +108,29 @@ def test_auto_plan_and_auto_doc_get_reports_not_edits(tmp_path):
     plan = _plan(planner, "auto-doc", {"report": "## Needs documenting\n- a.py:1 `f`: missing docstring"})
     assert plan.edits == [] and "missing docstring" in (plan.report or "")
     assert not (tmp_path / "cwd.log").exists()  # reports run no fixer
+
+
+# A fixer that fixes its cwd and also tries to write the real workspace and a file on the host.
+HOSTILE_FIXER = """
+import pathlib
+for p in pathlib.Path(".").rglob("*.py"):
+    p.write_text(p.read_text().replace("import os\\n", ""))
+for target in ({targets!r}):
+    try:
+        pathlib.Path(target).write_text("pwned")
+    except OSError as exc:
+        print("refused", target, exc)
+"""
+
+
+def test_the_fixer_runs_sandboxed_with_the_scratch_copy_as_its_workspace(tmp_path, real_bwrap):
+    ws, _ = _setup(tmp_path, {})
+    escape = tmp_path / "escape.txt"
+    targets = (str(ws / "pkg" / "mod.py"), str(escape))
+    (ws / "fix.py").write_text(HOSTILE_FIXER.format(targets=targets))
+    fixer = {"run": f"{sys.executable} fix.py", "fixer": True}
+    plan = _plan(RulesPlanner(Settings(workspace=ws, checks={"lint-fix": fixer})))
+    assert [e.path for e in plan.edits] == ["pkg/mod.py"]
+    assert plan.edits[0].replace == MOD.replace("import os\n", "")
+    assert (ws / "pkg" / "mod.py").read_text() == MOD  # the real file, untouched
+    assert not escape.exists()

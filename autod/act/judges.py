@@ -1,0 +1,253 @@
+"""The judges of a fix are not the fix's to change.
+
+A weak model asked to make a failing test pass will, often enough, edit the test (one rewrote
+`assert add(2, 3) == 5` to `== -1` and was kept as fixed). The judges of a writing mode are:
+- the files its `judge_globs` match (tests, conftest.py, pytest.ini, tox.ini, setup.cfg, ...);
+- the checks' own scripts: a workspace file a check runs (`./scripts/check.sh`, `python ci/lint.py`),
+  every path given to a test runner (`pytest spec/unit`), a config file named by an option
+  (`--config-file=mypy.ini`), and the config files of the tools the checks run (`ruff.toml`, ...);
+- `pyproject.toml`, but only when an edit changes the settings the checks read: `[tool.pytest*]`,
+  `[tool.coverage*]`, `[tool.tox]`, `[tool.nox]`, `[tool.<X>]` for every tool X a check runs, and
+  the test/dev extras and dependency groups. Other pyproject edits pass.
+
+By default such a plan is refused with a reason that teaches the re-plan what to do instead. With
+`allow_judge_edits: true` it is not refused, but `requires_approval` makes the cycle store it as a
+proposal even when confirmation is off: a human looks at every edit to a judge.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Any
+
+from autod.boundary import glob_match
+from autod.errors import PlanRejected
+
+if TYPE_CHECKING:
+    from autod.act.edits import FileChange, ScopeCheck
+    from autod.config import Settings
+
+__all__ = ["Judges", "requires_approval"]
+
+# Globs whose files configure the checks (the rest of the defaults are tests themselves).
+_CONFIG_NAMES = frozenset({"conftest.py", "pytest.ini", "tox.ini", "setup.cfg", "noxfile.py", ".coveragerc"})
+_INTERPRETERS = frozenset({"python", "python3", "sh", "bash", "dash", "zsh", "node", "ruby", "perl", "env"})
+_TEST_RUNNERS = frozenset({"pytest", "py.test", "unittest", "nose2", "tox", "nox", "ward", "behave", "hatch"})
+# Config files of common check tools, judged when the tool is a configured check.
+_TOOL_FILES: dict[str, tuple[str, ...]] = {
+    "ruff": ("ruff.toml", ".ruff.toml"),
+    "mypy": ("mypy.ini", ".mypy.ini"),
+    "flake8": (".flake8",),
+    "pylint": (".pylintrc", "pylintrc"),
+    "black": (),
+    "isort": (".isort.cfg",),
+    "pyright": ("pyrightconfig.json",),
+    "eslint": (".eslintrc", ".eslintrc.js", ".eslintrc.json", ".eslintrc.yml", "eslint.config.js"),
+    "jest": ("jest.config.js", "jest.config.ts"),
+    "vitest": ("vitest.config.ts", "vitest.config.js"),
+}
+_ALWAYS_TOOLS = frozenset({"pytest", "coverage", "tox", "nox"})
+_TEST_EXTRAS = frozenset({"test", "tests", "testing", "dev", "lint", "check", "ci"})
+_CONFIG_OPTIONS = ("config", "rcfile", "ini", "settings", "rootdir", "conftest")
+
+
+@dataclass(frozen=True)
+class _Script:
+    rel: str
+    is_dir: bool
+    check: str
+
+
+@dataclass(frozen=True)
+class Judges:
+    """The judge rules of one writing mode."""
+
+    mode: str
+    globs: tuple[str, ...]
+    scripts: tuple[_Script, ...]
+    tools: frozenset[str]
+    allow: bool
+
+    @classmethod
+    def for_settings(cls, settings: Settings, mode: str) -> Judges | None:
+        """The rules for `mode`, or None when its config has no judges (auto-plan writes no code)."""
+        try:
+            cfg = settings.modes.get(mode)
+        except KeyError:
+            return None
+        globs = getattr(cfg, "judge_globs", None)
+        if globs is None:
+            return None
+        scripts: list[_Script] = []
+        tools: set[str] = set(_ALWAYS_TOOLS)
+        for name, check in settings.checks.items():
+            found, tool = _check_paths(settings.workspace, check.run)
+            scripts += [_Script(rel, is_dir, name) for rel, is_dir in found]
+            if tool:
+                tools.add(tool)
+        globs = list(globs) + [f for t in sorted(tools) for f in _TOOL_FILES.get(t, ())]
+        return cls(mode, tuple(globs), tuple(scripts), frozenset(tools), bool(cfg.allow_judge_edits))
+
+    def judged(self, change: FileChange) -> str | None:
+        """Why the change edits a judge (a reason that tells the re-plan what to do instead), or None."""
+        rel = change.rel
+        for pattern in self.globs:
+            if glob_match(pattern, rel):
+                if PurePosixPath(rel).name.lower() in _CONFIG_NAMES or "/" not in pattern.strip("/"):
+                    return (
+                        f"{rel} configures the checks that judge this fix; {self.mode} may not edit it"
+                        " - change the code so the checks pass as configured"
+                    )
+                return (
+                    f"{rel} is a test that judges this fix; {self.mode} may not edit it"
+                    " - change the code under test so the test passes"
+                )
+        for script in self.scripts:
+            if rel == script.rel or (script.is_dir and rel.startswith(script.rel + "/")):
+                return (
+                    f"{rel} is run by check {script.check!r} to judge this fix; {self.mode} may not edit it"
+                    " - change the code so the check passes as it is"
+                )
+        if PurePosixPath(rel).name == "pyproject.toml":
+            table = _pyproject_judged(change.old, change.new, self.tools)
+            if table:
+                return (
+                    f"{rel}: the edit changes {table}, which configures the checks that judge this fix;"
+                    f" {self.mode} may not change it - change the code so the checks pass as configured"
+                    " (other pyproject.toml edits are fine)"
+                )
+        return None
+
+    def scope(self) -> ScopeCheck:
+        """The act-rule hook: refuses a change to a judge, unless the operator allows it (then approval)."""
+
+        def check(change: FileChange) -> None:
+            if self.allow:
+                return
+            why = self.judged(change)
+            if why:
+                raise PlanRejected(why)
+
+        return check
+
+    def touched(self, changes: list[FileChange]) -> list[str]:
+        """The judges among the changes (for the approval a permitted judge edit always needs)."""
+        return [c.rel for c in changes if self.judged(c)]
+
+
+def requires_approval(settings: Settings, mode: str, changes: list[FileChange]) -> list[str]:
+    """Judges the changes edit when the operator allowed judge edits (they then wait for approval)."""
+    judges = Judges.for_settings(settings, mode)
+    if judges is None or not judges.allow:
+        return []
+    return judges.touched(changes)
+
+
+# -- the checks' own scripts ------------------------------------------------------------------
+
+
+def _check_paths(workspace: Path, run: str) -> tuple[list[tuple[str, bool]], str | None]:
+    """Workspace paths a check command runs or tests, and the tool it runs."""
+    try:
+        argv = shlex.split(run)
+    except ValueError:
+        return [], None
+    if not argv:
+        return [], None
+    found: list[tuple[str, bool]] = []
+    head = Path(argv[0]).name
+    tool: str | None = None
+    i = 1
+    script_next = False
+    if head in _INTERPRETERS or head.startswith("python"):
+        if head == "env" and len(argv) > 1:
+            head, i = Path(argv[1]).name, 2
+        script_next = True
+    else:
+        tool = head
+        _add(workspace, argv[0], found)  # ./scripts/check.sh
+    while i < len(argv):
+        tok = argv[i]
+        i += 1
+        if script_next:
+            if tok == "-m" and i < len(argv):
+                tool = argv[i].split(".")[0]
+                i += 1
+                script_next = False
+                continue
+            if tok == "-c":
+                return found, tool  # inline code: nothing on disk to protect
+            if tok.startswith("-"):
+                continue
+            script_next = False
+            tool = Path(tok).stem
+            _add(workspace, tok, found)  # python ci/lint.py
+            continue
+        if tok.startswith("-"):
+            name, _, value = tok.partition("=")
+            if value and any(word in name.lower() for word in _CONFIG_OPTIONS):
+                _add(workspace, value, found)  # --config-file=mypy.ini
+            continue
+        if tool in _TEST_RUNNERS:
+            _add(workspace, tok.split("::")[0], found)  # pytest spec/unit tests/test_x.py::test_y
+    return found, tool
+
+
+def _add(workspace: Path, token: str, found: list[tuple[str, bool]]) -> None:
+    if not token or "\x00" in token:
+        return
+    p = Path(token)
+    p = p if p.is_absolute() else workspace / p
+    try:
+        real = Path(os.path.realpath(p))
+        ws = Path(os.path.realpath(workspace))
+        if real == ws or ws not in real.parents or not real.exists():
+            return  # `.` or a path outside: the workspace as a whole is not a judge
+        found.append((real.relative_to(ws).as_posix(), real.is_dir()))
+    except (OSError, ValueError):
+        return
+
+
+# -- pyproject.toml ---------------------------------------------------------------------------
+
+
+def _pyproject_judged(old: bytes | None, new: bytes, tools: frozenset[str]) -> str | None:
+    """The first check-related table the edit changes (`[tool.pytest]`, ...), or None."""
+    before = _toml(old) if old is not None else {}
+    after = _toml(new)
+    if after is None:
+        return "the file's TOML (it would no longer parse)"
+    before = before or {}
+    for tool in sorted(tools):
+        old_t = _get(before, "tool", tool)
+        new_t = _get(after, "tool", tool)
+        if old_t != new_t:
+            return f"[tool.{tool}]"
+    for section in (("project", "optional-dependencies"), ("dependency-groups",)):
+        old_s, new_s = _get(before, *section) or {}, _get(after, *section) or {}
+        for name in sorted(set(old_s) | set(new_s)):
+            if name.lower() in _TEST_EXTRAS and old_s.get(name) != new_s.get(name):
+                return f"[{'.'.join(section)}] {name}"
+    return None
+
+
+def _toml(data: bytes | None) -> dict[str, Any] | None:
+    if data is None:
+        return None
+    try:
+        return tomllib.loads(data.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError):
+        return None
+
+
+def _get(doc: dict[str, Any], *keys: str) -> Any:
+    cur: Any = doc
+    for key in keys:
+        if not isinstance(cur, dict):
+            return None
+        cur = cur.get(key)
+    return cur

@@ -1,0 +1,188 @@
+"""The judges of a fix (tests, their config, the checks' scripts) are not the fix's to change."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from autod.act import FileChange
+from autod.act.judges import Judges, requires_approval
+from autod.config import Settings, load_config
+from autod.cycle import Cycle
+from autod.errors import PlanRejected
+from autod.modes.debug import DebugMode
+from autod.plan import Edit, Plan
+
+
+def settings(ws: Path, checks: dict[str, str] | None = None, **debug: Any) -> Settings:
+    doc = {
+        "workspace": str(ws),
+        "checks": {n: {"run": r} for n, r in (checks or {"tests": "python -m pytest -q tests"}).items()},
+        "modes": {"auto-debug": {"enabled": True, **debug}},
+    }
+    path = ws.parent / "autod.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return load_config(path)
+
+
+def change(ws: Path, rel: str, old: str | None, new: str) -> FileChange:
+    return FileChange(rel, ws / rel, None if old is None else old.encode(), new.encode(), None, 1, 1)
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    for d in ("src", "tests", "scripts", "spec/unit", "pkg/tests"):
+        (ws / d).mkdir(parents=True)
+    (ws / "scripts" / "check.sh").write_text("#!/bin/sh\nexit 0\n")
+    (ws / "ci.py").write_text("print('ok')\n")
+    (ws / "mypy-strict.ini").write_text("[mypy]\n")
+    return ws
+
+
+def verdict(ws: Path, rel: str, old: str | None = "x = 1\n", new: str = "x = 2\n", **kw: Any) -> str | None:
+    judges = Judges.for_settings(settings(ws, **kw), "auto-debug")
+    assert judges is not None
+    return judges.judged(change(ws, rel, old, new))
+
+
+@pytest.mark.parametrize(
+    "rel",
+    [
+        "tests/test_calc.py",
+        "tests/data/expected.json",
+        "pkg/tests/helpers.py",
+        "src/test_util.py",
+        "src/calc_test.py",
+    ],
+)
+def test_tests_are_judges_and_the_reason_teaches_the_replan(ws: Path, rel: str) -> None:
+    why = verdict(ws, rel)
+    assert why == (
+        f"{rel} is a test that judges this fix; auto-debug may not edit it"
+        " - change the code under test so the test passes"
+    )
+
+
+@pytest.mark.parametrize(
+    "rel", ["conftest.py", "src/conftest.py", "pytest.ini", "tox.ini", "setup.cfg", ".coveragerc"]
+)
+def test_files_that_configure_the_tests_are_judges(ws: Path, rel: str) -> None:
+    assert "configures the checks that judge this fix" in (verdict(ws, rel) or "")
+
+
+def test_ordinary_code_is_not_a_judge(ws: Path) -> None:
+    assert verdict(ws, "src/calc.py") is None
+    assert verdict(ws, "README.md") is None
+
+
+def test_the_checks_own_scripts_and_test_runner_targets_are_judges(ws: Path) -> None:
+    checks = {
+        "lint": "./scripts/check.sh --strict",
+        "ci": f"{sys.executable} ci.py",
+        "types": "mypy --config-file=mypy-strict.ini src",
+        "spec": "python -m pytest -q spec/unit tests/test_calc.py::test_add",
+    }
+    assert "run by check 'lint'" in (verdict(ws, "scripts/check.sh", checks=checks) or "")
+    assert "run by check 'ci'" in (verdict(ws, "ci.py", checks=checks) or "")
+    assert "run by check 'types'" in (verdict(ws, "mypy-strict.ini", checks=checks) or "")
+    assert "run by check 'spec'" in (verdict(ws, "spec/unit/helpers.py", checks=checks) or "")
+    # mypy's targets are the code under check, not a judge; nor is the workspace as a whole (`ruff .`)
+    assert verdict(ws, "src/calc.py", checks={**checks, "ruff": "ruff check ."}) is None
+    assert "configures the checks" in (verdict(ws, "ruff.toml", checks={"ruff": "ruff check ."}) or "")
+
+
+PYPROJECT = """[project]
+name = "calc"
+version = "1.0"
+dependencies = ["attrs"]
+
+[project.optional-dependencies]
+test = ["pytest"]
+
+[tool.pytest.ini_options]
+addopts = "-q"
+
+[tool.ruff]
+line-length = 100
+
+[tool.black]
+line-length = 100
+"""
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "table"),
+    [
+        ('addopts = "-q"', 'addopts = "-q --deselect tests/test_calc.py::test_add"', "[tool.pytest]"),
+        ('test = ["pytest"]', 'test = ["pytest<2"]', "[project.optional-dependencies] test"),
+        ("[tool.ruff]\nline-length = 100", "[tool.ruff]\nline-length = 300", "[tool.ruff]"),
+        ("[project]", "[project", "the file's TOML"),
+    ],
+)
+def test_pyproject_edits_that_change_test_or_lint_settings_are_judged(
+    ws: Path, old: str, new: str, table: str
+) -> None:
+    checks = {"tests": "python -m pytest", "lint": "ruff check src"}
+    why = verdict(ws, "pyproject.toml", PYPROJECT, PYPROJECT.replace(old, new), checks=checks) or ""
+    assert f"pyproject.toml: the edit changes {table}" in why
+
+
+def test_other_pyproject_edits_pass(ws: Path) -> None:
+    checks = {"tests": "python -m pytest"}
+    for old, new in (('version = "1.0"', 'version = "1.1"'), ('["attrs"]', '["attrs", "idna"]')):
+        assert verdict(ws, "pyproject.toml", PYPROJECT, PYPROJECT.replace(old, new), checks=checks) is None
+    # ruff is no check here, so its table is not a judge; black's never is
+    wider = PYPROJECT.replace("= 100", "= 120")
+    assert verdict(ws, "pyproject.toml", PYPROJECT, wider, checks=checks) is None
+
+
+def test_the_scope_refuses_a_judge_edit_unless_allowed_and_then_it_needs_approval(ws: Path) -> None:
+    test_edit = change(ws, "tests/test_calc.py", "assert add(2, 3) == 5\n", "assert add(2, 3) == -1\n")
+    strict = Judges.for_settings(settings(ws), "auto-debug")
+    assert strict is not None
+    with pytest.raises(PlanRejected, match=r"tests/test_calc\.py is a test that judges this fix"):
+        strict.scope()(test_edit)
+    assert requires_approval(settings(ws), "auto-debug", [test_edit]) == []
+
+    relaxed = settings(ws, allow_judge_edits=True)
+    judges = Judges.for_settings(relaxed, "auto-debug")
+    assert judges is not None
+    judges.scope()(test_edit)  # not refused ...
+    assert requires_approval(relaxed, "auto-debug", [test_edit]) == ["tests/test_calc.py"]  # ... approval
+    assert requires_approval(relaxed, "auto-debug", [change(ws, "src/calc.py", "a", "b")]) == []
+
+
+def test_a_permitted_judge_edit_waits_for_approval_even_without_require_confirmation(tmp_path: Path) -> None:
+    from test_cycle import BUGGY, ScriptedPlanner, failing_event, make
+
+    ws = tmp_path / "ws"
+    (ws / "src").mkdir(parents=True)
+    (ws / "tests").mkdir()
+    (ws / "src" / "calc.py").write_text(BUGGY)
+    (ws / "tests" / "test_calc.py").write_text("assert True\n")
+    weaken = Plan(
+        summary="weaken", edits=[Edit(path="tests/test_calc.py", search="assert True", replace="pass")]
+    )
+    deps, state = make(
+        ws,
+        ScriptedPlanner(weaken),
+        modes={"auto-debug": {"allow_judge_edits": True}},
+        limits={"require_confirmation": False},
+    )
+    r = asyncio.run(Cycle(deps, DebugMode(), failing_event()).run())
+    assert r.status == "pending_approval" and r.proposal_id
+    assert "tests/test_calc.py" in (r.reason or "") and "allow_judge_edits" in (r.reason or "")
+    assert (ws / "tests" / "test_calc.py").read_text() == "assert True\n"
+    (p,) = state.proposals("pending")
+    approved = asyncio.run(
+        Cycle(deps, DebugMode(), failing_event(), approved=Plan.model_validate_json(p["plan"])).run()
+    )
+    # approved, the judge edit is applied (not refused); the still-failing check then rolls it back
+    assert approved.planner == "operator-approved" and approved.status == "rolled_back"
+    assert [e["path"] for e in approved.edits] == ["tests/test_calc.py"]

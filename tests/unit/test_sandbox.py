@@ -1,0 +1,206 @@
+"""The sandbox policy as data: bwrap's command line, the check environment's allow-list, the
+`checks.sandbox` config key, and what `status` / `config check` say when bwrap is missing."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from autod import sandbox
+from autod.config import ConfigError, load_config
+from autod.sandbox import Policy, bwrap_argv, check_env
+
+
+def argv_for(ws: Path, policy: Policy | None = None, **kw) -> list[str]:
+    env = {"PATH": "/usr/bin", "HOME": "/tmp/home"}
+    return bwrap_argv("/usr/bin/bwrap", ["pytest", "-q"], workspace=ws, env=env,
+                      policy=policy or Policy(state_dir=ws / ".autod"), **kw)
+
+
+def index_of(argv: list[str], *seq: str) -> int:
+    for i in range(len(argv) - len(seq) + 1):
+        if argv[i : i + len(seq)] == list(seq):
+            return i
+    raise AssertionError(f"{seq} not in {argv}")
+
+
+def test_the_command_line_holds_every_wall(tmp_path):
+    ws = tmp_path / "ws"
+    (ws / ".git").mkdir(parents=True)
+    (ws / ".autod").mkdir()
+    argv = argv_for(ws)
+    for flag in ("--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+                 "--unshare-net", "--die-with-parent", "--new-session", "--clearenv"):
+        assert flag in argv
+    assert index_of(argv, "--ro-bind", "/", "/") < index_of(argv, "--tmpfs", "/tmp")
+    assert "--dev" in argv and "--proc" in argv
+    ws_bind = index_of(argv, "--bind", str(ws), str(ws))
+    # after the private /tmp (the workspace lives in it here), .git read-only and the state dir
+    # hidden after the workspace is bound, or they would be writable/visible again
+    assert index_of(argv, "--tmpfs", "/tmp") < ws_bind
+    assert ws_bind < index_of(argv, "--ro-bind", str(ws / ".git"), str(ws / ".git"))
+    assert ws_bind < index_of(argv, "--tmpfs", str(ws / ".autod"))
+    assert index_of(argv, "--chdir", str(ws)) < argv.index("--")
+    assert argv[-3:] == ["--", "pytest", "-q"]
+    for hidden in ("/root", "/home", "/run"):
+        if os.path.isdir(hidden) and not os.path.islink(hidden):
+            i = index_of(argv, "--tmpfs", hidden)
+            assert i < index_of(argv, "--remount-ro", hidden)
+
+
+def test_network_is_cut_unless_the_check_opts_in(tmp_path):
+    assert "--unshare-net" in argv_for(tmp_path)
+    assert "--unshare-net" not in argv_for(tmp_path, network=True)
+
+
+def test_root_keeps_no_capability_in_the_sandbox(tmp_path):
+    assert ("--cap-drop" in argv_for(tmp_path)) == (os.geteuid() == 0)
+
+
+def test_a_workspace_below_a_hidden_dir_is_bound_back_and_the_dir_stays_read_only():
+    # argv only, nothing runs: /usr/share stands in for /home, /usr/share/doc for a repo in it
+    hidden, ws = Path("/usr/share"), Path("/usr/share/doc")
+    argv = bwrap_argv("/usr/bin/bwrap", ["true"], workspace=ws, env={},
+                      policy=Policy(state_dir=ws / ".autod", hidden=(hidden,)))
+    tmpfs = index_of(argv, "--tmpfs", str(hidden))
+    bind = index_of(argv, "--bind", str(ws), str(ws))
+    assert tmpfs < bind < index_of(argv, "--remount-ro", str(hidden))
+
+
+def test_hidden_files_and_dirs_outside_tmp_become_empty(tmp_path, monkeypatch):
+    key = Path("/etc/hostname")  # any file outside /tmp stands in for api_key_file
+    policy = Policy(state_dir=tmp_path / "s", hidden=(key, Path("/var/log")))
+    argv = argv_for(tmp_path, policy)
+    assert index_of(argv, "--ro-bind", "/dev/null", str(key.resolve()))
+    assert index_of(argv, "--tmpfs", "/var/log") < index_of(argv, "--remount-ro", "/var/log")
+
+
+def test_only_runtimes_inside_hidden_places_are_bound_back(tmp_path):
+    pyenv = Path("/root/.pyenv-autod-test/bin/python3")  # need not exist: argv only
+    visible = Path("/usr/bin/python3")
+    argv = argv_for(tmp_path, expose=[visible])
+    assert str(visible) not in argv  # /usr is visible already
+    argv = argv_for(tmp_path, expose=[pyenv])
+    assert str(pyenv) not in argv  # a path that does not exist is never bound
+    real = Path(sys.executable).resolve()
+    argv = argv_for(tmp_path, expose=[real])
+    hidden = any(str(real).startswith(d + "/") for d in sandbox.HIDDEN_DIRS)
+    assert (str(real) in argv) == hidden
+
+
+def test_output_dir_is_bound_writable_last(tmp_path):
+    out = tmp_path / "cov"
+    out.mkdir()
+    argv = argv_for(tmp_path / "ws", writable=[out])
+    assert index_of(argv, "--bind", str(out), str(out)) > index_of(argv, "--tmpfs", "/tmp")
+
+
+def test_the_environment_is_an_allow_list():
+    base = {
+        "PATH": "/usr/bin", "LANG": "C.UTF-8", "LC_TIME": "C", "TERM": "xterm", "TZ": "UTC",
+        "USER": "autod", "CI": "1", "PYTHONUNBUFFERED": "1", "VIRTUAL_ENV": "/opt/autod/venv",
+        "AUTOD_LLM__API_KEY": "sk-1", "CREDENTIALS_DIRECTORY": "/run/credentials/x",
+        "NOTIFY_SOCKET": "/run/systemd/notify", "WATCHDOG_USEC": "1", "INVOCATION_ID": "i",
+        "PYTHONPATH": "/evil", "SSH_AUTH_SOCK": "/run/user/0/ssh", "HTTPS_PROXY": "http://p",
+        "HOME": "/root",
+    }
+    env = check_env(base, own={"FOO": "bar"}, home="/tmp/home", tmpdir="/tmp",
+                    path_first=Path("/ws/.venv/bin"), virtual_env=Path("/ws/.venv"))
+    assert env == {
+        "PATH": "/ws/.venv/bin:/usr/bin", "LANG": "C.UTF-8", "LC_TIME": "C", "TERM": "xterm",
+        "TZ": "UTC", "USER": "autod", "CI": "1", "PYTHONUNBUFFERED": "1",
+        "VIRTUAL_ENV": "/ws/.venv", "HOME": "/tmp/home", "TMPDIR": "/tmp", "FOO": "bar",
+    }
+    # the daemon's own venv never leaks in as VIRTUAL_ENV
+    assert "VIRTUAL_ENV" not in check_env(base, home="/h", tmpdir="/t")
+
+
+def test_denied_names_and_secret_values_never_pass_even_from_the_checks_own_env():
+    env = check_env({"PATH": "/usr/bin", "LANG": "sk-secret-value"},
+                    own={"AUTOD_X": "1", "WATCHDOG_PID": "1", "TOKEN": "Bearer sk-secret-value"},
+                    secrets=["sk-secret-value"], home="/h", tmpdir="/t")
+    assert set(env) == {"PATH", "HOME", "TMPDIR"}
+
+
+# -- config ------------------------------------------------------------------------------------
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "autod.yaml"
+    p.write_text(text.replace("WS", str(tmp_path)))
+    return p
+
+
+def test_checks_sandbox_is_a_reserved_key_with_a_default(tmp_path):
+    s = load_config(write(tmp_path, "workspace: WS\nchecks:\n  t: {run: pytest}\n"))
+    assert s.checks_sandbox == "auto" and list(s.checks) == ["t"] and s.checks["t"].sandbox is None
+    text = "workspace: WS\nchecks:\n  sandbox: off\n  t: {run: pytest, sandbox: bwrap}\n"
+    s = load_config(write(tmp_path, text))
+    assert s.checks_sandbox == "off" and list(s.checks) == ["t"]  # YAML's bare off is "off"
+    assert sandbox.Policy.for_settings(s, s.workspace).mode_for(s.checks["t"]) == "bwrap"
+
+
+def test_a_check_named_sandbox_is_refused_naming_file_line_and_field(tmp_path):
+    path = write(tmp_path, "workspace: WS\nchecks:\n  t: {run: pytest}\n  sandbox: {run: make}\n")
+    with pytest.raises(ConfigError) as e:
+        load_config(path)
+    assert f"{path}:4: checks.sandbox:" in str(e.value) and "no check may be named 'sandbox'" in str(e.value)
+    with pytest.raises(ConfigError, match=r":3: checks.sandbox: .*auto, bwrap or off"):
+        load_config(write(tmp_path, "workspace: WS\nchecks:\n  sandbox: docker\n"))
+
+
+def test_the_environment_overrides_checks_sandbox(tmp_path, monkeypatch):
+    monkeypatch.setenv("AUTOD_CHECKS__SANDBOX", "off")
+    s = load_config(write(tmp_path, "workspace: WS\nchecks:\n  t: {run: pytest}\n"))
+    assert s.checks_sandbox == "off" and list(s.checks) == ["t"]
+
+
+def test_a_checks_env_may_not_name_autods_own_variables(tmp_path):
+    text = "workspace: WS\nchecks:\n  t: {run: pytest, env: {AUTOD_LLM__API_KEY: x}}\n"
+    with pytest.raises(ConfigError, match=r":3: checks.t.env: .*AUTOD_LLM__API_KEY"):
+        load_config(write(tmp_path, text))
+
+
+def test_the_policy_hides_the_key_file_credentials_config_and_logs(tmp_path, monkeypatch):
+    monkeypatch.setenv("CREDENTIALS_DIRECTORY", "/run/credentials/autod.service")
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    (tmp_path / "ws").mkdir()
+    cfg = etc / "autod.yaml"
+    cfg.write_text(f"workspace: {tmp_path / 'ws'}\nllm: {{api_key_file: {etc / 'key'}}}\n"
+                   f"logging: {{file: {tmp_path / 'log' / 'autod' / 'autod.jsonl'}}}\n")
+    s = load_config(cfg)
+    hidden = set(Policy.for_settings(s, s.workspace).hidden)
+    assert {Path("/run/credentials/autod.service"), etc / "key", cfg, tmp_path / "log" / "autod"} <= hidden
+
+
+# -- when bwrap is missing ---------------------------------------------------------------------
+
+
+def test_config_check_and_status_say_loudly_when_bwrap_is_missing(tmp_path):
+    cfg = write(tmp_path, "workspace: WS\nchecks:\n  t: {run: pytest}\n")
+    env = {**os.environ, "PATH": str(Path(sys.executable).parent)}  # python, but no bwrap
+    run = [sys.executable, "-m", "autod.cli"]
+    r = subprocess.run([*run, "config", "check", "-c", str(cfg)], capture_output=True, text=True, env=env)
+    assert r.returncode == 0 and "sandbox: UNAVAILABLE (bwrap not found" in r.stdout
+    assert "run UNSANDBOXED: t" in r.stdout
+    r = subprocess.run([*run, "status", "-c", str(cfg), "--json"], capture_output=True, text=True, env=env)
+    import json
+
+    st = json.loads(r.stdout)["sandbox"]
+    assert st["works"] is False and st["unsandboxed_checks"] == ["t"] and "bwrap not found" in st["why"]
+    env["AUTOD_CHECKS__SANDBOX"] = "bwrap"
+    r = subprocess.run([*run, "config", "check", "-c", str(cfg)], capture_output=True, text=True, env=env)
+    assert r.returncode == 78 and f"{cfg}: checks.sandbox: bwrap is required but bwrap not found" in r.stderr
+
+
+def test_a_hidden_path_that_is_the_workspace_or_above_it_never_hides_the_workspace(tmp_path):
+    ws = tmp_path / "autod"  # e.g. logging.file: autod.jsonl in a checkout named autod
+    ws.mkdir()
+    argv = argv_for(ws, Policy(state_dir=ws, hidden=(ws, tmp_path)))
+    bind = index_of(argv, "--bind", str(ws), str(ws))
+    assert all(argv[i + 1] != str(ws) for i in range(bind, len(argv) - 1) if argv[i] == "--tmpfs")
