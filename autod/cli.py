@@ -21,6 +21,8 @@ from autod.config import EXIT_CONFIG, ConfigError, Settings, find_config, load_c
 from autod.filemodes import private_files
 
 MODES = ("auto-debug", "auto-doc", "auto-plan")
+FOLLOW_LINES = 10  # `autod logs -f` starts from the last lines, as `tail -f` does
+READ_LINES = 50
 
 
 def _out(text: str, *, file: Any = None) -> None:
@@ -118,7 +120,15 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_config_check(args: argparse.Namespace) -> int:
+    from autod.preflight import format_problem, problems
+
     settings = _settings(args)
+    found = problems(settings)
+    for problem in found:
+        kind = "" if problem.error else "warning: "
+        _out(f"autod: {kind}{format_problem(settings, problem)}", file=sys.stderr)
+    if any(p.error for p in found):
+        return EXIT_CONFIG
     where = find_config(args.config) or "(no file: defaults)"
     modes = ", ".join(settings.modes.enabled()) or "none"
     planner = "llm" if settings.llm.base_url else "rules"
@@ -165,59 +175,102 @@ def cmd_status(args: argparse.Namespace) -> int:
         from autod import sandbox
 
         data["sandbox"] = sandbox.status(settings)
+    # which config and state dir this answer is about (the daemon's own, or what the CLI looked at)
+    data.setdefault("config_file", str(settings.config_file) if settings.config_file else None)
+    data.setdefault("state_dir", str(settings.state_path))
     if args.json:
         from autod.boundary import config_inside_workspace
 
         _emit(data | {"warnings": [w for w in (config_inside_workspace(settings),) if w]})
         return 0
     _warnings(settings)
-    if data.get("running"):
-        _out(
-            f"autod running (pid {data['pid']}, up {data['uptime_s']:.0f}s)"
-            f"{' — PAUSED' if data.get('paused') else ''}"
-        )
-        if data.get("waiting"):
-            _out(f"  waiting: {data['waiting']}")
-        if data.get("current_cycle"):
-            c = data["current_cycle"]
-            _out(f"  in cycle {c['cycle_id']} ({c['mode']}): {c['summary'][:100]}")
-        _out(f"  modes: {', '.join(data.get('modes', [])) or 'none'}   memory: {data.get('memory')}")
-        if data.get("sandbox"):
-            from autod.sandbox import describe
+    for line in _status_lines(data):
+        _out(line)
+    return 0
 
-            _out(f"  {describe(data['sandbox'])}")
-        llm = data.get("llm", {})
-        if llm.get("configured"):
-            circuit = (llm.get("circuit") or {}).get("state", "?")
-            _out(f"  llm: {llm.get('endpoint')} reachable={llm.get('reachable')} circuit={circuit}")
-        else:
-            _out("  llm: not configured (offline rules planner)")
-        for s in data.get("sources", []):
-            err = f" last error: {s['last_error']}" if s.get("last_error") else ""
-            _out(f"  source {s['name']}: {s['state']} (events {s['events']}, restarts {s['restarts']}){err}")
-        for name, c in data.get("checks", {}).items():
-            _out(f"  check {name}: {'ok' if c['ok'] else 'FAILING'} (exit {c['exit_code']})")
-        for name, c in data.get("counters", {}).items():
-            _out(f"  {name}: {c['used']}/{c['cap']}")
-    else:
-        _out("autod is not running" + (" (figures read from the state dir)" if "queue" in data else ""))
-        if data.get("paused"):
-            _out("  paused: it starts paused (autod resume)")
-        if data.get("sandbox"):
-            from autod.sandbox import describe
 
-            _out(f"  {describe(data['sandbox'])}")
+def _status_lines(data: dict[str, Any]) -> list[str]:
+    """`autod status` for a human, one line per fact."""
+    out = _daemon_lines(data) if data.get("running") else _down_lines(data)
+    config = data.get("config_file") or "(none: defaults)"
+    out.append(f"  config: {config}   state dir: {data.get('state_dir')}")
     q = data.get("queue")
     if q:
-        _out(f"  queue depth: {q.get('depth')}")
+        out.append(f"  queue depth: {q.get('depth')}")
+        out += _retry_lines(q.get("retries") or [])
     if data.get("proposals"):
-        _out(f"  pending proposals: {len(data['proposals'])} (autod proposals)")
+        out.append(f"  pending proposals: {len(data['proposals'])} (autod proposals)")
     for qd in data.get("quarantined", []) or []:
-        _out(f"  quarantined {qd['fingerprint']}: {qd['summary'][:100]}")
+        out.append(f"  quarantined {qd['fingerprint']}: {qd['summary'][:100]} (autod quarantine clear)")
     for c in (data.get("last_cycles") or [])[:5]:
         status = c["status"] or "running"
-        _out(f"  {_ago(c['started_at'])} {c['id']} {c['mode']:<10} {status:<16} {c['summary'][:70]}")
-    return 0
+        out.append(f"  {_ago(c['started_at'])} {c['id']} {c['mode']:<10} {status:<16} {c['summary'][:70]}")
+    return out
+
+
+def _daemon_lines(data: dict[str, Any]) -> list[str]:
+    out = [
+        f"autod running (pid {data['pid']}, up {data['uptime_s']:.0f}s)"
+        f"{' — PAUSED' if data.get('paused') else ''}"
+    ]
+    if data.get("wedged"):
+        w = data["wedged"]
+        out.append(f"  WEDGED: {w['what']} for {w['running_s']:.0f}s (deadline {w['deadline_s']:.0f}s)")
+    if data.get("waiting"):
+        out.append(f"  waiting: {data['waiting']}")
+    if data.get("current_cycle"):
+        c = data["current_cycle"]
+        out.append(f"  in cycle {c['cycle_id']} ({c['mode']}, {c.get('phase') or '-'}): {c['summary'][:100]}")
+    out.append(f"  modes: {', '.join(data.get('modes', [])) or 'none'}   memory: {data.get('memory')}")
+    out += _sandbox_lines(data)
+    llm = data.get("llm", {})
+    if llm.get("configured"):
+        circuit = (llm.get("circuit") or {}).get("state", "?")
+        out.append(f"  llm: {llm.get('endpoint')} reachable={llm.get('reachable')} circuit={circuit}")
+    else:
+        out.append("  llm: not configured (offline rules planner)")
+    for s in data.get("sources", []):
+        err = f" last error: {s['last_error']}" if s.get("last_error") else ""
+        counts = f"events {s['events']}, restarts {s['restarts']}"
+        out.append(f"  source {s['name']}: {s['state']} ({counts}){err}")
+    for name, c in data.get("checks", {}).items():
+        if c.get("error"):
+            out.append(f"  check {name}: CANNOT START (configuration error): {c['error']}")
+        else:
+            out.append(f"  check {name}: {'ok' if c['ok'] else 'FAILING'} (exit {c['exit_code']})")
+        if c.get("changed"):
+            files = ", ".join(c["changed"][:5]) + (" ..." if len(c["changed"]) > 5 else "")
+            out.append(f"    WARNING: check {name} changed workspace files: {files}")
+    for problem in data.get("config_problems") or []:
+        out.append(f"  config error: {problem}")
+    for name, c in data.get("counters", {}).items():
+        out.append(f"  {name}: {c['used']}/{c['cap']}")
+    return out
+
+
+def _down_lines(data: dict[str, Any]) -> list[str]:
+    out = ["autod is not running" + (" (figures read from the state dir)" if "queue" in data else "")]
+    if data.get("paused"):
+        out.append("  paused: it starts paused (autod resume)")
+    return out + _sandbox_lines(data)
+
+
+def _sandbox_lines(data: dict[str, Any]) -> list[str]:
+    if not data.get("sandbox"):
+        return []
+    from autod.sandbox import describe
+
+    return [f"  {describe(data['sandbox'])}"]
+
+
+def _retry_lines(rows: list[dict[str, Any]]) -> list[str]:
+    out = []
+    now = time.time()
+    for r in rows:
+        when = "now" if r["status"] == "in_flight" else f"in {max(0.0, (r['not_before'] or now) - now):.0f}s"
+        why = (r.get("last_error") or "")[:120]
+        out.append(f"  retry {r['retries']} {when}: {r['summary'][:70]} ({why})")
+    return out
 
 
 def cmd_history(args: argparse.Namespace) -> int:
@@ -246,6 +299,8 @@ def cmd_logs(args: argparse.Namespace) -> int:
     from autod.logview import LogFilter, parse_since, run_logs
 
     settings = _settings(args)
+    if args.n is None:  # like tail: -f starts from the last few lines, a plain read shows more
+        args.n = FOLLOW_LINES if args.follow else READ_LINES
     try:
         since = parse_since(args.since) if args.since else None
     except ValueError as exc:
@@ -280,6 +335,50 @@ def cmd_proposals(args: argparse.Namespace) -> int:
         for line in p["diff"].split("\n"):  # not splitlines(): U+2028 or NEL must not start a line
             _out("  " + line)
     return 0
+
+
+def cmd_quarantine(args: argparse.Namespace) -> int:
+    from autod.commands import quarantine_clear
+    from autod.control import DaemonDown
+
+    settings = _settings(args)
+    clear = args.quarantine_cmd == "clear"
+    if clear and not (args.fingerprint or args.all):
+        return _die("quarantine clear: name a fingerprint, or --all", 2)
+    try:
+        if clear:
+            resp = _ask(settings, "quarantine_clear", fingerprint=args.fingerprint, all=args.all)
+        else:
+            resp = _ask(settings, "quarantine")
+    except DaemonDown:  # the state db directly: the next start sees it
+        off = _offline(settings)
+        if off is None:
+            resp = {"ok": True, "quarantined": [], "cleared": []}
+        elif clear:
+            resp = quarantine_clear(off[0], args.fingerprint, args.all)
+        else:
+            resp = {"ok": True, "quarantined": off[0].quarantined()}
+    if not resp.get("ok"):
+        return _die(resp.get("error", "failed"), 1)
+    if args.json:
+        _emit(resp.get("cleared") if clear else resp["quarantined"])
+        return 0
+    for line in _quarantine_lines(resp, clear):
+        _out(line)
+    return 0
+
+
+def _quarantine_lines(resp: dict[str, Any], clear: bool) -> list[str]:
+    if clear:
+        return [f"cleared {fp}" for fp in resp.get("cleared") or []] or ["nothing was quarantined"]
+    rows = resp.get("quarantined") or []
+    if not rows:
+        return ["nothing is quarantined"]
+    return [
+        f"{r['fingerprint']} since {_ago(r['quarantined_at'])} after {r['attempts']} attempts"
+        f"{' (check ' + r['check_name'] + ')' if r.get('check_name') else ''}: {r['summary'][:100]}"
+        for r in rows
+    ]
 
 
 def _daemon_call(args: argparse.Namespace, cmd: str, label: str | None = None, **kw: Any) -> int:
@@ -458,7 +557,7 @@ def build_parser() -> argparse.ArgumentParser:
     lg.add_argument("--level", choices=["debug", "info", "warning", "error"])
     lg.add_argument("--mode", choices=list(MODES))
     lg.add_argument("--since", help="10m, 2h, 1d or an ISO time")
-    lg.add_argument("-n", type=int, default=50)
+    lg.add_argument("-n", type=int, default=None, help=f"lines ({READ_LINES}; with -f {FOLLOW_LINES})")
     pr = add("proposals", cmd_proposals, "plans waiting for approval")
     pr.add_argument("--json", action="store_true")
     ap = add("approve", cmd_approve, "apply, verify and reflect a proposal")
@@ -470,6 +569,14 @@ def build_parser() -> argparse.ArgumentParser:
     rj.add_argument("--json", action="store_true")
     add("pause", lambda a: _set_pause(a, True), "stop starting cycles (sources keep queueing)")
     add("resume", lambda a: _set_pause(a, False), "start cycles again")
+    qr = add("quarantine", cmd_quarantine, "failures autod stopped trying to fix; clear them")
+    qr.add_argument("--json", action="store_true")
+    qrs = qr.add_subparsers(dest="quarantine_cmd")
+    qc = qrs.add_parser("clear", parents=[common], help="try a fingerprint again (or --all)")
+    qc.add_argument("fingerprint", nargs="?")
+    qc.add_argument("--all", action="store_true")
+    qc.add_argument("--json", action="store_true")
+    qc.set_defaults(fn=cmd_quarantine)
     t = add("trigger", cmd_trigger, "queue a manual event for a mode")
     t.add_argument("mode", choices=list(MODES))
     t.add_argument("--path")

@@ -1,4 +1,8 @@
-"""What the control socket can ask the running daemon, and the status snapshot shared with the CLI."""
+"""What the control socket can ask the running daemon, and the status snapshot shared with the CLI.
+
+The daemon is seen through the small `DaemonView` protocol (what these commands read and call), so
+this module does not import the supervisor that serves it.
+"""
 
 from __future__ import annotations
 
@@ -7,22 +11,52 @@ import os
 import time
 import uuid
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import structlog
 
 from autod import sandbox
+from autod.checkbook import CheckBook
+from autod.config import Settings
+from autod.cycle import CycleDeps
+from autod.dispatch import Dispatcher
 from autod.events import Event, EventKind, fingerprint
-from autod.memory import Tier
+from autod.limits import CircuitBreaker, Gate
+from autod.memory import Memory, Tier
 from autod.memory.report import hits_to_json
+from autod.modes import Mode
+from autod.notify import Notifier
 from autod.plan import Plan
 from autod.queue import EventQueue
+from autod.sourceset import SourceSet
 from autod.state import State
 
-if TYPE_CHECKING:
-    from autod.supervisor import Daemon
-
 log = structlog.get_logger("autod.commands")
+
+
+class DaemonView(Protocol):
+    """What the control commands need from the running daemon."""
+
+    settings: Settings
+    state: State
+    queue: EventQueue
+    gate: Gate
+    modes: list[Mode]
+    memory: Memory | None
+    planner: Any
+    planner_name: str
+    breaker: CircuitBreaker | None
+    deps: CycleDeps
+    dispatcher: Dispatcher
+    notifier: Notifier
+    book: CheckBook
+    sources: SourceSet
+    config_problems: list[str]
+    paused: bool
+    started_at: float
+    wakeup: asyncio.Event
+
+    async def accept(self, event: Event) -> None: ...
 
 MODES = ("auto-debug", "auto-doc", "auto-plan")
 
@@ -36,18 +70,32 @@ def manual_event(mode: str, path: str | None, message: str | None) -> Event:
         + (f" on {path}" if path else "")
         + (f": {message}" if message else ""),
         payload={"mode": mode, "paths": [path] if path else [], "message": message or ""},
-        fingerprint=fingerprint("manual", mode, path or "", message or "", uuid.uuid4().hex),
+        # each trigger is its own event: the unique part is hashed as it is (normalising would erase it)
+        fingerprint=fingerprint("manual", mode, path or "", message or "", exact=[uuid.uuid4().hex]),
     )
 
 
 def offline_status(state: State, queue: EventQueue) -> dict[str, Any]:
     """What can be read from the state dir alone (the daemon is down, or as part of its status)."""
     return {
-        "queue": {"depth": queue.depth(), **queue.stats()},
+        "queue": {"depth": queue.depth(), **queue.stats(), "retries": queue.retrying()},
         "proposals": [_proposal_row(p) for p in _live(state.proposals("pending"))],
         "quarantined": state.quarantined(),
         "last_cycles": state.history(10),
     }
+
+
+def quarantine_clear(state: State, fp: str | None, everything: bool) -> dict[str, Any]:
+    """`autod quarantine clear FP|--all`, on the state db (the daemon's, or directly when it is down)."""
+    if everything:
+        cleared = state.release_all_quarantine()
+    elif fp:
+        cleared = state.release_quarantine(fp)
+        if not cleared:
+            return {"ok": False, "error": f"no quarantined fingerprint {fp} (or the prefix is ambiguous)"}
+    else:
+        return {"ok": False, "error": "name a fingerprint, or --all"}
+    return {"ok": True, "cleared": cleared}
 
 
 def _live(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -64,7 +112,7 @@ def _proposal_row(p: dict[str, Any]) -> dict[str, Any]:
 
 
 class Commands:
-    def __init__(self, daemon: Daemon) -> None:
+    def __init__(self, daemon: DaemonView) -> None:
         self.d = daemon
 
     async def handle(self, req: dict[str, Any]) -> dict[str, Any]:
@@ -88,7 +136,9 @@ class Commands:
         current = None
         running = d.dispatcher.current
         if running is not None:
-            current = {"cycle_id": running.r.cycle_id, "mode": running.r.mode, "summary": running.r.summary}
+            current = {"cycle_id": running.r.cycle_id, "mode": running.r.mode, "summary": running.r.summary,
+                       "phase": running.phase_now}
+        errors = d.book.errors()
         return {
             "ok": True,
             "running": True,
@@ -98,8 +148,17 @@ class Commands:
             "waiting": d.dispatcher.waiting_reason or None,
             "current_cycle": current,
             "modes": [m.name for m in d.modes],
-            "sources": [{k: v for k, v in asdict(s).items() if k != "crashes"} for s in d.sources.values()],
-            "checks": {n: {"exit_code": r.exit_code, "ok": r.ok} for n, r in d.last_results.items()},
+            "wedged": d.dispatcher.progress.wedged(),
+            "config_file": str(d.settings.config_file) if d.settings.config_file else None,
+            "state_dir": str(d.settings.state_path),
+            "config_problems": d.config_problems,
+            "sources": [
+                {k: v for k, v in asdict(s).items() if k != "crashes"} for s in d.sources.states.values()
+            ],
+            "checks": {
+                n: {"exit_code": r.exit_code, "ok": r.ok, "error": errors.get(n), "changed": r.changed[:50]}
+                for n, r in d.book.results.items()
+            },
             "counters": counters,
             "llm": llm,
             "memory": "on" if d.memory is not None else "off",
@@ -136,8 +195,6 @@ class Commands:
         return {"ok": True, "proposals": [_proposal_row(p) for p in _live(rows)]}
 
     async def cmd_approve(self, req: dict[str, Any]) -> dict[str, Any]:
-        from autod.cycle import Cycle
-
         d = self.d
         p = await d.state.call(d.state.proposal, str(req.get("id", "")))
         if p is None:
@@ -153,15 +210,14 @@ class Commands:
         event = Event.model_validate_json(p["event"])
         plan = Plan.model_validate_json(p["plan"])
         await d.state.call(d.state.decide_proposal, p["id"], "approved", req.get("reason"))
-        async with d.workspace_lock:
-            cycle = Cycle(d.deps, mode, event, approved=plan)
-            d.dispatcher.current = cycle
-            try:
-                r = await cycle.run()
-            finally:
-                d.dispatcher.current = None
+        cycle = await d.dispatcher.run_cycle(mode, event, approved=plan, slot=f"approve:{p['id']}")
+        r = cycle.r
         final = "applied" if r.status in ("fixed", "improved") else "failed"
-        await d.state.call(d.state.decide_proposal, p["id"], final, r.reason)
+        await d.state.call(
+            d.state.decide_proposal, p["id"], final, f"cycle {r.cycle_id} {r.status}" + (
+                f": {r.reason}" if r.reason else ""
+            ),
+        )
         return {
             "ok": r.status in ("fixed", "improved"),
             "proposal": p["id"],
@@ -198,6 +254,18 @@ class Commands:
             )
         log.info("proposal rejected", proposal_id=p["id"], reason=reason)
         return {"ok": True, "proposal": p["id"], "lesson": lesson}
+
+    async def cmd_quarantine(self, req: dict[str, Any]) -> dict[str, Any]:
+        return {"ok": True, "quarantined": await self.d.state.call(self.d.state.quarantined)}
+
+    async def cmd_quarantine_clear(self, req: dict[str, Any]) -> dict[str, Any]:
+        fp = req.get("fingerprint")
+        resp = await self.d.state.call(
+            quarantine_clear, self.d.state, str(fp) if fp else None, bool(req.get("all"))
+        )
+        for one in resp.get("cleared") or []:
+            log.info("quarantine.cleared", fingerprint=one, by="operator")
+        return resp
 
     async def cmd_memory_stats(self, req: dict[str, Any]) -> dict[str, Any]:
         if self.d.memory is None:

@@ -34,6 +34,7 @@ from autod.config_models import (
     Limits,
     LLMConfig,
     LLMEndpoint,
+    LocalizeConfig,
     LoggingConfig,
     LogtailSource,
     MemoryConfig,
@@ -61,6 +62,7 @@ __all__ = [
     "LLMConfig",
     "LLMEndpoint",
     "Limits",
+    "LocalizeConfig",
     "LoggingConfig",
     "LogtailSource",
     "MemoryConfig",
@@ -72,6 +74,7 @@ __all__ = [
     "Strict",
     "WatchSource",
     "find_config",
+    "key_lines",
     "load_config",
     "validate_cron",
 ]
@@ -112,6 +115,7 @@ class Settings(BaseSettings):
     limits: Limits = Field(default_factory=Limits)
     git: GitConfig = Field(default_factory=GitConfig)
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
+    localize: LocalizeConfig = Field(default_factory=LocalizeConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     # The file these settings were loaded from (None: defaults only): one of autod's own files.
     _config_file: Path | None = PrivateAttr(None)
@@ -247,6 +251,29 @@ def _key_lines(text: str) -> dict[tuple[Any, ...], int]:
     return lines
 
 
+def key_lines(path: Path) -> dict[tuple[Any, ...], int]:
+    """Line of each key path in a config file ({} when it cannot be read): for errors found after loading."""
+    try:
+        return _key_lines(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError):
+        return {}
+
+
+MODE_NAMES = ("auto-debug", "auto-doc", "auto-plan")
+
+
+def _only_listed_modes(data: dict[str, Any]) -> None:
+    """A `modes:` section that names some modes runs only those: a mode it leaves out is disabled
+    (the defaults enable auto-debug and auto-plan only when the file has no `modes:` at all)."""
+    modes = data.get("modes")
+    if not isinstance(modes, dict) or not modes:
+        return
+    named = {str(k).replace("_", "-") for k in modes}
+    for name in MODE_NAMES:
+        if name not in named:
+            modes[name] = {"enabled": False}
+
+
 def find_config(explicit: str | os.PathLike[str] | None) -> Path | None:
     """-c, then $AUTOD_CONFIG, then the search paths. None when there is no file at all."""
     if explicit:
@@ -345,6 +372,7 @@ def load_config(
     if cfg_path is not None:
         data = _read_yaml(cfg_path)
         text = cfg_path.read_text(encoding="utf-8")
+        _only_listed_modes(data)
     if overrides:
         data = {**data, **overrides}
     if "workspace" not in data and not os.environ.get("AUTOD_WORKSPACE") and cfg_path is None:

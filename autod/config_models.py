@@ -127,6 +127,15 @@ class CheckConfig(Strict):
     fixer: bool = Field(False, description="the offline planner may run it to fix files")
     output_limit_kb: int = Field(64, ge=1, le=10240)
     env: dict[str, str] = Field(default_factory=dict)
+    focus: str | None = Field(
+        None,
+        min_length=1,
+        max_length=4000,
+        description="quicker command run first after an edit (split like run); failing, it rolls back",
+    )
+    coverage: bool = Field(
+        False, description="pytest check: re-run the failing tests with per-test line recording to rank code"
+    )
     sandbox: Literal["auto", "bwrap", "off"] | None = Field(
         None, description="override checks.sandbox for this check (null: inherit)"
     )
@@ -155,6 +164,11 @@ class CheckConfig(Strict):
         for item in v:
             if item in ("start", "change", "manual"):
                 continue
+            if len(item.split()) == 1:  # one word is a misspelt trigger, not a cron string
+                shown = f" {item!r}" if re.fullmatch(r"[A-Za-z_-]{1,20}", item) else ""
+                raise ValueError(
+                    f"unknown trigger{shown}: use start, change, manual or a 5-field cron string"
+                )
             validate_cron(item)
         return v
 
@@ -280,6 +294,12 @@ class Limits(Strict):
     max_tokens_per_day: int = Field(2_000_000, ge=1000)
     require_confirmation: bool = False
     proposal_ttl_h: float = Field(72, gt=0, le=8760)
+    retry_base_s: float = Field(30, gt=0, le=3600, description="first wait before an event is tried again")
+    retry_max_s: float = Field(1800, gt=0, le=86400, description="longest wait between two tries of an event")
+    max_retries: int = Field(20, ge=0, le=1000, description="tries after failures outside the repository")
+    cycle_grace_s: float = Field(
+        120, gt=0, le=86400, description="slack over a cycle's plan and check timeouts before it is wedged"
+    )
     deny_globs: list[str] = Field(
         default_factory=lambda: [
             ".env",
@@ -319,8 +339,30 @@ class MemoryConfig(Strict):
     n1: Retention = Field(default_factory=lambda: Retention(ttl_days=90, max_items=20000))
     n2: Retention = Field(default_factory=lambda: Retention(ttl_days=None, max_items=5000))
     prune_schedule: CronStr = "17 3 * * *"
+    min_similarity: float = Field(
+        0.35, ge=0, le=1, description="recalled items less similar than this to the event are left out"
+    )
+    max_prompt_share: float = Field(
+        0.15, ge=0, le=1, description="at most this share of a prompt's context budget goes to memory"
+    )
 
     _cron = field_validator("prune_schedule")(lambda v: validate_cron(v))
+
+
+class LocalizeConfig(Strict):
+    budget_tokens: int = Field(
+        6000, ge=500, le=200_000, description="prompt context budget: failure, code, memory (+ the diff)"
+    )
+    max_diff_tokens: int = Field(
+        12000, ge=500, le=500_000, description="past this, diffs of files the failure never names are a stat"
+    )
+    history_commits: int = Field(
+        5, ge=0, le=100, description="with no green revision: recent commits of the failing files shown"
+    )
+    index_max_files: int = Field(5000, ge=10, le=200_000, description="Python files the AST index reads")
+    index_max_mb: int = Field(64, ge=1, le=4096, description="MB of source the AST index reads, at most")
+    index_timeout_s: float = Field(20, gt=0, le=600, description="time the AST index may take to build")
+    need_max: int = Field(8, ge=0, le=32, description="definitions a plan may ask for by name, once a cycle")
 
 
 class LoggingConfig(Strict):

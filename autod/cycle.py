@@ -19,7 +19,15 @@ from autod import logs
 from autod.act.edits import FileChange, prepare, unified_diff
 from autod.act.journal import Journal
 from autod.act.judges import requires_approval
-from autod.errors import ContextTooLong, CycleError, LLMUnavailable, PlanInvalid, PlanRejected
+from autod.checkbook import unjournaled
+from autod.errors import (
+    BudgetExhausted,
+    ContextTooLong,
+    CycleError,
+    LLMUnavailable,
+    PlanInvalid,
+    PlanRejected,
+)
 from autod.events import FAILURE_KINDS, Event
 from autod.limits import CircuitBreaker, Gate
 from autod.memory import Memory, Recalled
@@ -27,7 +35,7 @@ from autod.modes import Attempt, Mode, ModeEnv, Verification, chain, pack, token
 from autod.ownwrites import OwnWrites
 from autod.plan import Plan
 from autod.planner import Planner, PlanRequest, PlanResult
-from autod.reflect import Reflection, distil_lesson, log_reflection
+from autod.reflect import Reflection, distil_lesson, episode_text, log_reflection
 
 log = structlog.get_logger("autod.cycle")
 
@@ -72,7 +80,11 @@ class Cycle:
         )
         self.recalled: list[Recalled] = []
         self.attempts: list[Attempt] = []
+        self.need_answered = False
+        self.extra_messages: list[dict[str, str]] = []  # the need round, appended to the mode's messages
         self.last_attempt: dict[str, str] | None = None
+        self.error: CycleError | None = None  # why it ended early (the retry policy reads it)
+        self.phase_now = ""  # the phase it is in (the watchdog names it when a cycle wedges)
 
     # -- the cycle -------------------------------------------------------------------
     async def run(self) -> Reflection:
@@ -82,6 +94,7 @@ class Cycle:
                 await self.observe()
             await self.plan_and_act()
         except CycleError as exc:
+            self.error = exc
             self.r.status, self.r.reason = exc.status, exc.reason
         except asyncio.CancelledError:
             self.r.status, self.r.reason = "failed", "stopped: the daemon is shutting down"
@@ -109,17 +122,23 @@ class Cycle:
             "observed", kind=str(self.event.kind), summary=self.event.summary[:300], merged=self.event.merged
         )
         if self.deps.memory is not None:
-            excerpt = str(self.event.payload.get("excerpt", ""))[:2000]
+            from autod.localize.excerpt import strip_progress
+
+            # progress dots and timings would make every run of the same failure a new memory
+            excerpt = strip_progress(str(self.event.payload.get("excerpt", "")))[:2000]
             text = logs.redact_text(f"{self.event.kind}: {self.event.summary}\n{excerpt}")
-            await self.deps.memory.observe(
-                text,
-                {
-                    "kind": str(self.event.kind),
-                    "fingerprint": self.event.fingerprint,
-                    "mode": self.mode.name,
-                    "event_id": self.event.id,
-                },
-            )
+            try:
+                await self.deps.memory.observe(
+                    text,
+                    {
+                        "kind": str(self.event.kind),
+                        "fingerprint": self.event.fingerprint,
+                        "mode": self.mode.name,
+                        "event_id": self.event.id,
+                    },
+                )
+            except Exception as exc:  # memory trouble is never a reason to fail a cycle
+                log.warning("memory.observe_failed", error=type(exc).__name__)
 
     async def plan_and_act(self) -> None:
         """PLAN and ACT, re-planning after a rolled-back attempt (up to max_attempts_per_cycle)."""
@@ -137,6 +156,7 @@ class Cycle:
         async with self.phase("plan"):
             await self.recall()
             context = await self.mode.context(self.event, self.deps.env, self.recalled)
+            self.r.context = list(getattr(context, "used", []))
         previous = await self.previous_attempt()
         if previous:
             self.attempts.append(previous)
@@ -145,6 +165,10 @@ class Cycle:
             self.r.attempts += 1
             async with self.phase("plan"):
                 result = await self.ask_planner(context)
+                if result.plan.need and not self.need_answered:
+                    # two stages: the model asked to see definitions before it edits; answered once
+                    await self.answer_need(result.plan)
+                    result = await self.ask_planner(context)
             plan = result.plan
             self.r.plan_summary = plan.summary
             if not self.mode.writes_code:
@@ -199,16 +223,33 @@ class Cycle:
             return None
         return Attempt(last.get("summary", ""), last.get("diff", ""), last.get("output", ""))
 
-    async def ask_planner(self, context: dict[str, str]) -> PlanResult:
-        # the last line of defence: no configured secret value leaves in a prompt
-        messages = [
-            {**m, "content": logs.redact_secrets(m["content"])} if isinstance(m.get("content"), str) else m
-            for m in self.mode.messages(self.event, context, self.attempts)
+    async def answer_need(self, plan: Plan) -> None:
+        from autod.localize.need import answer_need
+        from autod.modes import render
+
+        self.need_answered = True
+        budget = int(self.settings.localize.budget_tokens * 0.5)
+        answer = await answer_need(self.settings, self.deps.env.boundary, plan.need, budget)
+        self.r.context += answer.entries
+        log.info("localize.need_answered", asked=len(plan.need), shown=len(answer.entries))
+        asked = plan.model_dump(include={"summary", "need"})
+        self.extra_messages = [
+            {"role": "assistant", "content": json.dumps(asked)},
+            {"role": "user", "content": render("need_answer", definitions=answer.text or "(nothing found)")},
         ]
+
+    def messages_for(self, context: dict[str, str]) -> list[dict[str, str]]:
+        # the last line of defence: no configured secret value leaves in a prompt
+        return [
+            {**m, "content": logs.redact_secrets(m["content"])} if isinstance(m.get("content"), str) else m
+            for m in [*self.mode.messages(self.event, context, self.attempts), *self.extra_messages]
+        ]
+
+    async def ask_planner(self, context: dict[str, str]) -> PlanResult:
         request = PlanRequest(
             mode=self.mode.name,
             event=self.event,
-            messages=messages,
+            messages=self.messages_for(context),
             context={**context, "attempts": [a.as_dict() for a in self.attempts]},
         )
         breaker = self.deps.breaker
@@ -243,8 +284,8 @@ class Cycle:
             if smaller == context:
                 raise
             log.warning("cycle.context_shrunk", reason=exc.reason[:300], budget_tokens=budget)
-            messages = self.mode.messages(self.event, smaller, self.attempts)
-            return await self.deps.planner.plan(dataclasses.replace(request, messages=messages))
+            smaller_request = dataclasses.replace(request, messages=self.messages_for(smaller))
+            return await self.deps.planner.plan(smaller_request)
 
     async def act(self, plan: Plan) -> Verification | None:
         """Apply under every act rule, verify, keep or roll back. None: stored as a proposal."""
@@ -264,7 +305,7 @@ class Cycle:
             await asyncio.to_thread(journal.apply, changes, on_write=self.deps.own_writes.record)
             self.r.edits = [{"path": c.rel, "added": c.added, "removed": c.removed} for c in changes]
             log.info("applied", files=[c.rel for c in changes])
-            verification = await self.mode.verify(self.event, plan, self.deps.env)
+            verification = unjournaled(await self.mode.verify(self.event, plan, self.deps.env))
             self.r.checks = [c.record() for c in verification.checks]
             if verification.status in ("fixed", "improved", "no_change"):
                 await asyncio.to_thread(journal.keep)
@@ -285,8 +326,8 @@ class Cycle:
     async def prepare(self, plan: Plan) -> tuple[list[FileChange], str]:
         """The plan's changes and their diff, computed in a worker thread (never on the event loop)."""
         caps = await self.state.call(self.deps.gate.caps)
-        if caps.max_edits <= 0:
-            raise PlanRejected("max_edits_per_day reached")
+        if caps.max_edits <= 0:  # the day's budget, not the plan: the event waits (autod.retry)
+            raise BudgetExhausted("max_edits_per_day reached")
         scope = chain(self.mode.scope(self.deps.env))
         boundary = self.deps.env.boundary
         stop = threading.Event()
@@ -304,7 +345,7 @@ class Cycle:
     async def propose(self, plan: Plan, changes: list[FileChange]) -> None:
         pid = uuid.uuid4().hex[:10]
         now = time.time()
-        await self.state.call(
+        superseded = await self.state.call(
             self.state.add_proposal,
             {
                 "id": pid,
@@ -319,7 +360,7 @@ class Cycle:
         )
         self.r.status, self.r.proposal_id = "pending_approval", pid
         self.r.edits = [{"path": c.rel, "added": c.added, "removed": c.removed} for c in changes]
-        log.info("proposal stored", proposal_id=pid, files=[c.rel for c in changes])
+        log.info("proposal stored", proposal_id=pid, files=[c.rel for c in changes], superseded=superseded)
 
     async def write_report(self, plan: Plan) -> None:
         writer = getattr(self.mode, "write_report", None)
@@ -377,16 +418,7 @@ class Cycle:
             "cycle_id": r.cycle_id,
         }
         try:
-            episode = json.dumps(
-                {
-                    "event": r.summary[:500],
-                    "plan": r.plan_summary,
-                    "status": r.status,
-                    "reason": r.reason,
-                    "edits": r.edits,
-                },
-                default=str,
-            )
+            episode = episode_text(r, self._last_diff)
             # deferred: the memory's writer stores them off the cycle's path; the next recall waits for them
             await mem.add_episode(logs.redact_text(episode), meta, defer=True)
             if r.lesson:
@@ -401,6 +433,7 @@ class Cycle:
     @contextlib.asynccontextmanager
     async def phase(self, name: str) -> AsyncIterator[None]:
         logs.set_phase(name)
+        self.phase_now = name
         start = time.monotonic()
         try:
             yield

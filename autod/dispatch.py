@@ -1,8 +1,10 @@
-"""The dispatch loop: lease events from the queue, gate them, run one cycle per enabled mode that takes them.
+"""The dispatch loop: lease events from the queue, check them against the present, gate them, run one
+cycle per enabled mode that takes them, and decide what happens to them after (done, or tried again).
 
 The supervisor owns the task this runs in; what it needs from the daemon (queue, state, modes, the
 gate, the cycle's dependencies, flags) is the small `Host` protocol below, read live on every turn so a
-config reload takes effect at the next event.
+config reload takes effect at the next event. Every step runs under a deadline kept in `progress`, which
+the watchdog reads (autod.progress).
 """
 
 from __future__ import annotations
@@ -18,17 +20,24 @@ from autod import heap
 from autod.config import Settings
 from autod.cycle import Cycle, CycleDeps
 from autod.events import Event
+from autod.freshness import CheckLedger, Judgement, Run, judge
 from autod.limits import Gate
 from autod.modes import Mode
 from autod.notify import Notifier
-from autod.queue import EventQueue
+from autod.plan import Plan
+from autod.progress import STEP_S, Progress, cycle_budget
+from autod.queue import EventQueue, Leased
+from autod.retry import RetryPolicy
 from autod.state import State
 
 log = structlog.get_logger("autod.dispatch")
 
 IDLE_WAIT_S = 30.0  # a safety net only: events wake the dispatcher at once
+GATE_WAIT_MAX_S = 60.0  # a held event is looked at again at least this often (limits may change on reload)
 TRIM_MIN_INTERVAL_S = 5.0  # heap trims when the queue runs dry, at most this often (each costs ms)
 ONCE_MAX_WAIT_S = 300.0  # --once exits 2 rather than wait longer than this, in total, on limits
+KEPT = frozenset({"fixed", "improved", "no_change"})  # a cycle that ends so keeps its edits
+SLOT = "dispatch"
 
 
 class Host(Protocol):
@@ -47,8 +56,18 @@ class Host(Protocol):
     workspace_lock: asyncio.Lock
     wakeup: asyncio.Event
     stopping: asyncio.Event
+    ledger: CheckLedger
+    retry: RetryPolicy
 
     async def start_up_checks_done(self) -> bool: ...
+
+    async def probe_check(self, name: str) -> None:
+        """Run a check now (under the workspace lock) and record it; queue its failure if it fails."""
+        ...
+
+    async def runs_counted(self, runs: list[Run], event: Event | None) -> None:
+        """Verification runs of a kept cycle now describe the workspace (autod.checkbook)."""
+        ...
 
 
 class Dispatcher:
@@ -63,11 +82,15 @@ class Dispatcher:
         self.cycles_since_trim = 0  # cycles run since the heap was last trimmed (autod.heap)
         self.last_trim = 0.0
         self.once_waited_s = 0.0
+        self.progress = Progress()
 
+    # -- the loop ---------------------------------------------------------------------
     async def run(self) -> None:
         """Lease events one at a time and run one cycle per enabled mode that takes it, in order."""
         h = self.host
+        await self._wait_for_start_up()
         while not h.stopping.is_set():
+            self.progress.step(SLOT, "dispatch", STEP_S)
             if h.paused:
                 if h.once:  # a paused autod must not edit, and --once must not wait forever
                     self.error = "autod is paused (run `autod resume` first)"
@@ -77,69 +100,167 @@ class Dispatcher:
                 continue
             leased = await h.queue.alease()
             if leased is None:
-                self.waiting_reason = ""
-                if h.once and await self._drained():
+                if not await self._idle():
                     return
-                await self._trim_heap()
-                # Idle: accept(), resume and stop set wakeup, so an idle daemon costs no polling.
-                await self.sleep(1.0 if h.once else IDLE_WAIT_S)
                 continue
-            event = leased.event
-            done = set(leased.done_modes) | await h.state.call(h.state.modes_done, event.id)
-            finished = True
-            for mode in h.modes:
-                if mode.name in done or not mode.handles(event):
-                    continue
-                verdict = await h.state.call(h.gate.admit, event, uses_llm=h.planner_name == "llm")
-                if verdict.drop:
-                    log.warning("event dropped", reason=verdict.reason, summary=event.summary[:200])
-                    break
-                if not verdict.ok:
-                    self.waiting_reason = verdict.reason
-                    log.info("cycle waits", reason=verdict.reason, wait_s=round(verdict.wait_s, 1))
-                    await h.queue.arelease(event.id)
-                    finished = False
-                    if h.once and self.once_waited_s + verdict.wait_s > ONCE_MAX_WAIT_S:
-                        # e.g. a spent token budget or the hourly cap: an error, not a green or red verdict
-                        self.error = f"--once would wait over {ONCE_MAX_WAIT_S:.0f}s: {verdict.reason}"
-                        return
-                    slept = time.monotonic()
-                    await self.sleep(min(verdict.wait_s, 60.0))
-                    self.once_waited_s += time.monotonic() - slept
-                    break
-                self.waiting_reason = ""
-                await self.run_cycle(mode, event)
-                self.cycles_since_trim += 1
-                await h.queue.amark_done(event.id, mode.name)
-                if h.stopping.is_set():
-                    finished = False
-                    break
-            if finished:
-                await h.queue.aack(event.id)
+            if not await self.handle(leased):
+                return
 
-    async def run_cycle(self, mode: Mode, event: Event) -> None:
+    async def _wait_for_start_up(self) -> None:
+        """After a (re)start, the start-up checks decide what is still news: nothing is planned before."""
         h = self.host
-        cycle = Cycle(h.deps, mode, event)
-        self.current = cycle
-        h.notifier.status(f"cycle {cycle.r.cycle_id}: {mode.name} on {event.kind}")
-        try:
-            async with h.workspace_lock:
+        start = [c for c in h.settings.checks.values() if "start" in c.when and not c.fixer]
+        budget = sum(c.timeout_s for c in start) + h.settings.limits.cycle_grace_s + STEP_S
+        self.progress.step(SLOT, "waiting for the start-up checks", budget)
+        while not h.stopping.is_set() and not await h.start_up_checks_done():
+            self.waiting_reason = "start-up checks"
+            await self.sleep(0.5)
+        self.waiting_reason = ""
+
+    async def _idle(self) -> bool:
+        """Nothing is due: wait for an event or the next retry. False: --once is finished."""
+        h = self.host
+        due = await h.queue.anext_due()
+        self.waiting_reason = f"next retry in {due:.0f}s" if due else ""
+        if h.once:
+            if due is None:
+                return False  # drained: the start-up checks ran and every event is done
+            if self.once_waited_s + due > ONCE_MAX_WAIT_S:
+                self.error = f"--once would wait over {ONCE_MAX_WAIT_S:.0f}s for a retry (in {due:.0f}s)"
+                return False
+        await self._trim_heap()
+        # Idle: accept(), resume and stop set wakeup, so an idle daemon costs no polling.
+        slept = time.monotonic()
+        await self.sleep(min(IDLE_WAIT_S, due) if due is not None else IDLE_WAIT_S)
+        self.once_waited_s += time.monotonic() - slept if h.once else 0.0
+        return True
+
+    async def handle(self, leased: Leased) -> bool:
+        """One leased event: resolved, held back, or worked on by each mode that takes it.
+        False: the loop must end (--once cannot wait that long)."""
+        h = self.host
+        event = leased.event
+        verdict = await self.present(event)
+        if verdict is None:  # a stop came while a check ran
+            await h.queue.arelease(event.id)
+            return True
+        if not verdict.plan:
+            await self.resolve(event, verdict.reason)
+            return True
+        done = set(leased.done_modes) | await h.state.call(h.state.modes_done, event.id, leased.deferred_at)
+        for mode in h.modes:
+            if mode.name in done or not mode.handles(event):
+                continue
+            admitted = await h.state.call(h.gate.admit, event, uses_llm=h.planner_name == "llm")
+            if admitted.drop:
+                log.warning("event dropped", reason=admitted.reason, summary=event.summary[:200])
+                break
+            if not admitted.ok:
+                await h.queue.arelease(event.id)
+                return await self._hold(admitted.reason, admitted.wait_s)
+            self.waiting_reason = ""
+            cycle = await self.run_cycle(mode, event)
+            self.cycles_since_trim += 1
+            decision = h.retry.decide(event, cycle.r, cycle.error, leased.retries)
+            if decision.retry:
+                retries = await h.queue.adefer(event.id, decision.delay_s, decision.reason)
+                log.info("dispatch.retry_scheduled", event_id=event.id, retries=retries,
+                         in_s=round(decision.delay_s, 1), reason=decision.reason[:300])
+                return True
+            if decision.action == "give_up":
+                log.error("dispatch.gave_up", event_id=event.id, reason=decision.reason[:300],
+                          summary=event.summary[:200])
+            await h.queue.amark_done(event.id, mode.name)
+            if h.stopping.is_set():
+                return True
+        await h.queue.aack(event.id)
+        return True
+
+    async def present(self, event: Event) -> Judgement | None:
+        """Check the event against the latest run of its check, running the check first if none exists."""
+        h = self.host
+        verdict = judge(event, h.ledger, h.settings.checks)
+        if verdict.probe is not None:
+            check = h.settings.checks[verdict.probe]
+            # it waits for the workspace lock first, which an approval's cycle may hold
+            held = max((cycle_budget(h.settings, m.name) for m in h.modes), default=0.0)
+            budget = held + check.timeout_s + STEP_S
+            self.progress.step(SLOT, f"running check {verdict.probe} to see the present", budget)
+            await h.probe_check(verdict.probe)
+            verdict = judge(event, h.ledger, h.settings.checks)
+            if verdict.probe is not None:
+                return None
+        return verdict
+
+    async def resolve(self, event: Event, reason: str) -> None:
+        """The event is old news: recorded (history shows it), its proposals withdrawn, no cycle."""
+        h = self.host
+        await h.state.call(h.state.event_resolved, event.id, event.fingerprint, str(event.kind),
+                           event.summary, reason)
+        withdrawn = await h.state.call(
+            h.state.withdraw_proposals, f"its failure was resolved ({reason})"[:300],
+            fingerprint=event.fingerprint,
+        )
+        log.info("dispatch.resolved", event_id=event.id, fingerprint=event.fingerprint, reason=reason,
+                 summary=event.summary[:200], proposals_withdrawn=withdrawn)
+        await h.queue.aack(event.id)
+
+    async def _hold(self, reason: str, wait_s: float) -> bool:
+        """A limit holds the event: say why and wait (bounded). False: --once cannot wait that long."""
+        h = self.host
+        self.waiting_reason = reason
+        log.info("cycle waits", reason=reason, wait_s=round(wait_s, 1))
+        if h.once and self.once_waited_s + wait_s > ONCE_MAX_WAIT_S:
+            # known at once (the hourly cap's slot, a spent token budget): an error, not a green/red verdict
+            self.error = f"--once would wait over {ONCE_MAX_WAIT_S:.0f}s: {reason} (another {wait_s:.0f}s)"
+            return False
+        slept = time.monotonic()
+        await self.sleep(min(wait_s, GATE_WAIT_MAX_S))
+        self.once_waited_s += time.monotonic() - slept
+        return True
+
+    # -- one cycle ----------------------------------------------------------------------
+    async def run_cycle(
+        self, mode: Mode, event: Event, *, approved: Plan | None = None, slot: str = SLOT
+    ) -> Cycle:
+        """One cycle under the workspace lock and its deadline; its check runs count if it keeps its edits."""
+        h = self.host
+        cycle = Cycle(h.deps, mode, event, approved=approved)
+        budget = cycle_budget(h.settings, mode.name)
+        # the lock may be held by a check, or by another cycle (an approval) with the same budget
+        longest_check = max((c.timeout_s for c in h.settings.checks.values()), default=0.0)
+        self.progress.step(slot, "waiting for the workspace lock", budget + longest_check + STEP_S)
+        runs: list[Run] = []
+        async with h.workspace_lock:
+            self.current = cycle
+            h.notifier.status(f"cycle {cycle.r.cycle_id}: {mode.name} on {event.kind}")
+            self.progress.step(slot, f"cycle {cycle.r.cycle_id}", budget, cycle)
+            h.ledger.hold()
+            kept = False
+            try:
                 # a stop cancels this: the cycle rolls back its edits and records itself as stopped
                 await cycle.run()
-        finally:
-            self.current = None
-            self.cycles_run += 1
+                kept = cycle.r.status in KEPT
+            finally:
+                runs = h.ledger.release(keep=kept)
+                self.current = None
+                self.cycles_run += 1
+                if slot == SLOT:
+                    self.progress.step(slot, "dispatch", STEP_S)
+                else:
+                    self.progress.done(slot)
+        if runs:
+            await h.runs_counted(runs, event)
         h.notifier.status(f"idle; last cycle {cycle.r.status}; queue {await h.queue.adepth()}")
+        return cycle
 
+    # -- helpers -------------------------------------------------------------------------
     async def sleep(self, seconds: float) -> None:
-        """Wait up to `seconds`, or until something sets the host's wakeup event."""
+        """Wait up to `seconds` (under STEP_S), or until something sets the host's wakeup event."""
         wakeup = self.host.wakeup
         wakeup.clear()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(wakeup.wait(), timeout=max(0.05, seconds))
-
-    async def _drained(self) -> bool:
-        return await self.host.start_up_checks_done() and self.host.queue.depth() == 0
 
     async def _trim_heap(self) -> None:
         """The queue ran dry after cycles: hand the heap they freed back to the OS (autod.heap)."""

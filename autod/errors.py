@@ -7,6 +7,9 @@ class CycleError(Exception):
     """A cycle ends early for a reason worth recording; the daemon keeps running."""
 
     status = "failed"
+    # True when the cause lies outside the repository (the LLM, a budget): the event is not the
+    # problem, so it stays queued and is tried again later (autod.retry) instead of being dropped.
+    external = False
     tokens: dict[str, int] | None = None  # LLM tokens spent before the error: booked all the same
 
     def __init__(self, reason: str) -> None:
@@ -23,13 +26,19 @@ class PlanRejected(CycleError):
 class PlanInvalid(CycleError):
     """The planner's reply was not a valid plan, even after one repair round."""
 
+    external = True
+
 
 class LLMUnavailable(CycleError):
     """The LLM could not be reached in time (retries and deadline spent); counts toward the breaker."""
 
+    external = True
+
 
 class BudgetExhausted(CycleError):
     """A limit (tokens per day, edits per day) is spent; the event waits."""
+
+    external = True
 
 
 class NothingToDo(CycleError):
@@ -40,6 +49,9 @@ class NothingToDo(CycleError):
 
 class ContextTooLong(CycleError):
     """The prompt does not fit the model's context window: not an outage, not a bad plan.
+
+    Not `external`: the same prompt would not fit later either; the operator changes the server's
+    context size or autod's budgets (the reason says so).
 
     `limit`, `prompt_tokens` and `reply_tokens` are the server's numbers when it stated them; `fit()`
     is the share of the prompt to keep for a retry with less context.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import re
 import uuid
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
@@ -94,10 +95,18 @@ def normalise(text: str) -> str:
     return re.sub(r"\s+", " ", out).strip()
 
 
-def fingerprint(*parts: str) -> str:
-    """Stable short hash of the normalised parts."""
+def fingerprint(*parts: str, exact: Iterable[str] = ()) -> str:
+    """Stable short hash of the normalised parts, then of the `exact` parts as they are.
+
+    `exact` carries identities that normalising would erase: the fingerprints of the single failures
+    a check run found (16 hex digits, which `normalise` turns into ``<hex>``, so every one-failure run
+    of a check would share one fingerprint), or a unique id. With no `exact` parts the value is the
+    same as before they existed (queue_paths relies on it).
+    """
     h = hashlib.sha256()
     for part in parts:
         h.update(normalise(part).encode("utf-8", "replace"))
         h.update(b"\x00")
+    for part in exact:
+        h.update(b"\x01" + part.encode("utf-8", "replace") + b"\x00")
     return h.hexdigest()[:16]

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 from autod.act.edits import Caps
 from autod.config import Limits
-from autod.events import FAILURE_KINDS, Event
+from autod.events import FAILURE_KINDS, Event, EventKind
 from autod.state import State, day_key
 
 
@@ -82,9 +82,15 @@ class Gate:
         last = self.state.last_cycle_started()
         if last is not None and now - last < lim.min_interval_s:
             return Verdict(False, lim.min_interval_s - (now - last), "min_interval_s")
-        n = self.state.cycles_since(now - 3600)
-        if n >= lim.max_cycles_per_hour:
-            return Verdict(False, 60.0, f"max_cycles_per_hour ({n}/{lim.max_cycles_per_hour})")
+        starts = self.state.cycle_starts_since(now - 3600)
+        if len(starts) >= lim.max_cycles_per_hour:
+            # a slot frees when the oldest cycle that keeps the count at the cap leaves the hour
+            frees_at = starts[len(starts) - lim.max_cycles_per_hour] + 3600
+            return Verdict(
+                False,
+                max(1.0, frees_at - now),
+                f"max_cycles_per_hour ({len(starts)}/{lim.max_cycles_per_hour})",
+            )
         if uses_llm:
             spent = self.state.get(f"tokens:{day_key(now)}")
             if spent >= lim.max_tokens_per_day:
@@ -125,7 +131,10 @@ class Gate:
         if status == "fixed":
             self.state.fingerprint_resolved(event.fingerprint)
             return False
-        attempts = self.state.fingerprint_attempted(event.fingerprint, event.summary, status, last_attempt)
+        check = event.payload.get("check") if event.kind == EventKind.CHECK_FAILED else None
+        attempts = self.state.fingerprint_attempted(
+            event.fingerprint, event.summary, status, last_attempt, check if isinstance(check, str) else None
+        )
         if attempts >= self.limits.max_attempts_per_fingerprint:
             self.state.quarantine(event.fingerprint)
             return True

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -27,6 +27,9 @@ class Plan(BaseModel):
     edits: list[Edit] = Field(default_factory=list, max_length=1000)
     verify: list[str] = Field(default_factory=list, max_length=100)
     report: str | None = Field(None, max_length=1_000_000)
+    # Definitions the model asks to see before it edits ("path::Class.func" or "Class.func"),
+    # answered once per cycle from the index under the read rules (autod answers the first few).
+    need: list[Annotated[str, Field(max_length=300)]] = Field(default_factory=list, max_length=32)
 
 
 def plan_schema() -> dict[str, Any]:
@@ -34,7 +37,7 @@ def plan_schema() -> dict[str, Any]:
     return {
         "type": "object",
         "additionalProperties": False,
-        "required": ["summary", "edits", "verify", "report"],
+        "required": ["summary", "edits", "verify", "report", "need"],
         "properties": {
             "summary": {"type": "string"},
             "edits": {
@@ -52,5 +55,6 @@ def plan_schema() -> dict[str, Any]:
             },
             "verify": {"type": "array", "items": {"type": "string"}},
             "report": {"type": ["string", "null"]},
+            "need": {"type": "array", "items": {"type": "string"}},
         },
     }

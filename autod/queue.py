@@ -2,8 +2,10 @@
 
 An accepted event survives a crash (WAL + synchronous=FULL, one transaction per put); a leased event is
 marked in_flight durably and comes back with its attempts and finished modes after a crash; pending
-events with the same fingerprint (or files_changed events from one source) merge into one row; the
-number of pending events is bounded, evicting the least important and never a failure.
+events with the same fingerprint (or files_changed events from one source) merge into one row, and a
+failure merges into the row of the same failure in flight (one cycle works on it, not two); an event
+can be deferred (retried later: `not_before`); the number of pending events is bounded, evicting the
+least important and never a failure.
 """
 
 from __future__ import annotations
@@ -28,58 +30,22 @@ from autod.filemodes import private_file
 from autod.queue_paths import MAX_PATHS as MAX_PATHS  # re-exported: importers of autod.queue use it
 from autod.queue_paths import PathUnion
 from autod.queue_paths import paths_fingerprint as paths_fingerprint  # re-exported, as MAX_PATHS
+from autod.queue_schema import SCHEMA_VERSION as SCHEMA_VERSION  # re-exported, as MAX_PATHS
+from autod.queue_schema import QueueSchemaError as QueueSchemaError  # re-exported, as MAX_PATHS
+from autod.queue_schema import migrate
 from autod.threads import named_pool
 
 log = structlog.get_logger(__name__)
 
-SCHEMA_VERSION = 1
 BUSY_TIMEOUT_MS = 10_000
 
 T = TypeVar("T")
 
-_SCHEMA = """
-CREATE TABLE events (
-    seq         INTEGER PRIMARY KEY AUTOINCREMENT,  -- tie-break: insertion order
-    id          TEXT NOT NULL UNIQUE,
-    source      TEXT NOT NULL,
-    kind        TEXT NOT NULL,
-    summary     TEXT NOT NULL,
-    payload     TEXT NOT NULL,
-    fingerprint TEXT NOT NULL,
-    created_at  TEXT NOT NULL,
-    created_ts  REAL NOT NULL,
-    priority    INTEGER NOT NULL,
-    merged      INTEGER NOT NULL DEFAULT 1,
-    status      TEXT NOT NULL CHECK (status IN ('pending', 'in_flight')),
-    attempts    INTEGER NOT NULL DEFAULT 0,
-    done_modes  TEXT NOT NULL DEFAULT '[]',
-    leased_at   REAL
-);
-CREATE INDEX events_order ON events (status, priority, created_ts, seq);
-CREATE INDEX events_fp ON events (fingerprint, status);
-CREATE INDEX events_source ON events (source, kind, status);
-CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
-INSERT INTO counters (name, value) VALUES
-    ('n_pending', 0), ('n_in_flight', 0), ('merged_total', 0), ('dropped_total', 0);
--- Row counts kept by triggers so the bound check is O(1) and always agrees with the table.
-CREATE TRIGGER events_ins AFTER INSERT ON events BEGIN
-    UPDATE counters SET value = value + 1 WHERE name = 'n_' || NEW.status;
-END;
-CREATE TRIGGER events_del AFTER DELETE ON events BEGIN
-    UPDATE counters SET value = value - 1 WHERE name = 'n_' || OLD.status;
-END;
-CREATE TRIGGER events_upd AFTER UPDATE OF status ON events WHEN OLD.status <> NEW.status BEGIN
-    UPDATE counters SET value = value - 1 WHERE name = 'n_' || OLD.status;
-    UPDATE counters SET value = value + 1 WHERE name = 'n_' || NEW.status;
-END;
-"""
-
-_COLUMNS = "seq, id, source, kind, summary, payload, fingerprint, created_at, merged, attempts, done_modes"
+_COLUMNS = (
+    "seq, id, source, kind, summary, payload, fingerprint, created_at, merged, attempts, done_modes,"
+    " retries, deferred_at"
+)
 _LEASE_ORDER = "ORDER BY priority, created_ts, seq"
-
-
-class QueueSchemaError(RuntimeError):
-    """queue.db was written by a newer autod (unknown schema version)."""
 
 
 @dataclass
@@ -95,6 +61,8 @@ class Leased:
     event: Event  # .merged = how many events merged into it
     attempts: int  # times this event was handed out (>1 after a crash mid-cycle)
     done_modes: list[str] = field(default_factory=list)  # modes whose cycle already completed
+    retries: int = 0  # times it was deferred to be tried again (autod.retry)
+    deferred_at: float | None = None  # when it was last deferred: cycles before that do not count as done
 
 
 def _row_event(row: sqlite3.Row) -> Event:
@@ -139,16 +107,7 @@ class EventQueue:
 
     def _migrate(self) -> None:
         with self._tx() as db:
-            version = db.execute("PRAGMA user_version").fetchone()[0]
-            if version > SCHEMA_VERSION:
-                raise QueueSchemaError(
-                    f"{self.path}: queue schema version {version} is newer than this autod supports "
-                    f"({SCHEMA_VERSION}); upgrade autod or move the file aside"
-                )
-            if version == 0:
-                for statement in _split_sql(_SCHEMA):
-                    db.execute(statement)
-                db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            migrate(db, self.path)
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
@@ -198,6 +157,13 @@ class EventQueue:
             if grown is None or grown.fingerprint() == event.fingerprint:
                 target = row
                 break
+        if target is None and event.kind in FAILURE_KINDS:
+            # The same failure is being worked on: one cycle for both. Planned after that cycle's fix, the
+            # duplicate would be stale news (its row comes back only if the cycle did not resolve it).
+            target = db.execute(
+                "SELECT * FROM events WHERE fingerprint = ? AND status = 'in_flight' ORDER BY seq LIMIT 1",
+                (event.fingerprint,),
+            ).fetchone()
         if target is None and event.kind == EventKind.FILES_CHANGED:
             target = db.execute(
                 "SELECT * FROM events WHERE source = ? AND kind = ? AND status = 'pending'"
@@ -301,14 +267,16 @@ class EventQueue:
 
     # -- hand-off ----------------------------------------------------------------------------------
 
-    def lease(self, *, kinds: Collection[str] | None = None) -> Leased | None:
-        """Hand out the most urgent, then oldest, pending event (of `kinds` if given); mark it in_flight."""
-        where, args = "status = 'pending'", []
+    def lease(self, *, kinds: Collection[str] | None = None, now: float | None = None) -> Leased | None:
+        """Hand out the most urgent, then oldest, pending event that is due (of `kinds` if given); mark it
+        in_flight. A deferred event is due once its `not_before` has passed."""
+        now = time.time() if now is None else now
+        where, args = "status = 'pending' AND (not_before IS NULL OR not_before <= ?)", [now]
         if kinds is not None:
             if not kinds:
                 return None
             where += f" AND kind IN ({', '.join('?' * len(kinds))})"
-            args = [str(k) for k in kinds]
+            args += [str(k) for k in kinds]
         with self._tx() as db:
             row = db.execute(
                 f"SELECT {_COLUMNS} FROM events WHERE {where} {_LEASE_ORDER} LIMIT 1",
@@ -322,7 +290,13 @@ class EventQueue:
                 (time.time(), row["seq"]),
             )
         done = json.loads(row["done_modes"])
-        return Leased(event=_row_event(row), attempts=row["attempts"] + 1, done_modes=done)
+        return Leased(
+            event=_row_event(row),
+            attempts=row["attempts"] + 1,
+            done_modes=done,
+            retries=row["retries"],
+            deferred_at=row["deferred_at"],
+        )
 
     def mark_done(self, event_id: str, mode: str) -> None:
         """Record durably that `mode`'s cycle finished for this event (skipped if it comes back)."""
@@ -351,6 +325,37 @@ class EventQueue:
                 " WHERE id = ? AND status = 'in_flight'",
                 (event_id,),
             )
+
+    def defer(self, event_id: str, delay_s: float, reason: str, *, now: float | None = None) -> int:
+        """Put an in_flight event back to pending, leasable after `delay_s`; returns its retries so far."""
+        now = time.time() if now is None else now
+        with self._tx() as db:
+            db.execute(
+                "UPDATE events SET status = 'pending', leased_at = NULL, not_before = ?,"
+                " retries = retries + 1, last_error = ?, deferred_at = ? WHERE id = ?",
+                (now + max(0.0, delay_s), reason[:500], now, event_id),
+            )
+            row = db.execute("SELECT retries FROM events WHERE id = ?", (event_id,)).fetchone()
+        return int(row[0]) if row else 0
+
+    def next_due(self, *, now: float | None = None) -> float | None:
+        """Seconds until some pending event can be leased (0: now), or None when nothing is pending."""
+        now = time.time() if now is None else now
+        with self._read() as db:
+            due = db.execute(
+                "SELECT MIN(COALESCE(not_before, 0)) FROM events WHERE status = 'pending'"
+            ).fetchone()[0]
+        return None if due is None else max(0.0, due - now)
+
+    def retrying(self, limit: int = 20) -> list[dict[str, Any]]:
+        """Events that were deferred to be tried again (pending or back in flight), for `autod status`."""
+        with self._read() as db:
+            rows = db.execute(
+                "SELECT id, kind, summary, fingerprint, status, retries, not_before, last_error FROM events"
+                " WHERE retries > 0 ORDER BY COALESCE(not_before, 0), seq LIMIT ?",
+                (limit,),
+            ).fetchall()
+        return [dict(r) for r in rows]
 
     def recover(self) -> int:
         """At start-up: every in_flight event (its cycle died with the process) goes back to pending."""
@@ -381,6 +386,9 @@ class EventQueue:
                 )
                 counters = dict(db.execute("SELECT name, value FROM counters").fetchall())
                 oldest = db.execute("SELECT MIN(created_ts) FROM events").fetchone()[0]
+                deferred = db.execute(
+                    "SELECT COUNT(*) FROM events WHERE status = 'pending' AND not_before > ?", (time.time(),)
+                ).fetchone()[0]
             finally:
                 db.execute("COMMIT")
         return {
@@ -389,6 +397,7 @@ class EventQueue:
             "in_flight": counters["n_in_flight"],
             "merged_total": counters["merged_total"],
             "dropped_total": counters["dropped_total"],
+            "deferred": deferred,
             "oldest_age_s": None if oldest is None else max(0.0, round(time.time() - oldest, 3)),
         }
 
@@ -428,6 +437,12 @@ class EventQueue:
     async def alease(self, *, kinds: Collection[str] | None = None) -> Leased | None:
         return await self._run(self.lease, kinds=kinds)
 
+    async def adefer(self, event_id: str, delay_s: float, reason: str) -> int:
+        return await self._run(self.defer, event_id, delay_s, reason)
+
+    async def anext_due(self) -> float | None:
+        return await self._run(self.next_due)
+
     async def amark_done(self, event_id: str, mode: str) -> None:
         await self._run(self.mark_done, event_id, mode)
 
@@ -446,14 +461,3 @@ class EventQueue:
     async def aclose(self) -> None:
         """Close without blocking the loop on the worker's last transaction."""
         await asyncio.to_thread(self.close)
-
-
-def _split_sql(script: str) -> list[str]:
-    """Statements of the schema script; triggers hold inner ';' so split on complete statements."""
-    statements, current = [], ""
-    for line in script.splitlines(keepends=True):
-        current += line
-        if sqlite3.complete_statement(current):
-            statements.append(current.strip())
-            current = ""
-    return [s for s in statements if s]

@@ -52,6 +52,8 @@ class Reflection:
     refusals: list[str] = field(default_factory=list)
     # set when the cycle's edits were rolled back: {"restored": [rel...], "left": [rel...]}
     rollback: dict[str, list[str]] | None = None
+    # what went into the prompt: [{"path", "symbol", "lines", "why"}] (localization and the need round)
+    context: list[dict[str, Any]] = field(default_factory=list)
 
     def record(self) -> dict[str, Any]:
         return asdict(self)
@@ -75,6 +77,27 @@ def distil_lesson(r: Reflection, event: Event) -> str | None:
     }.get(r.status, r.status)
     why = f" ({r.reason[:200]})" if r.reason and r.status != "fixed" else ""
     return f"[{r.mode}] Failure: {what}. Tried: {did} (edited {files}). Outcome: {outcome}{why}."
+
+
+EPISODE_DIFF_CHARS = 1200
+
+
+def episode_text(r: Reflection, diff: str) -> str:
+    """An episode for memory: plain sentences and a short diff, never a JSON shape a model would copy."""
+    what = r.summary.strip().splitlines()[0][:300] if r.summary.strip() else r.kind
+    parts = [f"Failure: {what}."]
+    if r.plan_summary:
+        parts.append(f"Tried: {r.plan_summary.strip().splitlines()[0][:300]}.")
+    outcome = f"Outcome: {r.status}"
+    if r.reason:
+        outcome += f" ({r.reason[:200]})"
+    parts.append(outcome + ".")
+    text = " ".join(parts)
+    body = "\n".join(ln for ln in diff.splitlines() if not ln.startswith(("diff --git", "index ")))
+    if body.strip():
+        cut = body[:EPISODE_DIFF_CHARS] + ("\n[... diff cut ...]" if len(body) > EPISODE_DIFF_CHARS else "")
+        text += f"\nThe change:\n{cut}"
+    return text
 
 
 def log_reflection(r: Reflection) -> None:

@@ -7,67 +7,25 @@ import json
 import sqlite3
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
 from autod.filemodes import private_file
+from autod.state_schema import _SCHEMA, DECISION_STATUS, RESOLVED, SCHEMA_VERSION, StateError, migrate
 from autod.threads import named_pool
+
+__all__ = ["RESOLVED", "SCHEMA_VERSION", "_SCHEMA", "State", "StateError", "day_key"]
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 1
 CUT_SHORT_LIMIT = 3  # cycles of one event cut short by a crash or stop before it counts as done
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS cycles (
-    id TEXT PRIMARY KEY,
-    event_id TEXT NOT NULL,
-    mode TEXT NOT NULL,
-    fingerprint TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    summary TEXT NOT NULL,
-    status TEXT,                 -- NULL while running
-    reason TEXT,
-    started_at REAL NOT NULL,
-    finished_at REAL,
-    record TEXT                  -- the reflection record (JSON)
-);
-CREATE INDEX IF NOT EXISTS cycles_started ON cycles(started_at);
-CREATE INDEX IF NOT EXISTS cycles_event ON cycles(event_id, mode);
-CREATE TABLE IF NOT EXISTS counters (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS fingerprints (
-    fingerprint TEXT PRIMARY KEY,
-    summary TEXT NOT NULL,
-    attempts INTEGER NOT NULL DEFAULT 0,
-    last_status TEXT,
-    last_attempt TEXT,           -- JSON: the last rolled-back attempt (diff, check output) for the next plan
-    quarantined_at REAL,
-    updated_at REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS proposals (
-    id TEXT PRIMARY KEY,
-    cycle_id TEXT NOT NULL,
-    mode TEXT NOT NULL,
-    event TEXT NOT NULL,         -- JSON Event
-    plan TEXT NOT NULL,          -- JSON Plan
-    diff TEXT NOT NULL,
-    created_at REAL NOT NULL,
-    expires_at REAL NOT NULL,
-    status TEXT NOT NULL DEFAULT 'pending',   -- pending | approved | rejected | expired | applied | failed
-    decided_at REAL,
-    reason TEXT
-);
-CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-"""
 
 
 def day_key(ts: float | None = None) -> str:
     return datetime.fromtimestamp(ts if ts is not None else time.time(), UTC).strftime("%Y-%m-%d")
-
-
-class StateError(Exception):
-    pass
 
 
 class State:
@@ -82,11 +40,7 @@ class State:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.execute("PRAGMA busy_timeout=30000")
-        version = self._db.execute("PRAGMA user_version").fetchone()[0]
-        if version > SCHEMA_VERSION:
-            raise StateError(f"{path}: state db schema {version} is newer than this autod ({SCHEMA_VERSION})")
-        self._db.executescript(_SCHEMA)
-        self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        migrate(self._db, path)
         self._pool = named_pool("autod-state", 1)
 
     async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -130,16 +84,20 @@ class State:
             )
         return ids
 
-    def modes_done(self, event_id: str) -> set[str]:
-        """Modes whose cycle handled this event (skipped when the event comes back after a restart)."""
+    def modes_done(self, event_id: str, since: float | None = None) -> set[str]:
+        """Modes whose cycle handled this event (skipped when the event comes back after a restart).
+
+        `since`: when the event was last deferred to be tried again; the cycles before it did not finish
+        with it."""
         # A cycle cut short by a crash (marked at start-up) or by a stop did not handle its event: the
         # event stayed queued to run again. After CUT_SHORT_LIMIT such tries it counts as done, so an
         # event whose cycle kills the daemon cannot crash-loop it.
         rows = self._tx(
             "SELECT mode, SUM(CASE WHEN COALESCE(reason, '') LIKE 'interrupted:%'"
             " OR COALESCE(reason, '') LIKE 'stopped:%' THEN 1 ELSE 0 END) AS cut, COUNT(*) AS n"
-            " FROM cycles WHERE event_id=? AND status IS NOT NULL GROUP BY mode",
-            (event_id,),
+            " FROM cycles WHERE event_id=? AND status IS NOT NULL AND status != ? AND started_at >= ?"
+            " GROUP BY mode",
+            (event_id, RESOLVED, since or 0.0),
         ).fetchall()
         return {r["mode"] for r in rows if r["cut"] < r["n"] or r["cut"] >= CUT_SHORT_LIMIT}
 
@@ -162,11 +120,38 @@ class State:
         return out
 
     def cycles_since(self, ts: float) -> int:
-        return int(self._tx("SELECT COUNT(*) FROM cycles WHERE started_at >= ?", (ts,)).fetchone()[0])
+        return int(
+            self._tx(
+                "SELECT COUNT(*) FROM cycles WHERE started_at >= ? AND COALESCE(status, '') != ?",
+                (ts, RESOLVED),
+            ).fetchone()[0]
+        )
+
+    def cycle_starts_since(self, ts: float) -> list[float]:
+        """Start times of the cycles since `ts`, oldest first (when the hourly cap frees a slot)."""
+        rows = self._tx(
+            "SELECT started_at FROM cycles WHERE started_at >= ? AND COALESCE(status, '') != ?"
+            " ORDER BY started_at",
+            (ts, RESOLVED),
+        ).fetchall()
+        return [float(r[0]) for r in rows]
 
     def last_cycle_started(self) -> float | None:
-        row = self._tx("SELECT MAX(started_at) FROM cycles").fetchone()
+        row = self._tx(
+            "SELECT MAX(started_at) FROM cycles WHERE COALESCE(status, '') != ?", (RESOLVED,)
+        ).fetchone()
         return row[0] if row and row[0] is not None else None
+
+    def event_resolved(self, event_id: str, fingerprint: str, kind: str, summary: str, reason: str) -> str:
+        """Record an event resolved without a cycle (its failure gone or superseded); returns the row id."""
+        rid = uuid.uuid4().hex[:12]
+        now = time.time()
+        self._tx(
+            "INSERT INTO cycles(id, event_id, mode, fingerprint, kind, summary, status, reason, started_at,"
+            " finished_at, record) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            (rid, event_id, "-", fingerprint, kind, summary, RESOLVED, reason, now, now, json.dumps({})),
+        )
+        return rid
 
     def counts_by_status(self) -> dict[str, int]:
         rows = self._tx("SELECT status, COUNT(*) AS n FROM cycles GROUP BY status").fetchall()
@@ -196,18 +181,24 @@ class State:
         return d
 
     def fingerprint_attempted(
-        self, fp: str, summary: str, status: str, last_attempt: dict[str, Any] | None
+        self,
+        fp: str,
+        summary: str,
+        status: str,
+        last_attempt: dict[str, Any] | None,
+        check: str | None = None,
     ) -> int:
-        """Count one attempt on a failure; returns the attempts so far."""
+        """Count one attempt on a failure (of `check`, when a check found it); returns the attempts so far."""
         now = time.time()
         with self._lock:
             self._db.execute(
                 "INSERT INTO fingerprints(fingerprint, summary, attempts, last_status, last_attempt,"
-                " updated_at)"
-                " VALUES (?,?,1,?,?,?) ON CONFLICT(fingerprint) DO UPDATE SET attempts=attempts+1,"
+                " updated_at, check_name)"
+                " VALUES (?,?,1,?,?,?,?) ON CONFLICT(fingerprint) DO UPDATE SET attempts=attempts+1,"
                 " summary=excluded.summary, last_status=excluded.last_status,"
-                " last_attempt=COALESCE(excluded.last_attempt, last_attempt), updated_at=excluded.updated_at",
-                (fp, summary[:500], status, json.dumps(last_attempt) if last_attempt else None, now),
+                " last_attempt=COALESCE(excluded.last_attempt, last_attempt), updated_at=excluded.updated_at,"
+                " check_name=COALESCE(excluded.check_name, check_name)",
+                (fp, summary[:500], status, json.dumps(last_attempt) if last_attempt else None, now, check),
             )
             return int(
                 self._db.execute("SELECT attempts FROM fingerprints WHERE fingerprint=?", (fp,)).fetchone()[0]
@@ -225,41 +216,108 @@ class State:
 
     def quarantined(self) -> list[dict[str, Any]]:
         rows = self._tx(
-            "SELECT fingerprint, summary, attempts, quarantined_at FROM fingerprints"
+            "SELECT fingerprint, summary, attempts, quarantined_at, check_name FROM fingerprints"
             " WHERE quarantined_at IS NOT NULL ORDER BY quarantined_at DESC"
         ).fetchall()
         return [dict(r) for r in rows]
 
-    def release_quarantine(self, fp: str) -> bool:
-        cur = self._tx("UPDATE fingerprints SET quarantined_at=NULL, attempts=0 WHERE fingerprint=?", (fp,))
-        return cur.rowcount > 0
+    def release_quarantine(self, fp: str) -> list[str]:
+        """Lift the quarantine of one fingerprint (or a unique prefix of one); returns what was lifted."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT fingerprint FROM fingerprints WHERE quarantined_at IS NOT NULL"
+                " AND (fingerprint = ? OR fingerprint LIKE ?)",
+                (fp, fp.replace("%", "").replace("_", "") + "%"),
+            ).fetchall()
+            exact = [r[0] for r in rows if r[0] == fp]
+            lifted = exact or ([rows[0][0]] if len(rows) == 1 else [])
+            for one in lifted:
+                self._lift(one)
+            return lifted
+
+    def release_all_quarantine(self) -> list[str]:
+        with self._lock:
+            lifted = [r[0] for r in self._db.execute(
+                "SELECT fingerprint FROM fingerprints WHERE quarantined_at IS NOT NULL"
+            ).fetchall()]
+            for one in lifted:
+                self._lift(one)
+            return lifted
+
+    def check_passed(self, check: str) -> list[str]:
+        """A check went green: every failure it had is resolved, quarantine included. Returns the
+        fingerprints whose quarantine was lifted."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT fingerprint, quarantined_at FROM fingerprints WHERE check_name = ?"
+                " AND (attempts > 0 OR quarantined_at IS NOT NULL)",
+                (check,),
+            ).fetchall()
+            for r in rows:
+                self._lift(r[0])
+            return [r[0] for r in rows if r[1] is not None]
+
+    def _lift(self, fp: str) -> None:
+        self._db.execute(
+            "UPDATE fingerprints SET quarantined_at=NULL, attempts=0, last_attempt=NULL, updated_at=?"
+            " WHERE fingerprint=?",
+            (time.time(), fp),
+        )
 
     def recurring(self, n: int = 20) -> list[dict[str, Any]]:
         rows = self._tx(
             "SELECT fingerprint, MAX(summary) AS summary, COUNT(*) AS cycles,"
             " SUM(status='fixed') AS fixed, MAX(started_at) AS last_seen"
-            " FROM cycles WHERE kind IN ('check_failed','build_failed')"
+            " FROM cycles WHERE kind IN ('check_failed','build_failed') AND COALESCE(status, '') != ?"
             " GROUP BY fingerprint ORDER BY cycles DESC, last_seen DESC LIMIT ?",
-            (n,),
+            (RESOLVED, n),
         ).fetchall()
         return [dict(r) for r in rows]
 
     # -- proposals --------------------------------------------------------------------
-    def add_proposal(self, p: dict[str, Any]) -> None:
-        self._tx(
-            "INSERT INTO proposals(id, cycle_id, mode, event, plan, diff, created_at, expires_at)"
-            " VALUES (?,?,?,?,?,?,?,?)",
-            (
-                p["id"],
-                p["cycle_id"],
-                p["mode"],
-                p["event"],
-                p["plan"],
-                p["diff"],
-                p["created_at"],
-                p["expires_at"],
-            ),
-        )
+    def add_proposal(self, p: dict[str, Any]) -> list[str]:
+        """Store a proposal; the pending proposals of the same mode and fingerprint are superseded by it
+        (one pending proposal per failure). Returns the ids superseded."""
+        event = json.loads(p["event"])
+        fp = event.get("fingerprint")
+        check = (event.get("payload") or {}).get("check")
+        with self._lock:
+            older = [r[0] for r in self._db.execute(
+                "SELECT id FROM proposals WHERE status='pending' AND mode=? AND fingerprint=?",
+                (p["mode"], fp),
+            ).fetchall()]
+            self._db.execute(
+                "INSERT INTO proposals(id, cycle_id, mode, event, plan, diff, created_at, expires_at,"
+                " fingerprint, check_name) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                (
+                    p["id"],
+                    p["cycle_id"],
+                    p["mode"],
+                    p["event"],
+                    p["plan"],
+                    p["diff"],
+                    p["created_at"],
+                    p["expires_at"],
+                    fp,
+                    check if isinstance(check, str) else None,
+                ),
+            )
+            for pid in older:
+                self.decide_proposal(pid, "superseded", f"replaced by proposal {p['id']}")
+        return older
+
+    def withdraw_proposals(
+        self, reason: str, *, fingerprint: str | None = None, check: str | None = None
+    ) -> list[str]:
+        """Pending proposals whose failure is resolved (its fingerprint, or anything its check found)."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT id FROM proposals WHERE status='pending' AND (fingerprint=? OR check_name=?)",
+                (fingerprint, check),
+            ).fetchall()
+            for r in rows:
+                self.decide_proposal(r[0], "withdrawn", reason)
+        return [r[0] for r in rows]
 
     def proposals(self, status: str | None = "pending") -> list[dict[str, Any]]:
         if status is None:
@@ -275,10 +333,20 @@ class State:
         return dict(rows[0]) if len(rows) == 1 else None
 
     def decide_proposal(self, pid: str, status: str, reason: str | None = None) -> None:
-        self._tx(
-            "UPDATE proposals SET status=?, decided_at=?, reason=? WHERE id=?",
-            (status, time.time(), reason, pid),
-        )
+        """Record the decision on the proposal and on the row of the cycle that proposed it."""
+        with self._lock:
+            self._db.execute(
+                "UPDATE proposals SET status=?, decided_at=?, reason=? WHERE id=?",
+                (status, time.time(), reason, pid),
+            )
+            cycle_status = DECISION_STATUS.get(status)
+            if cycle_status is not None:
+                why = f"proposal {pid} {status}" + (f": {reason}" if reason else "")
+                self._db.execute(
+                    "UPDATE cycles SET status=?, reason=?"
+                    " WHERE id=(SELECT cycle_id FROM proposals WHERE id=?)",
+                    (cycle_status, why[:500], pid),
+                )
 
     def expire_proposals(self, now: float | None = None) -> list[str]:
         now = now if now is not None else time.time()

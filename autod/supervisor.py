@@ -1,4 +1,6 @@
-"""The daemon's task tree: sources -> queue -> cycles, signals, sd_notify, reload, restarts."""
+"""The daemon's task tree: sources -> queue -> dispatcher, control socket, housekeeping, watchdog;
+signals, sd_notify and reload. What each task does lives in its own module (sourceset, dispatch,
+checkbook, housekeeping, commands); this one starts them, owns them and stops them."""
 
 from __future__ import annotations
 
@@ -7,55 +9,44 @@ import contextlib
 import fcntl
 import os
 import signal
-import subprocess
 import time
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import structlog
 
-from autod import gitsafe, logs, sandbox
+from autod import logs, sandbox
 from autod.act.journal import recover
 from autod.boundary import config_inside_workspace
+from autod.checkbook import CheckBook
 from autod.checks import CheckResult
-from autod.config import ConfigError, CronSource, LogtailSource, Settings, WatchSource, load_config
+from autod.commands import Commands
+from autod.config import ConfigError, Settings, load_config
 from autod.control import ControlServer, socket_path
 from autod.cycle import CycleDeps
 from autod.dispatch import Dispatcher
 from autod.events import Event, EventKind
+from autod.freshness import Run
+from autod.gitexclude import exclude_state_dir
+from autod.housekeeping import housekeeping
 from autod.limits import CircuitBreaker, Gate
 from autod.memory import Memory
 from autod.modes import Mode, ModeEnv
 from autod.notify import Notifier
 from autod.ownwrites import OwnWrites
+from autod.preflight import check_problems
 from autod.queue import EventQueue
+from autod.retry import RetryPolicy
 from autod.sources.check import CheckSource
+from autod.sourceset import SourceSet, source_specs
 from autod.state import State
 from autod.threads import IO_POOL, IO_POOL_WORKERS, named_pool
 
 log = structlog.get_logger("autod.supervisor")
 
-RESTART_BASE_S = 1.0
-RESTART_MAX_S = 60.0
-CRASHES_BEFORE_DISABLE = 5
-CRASH_WINDOW_S = 600.0
-
 
 class DaemonAlreadyRunning(Exception):
     pass
-
-
-@dataclass
-class SourceState:
-    name: str
-    kind: str
-    state: str = "starting"  # running | restarting | disabled | stopped | done
-    restarts: int = 0
-    last_error: str | None = None
-    crashes: list[float] = field(default_factory=list)
-    events: int = 0
 
 
 def build_modes(settings: Settings) -> list[Mode]:
@@ -83,10 +74,9 @@ class Daemon:
         self.wakeup = asyncio.Event()
         self.stopping = asyncio.Event()
         self.paused = False
-        self.sources: dict[str, SourceState] = {}
-        self.source_tasks: dict[str, asyncio.Task[None]] = {}
-        self.last_results: dict[str, CheckResult] = {}
+        self.sources = SourceSet(self.accept)
         self.memory: Memory | None = None
+        self.config_problems: list[str] = []  # checks that cannot start, found before they ran
         self._lock_fd: int | None = None
         self.dispatcher = Dispatcher(self)
 
@@ -116,6 +106,7 @@ class Daemon:
         )
         if recovered:
             log.warning("rolled back cycles left half-done by a crash", cycles=recovered)
+        await asyncio.to_thread(exclude_state_dir, s.workspace, s.state_path)
         self.state = State(s.state_path / "state.db")
         interrupted = await self.state.call(self.state.cycles_interrupted)
         if interrupted:
@@ -125,6 +116,8 @@ class Daemon:
         if requeued:
             log.info("events handed back to the queue after a restart", count=requeued)
         self.paused = bool(await self.state.call(self.state.get_kv, "paused", False))
+        self.book = CheckBook(s.workspace, self.state, self.accept)
+        self.ledger = self.book.ledger
         self.memory = await self._open_memory()
         self._configure()
 
@@ -139,20 +132,22 @@ class Daemon:
             return None
 
     def _configure(self) -> None:
-        """(Re)build what depends on the config: planner, gate, modes."""
+        """(Re)build what depends on the config: planner, gate, retry policy, modes."""
         s = self.settings
         logs.set_secrets(s.secrets())
         self.breaker = (
             CircuitBreaker(s.llm.circuit_failures, s.llm.circuit_cooldown_s) if s.llm.base_url else None
         )
         self.gate = Gate(s.limits, self.state, self.breaker)
+        self.retry = RetryPolicy(s.limits, once=self.once)
         self.modes = build_modes(s)
+        self.book.workspace = s.workspace
         self.env = ModeEnv(
             settings=s,
             state=self.state,
             memory=self.memory,
             run_check=self._verify_check,
-            last_results=self.last_results,
+            last_results=self.book.results,
         )
         if s.llm.base_url:
             from autod.planner.llm import LLMPlanner
@@ -178,112 +173,52 @@ class Daemon:
             breaker=self.breaker,
             extra_after_keep=hooks,
         )
+        self.config_problems = [f"{'.'.join(map(str, p.key))}: {p.message}" for p in check_problems(s)]
+        for problem in self.config_problems:
+            log.error("config.check_cannot_start", problem=problem)
 
-    async def _verify_check(self, name: str) -> CheckResult:
-        """Checks run by verification (the cycle already holds the workspace lock)."""
+    # -- check results -------------------------------------------------------------------
+    @property
+    def last_results(self) -> dict[str, CheckResult]:
+        return self.book.results
+
+    async def _verify_check(self, name: str, *, run: str | None = None, **extra: Any) -> CheckResult:
+        """Checks run by verification (the cycle already holds the workspace lock).
+
+        run: the check's focus command instead of its own; extra: run_check's extra_args, extra_env,
+        output_dir. Only a plain run is the check's latest result.
+        """
         from autod.checks import run_check
 
-        result = await run_check(
-            name, self.settings.checks[name], self.settings.workspace, settings=self.settings
-        )
-        await self._on_check(result)
+        check = self.settings.checks[name]
+        if run is not None:
+            check = check.model_copy(update={"run": run})
+        result = await run_check(name, check, self.settings.workspace, settings=self.settings, **extra)
+        if run is None and not extra:
+            await self.book.record(result, time.time())  # held until the cycle keeps or drops its edits
         return result
 
-    async def _on_check(self, result: CheckResult) -> None:
-        self.last_results[result.name] = result
-        if result.ok and all(r.ok for r in self.last_results.values()):
-            rev = await _git_head(self.settings.workspace)
-            if rev:
-                await self.state.call(self.state.set_kv, "last_green_rev", rev)
+    async def _on_check(self, result: CheckResult, at: float) -> None:
+        await self.book.record(result, at)
+
+    async def probe_check(self, name: str) -> None:
+        """Run a check now to learn the present (no result of it since start-up); queue its failure."""
+        result, at = await self.check_source.run(name)
+        event = self.check_source.event_for(result, at)
+        if event is not None:
+            await self.accept(event)
+
+    async def runs_counted(self, runs: list[Run], event: Event | None) -> None:
+        await self.book.counted(runs, event)
 
     # -- sources ---------------------------------------------------------------------
-    def _make_sources(self) -> list[tuple[str, str, Callable[[], Any]]]:
-        s = self.settings
-        out: list[tuple[str, str, Callable[[], Any]]] = []
-        self.check_source = CheckSource(s, lock=self.workspace_lock, on_result=self._on_check)
-        if s.checks:
-            out.append(("check", "check", lambda: self.check_source))
-        if self.once:
-            return out
-        for i, cfg in enumerate(s.sources):
-            if isinstance(cfg, WatchSource):
-                from autod.sources.watch import WatchSource as Watch
-
-                name = cfg.name or f"watch:{','.join(cfg.paths)}"
-                out.append(
-                    (name, "watch", lambda c=cfg: Watch(c, s.workspace, s.state_path, self.own_writes))
-                )
-            elif isinstance(cfg, LogtailSource):
-                from autod.sources.logtail import LogtailSource as Tail
-
-                name = cfg.name or f"logtail:{Path(cfg.path).name}"
-                out.append((name, "logtail", lambda c=cfg: Tail(c, s.workspace, s.state_path)))
-            elif isinstance(cfg, CronSource):
-                from autod.sources.cron import CronSource as Cron
-
-                name = cfg.name or f"cron:{i}"
-                out.append((name, "cron", lambda c=cfg: Cron(c)))
-        plan = s.modes.auto_plan
-        if plan.enabled and plan.schedule:
-            from autod.config import CronSource as CronCfg
-            from autod.sources.cron import CronSource as Cron
-
-            cfg = CronCfg(type="cron", name="auto-plan", schedule=plan.schedule, mode="auto-plan")
-            out.append(("cron:auto-plan", "cron", lambda c=cfg: Cron(c)))
-        return out
-
     def _start_sources(self) -> None:
-        for name, kind, factory in self._make_sources():
-            st = SourceState(name, kind)
-            self.sources[name] = st
-            self.source_tasks[name] = asyncio.create_task(
-                self._run_source(st, factory), name=f"source:{name}"
-            )
-
-    async def _stop_sources(self) -> None:
-        tasks = list(self.source_tasks.values())
-        for t in tasks:
-            t.cancel()
-        for t in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
-        self.source_tasks.clear()
-        for st in self.sources.values():
-            if st.state != "disabled":
-                st.state = "stopped"
-
-    async def _run_source(self, st: SourceState, factory: Callable[[], Any]) -> None:
-        """Pump one source into the queue; restart it with backoff when it crashes."""
-        while True:
-            try:
-                source = factory()
-                st.state = "running"
-                events: AsyncIterator[Event] = source.events()
-                async for event in events:
-                    st.events += 1
-                    await self.accept(event)
-                st.state = "done"
-                return
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                now = time.time()
-                st.crashes = [t for t in st.crashes if now - t < CRASH_WINDOW_S] + [now]
-                st.last_error = f"{type(exc).__name__}: {str(exc)[:200]}"
-                if len(st.crashes) >= CRASHES_BEFORE_DISABLE:
-                    st.state = "disabled"
-                    log.error(
-                        "source disabled after repeated crashes",
-                        source=st.name,
-                        error=st.last_error,
-                        crashes=len(st.crashes),
-                    )
-                    return
-                st.restarts += 1
-                st.state = "restarting"
-                delay = min(RESTART_MAX_S, RESTART_BASE_S * 2 ** (len(st.crashes) - 1))
-                log.warning("source crashed; restarting", source=st.name, error=st.last_error, in_s=delay)
-                await asyncio.sleep(delay)
+        s = self.settings
+        self.check_source = CheckSource(s, lock=self.workspace_lock, on_result=self._on_check)
+        specs = [("check", "check", lambda: self.check_source)] if s.checks else []
+        if not self.once:
+            specs += source_specs(s, self.own_writes)
+        self.sources.start(specs)
 
     async def accept(self, event: Event) -> None:
         """Route one event: file changes also trigger checks; queue it if an enabled mode takes it."""
@@ -308,37 +243,9 @@ class Daemon:
         )
         self.wakeup.set()
 
-    # -- dispatch -------------------------------------------------------------------------
     async def start_up_checks_done(self) -> bool:
         """Whether the start-up checks have run (with no checks configured there are none to wait for)."""
         return not self.settings.checks or self.check_source.started.is_set()
-
-    # -- housekeeping -------------------------------------------------------------------
-    async def _housekeeping(self) -> None:
-        from autod.sources.cron import cron_ticks
-
-        async def prune() -> None:
-            async for _ in cron_ticks(self.settings.memory.prune_schedule):
-                if self.memory is None or not hasattr(self.memory, "prune"):
-                    continue
-                try:
-                    removed = await self.memory.prune()
-                except Exception as exc:  # a failed prune is retried at the next tick
-                    log.error("memory prune failed", error=f"{type(exc).__name__}: {str(exc)[:200]}")
-                    continue
-                log.info("memory pruned", removed=removed)
-
-        prune_task = asyncio.create_task(prune(), name="memory-prune")
-        try:
-            while True:
-                expired = await self.state.call(self.state.expire_proposals)
-                if expired:
-                    log.info("proposals expired", ids=expired)
-                await asyncio.sleep(60)
-        finally:
-            prune_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await prune_task
 
     # -- signals and reload ------------------------------------------------------------
     def _install_signals(self) -> None:
@@ -370,19 +277,20 @@ class Daemon:
             self.notifier.ready("running (reload refused)")
             return
         async with self.workspace_lock:  # never swap the config under a running cycle
-            await self._stop_sources()
+            await self.sources.stop()
             self.settings = new
             logs.configure_logging(level=new.logging.level, file=new.log_file, secrets=new.secrets())
             self._configure()
-            self.sources.clear()
             self._start_sources()
         log.info("config reloaded", modes=new.modes.enabled(), checks=list(new.checks))
         self.notifier.ready("running (config reloaded)")
 
     # -- main ---------------------------------------------------------------------------
-    async def run(self) -> int:
-        from autod.commands import Commands
+    def healthy(self, dispatcher: asyncio.Task[None]) -> bool:
+        """The watchdog pings only while the dispatcher lives and makes progress (autod.progress)."""
+        return not dispatcher.done() and self.dispatcher.progress.healthy()
 
+    async def run(self) -> int:
         # asyncio.to_thread's pool, bounded and named (`top -H`, the soak test's thread census)
         asyncio.get_running_loop().set_default_executor(named_pool(IO_POOL, IO_POOL_WORKERS))
         await self._open()
@@ -392,9 +300,12 @@ class Daemon:
         await control.start()
         self._start_sources()
         dispatcher = asyncio.create_task(self.dispatcher.run(), name="dispatcher")
-        house = asyncio.create_task(self._housekeeping(), name="housekeeping")
+        house = asyncio.create_task(
+            housekeeping(self.state, lambda: self.memory, lambda: self.settings.memory.prune_schedule),
+            name="housekeeping",
+        )
         watchdog = asyncio.create_task(
-            self.notifier.watchdog_loop(lambda: not dispatcher.done()), name="watchdog"
+            self.notifier.watchdog_loop(lambda: self.healthy(dispatcher)), name="watchdog"
         )
         log.info(
             "autod started",
@@ -417,7 +328,7 @@ class Daemon:
                 log.error("dispatcher crashed", exc_info=dispatcher.exception())
         finally:
             self.stopping.set()
-            await self._stop_sources()
+            await self.sources.stop()
             if not dispatcher.done():
                 if self.dispatcher.current is not None:
                     log.info("rolling back the cycle in flight")
@@ -437,6 +348,10 @@ class Daemon:
         if self.dispatcher.error:
             log.error("run --once ended with an error", error=self.dispatcher.error)
             return 2
+        cannot_start = self.book.errors()
+        if cannot_start:  # a configuration error, not a verdict on the code
+            log.error("run --once ended with an error", error="checks cannot start", checks=cannot_start)
+            return 2
         failing = [n for n, r in self.last_results.items() if not r.ok]
         log.info("run --once finished", failing=failing, cycles=self.dispatcher.cycles_run)
         return 1 if failing else 0
@@ -455,14 +370,3 @@ class Daemon:
         logs.flush()
         if self._lock_fd is not None:
             os.close(self._lock_fd)
-
-
-async def _git_head(workspace: Path) -> str | None:
-    if not (workspace / ".git").exists():
-        return None
-    try:
-        proc = await gitsafe.arun(workspace, "rev-parse", "HEAD", timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    rev = proc.stdout.decode().strip()
-    return rev if proc.returncode == 0 and rev else None

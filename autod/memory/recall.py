@@ -6,11 +6,13 @@ packed into a token budget. Lessons (N2) never decay: a lesson is as true in a y
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from autod.localize.excerpt import strip_progress
 from autod.memory import Recalled, Tier
 
 TIER_WEIGHT: dict[Tier, float] = {Tier.N2: 1.0, Tier.N1: 0.8, Tier.N0: 0.6}
@@ -65,13 +67,19 @@ def score(hit: Hit, now: float) -> float:
     )
 
 
-def rank(hits: Iterable[Hit], now: float) -> list[Recalled]:
-    """Score hits and sort best first; an identical text seen twice keeps only its best copy."""
+def rank(hits: Iterable[Hit], now: float, *, min_similarity: float = 0.0) -> list[Recalled]:
+    """Score hits and sort best first, leaving out those below the similarity floor.
+
+    Texts equal once test-runner noise is stripped (the same pytest output at another time) keep
+    only their best copy.
+    """
     best: dict[str, Recalled] = {}
     for hit in hits:
+        if hit.similarity < min_similarity:
+            continue
         item = Recalled(id=hit.id, tier=hit.tier, text=hit.text, score=score(hit, now),
                         metadata=dict(hit.metadata))
-        key = hit.text.strip()
+        key = strip_progress(hit.text)
         if key not in best or item.score > best[key].score:
             best[key] = item
     return sorted(best.values(), key=lambda r: (-r.score, r.id))
@@ -94,3 +102,69 @@ def pack(ranked: Iterable[Recalled], budget_tokens: int, k: int) -> list[Recalle
             kept.append(item)
             left -= cost
     return kept
+
+
+# -- rendering for a prompt ------------------------------------------------------------------------
+
+LABELS = {Tier.N0: "seen before", Tier.N1: "earlier attempt", Tier.N2: "lesson"}
+MIN_NEW_CHARS = 24  # an item that adds less than this beyond what the prompt shows is left out
+
+
+def episode_text(raw: str) -> str:
+    """An episode as plain sentences; older episodes were stored as JSON, whose shape a model copies."""
+    try:
+        doc = json.loads(raw)
+    except ValueError:
+        return raw
+    if not isinstance(doc, dict) or "status" not in doc:
+        return raw
+    files = ", ".join(
+        f"{e.get('path')} (+{e.get('added', 0)} -{e.get('removed', 0)})"
+        for e in doc.get("edits") or []
+        if isinstance(e, dict)
+    )
+    parts = [f"Failure: {str(doc.get('event') or '').strip()[:300]}."]
+    if doc.get("plan"):
+        parts.append(f"Tried: {str(doc['plan']).strip()[:300]}.")
+    if files:
+        parts.append(f"Changed {files}.")
+    outcome = f"Outcome: {doc.get('status')}"
+    if doc.get("reason"):
+        outcome += f" ({str(doc['reason'])[:200]})"
+    parts.append(outcome + ".")
+    return " ".join(parts)
+
+
+def _norm(line: str) -> str:
+    return " ".join(line.split())
+
+
+def render_recalled(
+    recalled: Iterable[Recalled], *, shown: str = "", budget_tokens: int | None = None
+) -> str:
+    """Recalled items as `- (label) text` lines within the budget.
+
+    Noise is stripped, lines the prompt already shows (or an earlier item showed) are left out, and
+    an item that adds nothing is dropped.
+    """
+    seen = {_norm(x) for x in strip_progress(shown).splitlines() if _norm(x)}
+    out: list[str] = []
+    left = budget_tokens if budget_tokens is not None else 10**9
+    for r in recalled:
+        text = episode_text(r.text) if r.tier is Tier.N1 else r.text
+        fresh = []
+        for line in strip_progress(text).splitlines():
+            key = _norm(line)
+            if key and key not in seen:
+                seen.add(key)
+                fresh.append(line.rstrip())
+        body = "\n  ".join(fresh)
+        if len(body) < MIN_NEW_CHARS:
+            continue
+        item = f"- ({LABELS.get(r.tier, str(r.tier))}) {body}"
+        cost = estimate_tokens(item)
+        if cost > left:
+            continue
+        out.append(item)
+        left -= cost
+    return "\n".join(out)

@@ -341,7 +341,7 @@ class ChromaMemory:
         for tier in Tier:
             # Over-fetch: weights and decay re-order what plain similarity returned.
             hits.extend(self._query(tier, vector, 2 * k))
-        return pack(rank(hits, now), budget_tokens, k)
+        return pack(rank(hits, now, min_similarity=self.cfg.min_similarity), budget_tokens, k)
 
     def _query(self, tier: Tier, vector: list[float], n: int) -> list[Hit]:
         res = self._cols[tier].query(

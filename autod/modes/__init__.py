@@ -56,7 +56,10 @@ class ModeEnv:
     settings: Settings
     state: State
     memory: Memory | None
-    run_check: Callable[[str], Awaitable[CheckResult]]
+    # run_check(name) runs a configured check for verification; run_check(name, run=CMD) runs its
+    # `focus` command instead, and extra_args/extra_env/output_dir reach autod.checks.run_check (the
+    # coverage re-run). Only a plain run counts as the check's latest result.
+    run_check: Callable[..., Awaitable[CheckResult]]
     # the latest result of each check (the daemon's own dict): what was already failing before a cycle
     last_results: dict[str, CheckResult] = field(default_factory=dict)
 
@@ -105,9 +108,19 @@ def tokens(text: str) -> int:
     return len(text) // 4 + 1
 
 
-def pack(sections: list[tuple[str, str]], budget_tokens: int) -> dict[str, str]:
+class Sections(dict[str, str]):
+    """A mode's prompt sections, and what went into them (the reflection record's `context`)."""
+
+    used: list[dict[str, str | None]]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.used = []
+
+
+def pack(sections: list[tuple[str, str]], budget_tokens: int) -> Sections:
     """Keep sections in priority order until the budget is spent; the last one kept may be cut."""
-    out: dict[str, str] = {}
+    out = Sections()
     left = budget_tokens
     for key, text in sections:
         if not text:
@@ -144,9 +157,13 @@ def chain(*checks: ScopeCheck | None) -> ScopeCheck:
     return run
 
 
-def recalled_text(recalled: list[Recalled]) -> str:
-    lines = []
-    for r in recalled:
-        label = {"n0": "observation", "n1": "episode", "n2": "lesson"}.get(str(r.tier), str(r.tier))
-        lines.append(f"- [{label} {r.id[:8]}] {r.text.strip()}")
-    return "\n".join(lines)
+def memory_budget(settings: Settings, budget_tokens: int) -> int:
+    """Memory's share of a prompt's context budget (memory.max_prompt_share), within recall_tokens."""
+    return min(settings.memory.recall_tokens, int(budget_tokens * settings.memory.max_prompt_share))
+
+
+def recalled_text(recalled: list[Recalled], *, shown: str = "", budget_tokens: int | None = None) -> str:
+    """Recalled memory as plain lines: progress noise out, nothing already `shown` repeated, capped."""
+    from autod.memory.recall import render_recalled
+
+    return render_recalled(recalled, shown=shown, budget_tokens=budget_tokens)

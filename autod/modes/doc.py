@@ -22,8 +22,18 @@ from autod.boundary import Boundary
 from autod.config import Limits
 from autod.errors import NothingToDo, PlanRejected
 from autod.events import Event, EventKind
+from autod.localize.usage import callers_text
 from autod.memory import Recalled
-from autod.modes import Attempt, ModeEnv, Verification, chain, pack, recalled_text, render
+from autod.modes import (
+    Attempt,
+    ModeEnv,
+    Verification,
+    chain,
+    memory_budget,
+    pack,
+    recalled_text,
+    render,
+)
 from autod.modes.plan import _atomic_write
 from autod.ownwrites import OwnWrites
 from autod.plan import Plan
@@ -297,15 +307,22 @@ class DocMode:
             + "\n\n## Docs that mention changed names (review them)\n"
             + (docs or "- none")
         )
+        # how the code to document is used: its callers, resolved through the index
+        usage = await callers_text(
+            env.settings, env.boundary, [(f["path"], f["line"]) for f in found], CONTEXT_TOKENS // 4
+        )
+        memory = recalled_text(recalled, budget_tokens=memory_budget(env.settings, CONTEXT_TOKENS))
         ctx = pack(
             [
                 ("findings", listing),
                 ("docs", docs),
                 ("sources", sources),
-                ("memory", recalled_text(recalled)),
+                ("callers", usage.text),
+                ("memory", memory),
             ],
             CONTEXT_TOKENS,
         )
+        ctx.used = usage.entries if ctx.get("callers") else []
         ctx["report"] = report
         return ctx
 
@@ -317,6 +334,7 @@ class DocMode:
             findings=context.get("findings") or "(none)",
             docs=context.get("docs") or "(none)",
             sources=context.get("sources") or "",
+            callers=context.get("callers") or "(none found)",
             memory=context.get("memory") or "(none)",
             attempts="\n".join(a.summary + ": " + a.output[-500:] for a in attempts) or "(none)",
         )

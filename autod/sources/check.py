@@ -1,13 +1,16 @@
 """The check source: runs configured checks at start-up, after watched files settle, and on cron.
 
-A failing check becomes a `check_failed` event carrying its output, the file:line locations it names
-and a fingerprint that survives line-number churn.
+A failing check becomes a `check_failed` event carrying its output, the file:line locations it names,
+when the run finished (`checked_at`, so the dispatcher can tell stale news from fresh) and a fingerprint
+that survives line-number churn but keeps the identity of each failure. A check that cannot start at
+all is a configuration error: logged, shown by `autod status`, never an event for a cycle.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import structlog
@@ -24,17 +27,29 @@ log = structlog.get_logger("autod.sources.check")
 EXCERPT_CHARS = 12000
 
 
-def failure_event(result: CheckResult) -> Event:
-    """Turn a failed check run into a check_failed Event (known secrets redacted from its output)."""
-    output = redact_text(result.output)
+def _identify(result: CheckResult, output: str) -> tuple[str, str]:
+    """(fingerprint, first failure's summary) of a failed run, from its (redacted) output."""
     failures = parse_failures(output)
     if failures:
-        fp = fingerprint("check", result.name, *sorted({f.fingerprint for f in failures}))
-        first = failures[0].summary
-    else:
-        tail = "\n".join(output.strip().splitlines()[-20:])
-        fp = fingerprint("check", result.name, str(result.exit_code), tail)
-        first = (output.strip().splitlines() or ["no output"])[-1][:200]
+        # The single failures' fingerprints are identities (16 hex digits): hashed as they are, never
+        # normalised, or every one-failure run of a check would share one fingerprint.
+        fp = fingerprint("check", result.name, exact=sorted({f.fingerprint for f in failures}))
+        return fp, failures[0].summary
+    tail = "\n".join(output.strip().splitlines()[-20:])
+    fp = fingerprint("check", result.name, str(result.exit_code), tail)
+    return fp, (output.strip().splitlines() or ["no output"])[-1][:200]
+
+
+def result_fingerprint(result: CheckResult) -> str:
+    """The fingerprint the event of this failed run carries."""
+    return _identify(result, redact_text(result.output))[0]
+
+
+def failure_event(result: CheckResult, *, checked_at: float | None = None) -> Event:
+    """Turn a failed check run into a check_failed Event (known secrets redacted from its output;
+    `checked_at`: when the run finished)."""
+    output = redact_text(result.output)
+    fp, first = _identify(result, output)
     return Event(
         source=f"check:{result.name}",
         kind=EventKind.CHECK_FAILED,
@@ -46,6 +61,7 @@ def failure_event(result: CheckResult) -> Event:
             "locations": parse_locations(output)[:50],
             "failures": count_failures(result),
             "timed_out": result.timed_out,
+            "checked_at": time.time() if checked_at is None else checked_at,
         },
         fingerprint=fp,
     )
@@ -61,7 +77,7 @@ class CheckSource:
         settings: Settings,
         *,
         lock: asyncio.Lock | None = None,
-        on_result: Callable[[CheckResult], Awaitable[None]] | None = None,
+        on_result: Callable[[CheckResult, float], Awaitable[object]] | None = None,
         run_start: bool = True,
     ) -> None:
         self.settings = settings
@@ -80,15 +96,27 @@ class CheckSource:
     def trigger(self, names: list[str], why: str = "manual") -> None:
         self._triggers.put_nowait((why, [n for n in names if n in self.settings.checks]))
 
-    async def run(self, name: str) -> CheckResult:
+    async def run(self, name: str) -> tuple[CheckResult, float]:
+        """Run one check under the workspace lock; returns its result and when it finished."""
         async with self.lock:
             result = await run_check(
                 name, self.settings.checks[name], self.settings.workspace, settings=self.settings
             )
-        log.info("check ran", check=name, exit_code=result.exit_code, duration_ms=result.duration_ms)
-        if self.on_result is not None:
-            await self.on_result(result)
-        return result
+            at = time.time()
+            if result.error:
+                # exit 126/127, program not found: nothing a cycle could fix, so never an event
+                log.error("check.cannot_start", check=name, error=result.error)
+            else:
+                log.info("check ran", check=name, exit_code=result.exit_code, duration_ms=result.duration_ms)
+            if self.on_result is not None:  # recorded before a cycle can take the lock and read results
+                await self.on_result(result, at)
+        return result, at
+
+    def event_for(self, result: CheckResult, at: float) -> Event | None:
+        """The event a run gives: a failure that is not a configuration error."""
+        if result.ok or result.error:
+            return None
+        return failure_event(result, checked_at=at)
 
     async def _cron(self, name: str, expr: str) -> None:
         from autod.sources.cron import cron_ticks
@@ -106,17 +134,17 @@ class CheckSource:
             if self.run_start:
                 start = [n for n, c in self.settings.checks.items() if "start" in c.when and not c.fixer]
                 for name in start:
-                    result = await self.run(name)
-                    if not result.ok:
-                        yield failure_event(result)
+                    event = self.event_for(*await self.run(name))
+                    if event is not None:
+                        yield event
             self.started.set()
             while True:
                 why, names = await self._triggers.get()
                 for name in names:
-                    result = await self.run(name)
-                    if not result.ok:
+                    event = self.event_for(*await self.run(name))
+                    if event is not None:
                         log.info("check failed", check=name, trigger=why)
-                        yield failure_event(result)
+                        yield event
         finally:
             self.started.set()
             for t in crons:

@@ -104,20 +104,30 @@ def test_a_diff_loses_the_sections_of_files_that_may_not_be_read(ws: Path) -> No
 
 
 def test_debug_context_reads_no_file_the_boundary_refuses(ws: Path) -> None:
-    from autod.modes.debug import called_names, definition_windows, source_windows
+    import asyncio
+
+    from autod.config import Settings
+    from autod.localize.context import localize
 
     (ws / "src" / "secrets").mkdir()
     (ws / "src" / "secrets" / "vault.py").write_text("def load():\n    return 'VAULT-CANARY'\n")
-    (ws / "src" / "app.py").write_text("x = load()\n")
+    (ws / "src" / "app.py").write_text("from secrets.vault import load\n\n\ndef run():\n    return load()\n")
     b = Boundary(ws, ws / ".autod", DENY)
-    locations = [
-        {"path": ".env", "line": 1},
-        {"path": "deploy/id_rsa", "line": 1},
-        {"path": str(ws / ".git" / "config"), "line": 1},
-        {"path": "src/app.py", "line": 1},
-    ]
-    windows = source_windows(b, locations)
-    assert "x = load()" in windows and "hunter2" not in windows and "BEGIN KEY" not in windows
-    assert "[core]" not in windows
-    assert called_names(b, locations) == ["load"]
-    assert "VAULT-CANARY" not in definition_windows(b, ["load"])
+    git_config = ws / ".git" / "config"
+    text = (
+        'Traceback (most recent call last):\n  File ".env", line 1, in <module>\n'
+        '  File "deploy/id_rsa", line 1, in <module>\n'
+        f'  File "{git_config}", line 1, in <module>\n'
+        '  File "src/secrets/vault.py", line 2, in load\n'
+        '  File "src/app.py", line 5, in run\nRuntimeError\n'
+    )
+    locations = [{"path": ".env", "line": 1}, {"path": "src/app.py", "line": 5}]
+    found = asyncio.run(
+        localize(Settings(workspace=ws), b, text=text, locations=locations, last_green=None,
+                 budget_tokens=4000)
+    )
+    shown = found.code + found.outline + found.diff
+    assert "return load()" in shown
+    for leak in ("hunter2", "BEGIN KEY", "[core]", "VAULT-CANARY"):
+        assert leak not in shown
+    assert {e["path"] for e in found.entries} == {"src/app.py"}

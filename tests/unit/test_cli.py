@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import re
 import sys
 import time
@@ -15,7 +16,7 @@ from autod import cli
 README = Path(__file__).resolve().parents[2] / "README.md"
 
 # Values for the placeholders the README's synopsis uses; a new placeholder must be added here.
-POSITIONAL = {"MODE": "auto-debug", "ID": "abc123", "QUERY": "operator rejected"}
+POSITIONAL = {"MODE": "auto-debug", "ID": "abc123", "QUERY": "operator rejected", "FP": "f65ff563"}
 OPTION_VALUES = {
     "-c": "CONFIG",
     "--cycle": "abc123def456",
@@ -97,6 +98,8 @@ def test_the_readme_cli_table_is_found_and_covers_every_command():
         "pause",
         "resume",
         "trigger",
+        "quarantine",
+        "quarantine clear",
         "memory stats",
         "memory search",
         "memory prune",
@@ -195,11 +198,17 @@ def test_approve_without_a_daemon_exits_3_and_says_how_to_start_it(config, capsy
     assert "the daemon is not running; `approve` needs it" in capsys.readouterr().err
 
 
-def test_status_without_a_daemon_or_state_says_so_and_exits_0(config, capsys):
+def test_status_without_a_daemon_or_state_says_so_and_names_what_it_looked_at(config, capsys):
     assert cli.main(["status", "-c", str(config)]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "autod is not running"  # no state dir yet: nothing else to say but the sandbox
-    assert [line for line in out[1:] if not line.startswith("  sandbox: ")] == []
+    # ... and which config and state dir it looked at
+    assert [line for line in out[1:] if not line.startswith("  sandbox: ")] == [
+        f"  config: {config}   state dir: {config.parent / 'state'}"
+    ]
+    assert cli.main(["status", "--json", "-c", str(config)]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["config_file"] == str(config) and data["state_dir"] == str(config.parent / "state")
 
 
 def test_pause_and_trigger_without_a_daemon_are_kept_for_its_next_start(config, capsys):

@@ -193,6 +193,12 @@ def test_recursive_or_exploding_yaml_aliases_are_a_config_error(tmp_path, text):
 
 @pytest.mark.slow
 def test_cli_config_check_exits_0_or_78_on_generated_files(tmp_path):
+    # a workspace shaped like this repository, so the example's watch paths and programs are found
+    for d in ("autod", "tests", ".venv/bin"):
+        (tmp_path / d).mkdir(parents=True)
+    for tool in ("python", "ruff"):
+        (tmp_path / ".venv/bin" / tool).write_text("#!/bin/sh\n")
+        (tmp_path / ".venv/bin" / tool).chmod(0o755)
     rng = random.Random(42)
     cases: list[bytes] = [yaml.safe_dump(base_doc(tmp_path)).encode()]
     for _ in range(3):

@@ -245,6 +245,23 @@ def test_a_rollback_that_leaves_an_operators_save_says_so_and_stops_replanning(w
     assert "LEFT=src/calc.py" in capsys.readouterr().out
 
 
+def test_a_verification_check_that_edits_the_workspace_fails_the_verification(ws):
+    # its edits are in no journal: the cycle must not be kept as if its own edits made the checks pass
+    tidy = f"{sys.executable} -c \"open('src/tidy.txt', 'a').write('tidied')\""
+    planner = ScriptedPlanner(Plan(summary=FIX.summary, edits=FIX.edits, verify=["calc", "tidy"]))
+    deps, state = make(
+        ws,
+        planner,
+        checks={"calc": {"run": CHECK, "timeout_s": 30}, "tidy": {"run": tidy, "timeout_s": 30}},
+        modes={"auto-debug": {"max_attempts_per_cycle": 1}},
+    )
+    r = run(deps)
+    assert r.status == "rolled_back" and "tidy changed workspace files" in r.reason, r.reason
+    assert "src/tidy.txt" in r.reason
+    assert (ws / "src" / "calc.py").read_text() == BUGGY  # autod's own edit went back
+    state.close()
+
+
 def test_a_prompt_over_the_context_window_is_asked_once_more_with_less_context(ws):
     planner = ScriptedPlanner(ContextTooLong("the prompt does not fit", limit=100, prompt_tokens=400), FIX)
     deps, _state = make(ws, planner)

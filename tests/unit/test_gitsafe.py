@@ -12,7 +12,7 @@ import pytest
 from autod import gitsafe
 from autod.act.edits import FileChange
 from autod.gitops import commit_changes
-from autod.modes.debug import git_diff
+from autod.localize.history import diff_text, recent_history
 
 
 def git(repo: Path, *args: str) -> str:
@@ -80,8 +80,10 @@ def test_a_commit_runs_no_planted_hook_fsmonitor_or_filter(planted):
 
 def test_the_prompts_diff_runs_no_textconv_external_diff_filter_or_pager(planted):
     repo, canary = planted
-    diff = asyncio.run(git_diff(repo, None))
+    diff = asyncio.run(diff_text(repo, None))
     assert "-x = 1" in diff and "+x = 2" in diff
+    assert not canary.exists(), canary.read_text()
+    asyncio.run(recent_history(repo, ["a.py", "b.txt"], 5))  # localization's `git log -p` too
     assert not canary.exists(), canary.read_text()
 
 

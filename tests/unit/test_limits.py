@@ -109,3 +109,13 @@ def test_open_breaker_blocks_llm_cycles_in_the_gate(state):
     b.failure()
     v = gate.admit(failure(), uses_llm=True)
     assert not v.ok and v.reason == "LLM circuit breaker open" and v.wait_s > 50
+
+
+def test_the_hourly_cap_says_exactly_when_a_slot_frees(state):
+    # --once decides at once from this wait whether it may wait (it used to hear "60 s" every minute)
+    now = time.time()
+    start_cycles(state, 1, now - 3000)
+    start_cycles(state, 1, now - 100)
+    gate = Gate(Limits(max_cycles_per_hour=2, min_interval_s=0), state, None)
+    v = gate.admit(failure(), uses_llm=False, now=now)
+    assert not v.ok and v.wait_s == pytest.approx(600, abs=1) and "max_cycles_per_hour (2/2)" in v.reason

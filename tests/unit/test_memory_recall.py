@@ -100,3 +100,64 @@ def test_pack_stops_at_k_and_empty_budget_gives_nothing() -> None:
     ranked = [r(str(i), 4, 1.0 - i / 10) for i in range(5)]
     assert [x.id for x in pack(ranked, 10_000, 3)] == ["0", "1", "2"]
     assert pack(ranked, 0, 3) == []
+
+
+# -- memory that helps: floor, noise, episodes, share -------------------------------------------
+
+PYTEST_RUN = """\
+tests/test_calc.py ....F..                                              [ 42%]
+tests/test_more.py .........                                            [100%]
+=================================== FAILURES ===================================
+E       assert -1 == 5
+tests/test_calc.py:7: AssertionError
+========================= 1 failed, 15 passed in {t}s =========================
+"""
+
+
+def test_items_below_the_similarity_floor_are_not_recalled() -> None:
+    hits = [hit("close", Tier.N2, 0.8), hit("far", Tier.N2, 0.2)]
+    assert [r.id for r in rank(hits, NOW, min_similarity=0.35)] == ["close"]
+
+
+def test_the_same_output_at_another_time_is_one_memory() -> None:
+    a = hit("a", Tier.N0, 0.9, text=PYTEST_RUN.format(t="0.12"))
+    b = hit("b", Tier.N0, 0.8, text=PYTEST_RUN.format(t="3.40"))
+    assert [r.id for r in rank([a, b], NOW)] == ["a"]
+
+
+def test_recalled_text_drops_progress_noise_and_what_the_prompt_already_shows() -> None:
+    from autod.memory.recall import render_recalled
+
+    seen = Recalled("o1", Tier.N0, PYTEST_RUN.format(t="0.1"), 0.9)
+    lesson = Recalled("l1", Tier.N2, "[auto-debug] Failure: calc. Tried: use +. Outcome: it worked.", 0.8)
+    text = render_recalled([seen, lesson], shown=PYTEST_RUN.format(t="0.5"))
+    assert text == "- (lesson) [auto-debug] Failure: calc. Tried: use +. Outcome: it worked."
+    alone = render_recalled([seen])
+    assert "[ 42%]" not in alone and "....F.." not in alone and "0.1s" not in alone
+    assert "assert -1 == 5" in alone
+
+
+def test_an_old_json_episode_is_shown_as_sentences_not_as_a_shape_to_copy() -> None:
+    from autod.memory.recall import render_recalled
+
+    raw = (
+        '{"event": "check tests failed", "plan": "swap the operator", "status": "rolled_back",'
+        ' "reason": "checks still fail", "edits": [{"path": "src/calc.py", "added": 1, "removed": 1}]}'
+    )
+    text = render_recalled([Recalled("e1", Tier.N1, raw, 0.9)])
+    assert "{" not in text and '"edits"' not in text
+    assert "Tried: swap the operator." in text and "Changed src/calc.py (+1 -1)." in text
+    assert "Outcome: rolled_back (checks still fail)." in text
+
+
+def test_memory_never_takes_more_than_its_share_of_the_prompt(tmp_path) -> None:
+    from autod.config import Settings
+    from autod.memory.recall import render_recalled
+    from autod.modes import memory_budget
+
+    s = Settings(workspace=tmp_path, memory={"max_prompt_share": 0.1, "recall_tokens": 5000})
+    budget = memory_budget(s, 6000)
+    assert budget == 600
+    items = [Recalled(f"l{i}", Tier.N2, f"lesson {i}: " + "word " * 200, 0.9) for i in range(10)]
+    text = render_recalled(items, budget_tokens=budget)
+    assert 0 < estimate_tokens(text) <= budget and text.count("- (lesson)") == 2

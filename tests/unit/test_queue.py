@@ -126,15 +126,68 @@ def test_merge_keeps_the_more_urgent_priority(queue: EventQueue) -> None:
     assert leased.event.kind == EventKind.BUILD_FAILED
 
 
-def test_event_is_not_merged_into_an_in_flight_one(queue: EventQueue) -> None:
-    first = ev(EventKind.CHECK_FAILED, "fp1")
+def test_a_non_failure_event_is_not_merged_into_an_in_flight_one(queue: EventQueue) -> None:
+    first = ev(EventKind.MANUAL, "fp1")
     queue.put(first)
     assert queue.lease() is not None
-    res = queue.put(ev(EventKind.CHECK_FAILED, "fp1"))
+    res = queue.put(ev(EventKind.MANUAL, "fp1"))
     assert res.accepted and not res.merged and res.id != first.id
     assert queue.depth() == 2
     again = queue.lease()
     assert again is not None and again.event.id == res.id and again.event.merged == 1
+
+
+def test_a_failure_merges_into_the_same_failure_in_flight_so_one_cycle_works_on_it(queue: EventQueue) -> None:
+    first = ev(EventKind.CHECK_FAILED, "fp1")
+    queue.put(first)
+    assert queue.lease() is not None
+    dup = ev(EventKind.CHECK_FAILED, "fp1", excerpt="newer output")
+    res = queue.put(dup)
+    assert res.accepted and res.merged and res.id == first.id
+    assert queue.depth() == 1 and queue.lease() is None  # no second row to plan after the fix
+    queue.defer(first.id, 0, "still failing")  # the cycle did not resolve it: the row comes back, newest news
+    again = queue.lease()
+    assert again is not None and again.event.merged == 2 and again.event.payload["excerpt"] == "newer output"
+
+
+def test_a_deferred_event_waits_until_due_and_status_sees_its_retries(queue: EventQueue) -> None:
+    e = ev(EventKind.CHECK_FAILED, "fp")
+    queue.put(e)
+    leased = queue.lease(now=1000.0)
+    assert leased is not None and leased.retries == 0
+    assert queue.defer(e.id, 30, "LLM unavailable: 500", now=1000.0) == 1
+    assert queue.lease(now=1029.0) is None
+    assert queue.next_due(now=1010.0) == 20.0
+    (row,) = queue.retrying()
+    assert row["retries"] == 1 and row["not_before"] == 1030.0 and "500" in row["last_error"]
+    again = queue.lease(now=1030.0)
+    assert again is not None and again.retries == 1 and again.deferred_at == 1000.0
+    queue.ack(e.id)
+    assert queue.next_due() is None and queue.retrying() == []
+
+
+def test_a_version_1_queue_is_migrated_keeping_its_events(qpath: Path) -> None:
+    import autod.queue_schema as q
+
+    qpath.parent.mkdir(parents=True)
+    con = sqlite3.connect(qpath)
+    for statement in q.split_sql(q._SCHEMA):  # the version-1 schema, as an older autod left it
+        con.execute(statement)
+    con.execute(
+        "INSERT INTO events (id, source, kind, summary, payload, fingerprint, created_at, created_ts,"
+        " priority, status) VALUES ('old', 'check:tests', 'check_failed', 's', '{}', 'fp',"
+        " '2024-01-01T00:00:00+00:00', 1704067200, 0, 'pending')"
+    )
+    con.execute("PRAGMA user_version = 1")
+    con.commit()
+    con.close()
+    queue = EventQueue(qpath)
+    try:
+        leased = queue.lease()
+        assert leased is not None and leased.event.id == "old" and leased.retries == 0
+        assert queue.defer("old", 5, "retry") == 1
+    finally:
+        queue.close()
 
 
 def test_files_changed_from_one_source_coalesce_with_union_of_paths(queue: EventQueue) -> None:
@@ -308,7 +361,7 @@ def test_database_uses_wal_and_records_schema_version(qpath: Path) -> None:
     con = sqlite3.connect(qpath)
     try:
         assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        assert con.execute("PRAGMA user_version").fetchone()[0] == 1
+        assert con.execute("PRAGMA user_version").fetchone()[0] == 2
     finally:
         con.close()
 
@@ -319,7 +372,7 @@ def test_newer_schema_version_is_a_clear_error(qpath: Path) -> None:
     con.execute("PRAGMA user_version = 7")
     con.commit()
     con.close()
-    with pytest.raises(QueueSchemaError, match=r"version 7 is newer.*\(1\)"):
+    with pytest.raises(QueueSchemaError, match=r"version 7 is newer.*\(2\)"):
         EventQueue(qpath)
 
 

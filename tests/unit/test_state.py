@@ -63,3 +63,94 @@ def test_flags_and_counters_persist(tmp_path):
     s = State(tmp_path / "state.db")
     assert s.get_kv("paused") is True and s.get("edits:2026-01-01") == 5 and s.get("nope") == 0
     s.close()
+
+
+def _proposal(s: State, pid: str, fp: str, *, mode: str = "auto-debug", check: str = "tests") -> None:
+    import json
+
+    s.cycle_started(f"cycle-{pid}", f"event-{pid}", mode, fp, "check_failed", "tests failed")
+    s.cycle_finished(f"cycle-{pid}", "pending_approval", None, {})
+    event = {"fingerprint": fp, "payload": {"check": check}}
+    now = time.time()
+    s.add_proposal({"id": pid, "cycle_id": f"cycle-{pid}", "mode": mode, "event": json.dumps(event),
+                    "plan": "{}", "diff": "", "created_at": now, "expires_at": now + 100})
+
+
+def _cycle_status(s: State, pid: str) -> str:
+    return {r["id"]: r["status"] for r in s.history(50)}[f"cycle-{pid}"]
+
+
+def test_a_newer_plan_for_the_same_failure_replaces_the_pending_proposal(tmp_path):
+    s = State(tmp_path / "state.db")
+    _proposal(s, "p1", "A")
+    _proposal(s, "p2", "B")  # another failure keeps its own
+    _proposal(s, "p3", "A")
+    assert sorted(p["id"] for p in s.proposals("pending")) == ["p2", "p3"]
+    assert s.proposal("p1")["status"] == "superseded" and "p3" in s.proposal("p1")["reason"]
+    assert _cycle_status(s, "p1") == "superseded"  # history no longer says pending_approval
+    s.close()
+
+
+def test_proposals_are_withdrawn_when_their_failure_resolves_and_decisions_reach_history(tmp_path):
+    s = State(tmp_path / "state.db")
+    _proposal(s, "p1", "A")
+    _proposal(s, "p2", "B", check="lint")
+    _proposal(s, "p3", "C", check="lint")
+    assert s.withdraw_proposals("check tests passed", check="tests") == ["p1"]
+    assert s.withdraw_proposals("resolved", fingerprint="B") == ["p2"]
+    assert _cycle_status(s, "p1") == "withdrawn" and _cycle_status(s, "p2") == "withdrawn"
+    s.decide_proposal("p3", "rejected", "not our style")
+    row = {r["id"]: r for r in s.history(50)}["cycle-p3"]
+    assert row["status"] == "rejected" and "not our style" in row["reason"]
+    s.close()
+
+
+def test_quarantine_lifts_when_the_fingerprints_check_passes(tmp_path):
+    s = State(tmp_path / "state.db")
+    s.fingerprint_attempted("A", "tests failed", "rolled_back", None, "tests")
+    s.quarantine("A")
+    s.fingerprint_attempted("B", "lint failed", "rolled_back", None, "lint")
+    s.quarantine("B")
+    assert s.check_passed("tests") == ["A"]
+    assert [q["fingerprint"] for q in s.quarantined()] == ["B"]
+    assert s.fingerprint("A")["attempts"] == 0
+    assert s.release_quarantine("B"[:1]) == ["B"] and s.quarantined() == []
+    s.close()
+
+
+def test_resolved_events_are_history_but_never_count_against_the_rate_limits(tmp_path):
+    s = State(tmp_path / "state.db")
+    s.event_resolved("e1", "A", "check_failed", "tests failed", "check tests passed")
+    assert s.cycles_since(0) == 0 and s.last_cycle_started() is None and s.cycle_starts_since(0) == []
+    (row,) = s.history(5)
+    assert row["status"] == "resolved" and row["reason"] == "check tests passed"
+    s.close()
+
+
+def test_a_version_1_state_db_is_migrated_keeping_every_row(tmp_path):
+    import sqlite3
+
+    from autod import state as st
+
+    path = tmp_path / "state.db"
+    db = sqlite3.connect(path)
+    db.executescript(st._SCHEMA)  # what version 1 created
+    db.execute("INSERT INTO cycles(id, event_id, mode, fingerprint, kind, summary, status, started_at)"
+               " VALUES ('c1', 'e1', 'auto-debug', 'A', 'check_failed', 's', 'pending_approval', 1)")
+    db.execute("INSERT INTO fingerprints(fingerprint, summary, attempts, quarantined_at, updated_at)"
+               " VALUES ('A', 's', 3, 5, 5)")
+    db.execute("INSERT INTO proposals(id, cycle_id, mode, event, plan, diff, created_at, expires_at, status,"
+               " reason) VALUES ('p1', 'c1', 'auto-debug', '{\"fingerprint\": \"A\", \"payload\":"
+               " {\"check\": \"tests\"}}', '{}', '', 1, 2, 'rejected', 'no')")
+    db.execute("PRAGMA user_version=1")
+    db.commit()
+    db.close()
+    s = State(path)
+    assert s._tx("PRAGMA user_version").fetchone()[0] == st.SCHEMA_VERSION == 2
+    p = s.proposal("p1")
+    assert (p["fingerprint"], p["check_name"], p["status"]) == ("A", "tests", "rejected")
+    (row,) = s.history(5)
+    assert row["status"] == "rejected"  # v1 left it pending_approval after the decision
+    assert s.quarantined()[0]["fingerprint"] == "A" and s.quarantined()[0]["check_name"] is None
+    s.close()
+    State(path).close()  # opening again migrates nothing twice

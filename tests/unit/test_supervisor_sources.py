@@ -7,10 +7,9 @@ from pathlib import Path
 
 import structlog
 
-from autod import supervisor
-from autod.config import load_config
+from autod import sourceset
 from autod.events import Event, EventKind
-from autod.supervisor import Daemon, SourceState
+from autod.sourceset import SourceSet, SourceState
 
 
 class Crashing:
@@ -26,30 +25,28 @@ class Crashing:
         raise RuntimeError("source bug")
 
 
-def daemon(tmp_path: Path) -> Daemon:
-    cfg = tmp_path / "autod.yaml"
-    cfg.write_text(f"workspace: {tmp_path}\n")
-    d = Daemon(load_config(cfg), cfg)
-    d.accepted = []  # type: ignore[attr-defined]
+def daemon(tmp_path: Path) -> SourceSet:
+    accepted: list[Event] = []
 
     async def accept(event: Event) -> None:
-        d.accepted.append(event)  # type: ignore[attr-defined]
+        accepted.append(event)
 
-    d.accept = accept  # type: ignore[method-assign]
+    d = SourceSet(accept)
+    d.accepted = accepted  # type: ignore[attr-defined]
     return d
 
 
 def test_a_crashing_source_is_restarted_with_backoff_then_disabled(tmp_path, monkeypatch):
-    monkeypatch.setattr(supervisor, "RESTART_BASE_S", 0.01)
+    monkeypatch.setattr(sourceset, "RESTART_BASE_S", 0.01)
     d = daemon(tmp_path)
     runs: list[int] = []
     st = SourceState("crashing", "test")
     with structlog.testing.capture_logs() as logs:
-        asyncio.run(asyncio.wait_for(d._run_source(st, lambda: Crashing(runs, 2)), 10))
-    assert len(runs) == supervisor.CRASHES_BEFORE_DISABLE
-    assert st.state == "disabled" and st.restarts == supervisor.CRASHES_BEFORE_DISABLE - 1
+        asyncio.run(asyncio.wait_for(d.run_source(st, lambda: Crashing(runs, 2)), 10))
+    assert len(runs) == sourceset.CRASHES_BEFORE_DISABLE
+    assert st.state == "disabled" and st.restarts == sourceset.CRASHES_BEFORE_DISABLE - 1
     assert st.last_error == "RuntimeError: source bug"
-    assert len(d.accepted) == 2 * supervisor.CRASHES_BEFORE_DISABLE  # events before each crash kept
+    assert len(d.accepted) == 2 * sourceset.CRASHES_BEFORE_DISABLE  # events before each crash kept
     warnings = [x for x in logs if x["event"] == "source crashed; restarting"]
     assert [w["in_s"] for w in warnings] == [0.01 * 2**i for i in range(len(warnings))]
     assert any(
@@ -65,5 +62,5 @@ def test_a_source_that_finishes_is_done_not_restarted(tmp_path):
             yield Event(source="t", kind=EventKind.SCHEDULE, summary="x", fingerprint="x")
 
     st = SourceState("finite", "test")
-    asyncio.run(asyncio.wait_for(d._run_source(st, Finite), 5))
+    asyncio.run(asyncio.wait_for(d.run_source(st, Finite), 5))
     assert st.state == "done" and st.events == 1 and st.restarts == 0

@@ -1,0 +1,110 @@
+"""What a check run means beyond its own result.
+
+Every run (by the check source, a probe, or verification inside a cycle) is recorded here. A run that
+counts (see `autod.freshness.CheckLedger`) has consequences: a check that passes resolves every failure
+it had, so their quarantine lifts and the proposals made for them are withdrawn; all checks green
+marks the revision the debug prompt diffs against; and a failure that a kept cycle's verification
+found, other than the one the cycle worked on, becomes an event of its own (nothing else would report
+it: autod's own writes do not trigger the watcher).
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import structlog
+
+from autod import gitsafe
+from autod.checks import CheckResult
+from autod.events import Event
+from autod.freshness import CheckLedger, Run
+from autod.modes import Verification
+from autod.sources.check import failure_event, result_fingerprint
+from autod.state import State
+
+log = structlog.get_logger("autod.checkbook")
+
+
+def unjournaled(verification: Verification) -> Verification:
+    """A verification whose checks changed workspace files fails: those changes are not in the cycle's
+    journal (autod cannot take them back, nor tell them from the fix), so the cycle must not be kept as
+    if its own edits alone had made the checks pass. The files stay as the check left them (logged)."""
+    changed = sorted({path for c in verification.checks for path in c.changed})
+    if not changed or verification.status not in ("fixed", "improved", "no_change"):
+        return verification
+    who = ", ".join(c.name for c in verification.checks if c.changed)
+    shown = ", ".join(changed[:10]) + (f" (+{len(changed) - 10} more)" if len(changed) > 10 else "")
+    log.warning("check.changed_files_in_verification", checks=who, files=changed[:50], count=len(changed))
+    return Verification(
+        "rolled_back",
+        verification.checks,
+        f"check {who} changed workspace files during verification ({shown}): a check must not edit"
+        " the workspace (run fixing commands as `fixer: true`)",
+    )
+
+
+class CheckBook:
+    def __init__(
+        self, workspace: Path, state: State, accept: Callable[[Event], Awaitable[None]]
+    ) -> None:
+        self.workspace = workspace
+        self.state = state
+        self.accept = accept
+        self.ledger = CheckLedger()
+
+    @property
+    def results(self) -> dict[str, CheckResult]:
+        """The latest result of each check that counts (one dict, updated in place)."""
+        return self.ledger.results
+
+    def errors(self) -> dict[str, str]:
+        """Checks whose latest run could not start: configuration errors for `status`."""
+        return {name: run.error for name, run in self.ledger.runs.items() if run.error}
+
+    async def record(self, result: CheckResult, at: float) -> Run:
+        # Into the ledger before the first await: a cycle that takes the workspace lock next must see it.
+        failing = not result.ok and not result.error
+        run = Run(result.name, at, result.ok, result_fingerprint(result) if failing else None, result.error)
+        counted = self.ledger.record(run, result)
+        if counted:
+            await self.counted(counted, None)
+        return run
+
+    async def counted(self, runs: list[Run], event: Event | None) -> None:
+        """Runs that now describe the workspace; `event` is the one a kept cycle worked on, if any."""
+        for run in runs:
+            if run.ok:
+                await self._passed(run)
+            elif event is not None and run.fingerprint and run.fingerprint != event.fingerprint:
+                result = self.ledger.results[run.check]
+                follow = failure_event(result, checked_at=run.at)
+                log.info("check.failure_left", check=run.check, fingerprint=follow.fingerprint,
+                         after=event.fingerprint)
+                await self.accept(follow)
+        if runs and self.results and all(r.ok for r in self.results.values()):
+            rev = await _git_head(self.workspace)
+            if rev:
+                await self.state.call(self.state.set_kv, "last_green_rev", rev)
+
+    async def _passed(self, run: Run) -> None:
+        lifted = await self.state.call(self.state.check_passed, run.check)
+        for fp in lifted:
+            log.info("quarantine.lifted", fingerprint=fp, check=run.check, reason="its check passed")
+        withdrawn = await self.state.call(
+            self.state.withdraw_proposals, f"check {run.check} passed", check=run.check
+        )
+        for pid in withdrawn:
+            log.info("proposal.withdrawn", proposal_id=pid, check=run.check, reason="its check passed")
+
+
+async def _git_head(workspace: Path) -> str | None:
+    if not (workspace / ".git").exists():
+        return None
+    try:  # git as a tool: none of the repository's hooks, filters or fsmonitor (autod.gitsafe)
+        proc = await gitsafe.arun(workspace, "rev-parse", "HEAD", timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    rev = proc.stdout.decode().strip()
+    return rev if proc.returncode == 0 and rev else None

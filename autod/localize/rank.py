@@ -1,0 +1,192 @@
+"""Rank the definitions a failure leads to: what changed, the frames, the failing test and what it calls.
+
+Pieces get a rank key (lower first); the budget is filled in that order by `render`. Each
+definition appears once, under its best reason. Test files contribute only the failing tests
+themselves: the model may not change tests, and their helpers crowd out the code under test.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from autod.localize.frames import is_test_path
+from autod.localize.index import Definition, Index
+from autod.localize.resolve import Resolver
+
+WINDOW = 8  # lines each side of a module-level line a frame names
+
+
+@dataclass
+class Piece:
+    """A span of one file to show whole, with why it is shown."""
+
+    path: str
+    start: int
+    end: int
+    why: str
+    key: float  # rank: lower is shown first
+    symbol: str | None = None
+    focus: int | None = None  # the line a frame points at, if any
+    kind: str = "function"
+
+    @property
+    def ident(self) -> tuple[str, str]:
+        return (self.path, self.symbol or f"{self.start}-{self.end}")
+
+    def entry(self) -> dict[str, str | None]:
+        lines = f"{self.start}-{self.end}"
+        return {"path": self.path, "symbol": self.symbol, "lines": lines, "why": self.why}
+
+
+@dataclass(frozen=True)
+class Site:
+    """A workspace frame: path (relative), line, and whether it is where the error was raised."""
+
+    path: str
+    line: int
+    depth: int  # 0: the innermost frame of the failure
+
+
+class Ranking:
+    """Collects pieces under their best reason; `ranked()` returns them in order."""
+
+    def __init__(self, index: Index) -> None:
+        self.index = index
+        self.resolver = Resolver(index)
+        self.pieces: dict[tuple[str, str], Piece] = {}
+
+    def add_def(self, d: Definition, why: str, key: float, focus: int | None = None) -> None:
+        if d.kind == "class":  # the class line (decorators, bases); its methods come on their own
+            p = Piece(d.path, d.start, d.header_end, why, key, d.qualname, focus, "class")
+        else:
+            p = Piece(d.path, d.start, d.end, why, key, d.qualname, focus, d.kind)
+        self._put(p)
+
+    def add_window(self, path: str, line: int, why: str, key: float) -> None:
+        mod = self.index.modules.get(path)
+        end = mod.n_lines if mod else line + WINDOW
+        self._put(Piece(path, max(1, line - WINDOW), min(end, line + WINDOW), why, key, None, line, "window"))
+
+    def _put(self, p: Piece) -> None:
+        old = self.pieces.get(p.ident)
+        if old is None or p.key < old.key:
+            if old is not None and old.focus and not p.focus:
+                p.focus = old.focus
+            self.pieces[p.ident] = p
+
+    def ranked(self) -> list[Piece]:
+        return sorted(self.pieces.values(), key=lambda p: (p.key, p.path, p.start))
+
+
+def rank(
+    index: Index,
+    *,
+    changed: Mapping[str, list[tuple[int, int]]],
+    sites: list[Site],
+    tests: list[tuple[Definition, int | None]],
+    spectrum: Mapping[tuple[str, str], float] | None = None,
+) -> list[Piece]:
+    """All candidate pieces, best first.
+
+    changed: path -> line ranges the diff since green touched; sites: workspace frames (not in test
+    files), innermost first; tests: the failing tests' definitions with the line their frame names.
+    spectrum: (path, qualname) -> suspiciousness in [0, 1] from the coverage re-run.
+    """
+    r = Ranking(index)
+    # (a) what changed since the last green check: the enclosing definitions, whole
+    for path, ranges in changed.items():
+        mod = index.modules.get(path)
+        if mod is None:
+            continue
+        for lo, hi in ranges:
+            for line in (lo, hi):
+                d = mod.enclosing(line) or mod.data_at(line)
+                if d is not None:
+                    r.add_def(d, "changed since the last green check", 0.0 + lo / 1e6, focus=line)
+    # (b) the frames of the failure in workspace code, innermost first
+    frame_defs: list[Definition] = []
+    for site in sites:
+        mod = index.modules.get(site.path)
+        if mod is None:
+            continue
+        d = mod.enclosing(site.line)
+        why = "where the error was raised" if site.depth == 0 else f"frame {site.depth} above the error"
+        if d is None or d.kind == "class":
+            r.add_window(site.path, site.line, why, 1.0 + site.depth / 100)
+        else:
+            r.add_def(d, why, 1.0 + site.depth / 100, focus=site.line)
+            frame_defs.append(d)
+    # (c) the failing tests, whole, and what they call, one hop further
+    test_defs = [t for t, _ in tests]
+    for i, (t, line) in enumerate(tests[:5]):
+        r.add_def(t, "the failing test", 1.5 + i / 100, focus=line)
+    # operators and builtins the failing tests use reach special methods of the classes they reach
+    special = tuple(dict.fromkeys(n for t in test_defs for n in t.dunders))
+    hop1 = _callees(r, [*test_defs, *frame_defs], base=2.0, special=special)
+    hop2 = _callees(r, hop1, base=4.0, special=special)
+    # (d) constants and class attributes the shown functions read
+    readers = [*frame_defs, *test_defs, *hop1]
+    _data(r, readers, base=3.0)
+    _data(r, hop2, base=5.0)
+    if spectrum:
+        _spectrum(r, index, spectrum)
+    return r.ranked()
+
+
+def _callees(
+    r: Ranking, callers: Iterable[Definition], *, base: float, special: tuple[str, ...] = ()
+) -> list[Definition]:
+    """Functions, methods and classes the callers call (resolved), ranked by how many call them."""
+    count: dict[tuple[str, str], int] = {}
+    first: dict[tuple[str, str], tuple[int, Definition]] = {}
+    order = 0
+    for caller in callers:
+        # calls first, then functions named without a call: properties (`self.port`), callbacks
+        called = r.resolver.uses(caller, calls_only=True)
+        for d in [*called, *(x for x in r.resolver.uses(caller) if x not in called)]:
+            if d.kind not in ("function", "class") or is_test_path(d.path):
+                continue
+            k = (d.path, d.qualname)
+            count[k] = count.get(k, 0) + 1
+            if k not in first:
+                first[k] = (order, d)
+                order += 1
+    out = []
+    ordered = sorted(first.items(), key=lambda kv: (-count[kv[0]], kv[1][0]))
+    why = "called by the failing code" if base < 4 else "called one hop further"
+    for pos, (_, (_, d)) in enumerate(ordered):
+        r.add_def(d, why, base + pos / 1e4)
+        if d.kind == "function":
+            out.append(d)
+        elif d.kind == "class" and special:
+            for m in r.resolver.special(d, special):
+                r.add_def(m, f"{why} (an operator or builtin on {d.name})", base + 0.5 + pos / 1e4)
+                out.append(m)
+    return out
+
+
+def _data(r: Ranking, readers: Iterable[Definition], *, base: float) -> None:
+    """Constants and class attributes the readers use, and the constants those are built from."""
+    for i, reader in enumerate(readers):
+        for d in r.resolver.uses(reader):
+            if d.kind not in ("constant", "attribute") or is_test_path(d.path):
+                continue
+            r.add_def(d, f"read by {reader.qualname}", base + i / 1e4)
+            for dd in r.resolver.uses(d):  # `_RANGES = zip(_BOUNDS, ...)`: the bug may be in _BOUNDS
+                if dd.kind in ("constant", "attribute") and not is_test_path(dd.path):
+                    r.add_def(dd, f"used to build {d.qualname}", base + i / 1e4 + 0.5)
+
+
+def _spectrum(r: Ranking, index: Index, spectrum: Mapping[tuple[str, str], float]) -> None:
+    """Functions the failing tests ran, ranked by Ochiai, ahead of the static hops they beat."""
+    top: list[Definition] = []
+    for (path, qual), score in sorted(spectrum.items(), key=lambda kv: -kv[1]):
+        if score <= 0 or is_test_path(path):
+            continue
+        d = index.get(path, qual)
+        if d is None:
+            continue
+        r.add_def(d, f"run by the failing tests (Ochiai {score:.2f})", 1.2 + (1.0 - score) * 2.5)
+        top.append(d)
+    _data(r, top[:10], base=2.9)

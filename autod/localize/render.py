@@ -1,0 +1,122 @@
+"""Render ranked pieces for a model to copy from, filling a token budget by rank.
+
+Code is shown exactly as in the file, without a line-number gutter, so a `search` copied from it
+matches; line ranges and the reason go in the block's header line, outside the code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from autod.localize.index import Index
+from autod.localize.rank import Piece
+
+LONG = 150  # a definition longer than this is shown as a window around its focus line
+WINDOW = 100  # lines of a long definition shown
+SKELETON_FILES = 3
+SKELETON_LINES = 60  # signature lines per file, at most
+
+
+def tokens(text: str) -> int:
+    """The same cheap estimate every autod budget uses (4 characters a token)."""
+    return len(text) // 4 + 1
+
+
+@dataclass
+class Rendered:
+    text: str = ""
+    entries: list[dict[str, str | None]] = field(default_factory=list)
+    used_tokens: int = 0
+
+
+def block(
+    piece: Piece, lines: list[str], *, long: int = LONG, window: int = WINDOW
+) -> tuple[str, tuple[int, int]]:
+    """One piece as a header line and a fenced code block; long definitions cut around the focus."""
+    start, end = piece.start, min(piece.end, len(lines))
+    note = ""
+    if end - start + 1 > long:
+        centre = piece.focus if piece.focus and start <= piece.focus <= end else start + window // 2
+        lo = max(start, centre - window // 2)
+        hi = min(end, lo + window - 1)
+        note = f" (part of {start}-{end})"
+        start, end = lo, hi
+    body = "\n".join(lines[start - 1 : end])
+    name = f" · {piece.symbol}" if piece.symbol else ""
+    focus = f"; line {piece.focus} is the one named" if piece.focus and start <= piece.focus <= end else ""
+    header = f"### {piece.path} lines {start}-{end}{note}{name} · {piece.why}{focus}"
+    return f"{header}\n```python\n{body}\n```", (start, end)
+
+
+def fill(
+    pieces: list[Piece],
+    read_lines: Callable[[str], list[str] | None],
+    budget_tokens: int,
+) -> Rendered:
+    """Render pieces in rank order while they fit; one too big is skipped, not cut."""
+    out = Rendered()
+    parts: list[str] = []
+    left = budget_tokens
+    cache: dict[str, list[str] | None] = {}
+    for piece in pieces:
+        if piece.path not in cache:
+            cache[piece.path] = read_lines(piece.path)
+        lines = cache[piece.path]
+        if not lines:
+            continue
+        text, (lo, hi) = block(piece, lines)
+        cost = tokens(text) + 1
+        if cost > left:
+            continue
+        parts.append(text)
+        left -= cost
+        entry = piece.entry()
+        entry["lines"] = f"{lo}-{hi}"
+        out.entries.append(entry)
+        if left < 40:
+            break
+    out.text = "\n\n".join(parts)
+    out.used_tokens = budget_tokens - left
+    return out
+
+
+def skeleton(
+    index: Index,
+    paths: list[str],
+    shown: set[tuple[str, str]],
+    read_lines: Callable[[str], list[str] | None],
+    budget_tokens: int,
+) -> Rendered:
+    """Signatures and first docstring lines of the top files' other definitions: a map to ask from."""
+    out = Rendered()
+    parts: list[str] = []
+    left = budget_tokens
+    for path in paths[:SKELETON_FILES]:
+        mod = index.modules.get(path)
+        lines = read_lines(path) if mod is not None else None
+        if mod is None or not lines:
+            continue
+        rows = []
+        for d in sorted(mod.defs.values(), key=lambda d: d.start):
+            if (path, d.qualname) in shown or d.kind not in ("function", "class"):
+                continue
+            sig = [x.strip() for x in lines[d.start - 1 : d.header_end] if not x.lstrip().startswith("@")]
+            head = " ".join(sig)[:160]
+            doc = f"  # {d.doc[:100]}" if d.doc else ""
+            rows.append(f"{'    ' * d.qualname.count('.')}{head}  [{d.start}-{d.end}]{doc}")
+            if len(rows) >= SKELETON_LINES:
+                rows.append("    ...")
+                break
+        if not rows:
+            continue
+        text = f"### {path} outline (signatures only; ask for a body by name in `need`)\n" + "\n".join(rows)
+        cost = tokens(text) + 1
+        if cost > left:
+            continue
+        parts.append(text)
+        left -= cost
+        out.entries.append({"path": path, "symbol": None, "lines": "outline", "why": "outline of a top file"})
+    out.text = "\n\n".join(parts)
+    out.used_tokens = budget_tokens - left
+    return out

@@ -1,0 +1,139 @@
+"""Dynamic ranking: re-run the failing tests' files under autod's line recorder, rank functions by Ochiai.
+
+The re-run is the operator's configured check with autod's extra arguments (`-p autod_spectrum ...`),
+run through the same `run_check` (sandbox, environment, timeout): never a command from a model.
+The recorder writes into a directory autod owns outside the workspace; what it writes is untrusted
+(project code ran) and is read with size caps and type checks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from autod.localize.frames import is_test_path, parse_test_ids
+from autod.localize.index import Index, build_index
+
+if TYPE_CHECKING:
+    from autod.boundary import Boundary
+    from autod.modes import ModeEnv
+
+log = structlog.get_logger("autod.localize")
+
+PLUGIN = "autod_spectrum"
+MAX_RESULT_BYTES = 64 * 2**20
+MAX_FILES = 20  # test files re-run, at most
+# the recorder; every test of the files runs (a `-x` in the check would stop at the first failure);
+# the run leaves pytest's cache alone, so `--lf` in a focus still means the check's last failures
+PLUGIN_ARGS = ("-p", PLUGIN, "--maxfail=1000000", "-p", "no:cacheprovider")
+
+
+def ochiai(failed: int, passed: int, total_failed: int) -> float:
+    """Ochiai suspiciousness: ef / sqrt(nf * (ef + ep))."""
+    if failed <= 0 or total_failed <= 0:
+        return 0.0
+    return failed / math.sqrt(total_failed * (failed + passed))
+
+
+def test_files(boundary: Boundary, output: str) -> list[str]:
+    """The failing tests' files, validated: `path::name` shapes whose path is a readable test file."""
+    files: list[str] = []
+    for t in parse_test_ids(output):
+        rel = boundary.readable(t.path)
+        if rel is None or rel != t.path.removeprefix("./") or not is_test_path(rel):
+            continue
+        if (boundary.workspace / rel).is_file() and rel not in files:
+            files.append(rel)
+    return files[:MAX_FILES]
+
+
+def scores(index: Index, boundary: Boundary, doc: Any) -> dict[tuple[str, str], float]:
+    """(path, qualname) -> Ochiai, from the recorder's result document (untrusted: checked here)."""
+    tests = doc.get("tests") if isinstance(doc, dict) else None
+    if not isinstance(tests, dict):
+        return {}
+    spectra: list[tuple[bool, set[tuple[str, str]]]] = []
+    rel_of: dict[str, str | None] = {}
+    for entry in list(tests.values())[:5000]:
+        if not isinstance(entry, dict) or not isinstance(entry.get("lines"), dict):
+            continue
+        funcs: set[tuple[str, str]] = set()
+        for path, lines in entry["lines"].items():
+            if not isinstance(path, str) or not isinstance(lines, list):
+                continue
+            if path not in rel_of:
+                rel_of[path] = boundary.readable(path)
+            rel = rel_of[path]
+            mod = index.modules.get(rel) if rel else None
+            if mod is None:
+                continue
+            for line in lines[:100_000]:
+                if isinstance(line, int):
+                    d = mod.enclosing(line)
+                    if d is not None and d.kind == "function":
+                        funcs.add((d.path, d.qualname))
+        spectra.append((entry.get("failed") is True, funcs))
+    total_failed = sum(1 for failed, _ in spectra if failed)
+    counts: dict[tuple[str, str], list[int]] = {}
+    for failed, funcs in spectra:
+        for f in funcs:
+            counts.setdefault(f, [0, 0])[0 if failed else 1] += 1
+    return {f: ochiai(ef, ep, total_failed) for f, (ef, ep) in counts.items() if ef}
+
+
+async def spectrum_for(env: ModeEnv, check_name: str, output: str) -> dict[tuple[str, str], float] | None:
+    """Re-run the failing tests' files under the recorder via the check; None when that cannot be done."""
+    boundary = env.boundary
+    files = test_files(boundary, output)
+    if not files:
+        return None
+    out = Path(tempfile.mkdtemp(prefix="autod-spectrum-"))
+    try:
+        plugin = resources.files("autod.localize").joinpath("spectrum_plugin.py").read_bytes()
+        (out / f"{PLUGIN}.py").write_bytes(plugin)
+        (out / "select.json").write_text(json.dumps({"files": files}), encoding="utf-8")
+        check = env.settings.checks[check_name]
+        path = check.env.get("PYTHONPATH", "")  # a check's environment is its own `env:`, not autod's
+        result = await env.run_check(
+            check_name,
+            extra_args=[*PLUGIN_ARGS, f"--autod-spectrum={out}"],
+            extra_env={"PYTHONPATH": os.pathsep.join(p for p in (str(out), path) if p)},
+            output_dir=out,
+        )
+        doc = await asyncio.to_thread(_load, out / "spectrum.json")
+        if doc is None:
+            log.warning("localize.spectrum_failed", check=check_name, exit_code=result.exit_code)
+            return None
+        cfg = env.settings.localize
+        index = await asyncio.to_thread(
+            build_index,
+            boundary,
+            max_files=cfg.index_max_files,
+            max_bytes=cfg.index_max_mb * 2**20,
+            timeout_s=cfg.index_timeout_s,
+        )
+        found = await asyncio.to_thread(scores, index, boundary, doc)
+        log.info("localize.spectrum_ranked", check=check_name, files=len(files), functions=len(found))
+        return found
+    finally:
+        await asyncio.to_thread(shutil.rmtree, out, True)
+
+
+def _load(path: Path) -> Mapping[str, Any] | None:
+    try:
+        if path.is_symlink() or path.stat().st_size > MAX_RESULT_BYTES:
+            return None
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None

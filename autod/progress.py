@@ -1,0 +1,97 @@
+"""Is the dispatcher making progress? What the systemd watchdog asks before each ping.
+
+Every step of the dispatch loop, and every cycle, runs under a deadline it cannot legitimately pass:
+a cycle's is its plan timeout plus its check timeouts plus `limits.cycle_grace_s`, per attempt. A step
+past its deadline is wedged: the watchdog stops pinging, so systemd restarts the daemon (the rollback
+at start-up undoes the cycle's edits), and `daemon.wedged` says at error level which cycle, in which
+phase. A live event loop is not enough: a cycle stuck on a call without a deadline leaves it running.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from autod.config import Settings
+from autod.process import KILL_GRACE_S
+
+log = structlog.get_logger("autod.progress")
+
+STEP_S = 120.0  # a dispatcher step outside a cycle (a queue or state call): sqlite waits 30 s at most
+# An attempt may ask the planner twice, each under the plan timeout: again with less context after a
+# context overflow, or once more with the definitions the plan asked for.
+PLAN_CALLS_PER_ATTEMPT = 2
+
+
+def cycle_budget(settings: Settings, mode: str) -> float:
+    """The longest a healthy cycle of `mode` can take: each attempt plans (up to twice: the LLM
+    deadline, or the offline planner's fixers) and may run every check once; plus the grace."""
+    def runs(fixers: bool) -> float:
+        return sum(c.timeout_s + 2 * KILL_GRACE_S for c in settings.checks.values() if c.fixer == fixers)
+
+    run_s = runs(False)
+    plan_s = settings.llm.timeout_s if settings.llm.base_url else runs(True)
+    attempts = getattr(settings.modes.get(mode), "max_attempts_per_cycle", 1)
+    return attempts * (PLAN_CALLS_PER_ATTEMPT * plan_s + run_s) + settings.limits.cycle_grace_s
+
+
+@dataclass
+class Step:
+    what: str
+    started: float
+    deadline: float
+    cycle: Any = None  # the Cycle, when the step is one (its id and phase go into the log)
+    reported: bool = False
+
+
+class Progress:
+    """Named slots (the dispatch loop, an approval) each holding the step it is on and its deadline."""
+
+    def __init__(self, clock: Any = time.monotonic) -> None:
+        self.clock = clock
+        self.slots: dict[str, Step] = {}
+
+    def step(self, slot: str, what: str, budget_s: float, cycle: Any = None) -> None:
+        """The slot starts a new step that must end within `budget_s`."""
+        now = self.clock()
+        self.slots[slot] = Step(what, now, now + budget_s, cycle)
+
+    def done(self, slot: str) -> None:
+        self.slots.pop(slot, None)
+
+    @contextmanager
+    def running(self, slot: str, what: str, budget_s: float, cycle: Any = None) -> Iterator[None]:
+        self.step(slot, what, budget_s, cycle)
+        try:
+            yield
+        finally:
+            self.done(slot)
+
+    def wedged(self) -> dict[str, Any] | None:
+        """The first step past its deadline, described for the log and `status`; None when all is well."""
+        now = self.clock()
+        for slot, st in list(self.slots.items()):
+            if now > st.deadline:
+                info: dict[str, Any] = {
+                    "slot": slot,
+                    "what": st.what,
+                    "running_s": round(now - st.started, 1),
+                    "deadline_s": round(st.deadline - st.started, 1),
+                }
+                if st.cycle is not None:
+                    info["cycle_id"] = st.cycle.r.cycle_id
+                    info["phase"] = getattr(st.cycle, "phase_now", None)
+                if not st.reported:
+                    st.reported = True
+                    log.error("daemon.wedged", **info)
+                return info
+        return None
+
+    def healthy(self) -> bool:
+        """For the watchdog: ping only while no step is past its deadline."""
+        return self.wedged() is None

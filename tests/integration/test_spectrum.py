@@ -1,0 +1,101 @@
+"""The coverage ranking for real: the operator's pytest check re-run under autod's recorder plugin."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from autod.checks import run_check
+from autod.config import load_config
+from autod.events import Event, EventKind
+from autod.modes import ModeEnv
+from autod.modes.debug import DebugMode
+from autod.state import State
+
+pytestmark = pytest.mark.slow
+
+MOD = '''\
+def shared(x):
+    return x + 0
+
+
+def buggy(x):
+    return shared(x) - 1
+
+
+def fine(x):
+    return shared(x) * 1
+
+
+def never(x):
+    return x
+'''
+TESTS = '''\
+from mod import buggy, fine
+
+
+def test_buggy_one():
+    assert buggy(1) == 1
+
+
+def test_buggy_two():
+    assert buggy(2) == 2
+
+
+def test_fine():
+    assert fine(3) == 3
+
+
+def test_fine_again():
+    assert fine(4) == 4
+'''
+UNRELATED = "def test_elsewhere():\n    assert True\n"
+
+
+def test_ochiai_ranks_the_function_only_failing_tests_run_first(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    (ws / "tests").mkdir(parents=True)
+    (ws / "mod.py").write_text(MOD)
+    (ws / "tests" / "test_mod.py").write_text(TESTS)
+    (ws / "tests" / "test_other.py").write_text(UNRELATED)
+    conftest = "import sys, pathlib\nsys.path.insert(0, str(pathlib.Path(__file__).parent))\n"
+    (ws / "conftest.py").write_text(conftest)
+    run = f"{sys.executable} -m pytest -q -x -p no:cacheprovider tests"
+    cfg = {"workspace": str(ws), "state_dir": str(tmp_path / "state"),
+           "checks": {"tests": {"run": run, "timeout_s": 120, "coverage": True}}}
+    (tmp_path / "autod.yaml").write_text(yaml.safe_dump(cfg))
+    settings = load_config(tmp_path / "autod.yaml")
+    calls: list[dict[str, Any]] = []
+
+    async def runner(name: str, **extra: Any):
+        calls.append(extra)
+        return await run_check(name, settings.checks[name], settings.workspace, **extra)
+
+    async def scenario() -> dict[tuple[str, str], float] | None:
+        first = await run_check("tests", settings.checks["tests"], ws)  # the check's own failing run
+        assert not first.ok
+        state = State(settings.state_path / "state.db")
+        try:
+            env = ModeEnv(settings=settings, state=state, memory=None, run_check=runner)
+            event = Event(source="check:tests", kind=EventKind.CHECK_FAILED, summary="tests failed",
+                          fingerprint="fp", payload={"check": "tests", "excerpt": first.output})
+            return await DebugMode()._spectrum(event, env)
+        finally:
+            state.close()
+
+    scores = asyncio.run(asyncio.wait_for(scenario(), 240))
+    assert scores is not None
+    assert scores[("mod.py", "buggy")] == pytest.approx(1.0)
+    # run by the failing tests and the passing ones: less suspicious; run by passing ones only: not at all
+    assert 0 < scores[("mod.py", "shared")] < scores[("mod.py", "buggy")]
+    assert ("mod.py", "fine") not in scores and ("mod.py", "never") not in scores
+    # the operator's own check, with autod's extra arguments; its output dir is gone afterwards
+    (extra,) = calls
+    assert extra["extra_args"][:2] == ["-p", "autod_spectrum"] and "--maxfail=1000000" in extra["extra_args"]
+    assert not extra["output_dir"].exists() and not extra["output_dir"].is_relative_to(ws)
+    assert not list(ws.rglob("autod_spectrum*")) and not (ws / "spectrum.json").exists()

@@ -1,0 +1,174 @@
+"""Localization end to end on a small git repo: what goes in, in which order, within which budget."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from autod.boundary import Boundary
+from autod.config import load_config
+from autod.localize.context import localize
+from autod.localize.index import build_index
+from autod.localize.need import lookup
+
+LIB = '''\
+RATE = 3
+
+
+def helper(x):
+    return x * RATE
+
+
+def total(items):
+    """Sum the helped items."""
+    out = 0
+    for i in items:
+        out += helper(i)
+    return out
+
+
+def unrelated():
+    return "never called"
+'''
+LONG = "def long_one(x):\n" + "".join(f"    x = x + {i}\n" for i in range(300)) + "    return x\n"
+TEST = '''\
+from lib import total
+
+
+def _fixture_helper():
+    return [1, 2]
+
+
+def test_total():
+    assert total(_fixture_helper()) == 10
+
+
+def test_other():
+    assert True
+'''
+OUTPUT = """\
+=================================== FAILURES ===================================
+__________________________________ test_total __________________________________
+
+    def test_total():
+>       assert total(_fixture_helper()) == 10
+E       assert 9 == 10
+
+tests/test_lib.py:9: AssertionError
+FAILED tests/test_lib.py::test_total - assert 9 == 10
+FAILED ../outside/test_x.py::test_escape - boom
+FAILED .env::test_secret - boom
+"""
+
+
+def git(repo: Path, *args: str) -> str:
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@e", "PATH": "/usr/bin:/bin"}
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
+                          env=env).stdout.strip()
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    (ws / "tests").mkdir(parents=True)
+    (ws / "lib.py").write_text(LIB)
+    (ws / "big.py").write_text(LONG)
+    (ws / "tests" / "test_lib.py").write_text(TEST)
+    (ws / ".env").write_text("API_KEY = 'k'\n")
+    git(ws, "init", "-q")
+    git(ws, "add", "lib.py", "big.py", "tests", ".env")  # a tracked secret: its changes show in git diff
+    git(ws, "commit", "-qm", "init")
+    return ws
+
+
+def settings_for(ws: Path, **localize_cfg: object):
+    path = ws.parent / "autod.yaml"
+    path.write_text(yaml.safe_dump({"workspace": str(ws), "state_dir": str(ws.parent / "state"),
+                                    "localize": localize_cfg}))
+    s = load_config(path)
+    return s, Boundary.for_settings(s)
+
+
+def run(ws: Path, text: str = OUTPUT, *, green: str | None = None, budget: int = 4000, **cfg: object):
+    s, b = settings_for(ws, **cfg)
+    return asyncio.run(localize(s, b, text=text, locations=[], last_green=green, budget_tokens=budget))
+
+
+def test_an_assertion_in_the_test_leads_to_the_function_it_calls_and_what_that_reads(repo):
+    found = run(repo)
+    symbols = [e["symbol"] for e in found.entries]
+    # the failing test, what it calls, one hop further, and the constant read there
+    assert symbols[:4] == ["test_total", "total", "helper", "RATE"]
+    assert "unrelated" not in symbols
+    # test files only for the failing test itself: not its helpers, not the other tests
+    assert "_fixture_helper" not in symbols and "test_other" not in symbols
+    e = found.entries[1]
+    assert e["path"] == "lib.py" and e["lines"] == "8-13" and "called" in e["why"]
+
+
+def test_code_is_shown_without_a_gutter_so_a_search_copied_from_it_matches(repo):
+    found = run(repo)
+    blocks = re.findall(r"```python\n(.*?)\n```", found.code, re.S)
+    assert blocks
+    source = LIB + TEST
+    for body in blocks:
+        assert body in source  # every block is exact file text
+    assert "### lib.py lines 8-13 · total" in found.code
+
+
+def test_untrusted_test_ids_outside_the_workspace_or_denied_are_dropped(repo):
+    found = run(repo)
+    assert [t.path for t in found.tests] == ["tests/test_lib.py"]
+
+
+def test_the_diff_since_green_comes_first_and_is_never_cut(repo):
+    green = git(repo, "rev-parse", "HEAD")
+    big_change = LIB.replace("RATE = 3", "RATE = 3\n" + "".join(f"# note {i}\n" for i in range(400)))
+    (repo / "lib.py").write_text(big_change)
+    (repo / ".env").write_text("API_KEY = 'changed'\n")
+    found = run(repo, green=green, budget=600)
+    assert found.diff.count("+# note") == 400  # far over the budget, still whole
+    assert "API_KEY" not in found.diff  # a denied file's changes never reach a prompt
+    assert found.entries[0] == {"path": "lib.py", "symbol": None, "lines": "diff",
+                                "why": "changed since the last green check"}
+    assert found.code  # code still gets its minimum share
+
+
+def test_without_a_green_revision_the_failing_files_recent_history_is_shown(repo):
+    (repo / "lib.py").write_text(LIB.replace("RATE = 3", "RATE = 4"))
+    git(repo, "commit", "-qam", "tune the rate")
+    found = run(repo)
+    assert "tune the rate" in found.diff and "+RATE = 4" in found.diff
+    assert "init" not in found.diff  # the root commit (whole files) is not history worth its tokens
+
+
+def test_the_budget_is_filled_by_rank_and_what_did_not_fit_is_not_recorded(repo):
+    small = run(repo, budget=170)
+    symbols = [e["symbol"] for e in small.entries if e["lines"] != "outline"]
+    assert symbols and symbols == ["test_total", "total", "helper", "RATE"][: len(symbols)]
+    assert len(symbols) < 4
+    assert len(small.code) // 4 <= 170
+
+
+def test_a_long_function_is_shown_around_the_line_named(repo):
+    text = "Traceback (most recent call last):\n  File \"big.py\", line 250, in long_one\nValueError\n"
+    found = run(repo, text=text)
+    (entry,) = [e for e in found.entries if e["symbol"] == "long_one"]
+    lo, hi = map(int, entry["lines"].split("-"))
+    assert lo <= 250 <= hi and hi - lo < 150 and "part of 1-302" in found.code
+
+
+def test_need_lookup_answers_by_path_or_name_and_never_outside_the_read_rules(repo):
+    index = build_index(Boundary(repo, repo.parent / "state", [".env"]))
+    assert [d.qualname for d in lookup(index, "lib.py::total")] == ["total"]
+    assert [d.path for d in lookup(index, "helper")] == ["lib.py"]
+    assert lookup(index, ".env::API_KEY") is None
+    assert lookup(index, "../outside.py::x") is None
+    assert lookup(index, "/etc/passwd::root") is None
+    assert lookup(index, "os.system('x')") is None

@@ -1,0 +1,169 @@
+"""Localization inside the cycle: the need round, the record's `context`, and focus verification."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from autod.config import load_config
+from autod.cycle import Cycle, CycleDeps
+from autod.events import Event, EventKind
+from autod.limits import CircuitBreaker, Gate
+from autod.modes import ModeEnv
+from autod.modes.debug import DebugMode
+from autod.ownwrites import OwnWrites
+from autod.plan import Edit, Plan
+from autod.planner import PlanResult, TokenUsage
+from autod.state import State
+
+CALC = 'SCALE = 1\n\n\ndef add(a, b):\n    """Add two numbers."""\n    return (a - b) * SCALE\n'
+OTHER = "def unrelated():\n    return 42\n"
+CHECK = (
+    f"{sys.executable} -c \"import sys; sys.path.insert(0, 'src');"
+    " from calc import add; assert add(2, 3) == 5\""
+)
+FIX = Plan(summary="add must add", edits=[Edit(path="src/calc.py", search="(a - b)", replace="(a + b)")])
+OUTPUT = 'Traceback (most recent call last):\n  File "src/calc.py", line 6, in add\nAssertionError\n'
+
+
+class ScriptedPlanner:
+    def __init__(self, *plans: Plan) -> None:
+        self.plans = list(plans)
+        self.requests: list[Any] = []
+
+    async def plan(self, request: Any) -> PlanResult:
+        self.requests.append(request)
+        return PlanResult(self.plans.pop(0), TokenUsage(10, 5))
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    (tmp_path / "ws" / "src").mkdir(parents=True)
+    (tmp_path / "ws" / "src" / "calc.py").write_text(CALC)
+    (tmp_path / "ws" / "src" / "other.py").write_text(OTHER)
+    (tmp_path / "ws" / ".env").write_text("def secret_token():\n    return 'hunter2'\n")
+    return tmp_path / "ws"
+
+
+def make(ws: Path, planner: ScriptedPlanner, checks: dict[str, Any] | None = None):
+    doc = {"workspace": str(ws), "checks": checks or {"calc": {"run": CHECK, "timeout_s": 30}},
+           "limits": {"min_interval_s": 0}, "modes": {"auto-debug": {"max_attempts_per_cycle": 1}}}
+    path = ws.parent / "autod.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    settings = load_config(path)
+    state = State(settings.state_path / "state.db")
+    ran: list[str] = []
+
+    async def run_check(name: str, *, run: str | None = None, **extra: Any):
+        from autod.checks import run_check as rc
+
+        check = settings.checks[name]
+        ran.append(f"{name}:focus" if run else name)
+        if run:
+            check = check.model_copy(update={"run": run})
+        return await rc(name, check, settings.workspace, **extra)
+
+    env = ModeEnv(settings=settings, state=state, memory=None, run_check=run_check)
+    breaker = CircuitBreaker(3, 60)
+    deps = CycleDeps(env=env, gate=Gate(settings.limits, state, breaker), planner=planner,
+                     planner_name="llm", own_writes=OwnWrites(), breaker=breaker)
+    return deps, ran
+
+
+def event() -> Event:
+    return Event(source="check:calc", kind=EventKind.CHECK_FAILED, summary="check calc failed",
+                 fingerprint="fp", payload={"check": "calc", "excerpt": OUTPUT, "failures": 1})
+
+
+def run(deps: CycleDeps) -> Any:
+    return asyncio.run(Cycle(deps, DebugMode(), event()).run())
+
+
+def test_a_plan_may_ask_once_for_definitions_and_the_second_request_has_them(ws):
+    ask = Plan(summary="need to see more", need=["src/other.py::unrelated", "SCALE", ".env::secret_token",
+                                                 "../outside.py::x"])
+    again = Plan(summary="still curious", need=["unrelated"])
+    planner = ScriptedPlanner(ask, again)
+    deps, _ = make(ws, planner)
+    r = run(deps)
+    assert len(planner.requests) == 2  # asked once, answered once: a second `need` is not answered
+    second = json.dumps(planner.requests[1].messages)
+    assert "def unrelated():" in second and "SCALE = 1" in second
+    assert "hunter2" not in second and "secret_token():" not in second
+    assert ".env::secret_token: not found" in second and "../outside.py::x: not found" in second
+    assert planner.requests[1].messages[-2]["role"] == "assistant"
+    assert r.status == "no_change"
+    # the record names what went into the prompts: localization's pieces and the answered need
+    whys = {(c["path"], c["symbol"], c["why"]) for c in r.context}
+    assert ("src/calc.py", "add", "where the error was raised") in whys
+    assert ("src/other.py", "unrelated", "asked for by the plan") in whys
+    assert not any(c["path"] == ".env" for c in r.context)
+
+
+def test_the_first_prompt_holds_the_whole_function_without_a_gutter(ws):
+    planner = ScriptedPlanner(FIX)
+    deps, _ = make(ws, planner)
+    r = run(deps)
+    assert r.status == "fixed"
+    user = planner.requests[0].messages[1]["content"]
+    assert 'def add(a, b):\n    """Add two numbers."""\n    return (a - b) * SCALE\n' in user
+    assert "SCALE = 1" in user and "def unrelated" not in user
+
+
+def test_a_failing_focus_rolls_back_without_running_the_full_check(ws):
+    fail = f"{sys.executable} -c \"raise SystemExit(3)\""
+    checks = {"calc": {"run": CHECK, "timeout_s": 30, "focus": fail}}
+    deps, ran = make(ws, ScriptedPlanner(FIX), checks)
+    r = run(deps)
+    assert r.status == "rolled_back" and "focus of check calc failed" in r.reason
+    assert ran == ["calc:focus"]
+    assert [c["name"] for c in r.checks] == ["calc:focus"] and r.checks[0]["exit_code"] == 3
+    assert (ws / "src" / "calc.py").read_text() == CALC
+
+
+def test_a_passing_focus_still_pays_for_the_full_check(ws):
+    checks = {"calc": {"run": CHECK, "timeout_s": 30, "focus": f"{sys.executable} -c \"pass\""}}
+    deps, ran = make(ws, ScriptedPlanner(FIX), checks)
+    r = run(deps)
+    assert ran == ["calc:focus", "calc"] and r.status == "fixed"
+
+
+class Episodes:
+    def __init__(self) -> None:
+        self.episodes: list[str] = []
+
+    async def observe(self, text: str, metadata: dict[str, Any]) -> str:
+        return "n0"
+
+    async def add_episode(self, text: str, metadata: dict[str, Any], *, defer: bool = False) -> str:
+        self.episodes.append(text)
+        return "n1"
+
+    async def add_lesson(
+        self, text: str, metadata: dict[str, Any], *, success: bool, defer: bool = False
+    ) -> str:
+        return "n2"
+
+    async def recall(self, query: str, *, budget_tokens: int, k: int = 8) -> list[Any]:
+        return []
+
+    async def flush(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+def test_an_episode_is_stored_as_sentences_and_a_short_diff(ws):
+    deps, _ = make(ws, ScriptedPlanner(FIX))
+    mem = Episodes()
+    deps.env.memory = mem
+    assert run(deps).status == "fixed"
+    (episode,) = mem.episodes
+    assert episode.startswith("Failure: check calc failed. Tried: add must add. Outcome: fixed.")
+    assert "-    return (a - b) * SCALE\n+    return (a + b) * SCALE" in episode
+    assert '"edits"' not in episode and "{" not in episode
