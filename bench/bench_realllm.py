@@ -136,7 +136,7 @@ def autod_config(repo: Path, base_url: str, model: str) -> Path:
         "workspace": str(repo),
         "checks": {"tests": {"run": f"{PYTHON} -m pytest -q -p no:cacheprovider tests", "timeout_s": 120,
                              "when": ["start"]}},
-        "modes": {"auto-plan": {"enabled": False}},  # a report mode, not under test here
+        "modes": {"auto-debug": {"enabled": True}},  # named alone: the report mode stays off
         "llm": {"base_url": base_url, "model": model},
     }
     path = repo.parent / f"{repo.name}.autod.yaml"
