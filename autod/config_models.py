@@ -260,9 +260,6 @@ class LLMConfig(Strict):
         "auto", description="auto: max_tokens, switching when the server refuses it"
     )
     temperature: float = Field(0.1, ge=0, le=2)
-    replan_temperature: float = Field(
-        0.7, ge=0, le=2, description="temperature of a re-plan after a refused or rolled-back attempt"
-    )
     response_format: Literal["auto", "json_schema", "json_object", "none"] = "auto"
     fallback: LLMEndpoint | None = None
     circuit_failures: int = Field(5, ge=1, le=100, description="failed plans before the breaker opens")

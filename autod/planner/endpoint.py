@@ -81,21 +81,14 @@ class Endpoint:
         return self._inflight.locked()
 
     async def complete(
-        self,
-        messages: list[dict[str, str]],
-        max_tokens: int,
-        usage: TokenUsage,
-        deadline: float,
-        *,
-        temperature: float | None = None,
+        self, messages: list[dict[str, str]], max_tokens: int, usage: TokenUsage, deadline: float
     ) -> wire.Completion:
         """One chat completion (with retries). Raises LLMUnavailable, ContextTooLong, or PlanInvalid."""
-        temperature = self._cfg.temperature if temperature is None else temperature
         switched_param = False
         i = 0
         while True:
             fmt = self._formats[i]
-            body = wire.request_body(self.model, messages, temperature=temperature,
+            body = wire.request_body(self.model, messages, temperature=self._cfg.temperature,
                                      max_tokens=max_tokens, token_param=self._token_param, fmt=fmt)
             status, ctype, data = await self._send(body, deadline, fmt)
             if 200 <= status < 300:

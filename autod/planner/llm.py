@@ -151,13 +151,10 @@ class LLMPlanner:
     ) -> Plan:
         messages = [dict(m) for m in request.messages]
         max_tokens = self.reply_tokens(request.mode)
-        # After a refused or rolled-back attempt a small model at a low temperature sends the same plan
-        # again, word for word: a re-plan is sampled warmer, since a different answer is its point.
-        warmer = self._cfg.replan_temperature if request.context.get("attempts") else None
         repaired = continued = refitted = False
         while True:
             try:
-                reply = await endpoint.complete(messages, max_tokens, usage, deadline, temperature=warmer)
+                reply = await endpoint.complete(messages, max_tokens, usage, deadline)
             except ContextTooLong as exc:
                 room = _reply_room(exc)
                 if refitted or room is None or room >= max_tokens:

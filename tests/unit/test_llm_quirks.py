@@ -442,13 +442,3 @@ def test_ping_of_a_single_slot_server_busy_with_our_request_says_reachable(monke
             await planner.aclose()
 
     assert asyncio.run(asyncio.wait_for(go(), 60)) == (True, True)
-
-
-def test_a_replan_after_a_failed_attempt_is_sampled_warmer():
-    server = Server(primary=[plan_reply()])
-    first, replan = request(), request()
-    replan.context = {"attempts": [{"summary": "x", "diff": "", "output": "refused: search text not found"}]}
-    run(make(server)[0], first)
-    run(make(server)[0], replan)
-    run(make(server, replan_temperature=0.3, temperature=0.0)[0], replan)
-    assert [b["temperature"] for b in server.bodies()] == [0.1, 0.7, 0.3]
