@@ -235,20 +235,43 @@ class LLMEndpoint(Strict):
         return v.rstrip("/")
 
 
+# A plan's reply is small: a debug fix is a few search/replace pairs (61-160 tokens in 14 replies of
+# Qwen2.5-Coder-1.5B, docs/REAL_LLM.md; 1500 still holds ~100 changed lines), docstrings for a file
+# take more, a plan report's markdown the most. The cap bounds a runaway reply: ~5 min at 5 tokens/s.
+MODE_REPLY_TOKENS = {"auto-debug": 1500, "auto-doc": 2000, "auto-plan": 2500}
+
+
 class LLMConfig(Strict):
     base_url: str | None = Field(None, description="null: the offline rules planner")
     model: str = "qwen2.5-coder:7b"
     api_key: SecretStr | None = None
     api_key_file: Path | None = Field(None, description="file holding the key (systemd credential)")
-    timeout_s: float = Field(120, gt=0, le=3600, description="overall deadline for one plan")
-    request_timeout_s: float = Field(60, gt=0, le=3600)
+    # Sized for a small model on a CPU (docs/REAL_LLM.md): a 5.7k-token prompt took 7 minutes on 2
+    # busy cores. A cloud server answers far sooner; the deadlines only bound a hang.
+    timeout_s: float = Field(1800, gt=0, le=7200, description="overall deadline for one plan")
+    request_timeout_s: float = Field(900, gt=0, le=7200, description="one request, until the reply starts")
     max_retries: int = Field(3, ge=0, le=10)
-    max_tokens: int = Field(4096, ge=64, le=200000)
+    max_tokens: int | None = Field(None, ge=64, le=200000, description="reply cap, every mode; null: by mode")
+    max_tokens_by_mode: dict[str, Annotated[int, Field(ge=64, le=200000)]] = Field(
+        default_factory=lambda: dict(MODE_REPLY_TOKENS),
+        description="reply token cap per mode when max_tokens is null (unnamed modes keep the default)",
+    )
+    token_param: Literal["auto", "max_tokens", "max_completion_tokens"] = Field(
+        "auto", description="auto: max_tokens, switching when the server refuses it"
+    )
     temperature: float = Field(0.1, ge=0, le=2)
     response_format: Literal["auto", "json_schema", "json_object", "none"] = "auto"
     fallback: LLMEndpoint | None = None
     circuit_failures: int = Field(5, ge=1, le=100, description="failed plans before the breaker opens")
     circuit_cooldown_s: float = Field(300, ge=1, le=86400)
+
+    @field_validator("max_tokens_by_mode")
+    @classmethod
+    def _by_mode(cls, v: dict[str, int]) -> dict[str, int]:
+        unknown = sorted(set(v) - set(MODE_REPLY_TOKENS))
+        if unknown:
+            raise ValueError(f"unknown mode {unknown[0]!r}; modes are {', '.join(MODE_REPLY_TOKENS)}")
+        return {**MODE_REPLY_TOKENS, **v}
 
     @field_validator("base_url")
     @classmethod

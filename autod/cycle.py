@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import threading
 import time
@@ -19,11 +20,18 @@ from autod.act.edits import FileChange, prepare, unified_diff
 from autod.act.journal import Journal
 from autod.act.judges import requires_approval
 from autod.checkbook import unjournaled
-from autod.errors import BudgetExhausted, CycleError, LLMUnavailable, PlanInvalid, PlanRejected
+from autod.errors import (
+    BudgetExhausted,
+    ContextTooLong,
+    CycleError,
+    LLMUnavailable,
+    PlanInvalid,
+    PlanRejected,
+)
 from autod.events import FAILURE_KINDS, Event
 from autod.limits import CircuitBreaker, Gate
 from autod.memory import Memory, Recalled
-from autod.modes import Attempt, Mode, ModeEnv, Verification, chain
+from autod.modes import Attempt, Mode, ModeEnv, Verification, chain, pack, tokens
 from autod.ownwrites import OwnWrites
 from autod.plan import Plan
 from autod.planner import Planner, PlanRequest, PlanResult
@@ -230,23 +238,27 @@ class Cycle:
             {"role": "user", "content": render("need_answer", definitions=answer.text or "(nothing found)")},
         ]
 
-    async def ask_planner(self, context: dict[str, str]) -> PlanResult:
+    def messages_for(self, context: dict[str, str]) -> list[dict[str, str]]:
         # the last line of defence: no configured secret value leaves in a prompt
-        messages = [
+        return [
             {**m, "content": logs.redact_secrets(m["content"])} if isinstance(m.get("content"), str) else m
             for m in [*self.mode.messages(self.event, context, self.attempts), *self.extra_messages]
         ]
+
+    async def ask_planner(self, context: dict[str, str]) -> PlanResult:
         request = PlanRequest(
             mode=self.mode.name,
             event=self.event,
-            messages=messages,
+            messages=self.messages_for(context),
             context={**context, "attempts": [a.as_dict() for a in self.attempts]},
         )
         breaker = self.deps.breaker
         try:
-            result = await self.deps.planner.plan(request)
-        except (LLMUnavailable, PlanInvalid):
-            if breaker is not None:
+            result = await self.plan_fitting(request, context)
+        except CycleError as exc:
+            for key, spent in (exc.tokens or {}).items():  # a failed plan's tokens are spent all the same
+                self.r.tokens[key] += spent
+            if breaker is not None and isinstance(exc, LLMUnavailable | PlanInvalid):
                 breaker.failure()
             raise
         if breaker is not None:
@@ -260,6 +272,20 @@ class Cycle:
             tokens=result.tokens.total,
         )
         return result
+
+    async def plan_fitting(self, request: PlanRequest, context: dict[str, str]) -> PlanResult:
+        """Ask the planner; a prompt over the model's context is asked once more with less context."""
+        try:
+            return await self.deps.planner.plan(request)
+        except ContextTooLong as exc:
+            # Not an outage (the breaker is left alone): cut the lowest-ranked context to fit.
+            budget = int(sum(tokens(v) for v in context.values() if v) * exc.fit())
+            smaller = pack(list(context.items()), budget)
+            if smaller == context:
+                raise
+            log.warning("cycle.context_shrunk", reason=exc.reason[:300], budget_tokens=budget)
+            smaller_request = dataclasses.replace(request, messages=self.messages_for(smaller))
+            return await self.deps.planner.plan(smaller_request)
 
     async def act(self, plan: Plan) -> Verification | None:
         """Apply under every act rule, verify, keep or roll back. None: stored as a proposal."""

@@ -12,13 +12,26 @@ As a subprocess (end-to-end tests of `autod run`)::
 
     python tests/llmserver.py --script steps.json --port-file port.txt [--log requests.jsonl]
 
-The script is a JSON list of steps, or {"steps": [...], "default": step, "refuse_response_format": true}.
+The script is a JSON list of steps, or {"steps": [...], "default": step, ...server behaviours}.
+Server behaviours (methods in process, keys of the script object for the subprocess), each like a
+real server autod meets:
+    "refuse_response_format": true | "400" | "500"   json_schema refused: 400 (many servers), or
+                                  500 with llama-cpp-python's body (it does not take json_schema)
+    "sse": true                   every answer streamed as SSE chunks, whatever `stream` says
+    "token_param": "max_completion_tokens"   OpenAI reasoning models: 400 to `max_tokens`
+    "context_limit": N            400 context_length_exceeded (OpenAI's body) when the prompt
+                                  (4 characters a token) plus the reply cap passes N tokens
+    "single_slot": true           one completion at a time; a step's "generate_s" holds the slot that
+                                  long, to the end even after its client gave up; GET /v1/models waits
+                                  for the slot too (llama-cpp-python); `piled` counts completions that
+                                  arrived while it was busy
 A step is one of:
     {"plan": {...}, "finish_reason": "stop", "fenced": false, "prose": false}
     {"text": "...", "finish_reason": "stop"}
     {"status": 500, "body": "", "headers": {}}
     {"hang": 5}                       sleep, then answer with the default
     {"raw": "...", "status": 200}     the body exactly as given
+    any step may add "generate_s": S  (with single_slot) hold the slot S seconds before answering
 Each POST /v1/chat/completions consumes one step; an empty script answers with the default
 (a 200 plan that does nothing). GET /v1/models answers 200.
 """
@@ -27,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import json
 import os
 import signal
@@ -39,6 +53,29 @@ from typing import Any
 
 NOTHING_TO_DO: dict[str, Any] = {"summary": "nothing to do", "edits": [], "verify": [], "report": None}
 REFUSAL = {"error": {"message": "response_format json_schema not supported", "type": "invalid_request_error"}}
+# What llama-cpp-python 0.3 answers to a json_schema response_format (its request model takes only
+# "text" and "json_object"; the validation error reaches its catch-all handler, hence a 500).
+LLAMA_CPP_PYTHON_REFUSAL = {
+    "error": {
+        "message": "1 validation error:\n  {'type': 'literal_error', "
+        "'loc': ('body', 'response_format', 'type'), "
+        "'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema', "
+        "'ctx': {'expected': \"'text' or 'json_object'\"}}\n\n  File \"llama_cpp/server/app.py\", line 376, "
+        "in create_chat_completion\n    POST /v1/chat/completions",
+        "type": "internal_server_error",
+        "param": None,
+        "code": None,
+    }
+}
+MAX_TOKENS_REFUSAL = {
+    "error": {
+        "message": "Unsupported parameter: 'max_tokens' is not supported with this model. "
+        "Use 'max_completion_tokens' instead.",
+        "type": "invalid_request_error",
+        "param": "max_tokens",
+        "code": "unsupported_parameter",
+    }
+}
 
 
 class ScriptedLLM:
@@ -49,7 +86,13 @@ class ScriptedLLM:
         self.headers: list[dict[str, str]] = []  # the matching request headers (lower-case names)
         self._steps: collections.deque[dict[str, Any]] = collections.deque()
         self._default: dict[str, Any] = {"plan": NOTHING_TO_DO}
-        self._refuse_schema = False
+        self._refuse_schema: str | None = None  # "400" or "500"
+        self.sse = False
+        self.token_param = "max_tokens"
+        self.context_limit: int | None = None
+        self.single_slot = False
+        self.piled = 0  # completions that arrived while the single slot was busy
+        self._slot = threading.Lock()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._log_path = Path(log_path) if log_path else None
@@ -120,9 +163,38 @@ class ScriptedLLM:
         with self._lock:
             self._default = dict(step)
 
-    def refuse_response_format(self, flag: bool = True) -> None:
-        """Answer 400 to requests carrying response_format json_schema (like many local servers)."""
-        self._refuse_schema = flag
+    def refuse_response_format(self, flag: bool | str = True) -> None:
+        """Refuse response_format json_schema: 400 (many local servers), or "500" as llama-cpp-python."""
+        self._refuse_schema = None if not flag else ("500" if str(flag) == "500" else "400")
+
+    def behave(self, **behaviours: Any) -> ScriptedLLM:
+        """Set server behaviours by their script-file names (see the module docstring)."""
+        for key, value in behaviours.items():
+            if key == "refuse_response_format":
+                self.refuse_response_format(value)
+            elif key in ("sse", "token_param", "context_limit", "single_slot"):
+                setattr(self, key, value)
+            else:
+                raise ValueError(f"unknown server behaviour {key!r}")
+        return self
+
+    @contextlib.contextmanager
+    def _occupy(self, generate_s: float | None = None) -> Iterator[None]:
+        """With single_slot: hold the one slot; a completion (generate_s set) "generates" to the end first."""
+        if not self.single_slot:
+            yield
+            return
+        if not self._slot.acquire(blocking=False):
+            if generate_s is not None:
+                with self._lock:
+                    self.piled += 1
+            self._slot.acquire()
+        try:
+            if generate_s:
+                self._stopping.wait(generate_s)  # runs on after the client has gone
+            yield
+        finally:
+            self._slot.release()
 
     @property
     def pending(self) -> int:
@@ -140,15 +212,38 @@ class ScriptedLLM:
                     fh.write(json.dumps(body) + "\n")
 
     def _next_step(self, body: dict[str, Any]) -> dict[str, Any]:
+        # A server's refusals come before the script: they do not consume a scripted step.
+        if self.token_param == "max_completion_tokens" and "max_tokens" in body:
+            return {"status": 400, "body": json.dumps(MAX_TOKENS_REFUSAL)}
         fmt = body.get("response_format")
         if self._refuse_schema and isinstance(fmt, dict) and fmt.get("type") == "json_schema":
-            return {"status": 400, "body": json.dumps(REFUSAL)}  # does not consume a scripted step
+            refusal = LLAMA_CPP_PYTHON_REFUSAL if self._refuse_schema == "500" else REFUSAL
+            return {"status": int(self._refuse_schema), "body": json.dumps(refusal)}
+        if self.context_limit is not None:
+            prompt = _prompt_tokens(body)
+            reply = body.get("max_tokens") or body.get("max_completion_tokens") or 0
+            if prompt + reply > self.context_limit:
+                return {"status": 400, "body": json.dumps(_context_error(self.context_limit, prompt, reply))}
         with self._lock:
             return self._steps.popleft() if self._steps else dict(self._default)
 
 
+def _prompt_tokens(body: dict[str, Any]) -> int:
+    messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+    return sum(len(str(m.get("content", ""))) for m in messages) // 4 + 1
+
+
+def _context_error(limit: int, prompt: int, reply: int) -> dict[str, Any]:
+    message = (
+        f"This model's maximum context length is {limit} tokens. However, you requested {prompt + reply} "
+        f"tokens ({prompt} in the messages, {reply} in the completion). Please reduce the length of the "
+        "messages or completion."
+    )
+    return {"error": {"message": message, "type": "invalid_request_error", "param": "messages",
+                      "code": "context_length_exceeded"}}
+
+
 def _completion(body: dict[str, Any], content: str, finish_reason: str) -> bytes:
-    prompt = sum(len(str(m.get("content", ""))) for m in body.get("messages") or [] if isinstance(m, dict))
     doc = {
         "id": "chatcmpl-scripted",
         "object": "chat.completion",
@@ -156,9 +251,22 @@ def _completion(body: dict[str, Any], content: str, finish_reason: str) -> bytes
         "choices": [
             {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish_reason}
         ],
-        "usage": {"prompt_tokens": prompt // 4 + 1, "completion_tokens": len(content) // 4 + 1},
+        "usage": {"prompt_tokens": _prompt_tokens(body), "completion_tokens": len(content) // 4 + 1},
     }
     return json.dumps(doc).encode()
+
+
+def _sse(body: dict[str, Any], content: str, finish_reason: str) -> bytes:
+    """The reply streamed like llama-cpp-python: role chunk, content deltas, finish, usage, [DONE]."""
+    base = {"id": "chatcmpl-sse", "object": "chat.completion.chunk", "model": body.get("model", "scripted")}
+    deltas: list[dict[str, Any]] = [{"role": "assistant"}]
+    deltas += [{"content": content[i : i + 7]} for i in range(0, len(content), 7)]
+    chunks = [{**base, "choices": [{"index": 0, "delta": d, "finish_reason": None}]} for d in deltas]
+    chunks.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish_reason}]})
+    usage = {"prompt_tokens": _prompt_tokens(body), "completion_tokens": len(content) // 4 + 1}
+    chunks.append({**base, "choices": [], "usage": usage})  # OpenAI's include_usage chunk
+    lines = [f"data: {json.dumps(c)}\n\n" for c in chunks] + ["data: [DONE]\n\n"]
+    return "".join(lines).encode()
 
 
 def _plan_text(step: dict[str, Any]) -> str:
@@ -179,7 +287,8 @@ def _handler_for(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
 
         def do_GET(self) -> None:
             if self.path.rstrip("/") == "/v1/models":
-                self._send(200, json.dumps({"object": "list", "data": [{"id": "scripted"}]}).encode())
+                with llm._occupy():  # llama-cpp-python serves /models only when the model is free
+                    self._send(200, json.dumps({"object": "list", "data": [{"id": "scripted"}]}).encode())
             else:
                 self._send(404, b'{"error": {"message": "not found"}}')
 
@@ -199,14 +308,16 @@ def _handler_for(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
                 if llm._stopping.wait(float(step["hang"])):
                     return
                 step = dict(llm._default)
-            self._answer(body, step)
+            with llm._occupy(generate_s=float(step.get("generate_s", 0))):
+                self._answer(body, step)
 
         def _answer(self, body: dict[str, Any], step: dict[str, Any]) -> None:
             finish = step.get("finish_reason", "stop")
-            if "plan" in step:
-                self._send(200, _completion(body, _plan_text(step), finish))
-            elif "text" in step:
-                self._send(200, _completion(body, step["text"], finish))
+            content = _plan_text(step) if "plan" in step else step.get("text")
+            if content is not None and llm.sse:
+                self._send(200, _sse(body, content, finish), content_type="text/event-stream")
+            elif content is not None:
+                self._send(200, _completion(body, content, finish))
             elif "raw" in step:
                 raw = step["raw"]
                 self._send(int(step.get("status", 200)), raw if isinstance(raw, bytes) else raw.encode())
@@ -215,10 +326,13 @@ def _handler_for(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
             else:
                 self._send(500, b'{"error": {"message": "unknown script step"}}')
 
-        def _send(self, status: int, payload: bytes, headers: dict[str, str] | None = None) -> None:
+        def _send(
+            self, status: int, payload: bytes, headers: dict[str, str] | None = None,
+            content_type: str = "application/json",
+        ) -> None:
             try:
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(payload)))
                 for name, value in (headers or {}).items():
                     self.send_header(name, str(value))
@@ -239,11 +353,13 @@ def scripted_llm_fixture() -> Iterator[ScriptedLLM]:
         llm.stop()
 
 
-def _load_script(path: Path) -> tuple[list[dict[str, Any]], dict[str, Any] | None, bool]:
+def _load_script(path: Path) -> tuple[list[dict[str, Any]], dict[str, Any] | None, dict[str, Any]]:
+    """(steps, default, server behaviours) from a script file."""
     doc = json.loads(path.read_text(encoding="utf-8"))
     if isinstance(doc, list):
-        return doc, None, False
-    return list(doc.get("steps", [])), doc.get("default"), bool(doc.get("refuse_response_format", False))
+        return doc, None, {}
+    behaviours = {k: v for k, v in doc.items() if k not in ("steps", "default")}
+    return list(doc.get("steps", [])), doc.get("default"), behaviours
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -257,12 +373,12 @@ def main(argv: list[str] | None = None) -> int:
 
     llm = ScriptedLLM(log_path=args.log)
     if args.script is not None:
-        steps, default, refuse = _load_script(args.script)
+        steps, default, behaviours = _load_script(args.script)
         for step in steps:
             llm.push(step)
         if default is not None:
             llm.set_default(default)
-        llm.refuse_response_format(refuse)
+        llm.behave(**behaviours)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())

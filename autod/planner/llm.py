@@ -1,207 +1,43 @@
-"""The LLM planner: an OpenAI-compatible chat client that returns a validated Plan.
+"""The LLM planner: asks an OpenAI-compatible server for a plan and returns it validated.
 
-One plan() call may make several requests, all inside one deadline (cfg.timeout_s): retries of
-transient failures, one repair round for an invalid reply, one larger retry for a reply cut off by
-the token limit, and the fallback endpoint when the primary is unavailable.
+One plan() call may make several requests, all inside one deadline (cfg.timeout_s): one repair
+round for an invalid reply, one nudge for a reply cut off by the token cap (at the same cap: a tiny
+model given twice the tokens runs for minutes), one smaller reply cap when the prompt and the reply
+do not fit the model's context together, and the fallback endpoint when the primary is unavailable.
+The HTTP side (retries, negotiation, a busy server) is `endpoint.Endpoint`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-import random
-import re
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
-from typing import Any
+from collections.abc import Callable
 
 import httpx
 import structlog
 
 from autod.config import LLMConfig
-from autod.errors import LLMUnavailable, PlanInvalid
-from autod.plan import Plan, plan_schema
+from autod.errors import ContextTooLong, CycleError, LLMUnavailable, PlanInvalid
+from autod.plan import Plan
 from autod.planner import PlanRequest, PlanResult, TokenUsage
+from autod.planner.endpoint import MAX_REPLY_BYTES, Endpoint, Sleep
 from autod.planner.parse import parse_plan
+
+__all__ = ["MAX_REPLY_BYTES", "LLMPlanner", "repair_message"]
 
 log = structlog.get_logger(__name__)
 
-MAX_REPLY_BYTES = 4 * 1024 * 1024
-_ERROR_BODY_BYTES = 64 * 1024  # of an error response: enough for its message
-_EXCERPT = 200
 _REPAIR_ECHO_CHARS = 64_000  # the invalid reply sent back in the repair round, at most
 PING_TIMEOUT_S = 5.0
 BENCH_AFTER_FAILURES = 3  # consecutive unavailable plans on the primary ...
 BENCH_FOR_S = 300.0  # ... send plans straight to the fallback for this long
+MIN_REPLY_TOKENS = 256  # a reply cap lowered to fit the context is not worth asking below this
+DEFAULT_MODE_TOKENS = 2000  # reply cap of a mode missing from llm.max_tokens_by_mode
 
-FORMATS_AUTO = ("json_schema", "json_object", "none")
 LENGTH_NUDGE = (
     "Your previous reply was cut off by the length limit. Reply with one complete JSON object only: "
     "fewer, smaller edits and a shorter summary."
 )
-
-Sleep = Callable[[float], Awaitable[None]]
-
-
-def _retryable(status: int) -> bool:
-    return status in (408, 429) or 500 <= status <= 599
-
-
-@dataclass
-class _Reply:
-    content: str
-    finish_reason: str | None
-
-
-class _Endpoint:
-    """One OpenAI-compatible server: HTTP with retries, reply size cap, response_format negotiation."""
-
-    def __init__(
-        self,
-        base_url: str,
-        model: str,
-        api_key: str | None,
-        cfg: LLMConfig,
-        *,
-        transport: httpx.AsyncBaseTransport | None,
-        secrets: list[str],
-        sleep: Sleep,
-        retry_base_s: float,
-        retry_max_s: float,
-    ) -> None:
-        headers = {"Accept": "application/json"}
-        if api_key:
-            headers["Authorization"] = f"Bearer {api_key}"
-        self.url = re.sub(r"//[^/@]*@", "//", base_url)  # never show userinfo credentials
-        self.model = model
-        self._cfg = cfg
-        self._secrets = secrets
-        self._sleep = sleep
-        self._retry_base_s = retry_base_s
-        self._retry_max_s = retry_max_s
-        # auto: try the strictest format first and remember the first one the server takes
-        self._formats = list(FORMATS_AUTO) if cfg.response_format == "auto" else [cfg.response_format]
-        self.client = httpx.AsyncClient(
-            base_url=base_url + "/",
-            headers=headers,
-            timeout=httpx.Timeout(cfg.request_timeout_s, connect=min(10.0, cfg.request_timeout_s)),
-            transport=transport,
-            follow_redirects=False,
-        )
-
-    async def complete(
-        self, messages: list[dict[str, str]], max_tokens: int, usage: TokenUsage, deadline: float
-    ) -> _Reply:
-        """One chat completion (with retries). Raises LLMUnavailable, or PlanInvalid for a garbled body."""
-        for i, fmt in enumerate(self._formats):
-            body: dict[str, Any] = {
-                "model": self.model,
-                "messages": messages,
-                "temperature": self._cfg.temperature,
-                "max_tokens": max_tokens,
-            }
-            if fmt != "none":
-                body["response_format"] = _response_format(fmt)
-            status, data = await self._send(body, deadline, fmt)
-            untried = self._formats[i + 1 :]
-            if untried and _refuses_format(status, data):
-                log.warning("llm_response_format_refused", endpoint=self.url, status=status,
-                            response_format=fmt, next_format=untried[0])
-                continue
-            if not 200 <= status < 300:
-                raise LLMUnavailable(f"HTTP {status} from {self.url}/chat/completions: {self._excerpt(data)}")
-            self._formats = [fmt]  # this server takes it: use it for the life of the planner
-            return self._read_reply(data, messages, usage)
-        raise AssertionError("unreachable: the last format always returns or raises")
-
-    async def _send(self, body: dict[str, Any], deadline: float, fmt: str) -> tuple[int, bytes]:
-        """POST with retries for 408/429/5xx, connect errors and timeouts. Returns (status, body)."""
-        loop = asyncio.get_running_loop()
-        attempt = 0
-        while True:
-            attempt += 1
-            started = loop.time()
-            retry_after: float | None = None
-            try:
-                status, headers, data = await self._post(body)
-            except httpx.TimeoutException:
-                failure, status = "request timed out", None
-            except (httpx.NetworkError, httpx.RemoteProtocolError) as exc:
-                failure, status = f"{type(exc).__name__}: {self._excerpt(str(exc).encode())}", None
-            except httpx.HTTPError as exc:
-                raise LLMUnavailable(f"{self.url}: {type(exc).__name__}") from None
-            else:
-                log.debug("llm_request", endpoint=self.url, attempt=attempt, status=status,
-                          response_format=fmt, bytes=len(data),
-                          duration_ms=round((loop.time() - started) * 1000))
-                if not _retryable(status):
-                    return status, data
-                failure = f"HTTP {status}"
-                if status in (429, 503):
-                    retry_after = _retry_after(headers.get("retry-after"))
-            if status is None:
-                log.debug("llm_request", endpoint=self.url, attempt=attempt, error=failure,
-                          duration_ms=round((loop.time() - started) * 1000))
-            if attempt > self._cfg.max_retries:
-                raise LLMUnavailable(f"{failure} from {self.url} after {attempt} attempts")
-            delay = retry_after if retry_after is not None else self._backoff(attempt)
-            if loop.time() + delay >= deadline:
-                # Sleeping into the deadline gains nothing; failing now leaves time for the fallback.
-                raise LLMUnavailable(
-                    f"{failure} from {self.url}; a retry in {delay:.1f}s would pass the deadline"
-                )
-            log.warning("llm_retry", endpoint=self.url, attempt=attempt, status=status, error=failure,
-                        delay_s=round(delay, 2))
-            await self._sleep(delay)
-
-    async def _post(self, body: dict[str, Any]) -> tuple[int, httpx.Headers, bytes]:
-        async with self.client.stream("POST", "chat/completions", json=body) as resp:
-            ok = resp.is_success
-            cap = MAX_REPLY_BYTES if ok else _ERROR_BODY_BYTES
-            declared = resp.headers.get("content-length", "")
-            if ok and declared.isdigit() and int(declared) > cap:
-                raise PlanInvalid("reply too large")
-            chunks: list[bytes] = []
-            size = 0
-            async for chunk in resp.aiter_bytes():
-                size += len(chunk)
-                if size > cap:
-                    if ok:
-                        raise PlanInvalid("reply too large")
-                    break  # an error body: its start is all we show
-                chunks.append(chunk)
-            return resp.status_code, resp.headers, b"".join(chunks)
-
-    def _read_reply(self, data: bytes, messages: list[dict[str, str]], usage: TokenUsage) -> _Reply:
-        try:
-            doc = json.loads(data)
-        except (ValueError, UnicodeDecodeError):
-            raise PlanInvalid(f"the reply body is not JSON: {self._excerpt(data)}") from None
-        choices = doc.get("choices") if isinstance(doc, dict) else None
-        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-            raise PlanInvalid(f"the reply has no choices: {self._excerpt(data)}")
-        message = choices[0].get("message")
-        content = _text(message.get("content") if isinstance(message, dict) else None)
-        finish = choices[0].get("finish_reason")
-        counted = doc.get("usage") if isinstance(doc.get("usage"), dict) else {}
-        prompt, completion = counted.get("prompt_tokens"), counted.get("completion_tokens")
-        # A server that omits usage still spends tokens: estimate ~4 characters per token.
-        usage.prompt += prompt if _count(prompt) else sum(len(m.get("content") or "") for m in messages) // 4
-        usage.completion += completion if _count(completion) else len(content) // 4
-        return _Reply(content, finish if isinstance(finish, str) else None)
-
-    def _backoff(self, attempt: int) -> float:
-        ceiling = min(self._retry_max_s, self._retry_base_s * 2 ** (attempt - 1))
-        return ceiling / 2 + random.uniform(0, ceiling / 2)  # jitter spreads daemons that failed together
-
-    def _excerpt(self, data: bytes) -> str:
-        text = " ".join(data[:4096].decode("utf-8", "replace").split())
-        for secret in self._secrets:
-            text = text.replace(secret, "***")
-        return text[:_EXCERPT] + ("..." if len(text) > _EXCERPT else "") if text else "(empty body)"
 
 
 class LLMPlanner:
@@ -227,8 +63,8 @@ class LLMPlanner:
         fb_key = fb.api_key.get_secret_value() if fb is not None and fb.api_key is not None else None
         secrets = [s for s in (api_key, fb_key) if s]
 
-        def endpoint(base_url: str, model: str, key: str | None) -> _Endpoint:
-            return _Endpoint(base_url, model, key, cfg, transport=transport, secrets=secrets, sleep=sleep,
+        def endpoint(base_url: str, model: str, key: str | None) -> Endpoint:
+            return Endpoint(base_url, model, key, cfg, transport=transport, secrets=secrets, sleep=sleep,
                              retry_base_s=retry_base_s, retry_max_s=retry_max_s)
 
         self._cfg = cfg
@@ -247,8 +83,18 @@ class LLMPlanner:
         return self._first().url
 
     async def plan(self, request: PlanRequest) -> PlanResult:
-        """Return a valid Plan or raise PlanInvalid / LLMUnavailable, all within cfg.timeout_s."""
+        """Return a valid Plan or raise PlanInvalid / LLMUnavailable / ContextTooLong, within cfg.timeout_s.
+
+        An error carries the tokens spent before it (`CycleError.tokens`): they count all the same.
+        """
         usage = TokenUsage()
+        try:
+            return await self._plan(request, usage)
+        except CycleError as exc:
+            exc.tokens = {"prompt": usage.prompt, "completion": usage.completion}
+            raise
+
+    async def _plan(self, request: PlanRequest, usage: TokenUsage) -> PlanResult:
         deadline = asyncio.get_running_loop().time() + self._cfg.timeout_s
         current = self._first()
         try:
@@ -280,10 +126,16 @@ class LLMPlanner:
         return PlanResult(plan=plan, tokens=usage, endpoint=current.url)
 
     async def ping(self) -> bool:
-        """True when GET {base_url}/models answers 2xx within a few seconds."""
+        """True when GET {base_url}/models answers 2xx within a few seconds.
+
+        Also true when it connects but does not answer while autod's own request is running there:
+        a single-slot server (llama-cpp-python) answers /models only between generations.
+        """
         try:
             timeout = min(PING_TIMEOUT_S, self._cfg.request_timeout_s)
             resp = await self._primary.client.get("models", timeout=timeout)
+        except httpx.ReadTimeout:
+            return self._primary.busy
         except httpx.HTTPError:
             return False
         return resp.is_success
@@ -295,19 +147,29 @@ class LLMPlanner:
             await self._fallback.client.aclose()
 
     async def _plan_on(
-        self, endpoint: _Endpoint, request: PlanRequest, usage: TokenUsage, deadline: float
+        self, endpoint: Endpoint, request: PlanRequest, usage: TokenUsage, deadline: float
     ) -> Plan:
         messages = [dict(m) for m in request.messages]
-        max_tokens = self._cfg.max_tokens
-        repaired = continued = False
+        max_tokens = self.reply_tokens(request.mode)
+        repaired = continued = refitted = False
         while True:
-            reply = await endpoint.complete(messages, max_tokens, usage, deadline)
+            try:
+                reply = await endpoint.complete(messages, max_tokens, usage, deadline)
+            except ContextTooLong as exc:
+                room = _reply_room(exc)
+                if refitted or room is None or room >= max_tokens:
+                    log.warning("llm.context_too_long", endpoint=endpoint.url, limit=exc.limit,
+                                prompt_tokens=exc.prompt_tokens, max_tokens=max_tokens)
+                    raise
+                # The prompt fits, the reply cap does not: ask again with what is left of the window.
+                refitted, max_tokens = True, room
+                log.info("llm.reply_cap_lowered", endpoint=endpoint.url, limit=exc.limit, max_tokens=room)
+                continue
             if reply.finish_reason == "length":
                 # A cut-off reply may still parse into a plan that silently lost its tail: never use it.
                 if continued:
-                    raise PlanInvalid("reply cut off by the length limit")
+                    raise PlanInvalid(f"reply cut off by the length limit ({max_tokens} tokens) twice")
                 continued = True
-                max_tokens = min(max_tokens * 2, 4 * self._cfg.max_tokens)
                 messages = _with_nudge(messages, LENGTH_NUDGE)
                 log.info("llm_reply_cut_off", endpoint=endpoint.url, max_tokens=max_tokens)
                 continue
@@ -324,7 +186,13 @@ class LLMPlanner:
                     {"role": "user", "content": repair_message(exc.reason)},
                 ]
 
-    def _first(self) -> _Endpoint:
+    def reply_tokens(self, mode: str) -> int:
+        """The reply token cap for a mode: llm.max_tokens when set, else the mode's own."""
+        if self._cfg.max_tokens is not None:
+            return self._cfg.max_tokens
+        return self._cfg.max_tokens_by_mode.get(mode, DEFAULT_MODE_TOKENS)
+
+    def _first(self) -> Endpoint:
         if self._fallback is not None and self._clock() < self._benched_until:
             return self._fallback
         return self._primary
@@ -350,48 +218,9 @@ def _with_nudge(messages: list[dict[str, str]], nudge: str) -> list[dict[str, st
     return [*messages, {"role": "user", "content": nudge}]
 
 
-def _response_format(fmt: str) -> dict[str, Any]:
-    if fmt == "json_schema":
-        schema = {"name": "plan", "schema": plan_schema(), "strict": True}
-        return {"type": "json_schema", "json_schema": schema}
-    return {"type": "json_object"}
-
-
-def _refuses_format(status: int, data: bytes) -> bool:
-    """A server that does not take this response_format (any 400 while still negotiating)."""
-    if status == 400:
-        return True
-    text = data[:_ERROR_BODY_BYTES].decode("utf-8", "replace").lower()
-    return status == 422 and any(w in text for w in ("response_format", "json_schema", "schema"))
-
-
-def _retry_after(value: str | None) -> float | None:
-    """Seconds from a Retry-After header (delta-seconds or HTTP date); None if absent or garbled."""
-    if not value:
+def _reply_room(exc: ContextTooLong) -> int | None:
+    """Tokens left for the reply beside the prompt, when the server said both numbers and it is worth it."""
+    if not exc.limit or not exc.prompt_tokens:
         return None
-    value = value.strip()
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, (when - datetime.now(UTC)).total_seconds())
-
-
-def _text(content: Any) -> str:
-    """Message content as text; some servers send a list of parts."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = [p.get("text") for p in content if isinstance(p, dict)]
-        return "".join(t for t in parts if isinstance(t, str))
-    return ""
-
-
-def _count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    room = exc.limit - exc.prompt_tokens - 32  # chat-template tokens the count may leave out
+    return room if room >= MIN_REPLY_TOKENS else None

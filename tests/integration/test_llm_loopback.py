@@ -122,12 +122,13 @@ def test_server_refusing_json_schema_is_asked_again_with_json_object(llm: Script
     assert [r["response_format"]["type"] for r in llm.requests] == ["json_schema", "json_object"]
 
 
-def test_reply_cut_off_by_length_is_asked_again_with_more_tokens(llm: ScriptedLLM):
+def test_reply_cut_off_by_length_is_asked_again_with_a_nudge_at_the_same_cap(llm: ScriptedLLM):
     llm.push_plan({**PLAN, "summary": "truncated but parseable"}, finish_reason="length")
     llm.push_plan(PLAN)
     result = plan_with(llm.base_url, max_tokens=800)
     assert result.plan.summary == PLAN["summary"]
-    assert [r["max_tokens"] for r in llm.requests] == [800, 1600]
+    assert [r["max_tokens"] for r in llm.requests] == [800, 800]
+    assert "cut off by the length limit" in llm.requests[1]["messages"][-1]["content"]
 
 
 def test_fallback_endpoint_answers_when_the_primary_keeps_failing(llm: ScriptedLLM):

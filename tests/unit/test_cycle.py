@@ -12,7 +12,7 @@ import yaml
 
 from autod.config import load_config
 from autod.cycle import Cycle, CycleDeps
-from autod.errors import LLMUnavailable, PlanInvalid
+from autod.errors import ContextTooLong, LLMUnavailable, PlanInvalid
 from autod.events import Event, EventKind
 from autod.limits import CircuitBreaker, Gate
 from autod.memory import Recalled, Tier
@@ -260,3 +260,35 @@ def test_a_verification_check_that_edits_the_workspace_fails_the_verification(ws
     assert "src/tidy.txt" in r.reason
     assert (ws / "src" / "calc.py").read_text() == BUGGY  # autod's own edit went back
     state.close()
+
+
+def test_a_prompt_over_the_context_window_is_asked_once_more_with_less_context(ws):
+    planner = ScriptedPlanner(ContextTooLong("the prompt does not fit", limit=100, prompt_tokens=400), FIX)
+    deps, _state = make(ws, planner)
+    event = failing_event()
+    event.payload["locations"] = [{"path": "src/calc.py", "line": 2}]
+    r = run(deps, event)
+    assert r.status == "fixed"
+    first, second = ("".join(m["content"] for m in q.messages) for q in planner.requests)
+    # the source window ranks below the failure excerpt: it is what the smaller budget cut
+    assert "return a - b" in first and "return a - b" not in second
+    assert deps.breaker is not None and deps.breaker.state == "closed"
+
+
+def test_a_prompt_that_still_does_not_fit_fails_the_cycle_naming_the_context_not_an_outage(ws):
+    too_long = ContextTooLong("the prompt does not fit the model's context")
+    deps, _state = make(ws, ScriptedPlanner(too_long, too_long, too_long, too_long))
+    r1, r2 = run(deps), run(deps)
+    assert (r1.status, r1.reason) == ("failed", "the prompt does not fit the model's context")
+    assert r2.status == "failed"
+    assert deps.breaker is not None and deps.breaker.state == "closed"  # two failures open it otherwise
+    assert (ws / "src" / "calc.py").read_text() == BUGGY
+
+
+def test_tokens_spent_on_a_plan_that_failed_are_booked(ws):
+    invalid = PlanInvalid("invalid plan after a repair round")
+    invalid.tokens = {"prompt": 650, "completion": 70}
+    deps, _state = make(ws, ScriptedPlanner(invalid))
+    r = run(deps)
+    assert r.status == "failed" and r.tokens == {"prompt": 650, "completion": 70}
+    assert deps.gate.counters()["tokens_today"]["used"] == 720  # the daily budget sees them

@@ -14,7 +14,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from autod.config import LLMConfig, LLMEndpoint
-from autod.errors import LLMUnavailable, PlanInvalid
+from autod.errors import CycleError, LLMUnavailable, PlanInvalid
 from autod.events import Event, EventKind
 from autod.plan import plan_schema
 from autod.planner import PlanRequest
@@ -45,18 +45,28 @@ def plan_reply(plan: dict[str, Any] | None = None, **kw: Any) -> httpx.Response:
 
 
 class Server:
-    """Answers per host from a script; the last answer repeats. Records every request."""
+    """Answers POSTs per host from a script; the last answer repeats. Records every request.
 
-    def __init__(self, **scripts: list[Answer]) -> None:
+    GET /models (the ping, and the probe after an abandoned request) answers from `models`, 200 by
+    default, and does not consume the POST script.
+    """
+
+    def __init__(self, *, models: list[Answer] | None = None, **scripts: list[Answer]) -> None:
         self.scripts = {host: list(answers) for host, answers in scripts.items()}
+        self.models = list(models) if models else [httpx.Response(200, json={"data": []})]
         self.requests: list[httpx.Request] = []
+        self.gets: list[httpx.Request] = []
 
     def bodies(self, host: str = "primary") -> list[dict[str, Any]]:
         return [json.loads(r.content) for r in self.requests if r.url.host == f"{host}.test"]
 
     async def __call__(self, request: httpx.Request) -> httpx.Response:
-        self.requests.append(request)
-        script = self.scripts[request.url.host.split(".")[0]]
+        if request.method == "GET":
+            self.gets.append(request)
+            script = self.models
+        else:
+            self.requests.append(request)
+            script = self.scripts[request.url.host.split(".")[0]]
         answer = script.pop(0) if len(script) > 1 else script[0]
         if isinstance(answer, Exception):
             raise answer
@@ -107,7 +117,7 @@ def run_many(planner: LLMPlanner, n: int) -> list[Any]:
         for _ in range(n):
             try:
                 out.append(await planner.plan(request()))
-            except (LLMUnavailable, PlanInvalid) as exc:
+            except CycleError as exc:
                 out.append(exc)
         await planner.aclose()
         return out
@@ -172,19 +182,23 @@ def test_refused_json_schema_falls_back_to_json_object_and_is_remembered():
     assert formats == ["json_schema", "json_object", "json_object"]
 
 
-def test_422_naming_the_schema_and_then_400_ends_with_no_response_format():
+def test_each_refused_format_moves_on_at_once_down_to_no_response_format():
     server = Server(
         primary=[
             httpx.Response(422, text="unsupported field: schema"),
-            httpx.Response(400, text="bad request"),
+            httpx.Response(400, json={"error": {"message": "response_format: extra key 'schema'"}}),
+            httpx.Response(400, json={"error": {"message": "response_format json_object is not supported"}}),
             plan_reply(),
         ]
     )
-    result = run(make(server)[0])
+    planner, sleeps = make(server)
+    result = run(planner)
     assert result.plan.summary == PLAN["summary"]
-    bodies = server.bodies()
-    assert [b.get("response_format", {}).get("type") for b in bodies] == ["json_schema", "json_object", None]
-    assert "response_format" not in bodies[2]
+    formats = [b.get("response_format") for b in server.bodies()]
+    assert [f and f["type"] for f in formats] == ["json_schema", "json_object", "json_object", None]
+    assert formats[1] == {"type": "json_object", "schema": plan_schema()}  # llama.cpp's JSON mode + schema
+    assert formats[2] == {"type": "json_object"}
+    assert sleeps == []  # a refusal is not retried
 
 
 def test_422_unrelated_to_the_format_is_not_negotiated_away():
@@ -194,16 +208,20 @@ def test_422_unrelated_to_the_format_is_not_negotiated_away():
     assert len(server.requests) == 1
 
 
-def test_400_with_every_format_is_unavailable_and_nothing_is_remembered():
-    server = Server(primary=[httpx.Response(400, text="context length exceeded")])
+def test_400_about_something_else_is_unavailable_and_nothing_is_negotiated_away():
+    bad = httpx.Response(400, json={"error": {"message": "messages.1.role: must be user or assistant"}})
+    server = Server(primary=[bad])
     planner, _ = make(server)
     outcomes = run_many(planner, 2)
     assert all(isinstance(o, LLMUnavailable) and "HTTP 400" in o.reason for o in outcomes)
     types = [b.get("response_format", {}).get("type") for b in server.bodies()]
-    assert types == ["json_schema", "json_object", None] * 2
+    assert types == ["json_schema", "json_schema"]
 
 
-@pytest.mark.parametrize(("forced", "expected"), [("json_object", {"type": "json_object"}), ("none", None)])
+@pytest.mark.parametrize(
+    ("forced", "expected"),
+    [("json_object", {"type": "json_object", "schema": plan_schema()}), ("none", None)],
+)
 def test_forced_response_format_is_sent_as_configured(forced, expected):
     server = Server(primary=[plan_reply()])
     run(make(server, response_format=forced)[0])
@@ -241,13 +259,14 @@ def test_still_invalid_after_the_repair_round_raises_plan_invalid():
     assert len(server.requests) == 2
 
 
-def test_reply_cut_off_by_length_is_never_parsed_and_asked_again_bigger():
+def test_reply_cut_off_by_length_is_never_parsed_and_asked_again_with_a_nudge_at_the_same_cap():
     cut = {**PLAN, "summary": "cut-off plan that happens to parse"}
     server = Server(primary=[plan_reply(cut, finish="length"), plan_reply()])
     result = run(make(server, max_tokens=1000)[0])
     assert result.plan.summary == PLAN["summary"]
     first, second = server.bodies()
-    assert first["max_tokens"] == 1000 and second["max_tokens"] == 2000
+    # never doubled: a tiny model on a CPU would run for minutes
+    assert first["max_tokens"] == 1000 and second["max_tokens"] == 1000
     assert "cut off" in second["messages"][-1]["content"]
     assert [m["role"] for m in second["messages"]] == ["system", "user"]  # roles still alternate
 
@@ -255,7 +274,7 @@ def test_reply_cut_off_by_length_is_never_parsed_and_asked_again_bigger():
 def test_cut_off_twice_raises_plan_invalid():
     server = Server(primary=[plan_reply(finish="length")])
     exc = fails(make(server)[0], PlanInvalid)
-    assert exc.reason == "reply cut off by the length limit"
+    assert exc.reason == "reply cut off by the length limit (1500 tokens) twice"
     assert len(server.requests) == 2
 
 
@@ -425,7 +444,7 @@ def test_three_primary_failures_bench_it_for_five_minutes():
     ],
 )
 def test_ping_reports_whether_models_answers(answer, up):
-    server = Server(primary=[answer])
+    server = Server(primary=[plan_reply()], models=[answer])
     planner, _ = make(server)
 
     async def go() -> bool:
@@ -435,7 +454,7 @@ def test_ping_reports_whether_models_answers(answer, up):
             await planner.aclose()
 
     assert asyncio.run(go()) is up
-    assert str(server.requests[0].url) == f"{PRIMARY}/models"
+    assert str(server.gets[0].url) == f"{PRIMARY}/models"
 
 
 # -- secrets and logs -----------------------------------------------------------------

@@ -1,0 +1,251 @@
+"""One OpenAI-compatible server: HTTP with retries, negotiation, and care for a busy single-slot server.
+
+What it learns about a server it keeps for the endpoint's life: the first response format the server
+takes (a refusal moves on at once, no retries spent on it) and the token-limit parameter it takes
+(`max_tokens`, or `max_completion_tokens` for OpenAI's reasoning models).
+
+A request autod gives up on (a timeout, the plan's deadline, a stop) may still be running on the
+server: llama-cpp-python generates to the end after the client has gone, so a retry would queue
+behind it. Only one request is in flight per endpoint, and after one was abandoned the next first
+waits for the server to answer a cheap probe (`GET /models`, which llama-cpp-python serves only when
+the model is free) or, when it cannot be probed, for `request_timeout_s`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import re
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import httpx
+import structlog
+
+from autod.config import LLMConfig
+from autod.errors import ContextTooLong, LLMUnavailable, PlanInvalid
+from autod.planner import TokenUsage, wire
+
+log = structlog.get_logger("autod.planner.llm")
+
+MAX_REPLY_BYTES = 4 * 1024 * 1024
+_ERROR_BODY_BYTES = 64 * 1024  # of an error response: enough for its message
+_EXCERPT = 200
+PROBE_MIN_S = 5.0  # a probe waits at least this long for a free server before trying again
+
+Sleep = Callable[[float], Awaitable[None]]
+
+
+class Endpoint:
+    """One server and what autod has learnt about it."""
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key: str | None,
+        cfg: LLMConfig,
+        *,
+        transport: httpx.AsyncBaseTransport | None,
+        secrets: list[str],
+        sleep: Sleep,
+        retry_base_s: float,
+        retry_max_s: float,
+    ) -> None:
+        headers = {"Accept": "application/json"}
+        if api_key:
+            headers["Authorization"] = f"Bearer {api_key}"
+        self.url = re.sub(r"//[^/@]*@", "//", base_url)  # never show userinfo credentials
+        self.model = model
+        self._cfg = cfg
+        self._secrets = secrets
+        self._sleep = sleep
+        self._retry_base_s = retry_base_s
+        self._retry_max_s = retry_max_s
+        # auto: the strictest format first; each refusal drops one for good
+        self._formats = list(wire.FORMATS) if cfg.response_format == "auto" else _forced(cfg.response_format)
+        self._token_param = "max_tokens" if cfg.token_param == "auto" else cfg.token_param
+        self._inflight = asyncio.Lock()  # one request at a time to this server from this daemon
+        self._abandoned_at: float | None = None  # loop time of a request given up while it may still run
+        self.client = httpx.AsyncClient(
+            base_url=base_url + "/",
+            headers=headers,
+            timeout=httpx.Timeout(cfg.request_timeout_s, connect=min(10.0, cfg.request_timeout_s)),
+            transport=transport,
+            follow_redirects=False,
+        )
+
+    @property
+    def busy(self) -> bool:
+        """A request of autod's is in flight to this server."""
+        return self._inflight.locked()
+
+    async def complete(
+        self, messages: list[dict[str, str]], max_tokens: int, usage: TokenUsage, deadline: float
+    ) -> wire.Completion:
+        """One chat completion (with retries). Raises LLMUnavailable, ContextTooLong, or PlanInvalid."""
+        switched_param = False
+        i = 0
+        while True:
+            fmt = self._formats[i]
+            body = wire.request_body(self.model, messages, temperature=self._cfg.temperature,
+                                     max_tokens=max_tokens, token_param=self._token_param, fmt=fmt)
+            status, ctype, data = await self._send(body, deadline, fmt)
+            if 200 <= status < 300:
+                self._formats = self._formats[i:]  # the refused ones are never sent again
+                return self._read(ctype, data, messages, usage)
+            if wire.is_context_overflow(status, data):
+                limit, prompt = wire.context_numbers(data)
+                raise ContextTooLong(
+                    f"the prompt does not fit the model's context at {self.url} (HTTP {status}: "
+                    f"{self._excerpt(data)}); raise the server's context size or lower llm.max_tokens",
+                    limit=limit, prompt_tokens=prompt, reply_tokens=max_tokens,
+                )
+            if (not switched_param and self._cfg.token_param == "auto"
+                    and wire.refuses_token_param(status, data, self._token_param)):
+                other = next(p for p in wire.TOKEN_PARAMS if p != self._token_param)
+                log.warning("llm.token_param_switched", endpoint=self.url, status=status,
+                            refused=self._token_param, now=other)
+                self._token_param, switched_param = other, True
+                continue
+            untried = self._formats[i + 1 :]
+            if untried and wire.refuses_format(status, data):
+                log.warning("llm_response_format_refused", endpoint=self.url, status=status,
+                            response_format=fmt, next_format=untried[0])
+                i += 1
+                continue
+            raise LLMUnavailable(f"HTTP {status} from {self.url}/chat/completions: {self._excerpt(data)}")
+
+    async def _send(self, body: dict[str, Any], deadline: float, fmt: str) -> tuple[int, str, bytes]:
+        """POST with retries for 408/429/5xx, connect errors and timeouts. Returns (status, type, body)."""
+        loop = asyncio.get_running_loop()
+        attempt = 0
+        while True:
+            attempt += 1
+            started = loop.time()
+            retry_after: float | None = None
+            try:
+                status, headers, data = await self._post(body, deadline)
+            except httpx.TimeoutException:
+                failure, status = "request timed out", None
+            except (httpx.NetworkError, httpx.RemoteProtocolError) as exc:
+                failure, status = f"{type(exc).__name__}: {self._excerpt(str(exc).encode())}", None
+            except httpx.HTTPError as exc:
+                raise LLMUnavailable(f"{self.url}: {type(exc).__name__}") from None
+            else:
+                log.debug("llm_request", endpoint=self.url, attempt=attempt, status=status,
+                          response_format=fmt, bytes=len(data),
+                          duration_ms=round((loop.time() - started) * 1000))
+                # A refusal or an overflow answers the same to every retry: hand it back at once.
+                if (not wire.retryable(status) or wire.refuses_format(status, data)
+                        or wire.is_context_overflow(status, data)):
+                    return status, headers.get("content-type", ""), data
+                failure = f"HTTP {status}"
+                if status in (429, 503):
+                    retry_after = wire.retry_after(headers.get("retry-after"))
+            if status is None:
+                log.debug("llm_request", endpoint=self.url, attempt=attempt, error=failure,
+                          duration_ms=round((loop.time() - started) * 1000))
+            if attempt > self._cfg.max_retries:
+                raise LLMUnavailable(f"{failure} from {self.url} after {attempt} attempts")
+            delay = retry_after if retry_after is not None else self._backoff(attempt)
+            if loop.time() + delay >= deadline:
+                # Sleeping into the deadline gains nothing; failing now leaves time for the fallback.
+                raise LLMUnavailable(
+                    f"{failure} from {self.url}; a retry in {delay:.1f}s would pass the deadline"
+                )
+            log.warning("llm_retry", endpoint=self.url, attempt=attempt, status=status, error=failure,
+                        delay_s=round(delay, 2))
+            await self._sleep(delay)
+
+    async def _post(self, body: dict[str, Any], deadline: float) -> tuple[int, httpx.Headers, bytes]:
+        async with self._inflight:
+            await self._wait_for_abandoned(deadline)
+            loop = asyncio.get_running_loop()
+            # Marked before sending: a timeout, a cancel or a stop leaves it set, so the next request
+            # first makes sure the server is done with this one.
+            self._abandoned_at = loop.time()
+            async with self.client.stream("POST", "chat/completions", json=body) as resp:
+                ok = resp.is_success
+                cap = MAX_REPLY_BYTES if ok else _ERROR_BODY_BYTES
+                declared = resp.headers.get("content-length", "")
+                if ok and declared.isdigit() and int(declared) > cap:
+                    raise PlanInvalid("reply too large")
+                chunks: list[bytes] = []
+                size = 0
+                async for chunk in resp.aiter_bytes():
+                    size += len(chunk)
+                    if size > cap:
+                        if ok:
+                            raise PlanInvalid("reply too large")
+                        break  # an error body: its start is all we show
+                    chunks.append(chunk)
+            self._abandoned_at = None
+            return resp.status_code, resp.headers, b"".join(chunks)
+
+    async def _wait_for_abandoned(self, deadline: float) -> None:
+        """After a request autod gave up on, wait until the server is done with it (within the deadline)."""
+        if self._abandoned_at is None:
+            return
+        loop = asyncio.get_running_loop()
+        waited_from = loop.time()
+        while True:
+            left = deadline - loop.time()
+            if left <= 0:
+                raise LLMUnavailable(
+                    f"{self.url} is still busy with a request autod gave up on; not sending another"
+                    " behind it (raise llm.request_timeout_s for a slow server)"
+                )
+            try:
+                probe_s = min(left, max(PROBE_MIN_S, self._cfg.request_timeout_s))
+                resp = await self.client.get("models", timeout=probe_s)
+            except httpx.TimeoutException:
+                continue  # still busy (llama-cpp-python answers /models only between generations)
+            except httpx.HTTPError:
+                break  # not reachable: nothing runs there now; the POST will tell
+            if resp.is_success:
+                break
+            # No usable probe: stay away as long as the abandoned request may have run.
+            quiet = self._abandoned_at + self._cfg.request_timeout_s - loop.time()
+            if quiet > 0:
+                if loop.time() + quiet >= deadline:
+                    raise LLMUnavailable(
+                        f"{self.url} may still be busy with a request autod gave up on for {quiet:.0f}s"
+                        " (it has no GET /models to ask)"
+                    )
+                await self._sleep(quiet)
+            break
+        self._abandoned_at = None
+        log.info("llm.busy_server_awaited", endpoint=self.url,
+                 waited_ms=round((loop.time() - waited_from) * 1000))
+
+    def _read(
+        self, ctype: str, data: bytes, messages: list[dict[str, str]], usage: TokenUsage
+    ) -> wire.Completion:
+        try:
+            reply = wire.read_completion(ctype, data)
+        except wire.BadReply as exc:
+            raise PlanInvalid(f"{exc}: {self._excerpt(data)}") from None
+        if wire.is_sse(ctype, data):
+            log.debug("llm.reply_streamed", endpoint=self.url, bytes=len(data))
+        # A server that omits usage still spends tokens: estimate ~4 characters per token.
+        prompt_chars = sum(len(m.get("content") or "") for m in messages)
+        usage.prompt += reply.prompt_tokens if reply.prompt_tokens is not None else prompt_chars // 4
+        usage.completion += (reply.completion_tokens if reply.completion_tokens is not None
+                             else len(reply.content) // 4)
+        return reply
+
+    def _backoff(self, attempt: int) -> float:
+        ceiling = min(self._retry_max_s, self._retry_base_s * 2 ** (attempt - 1))
+        return ceiling / 2 + random.uniform(0, ceiling / 2)  # jitter spreads daemons that failed together
+
+    def _excerpt(self, data: bytes) -> str:
+        text = " ".join(data[:4096].decode("utf-8", "replace").split())
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return text[:_EXCERPT] + ("..." if len(text) > _EXCERPT else "") if text else "(empty body)"
+
+
+def _forced(fmt: str) -> list[str]:
+    # json_object carries the schema where the server takes it, and drops it where it is refused
+    return ["json_object+schema", "json_object"] if fmt == "json_object" else [fmt]

@@ -1,0 +1,147 @@
+"""LLMPlanner against loopback servers that behave like the real ones autod meets.
+
+llama-cpp-python (500 to json_schema, a single slot that keeps generating after the client gave up),
+servers that stream SSE although asked not to, OpenAI reasoning models (400 to max_tokens), and
+a context window the prompt does not fit. One test drives `autod run` against all quirks at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from autod.config import LLMConfig
+from autod.errors import ContextTooLong
+from autod.events import Event, EventKind
+from autod.plan import plan_schema
+from autod.planner import PlanRequest
+from autod.planner.llm import LLMPlanner
+
+TESTS = Path(__file__).resolve().parents[1]
+if str(TESTS) not in sys.path:
+    sys.path.insert(0, str(TESTS))
+
+from daemon import CALC_BUGGY, FIX_PLAN, Autod, base_config, write_config  # noqa: E402
+from llmserver import ScriptedLLM, scripted_llm_fixture  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+llm = pytest.fixture(scripted_llm_fixture)
+
+PLAN = {"summary": "guard the division", "edits": [], "verify": ["tests"], "report": None}
+
+
+def request(prompt: str = "Fix it.") -> PlanRequest:
+    event = Event(source="check:tests", kind=EventKind.CHECK_FAILED, summary="tests failed", fingerprint="f")
+    messages = [{"role": "system", "content": "You write plans."}, {"role": "user", "content": prompt}]
+    return PlanRequest(mode="auto-debug", event=event, messages=messages)
+
+
+def plans(base_url: str, n: int = 1, prompt: str = "Fix it.", **cfg: Any) -> list[Any]:
+    """n plan() calls on one planner; each outcome is a PlanResult or the exception raised."""
+
+    async def go() -> list[Any]:
+        planner = LLMPlanner(LLMConfig(base_url=base_url, **cfg), None, retry_base_s=0.01, retry_max_s=0.05)
+        out: list[Any] = []
+        try:
+            for _ in range(n):
+                try:
+                    out.append(await planner.plan(request(prompt)))
+                except Exception as exc:
+                    out.append(exc)
+        finally:
+            await planner.aclose()
+        return out
+
+    return asyncio.run(asyncio.wait_for(go(), timeout=120))  # hang guard only
+
+
+def test_llama_cpp_python_500_to_json_schema_moves_on_at_once_and_is_remembered(llm: ScriptedLLM):
+    llm.refuse_response_format("500")
+    llm.push_plan(PLAN)
+    llm.push_plan(PLAN)
+    outcomes = plans(llm.base_url, 2, max_retries=3)
+    assert [o.plan.summary for o in outcomes] == [PLAN["summary"]] * 2
+    formats = [r.get("response_format") for r in llm.requests]
+    # one refused request, no retries of it, then JSON mode carrying the schema (a grammar there)
+    assert formats == [formats[0], {"type": "json_object", "schema": plan_schema()}, formats[1]]
+    assert formats[0]["type"] == "json_schema"
+
+
+def test_sse_only_server_reply_is_assembled_with_its_usage(llm: ScriptedLLM):
+    llm.behave(sse=True)
+    llm.push_plan(PLAN)
+    [result] = plans(llm.base_url)
+    assert result.plan.summary == PLAN["summary"]
+    assert result.tokens.prompt > 0 and result.tokens.completion > 0
+    assert llm.requests[0]["stream"] is False
+
+
+def test_server_refusing_max_tokens_gets_max_completion_tokens_once_and_for_good(llm: ScriptedLLM):
+    llm.behave(token_param="max_completion_tokens")
+    llm.push_plan(PLAN)
+    llm.push_plan(PLAN)
+    outcomes = plans(llm.base_url, 2, max_tokens=700)
+    assert [o.plan.summary for o in outcomes] == [PLAN["summary"]] * 2
+    sent = [("max_tokens" in r, r.get("max_completion_tokens")) for r in llm.requests]
+    assert sent == [(True, None), (False, 700), (False, 700)]
+    # the 400 was about the parameter: the strict response format is still the one used
+    assert all(r["response_format"]["type"] == "json_schema" for r in llm.requests)
+
+
+def test_prompt_over_the_context_window_is_context_too_long_not_a_format_refusal(llm: ScriptedLLM):
+    llm.behave(context_limit=1000)
+    [outcome] = plans(llm.base_url, prompt="x" * 8000)  # ~2000 tokens
+    assert isinstance(outcome, ContextTooLong)
+    assert "context" in outcome.reason and outcome.limit == 1000
+    assert len(llm.requests) == 1  # no format negotiated away, no retry
+    assert 0.2 <= outcome.fit() < 0.5
+
+
+def test_prompt_that_fits_without_the_reply_cap_is_asked_again_with_a_smaller_cap(llm: ScriptedLLM):
+    llm.behave(context_limit=2000)
+    llm.push_plan(PLAN)
+    [result] = plans(llm.base_url, prompt="x" * 4000, max_tokens=1500)  # ~1000 prompt tokens
+    assert result.plan.summary == PLAN["summary"]
+    caps = [r["max_tokens"] for r in llm.requests]
+    assert caps[0] == 1500 and 256 <= caps[1] <= 1000
+
+
+def test_busy_single_slot_server_is_not_sent_a_retry_behind_the_abandoned_request(llm: ScriptedLLM):
+    llm.behave(single_slot=True)
+    llm.push({"plan": PLAN, "generate_s": 3})  # longer than the client waits: given up, still running
+    llm.push_plan(PLAN)
+    [result] = plans(llm.base_url, request_timeout_s=1, timeout_s=60, max_retries=2)
+    assert llm.piled == 0  # the retry waited until /models said the slot was free
+    assert result.plan.summary == PLAN["summary"]
+    assert len(llm.requests) == 2
+
+
+def test_autod_run_fixes_a_bug_through_a_server_with_every_quirk(tmp_path, calc_repo, scripted_llm):
+    """llama-cpp-python's 500 to json_schema, SSE only, and a 400 to max_tokens, all on one server."""
+    scripted_llm.behave(refuse_response_format="500", sse=True, token_param="max_completion_tokens")
+    scripted_llm.push_plan(FIX_PLAN)
+    cfg = base_config(calc_repo, llm={"base_url": scripted_llm.base_url, "model": "qwen"})
+    daemon = Autod(write_config(tmp_path / "autod.yaml", cfg), log_file=calc_repo / ".autod/logs/autod.jsonl")
+    daemon.start()
+    try:
+        [record] = daemon.wait_reflections(1, timeout=120)
+    finally:
+        assert daemon.stop() == 0
+    assert record["status"] == "fixed", record
+    assert (calc_repo / "src" / "calc.py").read_text() == CALC_BUGGY.replace("a - b", "a + b")
+    assert record["tokens"]["prompt"] > 0 and record["tokens"]["completion"] > 0
+    bodies = scripted_llm.requests
+    assert all(b["stream"] is False for b in bodies)
+    # 400 to max_tokens (not a format refusal) -> 500 to json_schema (no retry) -> JSON mode + schema
+    assert [("max_tokens" in b, b["response_format"]["type"]) for b in bodies] == [
+        (True, "json_schema"),
+        (False, "json_schema"),
+        (False, "json_object"),
+    ]
+    events = {r.get("event") for r in daemon.records()}
+    assert "llm.token_param_switched" in events and "llm_response_format_refused" in events
