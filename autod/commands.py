@@ -171,14 +171,14 @@ class Commands:
     async def cmd_pause(self, req: dict[str, Any]) -> dict[str, Any]:
         self.d.paused = True
         await self.d.state.call(self.d.state.set_kv, "paused", True)
-        log.info("paused by operator")
+        log.info("control.paused")
         self.d.notifier.status("paused")
         return {"ok": True, "paused": True}
 
     async def cmd_resume(self, req: dict[str, Any]) -> dict[str, Any]:
         self.d.paused = False
         await self.d.state.call(self.d.state.set_kv, "paused", False)
-        log.info("resumed by operator")
+        log.info("control.resumed")
         self.d.wakeup.set()
         return {"ok": True, "paused": False}
 
@@ -254,7 +254,7 @@ class Commands:
                 },
                 success=False,
             )
-        log.info("proposal rejected", proposal_id=p["id"], reason=reason)
+        log.info("proposal.rejected", proposal_id=p["id"], reason=reason)
         return {"ok": True, "proposal": p["id"], "lesson": lesson}
 
     def _memory(self) -> ResilientMemory:

@@ -155,7 +155,7 @@ class ControlServer:
             except (ValueError, json.JSONDecodeError) as exc:
                 response = {"ok": False, "error": f"bad request: {exc}"}
             except Exception as exc:
-                log.exception("control command failed")
+                log.exception("control.command_failed")
                 response = {"ok": False, "error": f"internal error: {type(exc).__name__}"}
             writer.write(json.dumps(response, default=str).encode() + b"\n")
             await writer.drain()

@@ -101,7 +101,7 @@ class Cycle:
             raise
         except Exception as exc:  # a bug: record it, keep the daemon alive
             self.r.status, self.r.reason = "failed", f"internal error: {type(exc).__name__}"
-            log.exception("cycle crashed")
+            log.exception("cycle.crashed")
         finally:
             with contextlib.suppress(Exception):
                 await asyncio.shield(self.reflect())
@@ -119,7 +119,10 @@ class Cycle:
             self.event.summary,
         )
         log.info(
-            "observed", kind=str(self.event.kind), summary=self.event.summary[:300], merged=self.event.merged
+            "cycle.observed",
+            kind=str(self.event.kind),
+            summary=self.event.summary[:300],
+            merged=self.event.merged,
         )
         if self.deps.memory is not None:
             from autod.localize.excerpt import strip_progress
@@ -190,7 +193,7 @@ class Cycle:
                 if attempt == max_attempts:
                     raise
                 # refused unwritten (a search text not found, a path outside...): ask again with the reason
-                log.info("plan refused; asking again", reason=exc.reason)
+                log.info("plan.refused_replanning", reason=exc.reason)
                 self.attempts.append(Attempt(plan.summary, "", f"refused by autod's act rules: {exc.reason}"))
                 continue
             if verification is None:  # stored as a proposal
@@ -210,7 +213,7 @@ class Cycle:
                 query, budget_tokens=self.settings.memory.recall_tokens, k=self.settings.memory.recall_k
             )
         except Exception as exc:  # memory trouble must not stop a fix
-            log.warning("recall failed", error=type(exc).__name__)
+            log.warning("memory.recall_failed", error=type(exc).__name__)
             self.recalled = []
         self.r.memory_used = [m.id for m in self.recalled]
 
@@ -266,7 +269,7 @@ class Cycle:
         self.r.tokens["prompt"] += result.tokens.prompt
         self.r.tokens["completion"] += result.tokens.completion
         log.info(
-            "planned",
+            "plan.planned",
             summary=result.plan.summary[:300],
             edits=len(result.plan.edits),
             tokens=result.tokens.total,
@@ -304,7 +307,7 @@ class Cycle:
         try:
             await asyncio.to_thread(journal.apply, changes, on_write=self.deps.own_writes.record)
             self.r.edits = [{"path": c.rel, "added": c.added, "removed": c.removed} for c in changes]
-            log.info("applied", files=[c.rel for c in changes])
+            log.info("act.applied", files=[c.rel for c in changes])
             verification = unjournaled(await self.mode.verify(self.event, plan, self.deps.env))
             self.r.checks = [c.record() for c in verification.checks]
             if verification.status in ("fixed", "improved", "no_change"):
@@ -321,7 +324,7 @@ class Cycle:
                 )
                 if journal.outcome is not None:
                     self.r.rollback = journal.outcome.record()
-                log.info("rolled back", files=[c.rel for c in changes], rollback=self.r.rollback)
+                log.info("act.rolled_back", files=[c.rel for c in changes], rollback=self.r.rollback)
 
     async def prepare(self, plan: Plan) -> tuple[list[FileChange], str]:
         """The plan's changes and their diff, computed in a worker thread (never on the event loop)."""
@@ -360,7 +363,7 @@ class Cycle:
         )
         self.r.status, self.r.proposal_id = "pending_approval", pid
         self.r.edits = [{"path": c.rel, "added": c.added, "removed": c.removed} for c in changes]
-        log.info("proposal stored", proposal_id=pid, files=[c.rel for c in changes], superseded=superseded)
+        log.info("proposal.stored", proposal_id=pid, files=[c.rel for c in changes], superseded=superseded)
 
     async def write_report(self, plan: Plan) -> None:
         writer = getattr(self.mode, "write_report", None)
@@ -392,7 +395,7 @@ class Cycle:
                 )
                 if r.quarantined:
                     log.warning(
-                        "fingerprint quarantined",
+                        "quarantine.added",
                         fingerprint=self.event.fingerprint,
                         attempts=self.settings.limits.max_attempts_per_fingerprint,
                     )
@@ -425,7 +428,7 @@ class Cycle:
                 lesson = logs.redact_text(r.lesson)
                 await mem.add_lesson(lesson, meta, success=r.status in ("fixed", "improved"), defer=True)
         except Exception as exc:
-            log.warning("memory write failed", error=type(exc).__name__)
+            log.warning("memory.write_failed", error=type(exc).__name__)
 
     # -- helpers -----------------------------------------------------------------------
     _last_diff: str = ""

@@ -153,7 +153,7 @@ class Dispatcher:
                 continue
             admitted = await h.state.call(h.gate.admit, event, uses_llm=h.planner_name == "llm")
             if admitted.drop:
-                log.warning("event dropped", reason=admitted.reason, summary=event.summary[:200])
+                log.warning("dispatch.event_dropped", reason=admitted.reason, summary=event.summary[:200])
                 break
             if not admitted.ok:
                 await h.queue.arelease(event.id)
@@ -209,7 +209,7 @@ class Dispatcher:
         """A limit holds the event: say why and wait (bounded). False: --once cannot wait that long."""
         h = self.host
         self.waiting_reason = reason
-        log.info("cycle waits", reason=reason, wait_s=round(wait_s, 1))
+        log.info("dispatch.waiting", reason=reason, wait_s=round(wait_s, 1))
         if h.once and self.once_waited_s + wait_s > ONCE_MAX_WAIT_S:
             # known at once (the hourly cap's slot, a spent token budget): an error, not a green/red verdict
             self.error = f"--once would wait over {ONCE_MAX_WAIT_S:.0f}s: {reason} (another {wait_s:.0f}s)"

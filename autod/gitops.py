@@ -81,16 +81,18 @@ async def commit_cycle(cycle: Cycle, changes: list[FileChange]) -> None:
             commit_changes, ws, list(changes), cycle.r.plan_summary or "autod edit", cycle.r.cycle_id
         )
     except (OSError, subprocess.TimeoutExpired) as exc:  # the edits are kept either way
-        log.warning("not committed: git did not run", error=type(exc).__name__)
+        log.warning("git.not_committed", reason="git did not run", error=type(exc).__name__)
         return
     cycle.r.commit = result["committed"]  # type: ignore[assignment]
     if result["skipped"]:
-        log.warning("left uncommitted: these files had changes by someone else", files=result["skipped"])
+        log.warning(
+            "git.left_uncommitted", reason="these files had changes by someone else", files=result["skipped"]
+        )
     if result["committed"]:
         log.info(
-            "committed",
+            "git.committed",
             commit=result["committed"],
             files=[c.rel for c in changes if c.rel not in result["skipped"]],
         )
     elif result["reason"]:
-        log.info("not committed", reason=result["reason"])
+        log.info("git.not_committed", reason=result["reason"])

@@ -30,16 +30,16 @@ async def housekeeping(
             try:
                 removed = await mem.prune(scheduled=True)  # each daemon at its own share of the hour
             except Exception as exc:  # a failed prune is retried at the next tick
-                log.error("memory prune failed", error=f"{type(exc).__name__}: {str(exc)[:200]}")
+                log.error("memory.prune_failed", error=f"{type(exc).__name__}: {str(exc)[:200]}")
                 continue
-            log.info("memory pruned", removed=removed)
+            log.info("memory.pruned", removed=removed)
 
     prune_task = asyncio.create_task(prune(), name="memory-prune")
     try:
         while True:
             expired = await state.call(state.expire_proposals)
             if expired:
-                log.info("proposals expired", ids=expired)
+                log.info("proposal.expired", ids=expired)
             await asyncio.sleep(EXPIRE_EVERY_S)
     finally:
         prune_task.cancel()

@@ -66,7 +66,7 @@ class Notifier:
         except OSError as exc:
             if not self._failure_logged:
                 self._failure_logged = True
-                log.warning("sd_notify failed; further failures are not logged",
+                log.warning("daemon.sd_notify_failed",
                             socket=self._address.replace("\0", "@"), error=str(exc))
             return False
         return True
@@ -120,7 +120,7 @@ class Notifier:
             try:
                 ok = healthy is None or bool(healthy())
             except Exception as exc:  # a broken probe is an unhealthy daemon, not a dead loop
-                log.warning("watchdog health probe raised", error=repr(exc))
+                log.warning("daemon.watchdog_probe_failed", error=repr(exc))
                 ok = False
             if ok:
                 self.watchdog()

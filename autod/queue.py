@@ -193,13 +193,13 @@ class EventQueue:
             victim = self._eviction_candidate(db)
             if victim is None:
                 log.warning(
-                    "queue over bound: failure events are never dropped",
+                    "queue.over_bound",
                     event_id=event.id, kind=event.kind.value, max_pending=self.max_pending,
                 )
             elif event.kind not in FAILURE_KINDS and victim["priority"] < event.priority:
                 # The newcomer is the least important event of all: it is the one not taken.
                 log.warning(
-                    "queue full: event dropped", dropped_id=event.id, kind=event.kind.value,
+                    "queue.event_evicted", dropped_id=event.id, kind=event.kind.value,
                     fingerprint=event.fingerprint, max_pending=self.max_pending,
                 )
                 self._bump(db, "dropped_total", 1)
@@ -211,7 +211,7 @@ class EventQueue:
                     self._bump(db, "merged_total", gone.merged)
                 self._bump(db, "dropped_total", 1)
                 log.warning(
-                    "queue full: event dropped", dropped_id=dropped_id, kind=victim["kind"],
+                    "queue.event_evicted", dropped_id=dropped_id, kind=victim["kind"],
                     fingerprint=victim["fingerprint"], max_pending=self.max_pending,
                 )
         self._insert(db, event)
@@ -303,7 +303,7 @@ class EventQueue:
         with self._tx() as db:
             row = db.execute("SELECT done_modes FROM events WHERE id = ?", (event_id,)).fetchone()
             if row is None:
-                log.warning("queue mark_done: unknown event", event_id=event_id, mode=mode)
+                log.warning("queue.mark_done_unknown_event", event_id=event_id, mode=mode)
                 return
             done = json.loads(row["done_modes"])
             if mode not in done:
@@ -315,7 +315,7 @@ class EventQueue:
         with self._tx() as db:
             deleted = db.execute("DELETE FROM events WHERE id = ?", (event_id,)).rowcount
         if not deleted:
-            log.debug("queue ack: unknown event", event_id=event_id)
+            log.debug("queue.ack_unknown_event", event_id=event_id)
 
     def release(self, event_id: str) -> None:
         """Put an in_flight event back to pending (its cycle never started); attempts are kept."""
@@ -364,7 +364,7 @@ class EventQueue:
                 "UPDATE events SET status = 'pending', leased_at = NULL WHERE status = 'in_flight'"
             ).rowcount
         if count:
-            log.info("queue recovered in-flight events", count=count)
+            log.info("queue.recovered_in_flight", count=count)
         return count
 
     # -- inspection --------------------------------------------------------------------------------

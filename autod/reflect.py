@@ -106,4 +106,4 @@ def log_reflection(r: Reflection) -> None:
     for key in ("cycle_id", "event_id", "mode"):
         rec.pop(key)
     level = "warning" if r.status in ("failed", "rejected") else "info"
-    getattr(log, level)("cycle finished", phase="reflect", **rec)
+    getattr(log, level)("cycle.finished", phase="reflect", **rec)

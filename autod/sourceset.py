@@ -124,7 +124,7 @@ class SourceSet:
                 if len(st.crashes) >= CRASHES_BEFORE_DISABLE:
                     st.state = "disabled"
                     log.error(
-                        "source disabled after repeated crashes",
+                        "source.disabled",
                         source=st.name,
                         error=st.last_error,
                         crashes=len(st.crashes),
@@ -133,5 +133,5 @@ class SourceSet:
                 st.restarts += 1
                 st.state = "restarting"
                 delay = min(RESTART_MAX_S, RESTART_BASE_S * 2 ** (len(st.crashes) - 1))
-                log.warning("source crashed; restarting", source=st.name, error=st.last_error, in_s=delay)
+                log.warning("source.crashed", source=st.name, error=st.last_error, in_s=delay)
                 await asyncio.sleep(delay)

@@ -105,16 +105,16 @@ class Daemon:
             recover, s.state_path, s.workspace, on_write=self.own_writes.record
         )
         if recovered:
-            log.warning("rolled back cycles left half-done by a crash", cycles=recovered)
+            log.warning("act.crash_recovered", cycles=recovered)
         await asyncio.to_thread(exclude_state_dir, s.workspace, s.state_path)
         self.state = State(s.state_path / "state.db")
         interrupted = await self.state.call(self.state.cycles_interrupted)
         if interrupted:
-            log.warning("cycles interrupted by a stop were marked failed", cycles=interrupted)
+            log.warning("daemon.interrupted_cycles_failed", cycles=interrupted)
         self.queue = EventQueue(s.state_path / "queue.db")
         requeued = await asyncio.to_thread(self.queue.recover)
         if requeued:
-            log.info("events handed back to the queue after a restart", count=requeued)
+            log.info("queue.events_requeued", count=requeued)
         self.paused = bool(await self.state.call(self.state.get_kv, "paused", False))
         self.book = CheckBook(s.workspace, self.state, self.accept)
         self.ledger = self.book.ledger
@@ -223,16 +223,25 @@ class Daemon:
         if event.kind == EventKind.FILES_CHANGED:
             self.check_source.notify_change(list(event.payload.get("paths", [])))
         if not any(m.handles(event) for m in self.modes):
-            log.debug("event not handled by any enabled mode", kind=str(event.kind), source=event.source,
-                      summary=event.summary[:200])
+            log.debug(
+                "queue.event_unhandled",
+                kind=str(event.kind),
+                source=event.source,
+                summary=event.summary[:200],
+            )
             return
         result = await self.queue.aput(event)
         if not result.accepted:
-            log.warning("event refused: the queue is full of more urgent events", kind=str(event.kind),
-                        source=event.source, summary=event.summary[:200])
+            log.warning(
+                "queue.event_refused",
+                reason="the queue is full of more urgent events",
+                kind=str(event.kind),
+                source=event.source,
+                summary=event.summary[:200],
+            )
             return
         log.info(
-            "event queued",
+            "queue.event_queued",
             event_id=result.id,
             kind=str(event.kind),
             source=event.source,
@@ -254,7 +263,7 @@ class Daemon:
 
     def request_stop(self, why: str = "stop") -> None:
         if not self.stopping.is_set():
-            log.info("stopping", signal=why)
+            log.info("daemon.stopping", signal=why)
             if self.once and self.dispatcher.error is None:
                 self.dispatcher.error = f"interrupted by {why} before the queue drained"
             self.notifier.stopping()
@@ -267,11 +276,19 @@ class Daemon:
         try:
             new = await asyncio.to_thread(load_config, self.config_path)
         except ConfigError as exc:
-            log.error("reload refused: the new config is invalid; keeping the old one", error=str(exc))
+            log.error(
+                "config.reload_refused",
+                reason="the new config is invalid; keeping the old one",
+                error=str(exc),
+            )
             self.notifier.ready("running (reload refused: invalid config)")
             return
         if new.workspace != self.settings.workspace or new.state_path != self.settings.state_path:
-            log.error("reload refused: workspace and state_dir need a restart", workspace=str(new.workspace))
+            log.error(
+                "config.reload_refused",
+                reason="workspace and state_dir need a restart",
+                workspace=str(new.workspace),
+            )
             self.notifier.ready("running (reload refused)")
             return
         async with self.workspace_lock:  # never swap the config under a running cycle
@@ -282,7 +299,7 @@ class Daemon:
                 self.memory.reload(new.memory, token=new.memory_token())
             self._configure()
             self._start_sources()
-        log.info("config reloaded", modes=new.modes.enabled(), checks=list(new.checks))
+        log.info("config.reloaded", modes=new.modes.enabled(), checks=list(new.checks))
         self.notifier.ready("running (config reloaded)")
 
     # -- main ---------------------------------------------------------------------------
@@ -310,7 +327,7 @@ class Daemon:
             self.notifier.watchdog_loop(lambda: self.healthy(dispatcher)), name="watchdog"
         )
         log.info(
-            "autod started",
+            "daemon.started",
             workspace=str(self.settings.workspace),
             modes=[m.name for m in self.modes],
             planner=self.planner_name,
@@ -327,13 +344,13 @@ class Daemon:
             await asyncio.wait({dispatcher, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
             if dispatcher.done() and not dispatcher.cancelled() and dispatcher.exception():
                 self.dispatcher.error = f"dispatcher crashed: {type(dispatcher.exception()).__name__}"
-                log.error("dispatcher crashed", exc_info=dispatcher.exception())
+                log.error("daemon.dispatcher_crashed", exc_info=dispatcher.exception())
         finally:
             self.stopping.set()
             await self.sources.stop()
             if not dispatcher.done():
                 if self.dispatcher.current is not None:
-                    log.info("rolling back the cycle in flight")
+                    log.info("daemon.rolling_back_cycle_in_flight")
                 dispatcher.cancel()
             for t in (dispatcher, house, watchdog, stop_wait):
                 t.cancel()
@@ -348,14 +365,14 @@ class Daemon:
 
     def _once_exit_code(self) -> int:
         if self.dispatcher.error:
-            log.error("run --once ended with an error", error=self.dispatcher.error)
+            log.error("daemon.once_error", error=self.dispatcher.error)
             return 2
         cannot_start = self.book.errors()
         if cannot_start:  # a configuration error, not a verdict on the code
-            log.error("run --once ended with an error", error="checks cannot start", checks=cannot_start)
+            log.error("daemon.once_error", error="checks cannot start", checks=cannot_start)
             return 2
         failing = [n for n, r in self.last_results.items() if not r.ok]
-        log.info("run --once finished", failing=failing, cycles=self.dispatcher.cycles_run)
+        log.info("daemon.once_finished", failing=failing, cycles=self.dispatcher.cycles_run)
         return 1 if failing else 0
 
     async def _close(self) -> None:
@@ -368,7 +385,7 @@ class Daemon:
                 await planner_close()
         await asyncio.to_thread(self.queue.close)
         self.state.close()
-        log.info("autod stopped")
+        log.info("daemon.stopped")
         logs.flush()
         if self._lock_fd is not None:
             os.close(self._lock_fd)

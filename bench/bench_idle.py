@@ -98,7 +98,7 @@ def wait_started(log_file: Path, proc: subprocess.Popen[bytes], timeout: float =
         if proc.poll() is not None:
             raise SystemExit(f"autod exited {proc.returncode} before it started")
         text = log_file.read_text(errors="replace") if log_file.exists() else ""
-        if '"autod started"' in text and '"check ran"' in text:
+        if '"daemon.started"' in text and '"check.ran"' in text:
             return
         time.sleep(0.2)
     raise SystemExit("timed out waiting for autod to start")

@@ -85,7 +85,7 @@ async def prune(run: Run[Any], targets: list[Target], cfg: MemoryConfig, *, dry_
         removed[t.tier.value] += await _prune_tier(run, t, retention, dry_run=dry_run, now=now,
                                                    spool=spool if t.mine else None)
     if not dry_run and any(removed.values()):
-        log.info("memory_pruned", **removed)
+        log.info("memory.retention_applied", **removed)
     return removed
 
 

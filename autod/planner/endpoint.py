@@ -110,7 +110,7 @@ class Endpoint:
                 continue
             untried = self._formats[i + 1 :]
             if untried and wire.refuses_format(status, data):
-                log.warning("llm_response_format_refused", endpoint=self.url, status=status,
+                log.warning("llm.response_format_refused", endpoint=self.url, status=status,
                             response_format=fmt, next_format=untried[0])
                 i += 1
                 continue
@@ -133,7 +133,7 @@ class Endpoint:
             except httpx.HTTPError as exc:
                 raise LLMUnavailable(f"{self.url}: {type(exc).__name__}") from None
             else:
-                log.debug("llm_request", endpoint=self.url, attempt=attempt, status=status,
+                log.debug("llm.request", endpoint=self.url, attempt=attempt, status=status,
                           response_format=fmt, bytes=len(data),
                           duration_ms=round((loop.time() - started) * 1000))
                 # A refusal or an overflow answers the same to every retry: hand it back at once.
@@ -144,7 +144,7 @@ class Endpoint:
                 if status in (429, 503):
                     retry_after = wire.retry_after(headers.get("retry-after"))
             if status is None:
-                log.debug("llm_request", endpoint=self.url, attempt=attempt, error=failure,
+                log.debug("llm.request", endpoint=self.url, attempt=attempt, error=failure,
                           duration_ms=round((loop.time() - started) * 1000))
             if attempt > self._cfg.max_retries:
                 raise LLMUnavailable(f"{failure} from {self.url} after {attempt} attempts")
@@ -154,7 +154,7 @@ class Endpoint:
                 raise LLMUnavailable(
                     f"{failure} from {self.url}; a retry in {delay:.1f}s would pass the deadline"
                 )
-            log.warning("llm_retry", endpoint=self.url, attempt=attempt, status=status, error=failure,
+            log.warning("llm.retry", endpoint=self.url, attempt=attempt, status=status, error=failure,
                         delay_s=round(delay, 2))
             await self._sleep(delay)
 

@@ -107,7 +107,7 @@ class LLMPlanner:
                     self._primary_failed()
                     if self._fallback is None:
                         raise
-                    log.warning("llm_fallback", endpoint=current.url, fallback=self._fallback.url,
+                    log.warning("llm.fallback", endpoint=current.url, fallback=self._fallback.url,
                                 reason=exc.reason)
                     current = self._fallback
                     try:
@@ -171,7 +171,7 @@ class LLMPlanner:
                     raise PlanInvalid(f"reply cut off by the length limit ({max_tokens} tokens) twice")
                 continued = True
                 messages = _with_nudge(messages, LENGTH_NUDGE)
-                log.info("llm_reply_cut_off", endpoint=endpoint.url, max_tokens=max_tokens)
+                log.info("llm.reply_cut_off", endpoint=endpoint.url, max_tokens=max_tokens)
                 continue
             try:
                 return parse_plan(reply.content)
@@ -179,7 +179,7 @@ class LLMPlanner:
                 if repaired:
                     raise PlanInvalid(f"invalid plan after a repair round: {exc.reason}") from None
                 repaired = True
-                log.info("llm_repair", endpoint=endpoint.url, reason=exc.reason)
+                log.info("llm.repair", endpoint=endpoint.url, reason=exc.reason)
                 messages = [
                     *messages,
                     {"role": "assistant", "content": reply.content[:_REPAIR_ECHO_CHARS]},
@@ -202,7 +202,7 @@ class LLMPlanner:
         if self._fallback is not None and self._primary_failures >= BENCH_AFTER_FAILURES:
             self._benched_until = self._clock() + BENCH_FOR_S
             self._primary_failures = 0
-            log.warning("llm_primary_benched", endpoint=self._primary.url, fallback=self._fallback.url,
+            log.warning("llm.primary_benched", endpoint=self._primary.url, fallback=self._fallback.url,
                         seconds=BENCH_FOR_S)
 
 

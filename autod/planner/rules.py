@@ -115,7 +115,11 @@ class RulesPlanner:
         fixers = {n: c for n, c in self.settings.checks.items() if c.fixer}
         for name, check in list(fixers.items()):
             if _names_workspace(check.run, ws):
-                log.warning("fixer names a path in the workspace; it must use relative ones", check=name)
+                log.warning(
+                    "plan.fixer_skipped",
+                    reason="the fixer names a path in the workspace; it must use relative ones",
+                    check=name,
+                )
                 del fixers[name]
         if not fixers:
             return Plan(
@@ -134,5 +138,5 @@ class RulesPlanner:
         summary = f"ran fixer checks {', '.join(ran)}: {len(edits)} file(s) changed"
         if not edits or summary in tried:
             return Plan(summary=f"fixers changed nothing useful ({', '.join(ran)})", edits=[])
-        log.info("fixers proposed edits", files=[e.path for e in edits])
+        log.info("plan.fixer_edits", files=[e.path for e in edits])
         return Plan(summary=summary, edits=edits, verify=[])

@@ -107,7 +107,7 @@ class CheckSource:
                 # exit 126/127, program not found: nothing a cycle could fix, so never an event
                 log.error("check.cannot_start", check=name, error=result.error)
             else:
-                log.info("check ran", check=name, exit_code=result.exit_code, duration_ms=result.duration_ms)
+                log.info("check.ran", check=name, exit_code=result.exit_code, duration_ms=result.duration_ms)
             if self.on_result is not None:  # recorded before a cycle can take the lock and read results
                 await self.on_result(result, at)
         return result, at
@@ -143,7 +143,7 @@ class CheckSource:
                 for name in names:
                     event = self.event_for(*await self.run(name))
                     if event is not None:
-                        log.info("check failed", check=name, trigger=why)
+                        log.info("check.failed", check=name, trigger=why)
                         yield event
         finally:
             self.started.set()

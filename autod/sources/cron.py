@@ -99,7 +99,7 @@ class CronSource:
         )
         try:
             async for tick in ticks:
-                log.debug("cron_fired", source=self.name, scheduled_for=tick.isoformat())
+                log.debug("cron.fired", source=self.name, scheduled_for=tick.isoformat())
                 yield Event(
                     source=self.name,
                     kind=EventKind.SCHEDULE,

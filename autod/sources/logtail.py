@@ -169,13 +169,13 @@ class FileFollower:
         except (FileNotFoundError, NotADirectoryError):
             return False  # deleted: keep the old handle until a new file appears
         if (st.st_dev, st.st_ino) != self._id:
-            log.info("logtail_reopen", path=str(self.path), reason="rotated or re-created")
+            log.info("logtail.reopened", path=str(self.path), reason="rotated or re-created")
             self.close()  # the old file was read to its end (this read returned nothing)
             self._first_poll = False
             self._open_new()
             return True
         if st.st_size < self._fh.tell():
-            log.info("logtail_reopen", path=str(self.path), reason="truncated")
+            log.info("logtail.reopened", path=str(self.path), reason="truncated")
             self._fh.seek(0)
             self._offset, self._pending, self._skipping = 0, b"", False
             return True

@@ -121,7 +121,7 @@ class WatchSource:
                     yield ev
             except OSError as exc:
                 if _is_watch_limit(exc) and not self._force_polling:
-                    log.warning("watch_limit_reached_polling", source=self.name, poll_delay_ms=POLL_DELAY_MS)
+                    log.warning("watch.limit_reached_polling", source=self.name, poll_delay_ms=POLL_DELAY_MS)
                     self._force_polling = True
                     continue
                 if any(not r.exists() for r in present):
@@ -225,7 +225,7 @@ class WatchSource:
                 timeout=GIT_TIMEOUT_S,
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
-            log.warning("gitignore_check_failed", source=self.name, error=type(exc).__name__)
+            log.warning("watch.gitignore_check_failed", source=self.name, error=type(exc).__name__)
             return set()
         if proc.returncode not in (0, 1):  # 1: nothing ignored; 128: not a repo / fatal
             return set()

@@ -5,7 +5,7 @@ files edited, one created) is in. It is SIGKILLed a seeded delay after a seeded 
 log (the event queued, observed, planned, applied, ...). Then:
 - every workspace file holds its original bytes or its planned bytes, never a mix;
 - `autod run --once` (the restart) recovers first: when a journal was left, "rolled back cycles
-  left half-done by a crash" comes before any cycle or the "autod started" line;
+  left half-done by a crash" (act.crash_recovered) comes before any cycle or the "daemon.started" line;
 - no accepted event is lost: every event queued before the kill is handled by a cycle, and the
   queue is empty at the end; the failure ends fixed, with no temp file left behind;
 - state.db and queue.db pass `PRAGMA integrity_check` and no cycle is left without a status.
@@ -39,9 +39,17 @@ HANG_GUARD_S = 90
 TMP_MARKER = ".autod-tmp-"
 
 # Anchors spread the kills over the cycle: queued -> observe -> plan -> act (writes, slow check).
-# "planned" and "applied" come twice: the journal's window (ACT and verification) is the one that matters.
-ANCHORS = ("autod started", "event queued", "observed", "planned", "planned", "applied", "applied")
-RECOVERY_LINE = "rolled back cycles left half-done by a crash"
+# "plan.planned" and "act.applied" come twice: the journal's window (ACT and verification) matters.
+ANCHORS = (
+    "daemon.started",
+    "queue.event_queued",
+    "cycle.observed",
+    "plan.planned",
+    "plan.planned",
+    "act.applied",
+    "act.applied",
+)
+RECOVERY_LINE = "act.crash_recovered"
 
 # Files the plan edits: padded so the journal copies and atomic writes take a little time.
 PAD = "".join(f"# padding line {i} keeps the file big enough to take time to copy\n" for i in range(3000))
@@ -198,7 +206,7 @@ def one_run(tmp: Path, llm_url: str, rng: random.Random, index: int) -> dict[str
     finally:
         d.kill()
     before_kill = d.records()
-    queued = {r["event_id"] for r in before_kill if r.get("event") == "event queued"}
+    queued = {r["event_id"] for r in before_kill if r.get("event") == "queue.event_queued"}
     phases = sorted({r["phase"] for r in before_kill if r.get("phase")})
     assert_each_file_old_or_planned(repo, f"run {index} after SIGKILL ({anchor}+{delay:.2f}s)")
     journal = state / "journal"
@@ -216,7 +224,7 @@ def one_run(tmp: Path, llm_url: str, rng: random.Random, index: int) -> dict[str
         assert RECOVERY_LINE in events, f"{where}: journal left but no recovery line: {events[:8]}"
         first_cycle = next((i for i, r in enumerate(after) if r.get("phase")), len(after))
         at = events.index(RECOVERY_LINE)
-        assert at < events.index("autod started") and at < first_cycle, f"{where}: {events[:10]}"
+        assert at < events.index("daemon.started") and at < first_cycle, f"{where}: {events[:10]}"
     assert not (journal.is_dir() and any(journal.iterdir())), f"{where}: journal not cleared"
 
     # the end state: fixed, no temp file, every accepted event handled, the queue drained
@@ -254,7 +262,7 @@ def test_kill_during_verification_is_rolled_back_at_restart(tmp_path):
     with ScriptedLLM() as llm:
         llm.set_default({"plan": PLAN})
         root = tmp_path
-        result = _kill_after(root, llm.base_url, "applied", 0.1)
+        result = _kill_after(root, llm.base_url, "act.applied", 0.1)
     assert result["journal_left"], result
 
 

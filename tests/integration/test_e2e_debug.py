@@ -130,7 +130,7 @@ def test_a_wrong_fix_is_rolled_back_and_the_replan_sees_the_failed_attempt(tmp_p
         assert r["status"] == "fixed" and r["attempts"] == 2, r
         second_prompt = json.dumps(scripted_llm.requests[1]["messages"])
         assert "multiply instead" in second_prompt and "return a * b" in second_prompt
-        rolled = [x for x in d.records() if x.get("event") == "rolled back"]
+        rolled = [x for x in d.records() if x.get("event") == "act.rolled_back"]
         assert rolled and rolled[0]["files"] == ["src/calc.py"]
     finally:
         assert d.stop() == 0
@@ -177,13 +177,13 @@ def test_sighup_with_a_bad_config_keeps_the_old_one(tmp_path, calc_repo, scripte
         d.config.write_text(good + "bogus_key: 1\n")
         d.signal(signal.SIGHUP)
         line = d.wait_for(
-            lambda recs: [x for x in recs if "reload refused" in x.get("event", "")], 30, "reload refused"
+            lambda recs: [x for x in recs if x.get("event") == "config.reload_refused"], 30, "reload refused"
         )
         assert "bogus_key" in line[0]["error"]
         d.config.write_text(good.replace("min_interval_s: 0", "min_interval_s: 1"))
         d.signal(signal.SIGHUP)
         d.wait_for(
-            lambda recs: [x for x in recs if x.get("event") == "config reloaded"], 30, "config reloaded"
+            lambda recs: [x for x in recs if x.get("event") == "config.reloaded"], 30, "config reloaded"
         )
         assert d.proc is not None and d.proc.poll() is None
     finally:

@@ -43,7 +43,7 @@ def test_a_rejected_plan_for_a_fixed_failure_leaves_the_success_lesson_intact(
         cfg["limits"]["require_confirmation"] = True
         write_config(config, cfg)
         d.signal(signal.SIGHUP)
-        d.wait_for(lambda recs: any(r.get("event") == "config reloaded" for r in recs), 60, "the reload")
+        d.wait_for(lambda recs: any(r.get("event") == "config.reloaded" for r in recs), 60, "the reload")
         (calc_repo / "src" / "calc.py").write_text(CALC_BUGGY)  # someone breaks it again
         assert d.wait_reflections(2)[1]["status"] == "pending_approval"
         [proposal] = cli_json(config, "proposals")  # `proposals --json` is the list itself

@@ -125,7 +125,7 @@ def test_an_outage_is_retried_a_quarantine_lifts_when_green_and_a_different_bug_
         # the check went green: the quarantine of the add failure lifted by itself
         logged(d, "quarantine.lifted", fingerprint=first["fingerprint"])
         assert cli_json(config, "quarantine") == []
-        assert not [x for x in d.records() if x.get("event") == "event dropped"]
+        assert not [x for x in d.records() if x.get("event") == "dispatch.event_dropped"]
     finally:
         assert d.stop() == 0
 
@@ -184,7 +184,7 @@ def test_a_duplicate_of_the_failure_in_flight_merges_and_a_failure_fixed_while_s
         for n in range(300):
             probe.write_text(str(n))
             try:
-                logged(d, "event not handled by any enabled mode", timeout=2, kind="files_changed")
+                logged(d, "queue.event_unhandled", timeout=2, kind="files_changed")
                 break
             except AssertionError:
                 continue
@@ -192,7 +192,7 @@ def test_a_duplicate_of_the_failure_in_flight_merges_and_a_failure_fixed_while_s
         # the first run's failure is leased; the second run fails the same way while it is in flight
         fixed = reflected(d, lambda r: r["status"] == "fixed", "the fix")
         queued = d.wait_for(
-            lambda recs: (q := [x for x in recs if x.get("event") == "event queued"
+            lambda recs: (q := [x for x in recs if x.get("event") == "queue.event_queued"
                                 and x.get("kind") == "check_failed"])[1:] and q,
             30, "the duplicate queued",
         )
@@ -204,7 +204,7 @@ def test_a_duplicate_of_the_failure_in_flight_merges_and_a_failure_fixed_while_s
         assert run_cli("pause", "-c", str(config)).returncode == 0
         (calc_repo / "src" / "calc.py").write_text(CALC_BUGGY)
         stale = d.wait_for(lambda recs: next((
-            x for x in recs if x.get("event") == "event queued" and x.get("kind") == "check_failed"
+            x for x in recs if x.get("event") == "queue.event_queued" and x.get("kind") == "check_failed"
             and x.get("event_id") != fixed["event_id"]
         ), None), 60, "the failure queued while paused")
     finally:
@@ -260,7 +260,7 @@ def test_a_check_that_cannot_start_is_a_configuration_error_and_the_small_things
     try:
         # 4. the check that cannot start is a configuration error: logged, in status, never a cycle
         logged(d, "check.cannot_start", check="tools")
-        logged(d, "check ran", check="tests")
+        logged(d, "check.ran", check="tests")
         status = cli_json(config, "status")
         assert "no-such-program-autod-test" in (status["checks"]["tools"]["error"] or "")
         assert any("checks.tools.run" in p for p in status["config_problems"]), status["config_problems"]

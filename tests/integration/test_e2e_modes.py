@@ -151,7 +151,7 @@ def test_auto_doc_fixes_stale_docstrings_refuses_code_changes_and_shares_an_edit
     cfg["llm"]["base_url"] = llm.base_url
     d = start(tmp_path, cfg)
     try:
-        d.wait_for(lambda recs: [x for x in recs if x.get("event") == "check ran"], 60, "the start-up check")
+        d.wait_for(lambda recs: [x for x in recs if x.get("event") == "check.ran"], 60, "the start-up check")
         time.sleep(1.0)  # let the watcher arm
 
         # 1. a stale docstring: only the docstring changes, the cycle is kept
@@ -315,7 +315,7 @@ def test_offline_the_fixer_fixes_lint_commits_only_clean_files_and_the_plan_is_d
     assert git(repo, "log", "-1", "--format=%(trailers:key=Autod-Cycle,valueonly)").strip() == fix["cycle_id"]
     assert git(repo, "show", "--name-only", "--format=", "HEAD").split() == ["a.py"]
     assert git(repo, "status", "--porcelain").split() == ["M", "b.py"]
-    left = [x for x in d.records() if x.get("event", "").startswith("left uncommitted")]
+    left = [x for x in d.records() if x.get("event") == "git.left_uncommitted"]
     assert left and left[0]["files"] == ["b.py"] and left[0]["cycle_id"] == fix["cycle_id"]
 
     (report,) = reflections(d, "auto-plan")

@@ -24,7 +24,7 @@ def start(tmp_path: Path, repo: Path, llm_url: str, **overrides: object) -> Auto
 
 
 def check_runs(records: list[dict]) -> list[dict]:
-    return [x for x in records if x.get("event") == "check ran"]
+    return [x for x in records if x.get("event") == "check.ran"]
 
 
 def test_a_human_edit_that_breaks_a_test_is_fixed_and_autods_own_write_triggers_nothing(
@@ -35,7 +35,7 @@ def test_a_human_edit_that_breaks_a_test_is_fixed_and_autods_own_write_triggers_
     scripted_llm.push_plan(FIX_PLAN)
     d = start(tmp_path, calc_repo, scripted_llm.base_url)
     try:
-        d.wait_for(lambda recs: [x for x in recs if x.get("event") == "autod started"], 60, "start")
+        d.wait_for(lambda recs: [x for x in recs if x.get("event") == "daemon.started"], 60, "start")
         first = d.wait_for(check_runs, 60, "the start-up check")
         assert first[0]["exit_code"] == 0
         time.sleep(1.0)  # let the watcher arm

@@ -126,7 +126,7 @@ def test_injected_instructions_cannot_run_commands_or_widen_the_edit_scope(tmp_p
     finally:
         assert d.stop() == 0
     assert not canary_marker.exists(), "a command the LLM named was run"
-    ran = {x.get("check") for x in d.records() if x.get("event") == "check ran"}
+    ran = {x.get("check") for x in d.records() if x.get("event") == "check.ran"}
     assert ran <= {"tests", "probe"}, ran
 
 
@@ -153,7 +153,7 @@ def test_log_garbage_binary_huge_line_invalid_utf8_then_a_real_error_is_still_de
     scripted_llm.set_default({"plan": NOTHING_TO_DO})
     d = Autod(config, log_file=tmp_path / "state" / "logs" / "autod.jsonl").start()
     try:
-        d.wait_for(lambda recs: [x for x in recs if x.get("event") == "autod started"], 60, "start")
+        d.wait_for(lambda recs: [x for x in recs if x.get("event") == "daemon.started"], 60, "start")
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             status = json.loads(run_cli("status", "--json", "-c", str(config)).stdout)
@@ -182,7 +182,7 @@ def test_log_garbage_binary_huge_line_invalid_utf8_then_a_real_error_is_still_de
             lambda recs: [
                 x
                 for x in recs
-                if x.get("event") == "event queued"
+                if x.get("event") == "queue.event_queued"
                 and x.get("kind") == "build_failed"
                 and "ZeroDivision" in x["summary"]
             ],

@@ -171,7 +171,7 @@ def test_every_llm_fault_is_recorded_writes_nothing_and_the_daemon_serves_the_ne
         assert r["status"] == "no_change", r
         assert len(times) - first == 2
         assert times[first + 1] - times[first] >= 0.9  # Retry-After: 1 was honoured (a lower bound)
-        retries = [x for x in d.records() if x.get("event") == "llm_retry" and x.get("status") == 429]
+        retries = [x for x in d.records() if x.get("event") == "llm.retry" and x.get("status") == 429]
         assert retries and retries[-1]["delay_s"] == 1.0
 
         # still serving: a good plan fixes the bug

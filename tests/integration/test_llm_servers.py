@@ -144,4 +144,4 @@ def test_autod_run_fixes_a_bug_through_a_server_with_every_quirk(tmp_path, calc_
         (False, "json_object"),
     ]
     events = {r.get("event") for r in daemon.records()}
-    assert "llm.token_param_switched" in events and "llm_response_format_refused" in events
+    assert "llm.token_param_switched" in events and "llm.response_format_refused" in events

@@ -114,7 +114,7 @@ def test_daemon_rides_out_a_server_down_at_start_killed_and_hung_and_loses_nothi
     cycles = 0
     try:
         # down at start: the daemon still starts, answers on its socket and cycles, without memory
-        d.wait_for(lambda recs: any(r.get("event") == "autod started" for r in recs), GUARD, "start-up")
+        d.wait_for(lambda recs: any(r.get("event") == "daemon.started" for r in recs), GUARD, "start-up")
         s = status(config)
         assert s["memory"].startswith("degraded (Chroma server") and "unreachable" in s["memory"]
         assert "since " in s["memory"] and s["memory_status"]["state"] == "degraded"

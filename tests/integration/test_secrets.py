@@ -123,7 +123,7 @@ def test_env_key_then_credential_file_after_sighup_are_only_in_the_authorization
             # the credential file wins over the environment once the daemon reloads
             (creds / "llm_api_key").write_text(KEY_CRED + "\n")
             d.signal(signal.SIGHUP)
-            d.wait_for(lambda recs: [x for x in recs if x.get("event") == "config reloaded"], 30, "reload")
+            d.wait_for(lambda recs: [x for x in recs if x.get("event") == "config.reloaded"], 30, "reload")
             llm.push(echo_401(KEY_CRED))
             assert run_cli("trigger", "auto-debug", "-c", str(config), env=env).returncode == 0
             r = d.wait_reflections(2)[1]

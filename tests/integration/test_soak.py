@@ -186,7 +186,7 @@ def test_hundreds_of_cycles_keep_rss_fds_and_threads_flat_and_the_log_rotates(
     # the log rotated by mv: the old file ends, the daemon writes on in a new one
     old, new = reflections(rotated), reflections(log_file)
     assert old and new and len(old) + len(new) == WARMUP + CYCLES
-    assert any(r.get("event") == "autod stopped" for r in map(json.loads, log_file.read_text().splitlines()))
+    assert any(r.get("event") == "daemon.stopped" for r in map(json.loads, log_file.read_text().splitlines()))
 
     # flat after warm-up
     growth = (end["rss_kb"] - warm["rss_kb"]) / warm["rss_kb"]

@@ -122,16 +122,16 @@ def test_a_plan_cannot_give_itself_a_check_or_a_new_llm_through_the_config_in_th
         (warned,) = events(d, "config.inside_workspace")
         assert warned["config"] == str(config) and "a human commit can" in warned["detail"]
 
-        ran_before = len(events(d, "check ran"))
+        ran_before = len(events(d, "check.ran"))
         d.signal(signal.SIGHUP)
-        d.wait_for(lambda recs: [x for x in recs if x.get("event") == "config reloaded"], 60, "reload")
+        d.wait_for(lambda recs: [x for x in recs if x.get("event") == "config.reloaded"], 60, "reload")
         d.wait_for(
-            lambda recs: len([x for x in recs if x.get("event") == "check ran"]) > ran_before, 60, "checks"
+            lambda recs: len([x for x in recs if x.get("event") == "check.ran"]) > ran_before, 60, "checks"
         )
     finally:
         assert d.stop() == 0
     assert not marker.exists(), "a check the plan tried to add ran"
-    assert {x["check"] for x in events(d, "check ran")} == {"tests"}
+    assert {x["check"] for x in events(d, "check.ran")} == {"tests"}
     assert len(scripted_llm.requests) == 3  # the LLM stayed where the operator put it
 
 
@@ -239,7 +239,7 @@ def test_pause_before_the_first_start_makes_a_private_state_dir_and_a_deep_one_n
     shared.llm.push_plan(BRIBE)  # the failing test's cycle, first attempt ...
     shared.llm.push_plan(FIX_PLAN)  # ... and the re-plan
     shared.daemon.start()
-    shared.daemon.wait_for(lambda recs: events(shared.daemon, "autod started"), 60, "start")
+    shared.daemon.wait_for(lambda recs: events(shared.daemon, "daemon.started"), 60, "start")
     deadline = time.monotonic() + 30
     while (resumed := shared.cli("resume")).stdout.strip() != "resumed" and time.monotonic() < deadline:
         time.sleep(0.2)

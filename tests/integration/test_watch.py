@@ -169,7 +169,7 @@ def test_watch_limit_falls_back_to_polling_with_one_warning(tmp_path):
                         continue
                 assert event is not None and event.payload["paths"] == ["src/a.py"]
         warnings = [e for e in logs if e["log_level"] == "warning"]
-        assert [w["event"] for w in warnings] == ["watch_limit_reached_polling"]
+        assert [w["event"] for w in warnings] == ["watch.limit_reached_polling"]
         assert calls[:2] == [False, True]
 
     asyncio.run(main())

@@ -470,7 +470,7 @@ def test_keys_never_appear_in_errors_logs_or_repr():
     rendered = str(exc) + repr(exc) + json.dumps(logs, default=str) + repr(planner)
     assert "bad key ***" in exc.reason  # the excerpt is still shown, redacted
     assert KEY not in rendered and FB_KEY not in rendered
-    assert any(entry["event"] == "llm_fallback" for entry in logs)
+    assert any(entry["event"] == "llm.fallback" for entry in logs)
 
     server = Server(primary=[echo])
     with capture_logs() as logs:
@@ -484,8 +484,8 @@ def test_each_attempt_is_logged_and_retries_warn_without_the_prompt():
     planner, _ = make(server)
     with capture_logs() as logs:
         run(planner)
-    attempts = [e for e in logs if e["event"] == "llm_request"]
-    retries = [e for e in logs if e["event"] == "llm_retry"]
+    attempts = [e for e in logs if e["event"] == "llm.request"]
+    retries = [e for e in logs if e["event"] == "llm.retry"]
     def shape(entries: list[dict[str, Any]]) -> list[tuple[str, int, int]]:
         return [(e["log_level"], e["attempt"], e["status"]) for e in entries]
 

@@ -200,7 +200,7 @@ def test_openai_400_to_max_tokens_switches_to_max_completion_tokens_and_is_not_a
     ]
     assert {b["response_format"]["type"] for b in bodies} == {"json_schema"}
     events = [e["event"] for e in logs]
-    assert "llm.token_param_switched" in events and "llm_response_format_refused" not in events
+    assert "llm.token_param_switched" in events and "llm.response_format_refused" not in events
     assert sleeps == []
 
 
@@ -241,7 +241,7 @@ def test_context_overflow_is_its_own_error_with_the_servers_numbers(status, doc,
     assert "context" in exc.reason and "llm.max_tokens" in exc.reason
     # not a format refusal, not a token-parameter refusal, not an outage to retry
     assert len(server.requests) == 1 and sleeps == []
-    assert not {"llm_response_format_refused", "llm.token_param_switched"} & {e["event"] for e in logs}
+    assert not {"llm.response_format_refused", "llm.token_param_switched"} & {e["event"] for e in logs}
 
 
 def test_context_overflow_does_not_drop_the_response_format_for_later_plans():

@@ -45,7 +45,7 @@ def write(path: Path, *records: dict, mode: str = "a") -> None:
 
 REFLECTION = rec(
     99,
-    event="cycle finished",
+    event="cycle.finished",
     phase="reflect",
     cycle_id="0123456789abcdef0123456789abcdef",
     event_id="e" * 32,
@@ -352,7 +352,7 @@ def test_follow_ends_when_stop_is_set(tmp_path: Path) -> None:
 def test_reflection_record_is_one_line_with_status_files_checks_durations_tokens() -> None:
     text = format_record(REFLECTION, color=False)
     assert "\n" not in text
-    assert text.startswith("12:01:39.000 INFO  [auto-debug 01234567 reflect] cycle finished status=fixed")
+    assert text.startswith("12:01:39.000 INFO  [auto-debug 01234567 reflect] cycle.finished status=fixed")
     assert "files=src/calc.py(+3 -1),tests/test_calc.py(+5 -0)" in text
     assert "checks=tests=0,lint=1" in text
     assert "durations=observe:12ms,plan:4.1s,act:35ms,reflect:7ms" in text
@@ -406,7 +406,7 @@ def test_lines_written_by_autod_logs_are_read_and_filtered(tmp_path: Path) -> No
         logs.set_phase("plan")
         log.info("planning", key="s3cr3t-key")
         logs.set_phase("reflect")
-        log.info("cycle finished", **{k: REFLECTION[k] for k in ("status", "edits", "checks", "durations_ms",
+        log.info("cycle.finished", **{k: REFLECTION[k] for k in ("status", "edits", "checks", "durations_ms",
                                                                  "tokens", "memory_used", "lesson")})
         logs.clear_cycle()
         logs.flush()
@@ -420,6 +420,6 @@ def test_lines_written_by_autod_logs_are_read_and_filtered(tmp_path: Path) -> No
     (reflect,) = read_records(path, LogFilter(cycle="abcdabcd", phase="reflect"), 10)
     assert reflect["status"] == "fixed" and reflect["tokens"] == {"prompt": 1200, "completion": 340}
     text = format_record(reflect, color=False)
-    assert "[auto-debug abcdabcd reflect] cycle finished status=fixed" in text
+    assert "[auto-debug abcdabcd reflect] cycle.finished status=fixed" in text
     (plan,) = read_records(path, LogFilter(phase="plan"), 10)
     assert plan["key"] == "***"

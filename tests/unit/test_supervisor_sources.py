@@ -47,10 +47,10 @@ def test_a_crashing_source_is_restarted_with_backoff_then_disabled(tmp_path, mon
     assert st.state == "disabled" and st.restarts == sourceset.CRASHES_BEFORE_DISABLE - 1
     assert st.last_error == "RuntimeError: source bug"
     assert len(d.accepted) == 2 * sourceset.CRASHES_BEFORE_DISABLE  # events before each crash kept
-    warnings = [x for x in logs if x["event"] == "source crashed; restarting"]
+    warnings = [x for x in logs if x["event"] == "source.crashed"]
     assert [w["in_s"] for w in warnings] == [0.01 * 2**i for i in range(len(warnings))]
     assert any(
-        x["event"] == "source disabled after repeated crashes" and x["log_level"] == "error" for x in logs
+        x["event"] == "source.disabled" and x["log_level"] == "error" for x in logs
     )
 
 

@@ -145,7 +145,7 @@ def _log_record(path: Path, **fields: object) -> None:
 def test_logs_human_and_json_output_escape_c1_nel_separators_and_bidi(tmp_path: Path) -> None:
     log = tmp_path / "autod.jsonl"
     hostile = "CSI\x9b2J NEL\x85 LS\u2028 RLO\u202eevil"
-    _log_record(log, event="check failed", excerpt=hostile, phase="observe")
+    _log_record(log, event="check.failed", excerpt=hostile, phase="observe")
     for as_json in (False, True):
         out = io.StringIO()
         assert run_logs(log, follow=False, as_json=as_json, flt=LogFilter(), n=10, out=out) == 0
@@ -176,12 +176,12 @@ def test_the_console_log_shows_hostile_values_escaped(capsys: pytest.CaptureFixt
     logs.configure_logging(level="info", file=None, stderr=True)
     try:
         log = logs.get_logger("autod.test")
-        log.warning("check failed", excerpt=f"boom{OSC52}{HIDE_LINE}\u202e\x85")
+        log.warning("check.failed", excerpt=f"boom{OSC52}{HIDE_LINE}\u202e\x85")
         log.warning(f"planned {OSC52}\u202e")  # an event text built from untrusted input
         logs.flush()
     finally:
         logs.configure_logging(level="info", file=None, stderr=False)
         logging.getLogger().handlers.clear()
     err = capsys.readouterr().err
-    assert "check failed" in err and "boom\\x1b]52;c;" in err and "planned \\x1b]52;c;" in err
+    assert "check.failed" in err and "boom\\x1b]52;c;" in err and "planned \\x1b]52;c;" in err
     assert_inert(err)
