@@ -108,8 +108,9 @@ def resolve_program(name: str, *, cwd: Path, venv: Path | None, path: str) -> Pa
 
 def runtime_paths(program: Path, path: str) -> list[Path]:
     """What running `program` reads besides itself: its symlink chain, its interpreter (shebang,
-    `env NAME`), and each one's install prefix `lib` (Python's stdlib). The sandbox binds back the
-    ones that lie in a hidden place, e.g. a venv's python under /root/.pyenv."""
+    `env NAME`), each one's install prefix `lib` (Python's stdlib), and the venv a python belongs to.
+    The sandbox binds back the ones that lie in a hidden place, e.g. a venv's python under
+    /root/.pyenv, or a venv under /tmp."""
     out: list[Path] = []
     todo = [program]
     for _ in range(SHEBANG_DEPTH):
@@ -118,6 +119,9 @@ def runtime_paths(program: Path, path: str) -> list[Path]:
         p = todo.pop()
         chain = _link_chain(p)
         out += chain
+        # A venv's python is a symlink to its base interpreter; what makes it the venv's is the
+        # pyvenv.cfg beside its bin/ and the venv's site-packages: the whole venv, read-only.
+        out += [q.parent.parent for q in chain if (q.parent.parent / "pyvenv.cfg").is_file()]
         real = chain[-1]
         if real.parent.name == "bin":
             prefix = real.parent.parent

@@ -292,3 +292,20 @@ def test_files_the_command_names_outside_the_workspace_are_readable_not_writable
     r = run(CheckConfig(run=f"{sys.executable} {script}", sandbox="bwrap"), ws)
     assert "ci-check-ran" in r.output and "Read-only file system" in r.output
     assert "ci-check-ran" in script.read_text()
+
+
+def test_a_venv_python_in_a_hidden_place_keeps_its_venv_in_the_sandbox(tmp_path, mode):
+    """A check run by a venv's python that lives under /tmp or a home dir (hidden in the sandbox) gets
+    that venv, not the base interpreter with its own site-packages (found in CI: a clone under /tmp
+    ran its checks with the system python and its pytest plugins)."""
+    import subprocess
+
+    venv = tmp_path / "tools" / "venv"  # under /tmp: the sandbox's private /tmp hides it
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    (site / "autod_venv_marker.py").write_text("WHERE = 'the venv'\n")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    code = "import sys, autod_venv_marker as m; print(m.WHERE, sys.prefix)"
+    r = run(CheckConfig(run=f"{venv}/bin/python -c '{code}'", sandbox=mode), ws)
+    assert r.ok and f"the venv {venv}" in r.output, r.output
