@@ -261,6 +261,9 @@ class LLMConfig(Strict):
     )
     temperature: float = Field(0.1, ge=0, le=2)
     response_format: Literal["auto", "json_schema", "json_object", "none"] = "auto"
+    constrain_paths: bool = Field(
+        True, description="the schema lists the files a plan may edit (a grammar on llama.cpp)"
+    )
     fallback: LLMEndpoint | None = None
     circuit_failures: int = Field(5, ge=1, le=100, description="failed plans before the breaker opens")
     circuit_cooldown_s: float = Field(300, ge=1, le=86400)

@@ -18,7 +18,7 @@ import structlog
 from autod import logs
 from autod.act.edits import FileChange, prepare, unified_diff
 from autod.act.journal import Journal
-from autod.act.judges import requires_approval
+from autod.act.judges import Judges, editable_paths, requires_approval
 from autod.checkbook import unjournaled
 from autod.errors import (
     BudgetExhausted,
@@ -81,6 +81,7 @@ class Cycle:
         self.recalled: list[Recalled] = []
         self.attempts: list[Attempt] = []
         self.need_answered = False
+        self.editable: list[str] | None = None  # the files the prompt shows for editing (plan paths)
         self.extra_messages: list[dict[str, str]] = []  # the need round, appended to the mode's messages
         self.last_attempt: dict[str, str] | None = None
         self.error: CycleError | None = None  # why it ended early (the retry policy reads it)
@@ -160,6 +161,8 @@ class Cycle:
             await self.recall()
             context = await self.mode.context(self.event, self.deps.env, self.recalled)
             self.r.context = list(getattr(context, "used", []))
+            editable = getattr(context, "editable", None)
+            self.editable = list(editable) if editable is not None else None
         previous = await self.previous_attempt()
         if previous:
             self.attempts.append(previous)
@@ -234,6 +237,8 @@ class Cycle:
         budget = int(self.settings.localize.budget_tokens * 0.5)
         answer = await answer_need(self.settings, self.deps.env.boundary, plan.need, budget)
         self.r.context += answer.entries
+        if self.editable is not None:  # what the model asked to see, it may edit
+            self.editable += [str(e["path"]) for e in answer.entries if e.get("path")]
         log.info("localize.need_answered", asked=len(plan.need), shown=len(answer.entries))
         asked = plan.model_dump(include={"summary", "need"})
         self.extra_messages = [
@@ -254,6 +259,7 @@ class Cycle:
             event=self.event,
             messages=self.messages_for(context),
             context={**context, "attempts": [a.as_dict() for a in self.attempts]},
+            paths=await asyncio.to_thread(self.edit_paths),  # stats files and reads check scripts
         )
         breaker = self.deps.breaker
         try:
@@ -275,6 +281,17 @@ class Cycle:
             tokens=result.tokens.total,
         )
         return result
+
+    def edit_paths(self) -> tuple[str, ...] | None:
+        """The files the prompt showed (so far: a `need` answer adds some) that a plan may edit.
+
+        None leaves `path` free: a mode that writes no code, or a context that showed no file.
+        """
+        if not self.mode.writes_code or not self.editable:
+            return None
+        judges = Judges.for_settings(self.settings, self.mode.name)
+        paths = editable_paths(self.editable, self.deps.env.boundary, judges)
+        return paths or None
 
     async def plan_fitting(self, request: PlanRequest, context: dict[str, str]) -> PlanResult:
         """Ask the planner; a prompt over the model's context is asked once more with less context."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -32,8 +33,17 @@ class Plan(BaseModel):
     need: list[Annotated[str, Field(max_length=300)]] = Field(default_factory=list, max_length=32)
 
 
-def plan_schema() -> dict[str, Any]:
-    """A JSON schema an OpenAI-compatible server accepts for `response_format`."""
+def plan_schema(paths: Sequence[str] | None = None) -> dict[str, Any]:
+    """A JSON schema an OpenAI-compatible server accepts for `response_format`.
+
+    `paths`, when given, are the only values `edits[].path` may take: the files the prompt showed
+    that the plan may edit. A server that turns the schema into a grammar (llama.cpp) then cannot
+    generate an edit of a test or of a file the model never saw; the act rules still judge every
+    path whatever the server did with the schema.
+    """
+    path: dict[str, Any] = {"type": "string"}
+    if paths:
+        path["enum"] = sorted(set(paths))
     return {
         "type": "object",
         "additionalProperties": False,
@@ -47,7 +57,7 @@ def plan_schema() -> dict[str, Any]:
                     "additionalProperties": False,
                     "required": ["path", "search", "replace"],
                     "properties": {
-                        "path": {"type": "string"},
+                        "path": path,
                         "search": {"type": "string"},
                         "replace": {"type": "string"},
                     },

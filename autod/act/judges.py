@@ -28,10 +28,13 @@ from autod.boundary import glob_match
 from autod.errors import PlanRejected
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from autod.act.edits import FileChange, ScopeCheck
+    from autod.boundary import Boundary
     from autod.config import Settings
 
-__all__ = ["Judges", "requires_approval"]
+__all__ = ["Judges", "editable_paths", "requires_approval"]
 
 # Globs whose files configure the checks (the rest of the defaults are tests themselves).
 _CONFIG_NAMES = frozenset({"conftest.py", "pytest.ini", "tox.ini", "setup.cfg", "noxfile.py", ".coveragerc"})
@@ -95,6 +98,21 @@ class Judges:
     def judged(self, change: FileChange) -> str | None:
         """Why the change edits a judge (a reason that tells the re-plan what to do instead), or None."""
         rel = change.rel
+        why = self.judged_path(rel)
+        if why:
+            return why
+        if PurePosixPath(rel).name == "pyproject.toml":
+            table = _pyproject_judged(change.old, change.new, self.tools)
+            if table:
+                return (
+                    f"{rel}: the edit changes {table}, which configures the checks that judge this fix;"
+                    f" {self.mode} may not change it - change the code so the checks pass as configured"
+                    " (other pyproject.toml edits are fine)"
+                )
+        return None
+
+    def judged_path(self, rel: str) -> str | None:
+        """Why any edit of `rel` edits a judge, or None (pyproject.toml is judged by content instead)."""
         for pattern in self.globs:
             if glob_match(pattern, rel):
                 if PurePosixPath(rel).name.lower() in _CONFIG_NAMES or "/" not in pattern.strip("/"):
@@ -111,14 +129,6 @@ class Judges:
                 return (
                     f"{rel} is run by check {script.check!r} to judge this fix; {self.mode} may not edit it"
                     " - change the code so the check passes as it is"
-                )
-        if PurePosixPath(rel).name == "pyproject.toml":
-            table = _pyproject_judged(change.old, change.new, self.tools)
-            if table:
-                return (
-                    f"{rel}: the edit changes {table}, which configures the checks that judge this fix;"
-                    f" {self.mode} may not change it - change the code so the checks pass as configured"
-                    " (other pyproject.toml edits are fine)"
                 )
         return None
 
@@ -137,6 +147,25 @@ class Judges:
     def touched(self, changes: list[FileChange]) -> list[str]:
         """The judges among the changes (for the approval a permitted judge edit always needs)."""
         return [c.rel for c in changes if self.judged(c)]
+
+
+def editable_paths(shown: Iterable[str | None], boundary: Boundary, judges: Judges | None) -> tuple[str, ...]:
+    """The shown workspace files a plan may edit: those the boundary lets it write, less the judges
+    (unless the operator allows judge edits, which then wait for approval). Sorted, each once."""
+    out: set[str] = set()
+    for rel in shown:
+        if not rel or rel in out:
+            continue
+        try:
+            norm, path = boundary.resolve(rel)
+        except PlanRejected:
+            continue
+        if not path.is_file():
+            continue
+        if judges is not None and not judges.allow and judges.judged_path(norm):
+            continue
+        out.add(norm)
+    return tuple(sorted(out))
 
 
 def requires_approval(settings: Settings, mode: str, changes: list[FileChange]) -> list[str]:

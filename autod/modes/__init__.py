@@ -112,10 +112,14 @@ class Sections(dict[str, str]):
     """A mode's prompt sections, and what went into them (the reflection record's `context`)."""
 
     used: list[dict[str, str | None]]
+    # The workspace files the sections show for editing (None: the mode does not say, and the plan's
+    # paths are left free); the cycle narrows them to what the act rules allow.
+    editable: list[str] | None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.used = []
+        self.editable = None
 
 
 def pack(sections: list[tuple[str, str]], budget_tokens: int) -> Sections:

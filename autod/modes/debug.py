@@ -72,6 +72,7 @@ class DebugMode:
         )
         out = Sections(excerpt=excerpt, sources=found.sources, diff=found.diff, memory=memory)
         out.used = found.entries
+        out.editable = [str(e["path"]) for e in found.entries if e.get("path")]
         return out
 
     async def _spectrum(self, event: Event, env: ModeEnv) -> dict[tuple[str, str], float] | None:

@@ -32,6 +32,9 @@ class PlanRequest:
     event: Event
     messages: list[dict[str, str]]
     context: dict[str, Any] = field(default_factory=dict)
+    # The files a plan may edit, when the mode knows them (what the prompt showed, less what the act
+    # rules refuse); an LLM planner sends them in the schema, None leaves `path` free.
+    paths: tuple[str, ...] | None = None
 
 
 @dataclass

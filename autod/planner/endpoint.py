@@ -81,15 +81,24 @@ class Endpoint:
         return self._inflight.locked()
 
     async def complete(
-        self, messages: list[dict[str, str]], max_tokens: int, usage: TokenUsage, deadline: float
+        self,
+        messages: list[dict[str, str]],
+        max_tokens: int,
+        usage: TokenUsage,
+        deadline: float,
+        paths: tuple[str, ...] | None = None,
     ) -> wire.Completion:
-        """One chat completion (with retries). Raises LLMUnavailable, ContextTooLong, or PlanInvalid."""
+        """One chat completion (with retries). Raises LLMUnavailable, ContextTooLong, or PlanInvalid.
+
+        `paths` go into the schema's `edits[].path` enum (formats that carry no schema ignore them).
+        """
         switched_param = False
         i = 0
         while True:
             fmt = self._formats[i]
             body = wire.request_body(self.model, messages, temperature=self._cfg.temperature,
-                                     max_tokens=max_tokens, token_param=self._token_param, fmt=fmt)
+                                     max_tokens=max_tokens, token_param=self._token_param, fmt=fmt,
+                                     paths=paths)
             status, ctype, data = await self._send(body, deadline, fmt)
             if 200 <= status < 300:
                 self._formats = self._formats[i:]  # the refused ones are never sent again

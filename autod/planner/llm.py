@@ -154,7 +154,8 @@ class LLMPlanner:
         repaired = continued = refitted = False
         while True:
             try:
-                reply = await endpoint.complete(messages, max_tokens, usage, deadline)
+                paths = request.paths if self._cfg.constrain_paths else None
+                reply = await endpoint.complete(messages, max_tokens, usage, deadline, paths)
             except ContextTooLong as exc:
                 room = _reply_room(exc)
                 if refitted or room is None or room >= max_tokens:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -66,6 +67,7 @@ def request_body(
     max_tokens: int,
     token_param: str,
     fmt: str,
+    paths: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """One /chat/completions body. Always `stream: false`: autod reads one reply, never a stream."""
     body: dict[str, Any] = {
@@ -76,17 +78,17 @@ def request_body(
         "stream": False,
     }
     if fmt != "none":
-        body["response_format"] = response_format(fmt)
+        body["response_format"] = response_format(fmt, paths)
     return body
 
 
-def response_format(fmt: str) -> dict[str, Any]:
-    """The response_format object for one of FORMATS (but "none")."""
+def response_format(fmt: str, paths: Sequence[str] | None = None) -> dict[str, Any]:
+    """The response_format object for one of FORMATS (but "none"); `paths` limit `edits[].path`."""
     if fmt == "json_schema":
-        schema = {"name": "plan", "schema": plan_schema(), "strict": True}
+        schema = {"name": "plan", "schema": plan_schema(paths), "strict": True}
         return {"type": "json_schema", "json_schema": schema}
     if fmt == "json_object+schema":
-        return {"type": "json_object", "schema": plan_schema()}
+        return {"type": "json_object", "schema": plan_schema(paths)}
     return {"type": "json_object"}
 
 

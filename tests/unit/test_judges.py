@@ -11,7 +11,8 @@ import pytest
 import yaml
 
 from autod.act import FileChange
-from autod.act.judges import Judges, requires_approval
+from autod.act.judges import Judges, editable_paths, requires_approval
+from autod.boundary import Boundary
 from autod.config import Settings, load_config
 from autod.cycle import Cycle
 from autod.errors import PlanRejected
@@ -140,6 +141,24 @@ def test_other_pyproject_edits_pass(ws: Path) -> None:
     # ruff is no check here, so its table is not a judge; black's never is
     wider = PYPROJECT.replace("= 100", "= 120")
     assert verdict(ws, "pyproject.toml", PYPROJECT, wider, checks=checks) is None
+
+
+def test_editable_paths_are_the_shown_files_the_act_rules_would_let_a_plan_write(ws: Path) -> None:
+    """What a plan's schema may name: no judge, no denied or own file, nothing outside, no directory."""
+    for rel in ("src/calc.py", "src/util.py", "tests/test_calc.py", ".env", "pyproject.toml"):
+        (ws / rel).write_text("x = 1\n")
+    (ws / "autod.yaml").write_text("workspace: .\n")
+    s = settings(ws)
+    boundary = Boundary(s.workspace, s.state_path, s.limits.deny_globs, own=[ws / "autod.yaml"])
+    shown = ["src/calc.py", "./src/calc.py", "tests/test_calc.py", ".env", "autod.yaml", "../x.py",
+             "src", "src/missing.py", "scripts/check.sh", None, "src/util.py", "pyproject.toml"]
+    judges = Judges.for_settings(settings(ws, checks={"lint": "sh scripts/check.sh"}), "auto-debug")
+    assert editable_paths(shown, boundary, judges) == ("pyproject.toml", "src/calc.py", "src/util.py")
+    allowed = Judges.for_settings(settings(ws, allow_judge_edits=True), "auto-debug")
+    assert editable_paths(shown, boundary, allowed) == (
+        "pyproject.toml", "scripts/check.sh", "src/calc.py", "src/util.py", "tests/test_calc.py"
+    )
+    assert editable_paths(shown, boundary, None)[-1] == "tests/test_calc.py"
 
 
 def test_the_scope_refuses_a_judge_edit_unless_allowed_and_then_it_needs_approval(ws: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, timedelta
@@ -199,6 +200,29 @@ def test_each_refused_format_moves_on_at_once_down_to_no_response_format():
     assert formats[1] == {"type": "json_object", "schema": plan_schema()}  # llama.cpp's JSON mode + schema
     assert formats[2] == {"type": "json_object"}
     assert sleeps == []  # a refusal is not retried
+
+
+def test_the_schema_names_the_paths_a_plan_may_edit_where_the_format_carries_one():
+    """llama.cpp turns the schema into a grammar: a path outside the enum cannot be generated."""
+    paths = ("src/calc.py", "src/util.py")
+    refusal = httpx.Response(500, text="response_format: Input should be 'text' or 'json_object'")
+    server = Server(primary=[refusal, refusal, plan_reply()])
+    planner, _ = make(server)
+    run(planner, dataclasses.replace(request(), paths=paths))
+    formats = [b["response_format"] for b in server.bodies()]
+    strict = formats[0]["json_schema"]["schema"]["properties"]["edits"]["items"]["properties"]["path"]
+    grammar = formats[1]["schema"]["properties"]["edits"]["items"]["properties"]["path"]
+    assert strict == grammar == {"type": "string", "enum": list(paths)}
+    assert formats[2] == {"type": "json_object"}  # no schema, nothing to narrow
+
+    server = Server(primary=[plan_reply(), plan_reply()])
+    run(make(server, response_format="json_object")[0], dataclasses.replace(request(), paths=paths))
+    run(make(server, response_format="json_object", constrain_paths=False)[0],
+        dataclasses.replace(request(), paths=paths))
+    run(make(server, response_format="json_object")[0])  # a request without paths
+    narrowed, free, unknown = (b["response_format"]["schema"] for b in server.bodies())
+    assert narrowed == plan_schema(paths) and narrowed != plan_schema()
+    assert free == unknown == plan_schema()
 
 
 def test_422_unrelated_to_the_format_is_not_negotiated_away():

@@ -51,9 +51,10 @@ def ws(tmp_path: Path) -> Path:
     return tmp_path / "ws"
 
 
-def make(ws: Path, planner: ScriptedPlanner, checks: dict[str, Any] | None = None):
+def make(ws: Path, planner: ScriptedPlanner, checks: dict[str, Any] | None = None, **debug: Any):
     doc = {"workspace": str(ws), "checks": checks or {"calc": {"run": CHECK, "timeout_s": 30}},
-           "limits": {"min_interval_s": 0}, "modes": {"auto-debug": {"max_attempts_per_cycle": 1}}}
+           "limits": {"min_interval_s": 0},
+           "modes": {"auto-debug": {"max_attempts_per_cycle": 1, **debug}}}
     path = ws.parent / "autod.yaml"
     path.write_text(yaml.safe_dump(doc))
     settings = load_config(path)
@@ -81,8 +82,8 @@ def event() -> Event:
                  fingerprint="fp", payload={"check": "calc", "excerpt": OUTPUT, "failures": 1})
 
 
-def run(deps: CycleDeps) -> Any:
-    return asyncio.run(Cycle(deps, DebugMode(), event()).run())
+def run(deps: CycleDeps, ev: Event | None = None) -> Any:
+    return asyncio.run(Cycle(deps, DebugMode(), ev or event()).run())
 
 
 def test_a_plan_may_ask_once_for_definitions_and_the_second_request_has_them(ws):
@@ -104,6 +105,36 @@ def test_a_plan_may_ask_once_for_definitions_and_the_second_request_has_them(ws)
     assert ("src/calc.py", "add", "where the error was raised") in whys
     assert ("src/other.py", "unrelated", "asked for by the plan") in whys
     assert not any(c["path"] == ".env" for c in r.context)
+
+
+def test_a_plan_may_name_only_the_files_it_was_shown_and_may_edit(ws):
+    """The planner gets the shown files less the judges and the denied ones (the schema's path enum);
+    a need answer adds the files it showed. With judge edits allowed, the failing test is in too."""
+    (ws / "tests").mkdir()
+    (ws / "tests" / "test_calc.py").write_text(
+        "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
+    )
+    output = (
+        'Traceback (most recent call last):\n  File "tests/test_calc.py", line 5, in test_add\n'
+        '    assert add(2, 3) == 5\n  File "src/calc.py", line 6, in add\n  File ".env", line 2\n'
+        "AssertionError\nFAILED tests/test_calc.py::test_add - AssertionError\n"
+    )
+    failing = Event(source="check:calc", kind=EventKind.CHECK_FAILED, summary="check calc failed",
+                    fingerprint="fp", payload={"check": "calc", "excerpt": output, "failures": 1})
+    ask = Plan(summary="show me", need=["src/other.py::unrelated", ".env::secret_token"])
+    planner = ScriptedPlanner(ask, FIX)
+    deps, _ = make(ws, planner)
+    r = run(deps, failing)
+    assert r.status == "fixed"
+    first, second = planner.requests
+    assert "def test_add():" in first.messages[1]["content"]  # shown, to read: not to edit
+    assert first.paths == ("src/calc.py",)
+    assert second.paths == ("src/calc.py", "src/other.py")
+
+    planner = ScriptedPlanner(Plan(summary="nothing", edits=[]))
+    deps, _ = make(ws, planner, allow_judge_edits=True)
+    run(deps, failing)
+    assert planner.requests[0].paths == ("src/calc.py", "tests/test_calc.py")
 
 
 def test_the_first_prompt_holds_the_whole_function_without_a_gutter(ws):
