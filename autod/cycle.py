@@ -32,6 +32,7 @@ from autod.events import FAILURE_KINDS, Event
 from autod.limits import CircuitBreaker, Gate
 from autod.memory import Memory, Recalled
 from autod.modes import Attempt, Mode, ModeEnv, Verification, chain, pack, tokens
+from autod.modes import render as render_prompt
 from autod.ownwrites import OwnWrites
 from autod.plan import Plan
 from autod.planner import Planner, PlanRequest, PlanResult
@@ -40,6 +41,10 @@ from autod.reflect import Reflection, distil_lesson, episode_text, log_reflectio
 log = structlog.get_logger("autod.cycle")
 
 # outcomes that count as an attempt on the failure's fingerprint (toward quarantine)
+# A re-plan that repeats a failed attempt word for word is asked once more at this temperature at
+# least. Measured with Qwen2.5-Coder-1.5B (docs/REAL_LLM.md): every re-plan sampled at 0.7 fixed
+# fewer bugs than at 0.1, so only the repeat, which at 0.1 is otherwise certain to fail, is warmed.
+REPEAT_TEMPERATURE = 0.7
 ATTEMPT_STATUSES = ("fixed", "improved", "rolled_back", "partly_rolled_back", "rejected", "no_change")
 
 
@@ -83,6 +88,8 @@ class Cycle:
         self.need_answered = False
         self.editable: list[str] | None = None  # the files the prompt shows for editing (plan paths)
         self.extra_messages: list[dict[str, str]] = []  # the need round, appended to the mode's messages
+        # each attempt's edits and its number under "Earlier attempts", to spot a repeat
+        self.tried: list[tuple[tuple[tuple[str, str, str], ...], int]] = []
         self.last_attempt: dict[str, str] | None = None
         self.error: CycleError | None = None  # why it ended early (the retry policy reads it)
         self.phase_now = ""  # the phase it is in (the watchdog names it when a cycle wedges)
@@ -175,6 +182,11 @@ class Cycle:
                     # two stages: the model asked to see definitions before it edits; answered once
                     await self.answer_need(result.plan)
                     result = await self.ask_planner(context)
+                if self.repeated(result.plan):
+                    # a model sampled cold tends to send a failed plan again word for word: ask once
+                    # more, warmer, saying so (a repeat that still comes back is refused below)
+                    log.info("plan.repeated_asking_again", attempt=self.repeated(result.plan))
+                    result = await self.ask_planner(context, repeats=result.plan)
             plan = result.plan
             self.r.plan_summary = plan.summary
             if not self.mode.writes_code:
@@ -189,6 +201,9 @@ class Cycle:
                         await self.write_report(plan)
                 return
             try:
+                if n := self.repeated(plan):
+                    raise PlanRejected(f"the plan repeats attempt {n}, which did not work: try another fix")
+                self.tried.append((_edit_key(plan), len(self.attempts) + 1))  # its number in the prompt
                 async with self.phase("act"):
                     verification = await self.act(plan)
             except PlanRejected as exc:
@@ -253,13 +268,30 @@ class Cycle:
             for m in [*self.mode.messages(self.event, context, self.attempts), *self.extra_messages]
         ]
 
-    async def ask_planner(self, context: dict[str, str]) -> PlanResult:
+    def repeated(self, plan: Plan) -> int:
+        """The number (as the prompt lists it) of this cycle's attempt whose edits `plan` repeats, or 0."""
+        if not plan.edits:
+            return 0
+        key = _edit_key(plan)
+        return next((n for k, n in self.tried if k == key), 0)
+
+    async def ask_planner(self, context: dict[str, str], *, repeats: Plan | None = None) -> PlanResult:
+        messages = self.messages_for(context)
+        temperature = None
+        if repeats is not None:
+            shown = repeats.model_dump(include={"summary", "edits"})
+            messages += [
+                {"role": "assistant", "content": json.dumps(shown)[:4000]},
+                {"role": "user", "content": render_prompt("repeated_plan", attempt=self.repeated(repeats))},
+            ]
+            temperature = max(REPEAT_TEMPERATURE, self.settings.llm.temperature)
         request = PlanRequest(
             mode=self.mode.name,
             event=self.event,
-            messages=self.messages_for(context),
+            messages=messages,
             context={**context, "attempts": [a.as_dict() for a in self.attempts]},
             paths=await asyncio.to_thread(self.edit_paths),  # stats files and reads check scripts
+            temperature=temperature,
         )
         breaker = self.deps.breaker
         try:
@@ -460,3 +492,11 @@ class Cycle:
         finally:
             ms = int((time.monotonic() - start) * 1000)
             self.r.durations_ms[name] = self.r.durations_ms.get(name, 0) + ms
+
+
+def _edit_key(plan: Plan) -> tuple[tuple[str, str, str], ...]:
+    """A plan's edits with whitespace runs folded: two plans with the same key make the same change."""
+    return tuple(
+        (e.path.strip(), " ".join(e.search.split()), " ".join(e.replace.split()))
+        for e in plan.edits
+    )

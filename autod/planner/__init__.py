@@ -35,6 +35,8 @@ class PlanRequest:
     # The files a plan may edit, when the mode knows them (what the prompt showed, less what the act
     # rules refuse); an LLM planner sends them in the schema, None leaves `path` free.
     paths: tuple[str, ...] | None = None
+    # Sampling temperature for this request only (None: the planner's own, llm.temperature).
+    temperature: float | None = None
 
 
 @dataclass

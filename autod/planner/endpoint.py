@@ -87,16 +87,19 @@ class Endpoint:
         usage: TokenUsage,
         deadline: float,
         paths: tuple[str, ...] | None = None,
+        temperature: float | None = None,
     ) -> wire.Completion:
         """One chat completion (with retries). Raises LLMUnavailable, ContextTooLong, or PlanInvalid.
 
-        `paths` go into the schema's `edits[].path` enum (formats that carry no schema ignore them).
+        `paths` go into the schema's `edits[].path` enum (formats that carry no schema ignore them);
+        `temperature` overrides llm.temperature for this request.
         """
+        heat = self._cfg.temperature if temperature is None else temperature
         switched_param = False
         i = 0
         while True:
             fmt = self._formats[i]
-            body = wire.request_body(self.model, messages, temperature=self._cfg.temperature,
+            body = wire.request_body(self.model, messages, temperature=heat,
                                      max_tokens=max_tokens, token_param=self._token_param, fmt=fmt,
                                      paths=paths)
             status, ctype, data = await self._send(body, deadline, fmt)

@@ -155,7 +155,9 @@ class LLMPlanner:
         while True:
             try:
                 paths = request.paths if self._cfg.constrain_paths else None
-                reply = await endpoint.complete(messages, max_tokens, usage, deadline, paths)
+                reply = await endpoint.complete(
+                    messages, max_tokens, usage, deadline, paths, request.temperature
+                )
             except ContextTooLong as exc:
                 room = _reply_room(exc)
                 if refitted or room is None or room >= max_tokens:

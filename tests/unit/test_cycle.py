@@ -137,7 +137,8 @@ def test_a_fix_that_passes_the_check_is_kept_and_recorded(ws):
 
 
 def test_a_wrong_fix_is_rolled_back_and_the_replan_sees_it(ws):
-    planner = ScriptedPlanner(WRONG, WRONG)
+    other = Plan(summary="swap", edits=[Edit(path="src/calc.py", search="a - b", replace="b - a")])
+    planner = ScriptedPlanner(WRONG, other)
     deps, _state = make(ws, planner)
     r = run(deps)
     assert r.status == "rolled_back" and r.attempts == 2
@@ -147,7 +148,7 @@ def test_a_wrong_fix_is_rolled_back_and_the_replan_sees_it(ws):
     # the next cycle for this fingerprint starts with the failed attempt in its prompt
     planner.results.append(FIX)
     r2 = run(deps)
-    assert r2.status == "fixed" and "a * b" in planner.requests[2].messages[1]["content"]
+    assert r2.status == "fixed" and "b - a" in planner.requests[2].messages[1]["content"]
 
 
 def test_the_fingerprint_is_quarantined_after_max_attempts(ws):
@@ -213,6 +214,42 @@ def test_a_stop_during_verification_rolls_back(ws, tmp_path):
     assert r.status == "failed" and "stopped" in r.reason
     assert (ws / "src" / "calc.py").read_text() == BUGGY
     assert state.history(1)[0]["status"] == "failed"
+
+
+def test_a_replan_that_repeats_a_failed_attempt_is_asked_once_more_warmer(ws):
+    """A model sampled cold sends a failed plan again word for word; autod says so and asks warmer."""
+    same = WRONG.model_copy(update={"summary": "multiply, again",
+                                    "edits": [Edit(path="src/calc.py", search="a - b\n", replace="a  *  b")]})
+    planner = ScriptedPlanner(WRONG, same, FIX)
+    deps, _state = make(ws, planner)
+    r = run(deps)
+    assert r.status == "fixed" and r.attempts == 2
+    first, second, again = planner.requests
+    assert first.temperature is None and second.temperature is None  # llm.temperature
+    assert again.temperature == 0.7
+    assert again.messages[:-2] == second.messages
+    assert again.messages[-2]["role"] == "assistant" and "a  *  b" in again.messages[-2]["content"]
+    assert "repeats attempt 1 word for word" in again.messages[-1]["content"]
+
+
+def test_a_repeat_that_comes_back_is_refused_and_never_applied_twice(ws):
+    planner = ScriptedPlanner(WRONG, WRONG, WRONG)
+    applied: list[str] = []
+    deps, _state = make(ws, planner)
+    run_check = deps.env.run_check
+
+    async def counting(name: str):
+        applied.append((ws / "src" / "calc.py").read_text())
+        return await run_check(name)
+
+    deps.env.run_check = counting
+    r = run(deps)
+    assert len(planner.requests) == 3 and r.attempts == 2
+    assert applied == [BUGGY.replace("a - b", "a * b")]  # verified once: the repeat was never written
+    assert r.status == "rejected" and r.refusals == [
+        "the plan repeats attempt 1, which did not work: try another fix"
+    ]
+    assert (ws / "src" / "calc.py").read_text() == BUGGY
 
 
 def test_a_refused_plan_is_replanned_with_the_reason(ws):

@@ -225,6 +225,19 @@ def test_the_schema_names_the_paths_a_plan_may_edit_where_the_format_carries_one
     assert free == unknown == plan_schema()
 
 
+def test_a_request_may_sample_warmer_than_llm_temperature_for_itself_only():
+    server = Server(primary=[plan_reply()])
+    planner, _ = make(server, temperature=0.1)
+
+    async def go() -> None:
+        await planner.plan(dataclasses.replace(request(), temperature=0.7))
+        await planner.plan(request())
+        await planner.aclose()
+
+    asyncio.run(go())
+    assert [b["temperature"] for b in server.bodies()] == [0.7, 0.1]
+
+
 def test_422_unrelated_to_the_format_is_not_negotiated_away():
     server = Server(primary=[httpx.Response(422, text="messages: too long")])
     exc = fails(make(server)[0], LLMUnavailable)
