@@ -40,11 +40,11 @@ from autod.reflect import Reflection, distil_lesson, episode_text, log_reflectio
 
 log = structlog.get_logger("autod.cycle")
 
-# outcomes that count as an attempt on the failure's fingerprint (toward quarantine)
 # A re-plan that repeats a failed attempt word for word is asked once more at this temperature at
 # least. Measured with Qwen2.5-Coder-1.5B (docs/REAL_LLM.md): every re-plan sampled at 0.7 fixed
 # fewer bugs than at 0.1, so only the repeat, which at 0.1 is otherwise certain to fail, is warmed.
 REPEAT_TEMPERATURE = 0.7
+# outcomes that count as an attempt on the failure's fingerprint (toward quarantine)
 ATTEMPT_STATUSES = ("fixed", "improved", "rolled_back", "partly_rolled_back", "rejected", "no_change")
 
 
