@@ -5,6 +5,12 @@ from several threads. glibc keeps what is freed in per-thread arenas, so a long-
 RSS creeps up although nothing leaks: measured over 1,500 memory-layer cycles, RSS grew 8.5 % and
 `malloc_trim(0)` then brought it 16 % *below* the warm-up figure (docs/PERFORMANCE.md). So the
 daemon caps the number of arenas at start-up and trims when the queue runs dry.
+
+It also pins glibc's mmap threshold. glibc raises the threshold each time a large mmapped block is
+freed (onnxruntime frees many), so later large blocks come from the heap, holding whatever freed
+memory held. chromadb's HNSW index persists its whole item buffer, unused slots included: a test
+found an LLM server's 401 body, with the API key it echoed, in `data_level0.bin`. With the
+threshold pinned, every block of 128 KiB or more is fresh zeroed pages from the kernel.
 """
 
 from __future__ import annotations
@@ -13,8 +19,10 @@ from typing import Any
 
 from autod.native import libc
 
-M_ARENA_MAX = -8  # mallopt parameter, from glibc's malloc.h
+M_ARENA_MAX = -8  # mallopt parameters, from glibc's malloc.h
+M_MMAP_THRESHOLD = -3
 ARENA_MAX = 2
+MMAP_THRESHOLD = 128 * 1024  # glibc's own starting value; setting it stops the dynamic raise
 
 def _glibc() -> Any | None:
     """libc when it is glibc (it has malloc_trim and mallopt), else None: musl has nothing to tune."""
@@ -26,6 +34,12 @@ def limit_arenas(n: int = ARENA_MAX) -> bool:
     """Cap glibc's malloc arenas (as MALLOC_ARENA_MAX=n would); call before threads start."""
     lib = _glibc()
     return lib is not None and lib.mallopt(M_ARENA_MAX, n) == 1
+
+
+def pin_mmap_threshold(n: int = MMAP_THRESHOLD) -> bool:
+    """Serve every malloc of `n` bytes or more with fresh (zeroed) pages, for the process's life."""
+    lib = _glibc()
+    return lib is not None and lib.mallopt(M_MMAP_THRESHOLD, n) == 1
 
 
 def trim() -> bool:

@@ -37,3 +37,38 @@ def test_trim_returns_heap_that_free_kept_because_one_live_chunk_pins_the_top():
 
 def test_arena_cap_is_accepted():
     assert heap.limit_arenas(2) is True
+
+
+LEAK_PROBE = r"""
+import ctypes, sys
+from autod import heap
+if sys.argv[1] == "pinned":
+    assert heap.pin_mmap_threshold()
+libc = heap._glibc()
+libc.malloc.restype = ctypes.c_void_p
+libc.malloc.argtypes = [ctypes.c_size_t]
+libc.free.argtypes = [ctypes.c_void_p]
+libc.free(libc.malloc(4 << 20))  # a freed mmapped block: glibc raises its threshold to 4 MiB
+SIZE = 167_600                   # chromadb's HNSW buffer for 100 items of 384 floats
+p = libc.malloc(SIZE)
+ctypes.memset(p, ord("K"), SIZE)  # a secret in a block that is then freed
+libc.free(p)
+q = libc.malloc(SIZE)             # what an index buffer starts with
+print(ctypes.string_at(q, SIZE).count(b"K"))
+"""
+
+
+def test_a_large_block_never_starts_with_what_a_freed_one_held():
+    """Found in test_secrets: chromadb persisted an LLM reply with the echoed API key from freed
+    heap into data_level0.bin. Pinned, the threshold sends such a block to fresh zeroed pages."""
+    import subprocess
+    import sys
+
+    def leaked(how: str) -> int:
+        cmd = [sys.executable, "-c", LEAK_PROBE, how]
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        return int(out.stdout)
+
+    assert leaked("default") > 100_000  # glibc's dynamic threshold: the freed block comes back as is
+    assert leaked("pinned") == 0
