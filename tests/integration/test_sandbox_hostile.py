@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 from daemon import CALC_BUGGY, FIX_PLAN, Autod, base_config, git, make_calc_repo, write_config
+from procs import alive_with
 
 pytestmark = pytest.mark.slow
 
@@ -61,21 +62,6 @@ subprocess.Popen(["sh", "-c", "sleep 300; true", MARKER + "-" + ATTACK], start_n
                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 (here / ("attack-%s.json" % ATTACK)).write_text(json.dumps(report))
 '''
-
-
-def alive_with(marker: str) -> list[int]:
-    out = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
-            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if marker.encode() in cmdline and state != "Z":
-            out.append(int(entry))
-    return out
 
 
 class Listener:

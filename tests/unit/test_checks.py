@@ -15,6 +15,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from procs import alive_with, wait_gone
 
 from autod import sandbox
 from autod.checks import find_venv, resolve_program, run_check
@@ -31,31 +32,6 @@ def mode(request):
 
 def run(cfg: CheckConfig, cwd: Path, **kw):
     return asyncio.run(run_check("t", cfg, cwd, **kw))
-
-
-def alive_with(marker: str) -> list[int]:
-    """Host pids of live processes whose command line holds `marker` (pids inside bwrap differ)."""
-    out = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
-            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if marker.encode() in cmdline and state != "Z":
-            out.append(int(entry))
-    return out
-
-
-def wait_gone(marker: str, seconds: float = 5.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if not alive_with(marker):
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def sleeper(marker: str) -> str:
