@@ -130,19 +130,8 @@ def write_temp(path: Path, data: bytes, mode: int) -> Path:
 
 def atomic_write(path: Path, data: bytes, mode: int, *, on_write: OnWrite | None = None) -> None:
     """Temp file in the same dir, write, fsync, chmod, rename over path, fsync the dir."""
-    tmp = path.parent / f"{tmp_prefix(path.name)}{secrets.token_hex(6)}"
-    owner = _owner_of(path)
+    tmp = write_temp(path, data, mode)
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _O_CLOEXEC, 0o600)
-        try:
-            _write_all(fd, data)
-            if owner is not None and owner != (os.geteuid(), os.getegid()):
-                with contextlib.suppress(PermissionError):  # only root may give a file away
-                    os.fchown(fd, *owner)
-            os.fchmod(fd, mode)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
         if on_write is not None:
             on_write(path, data)  # before the rename: the watcher never sees an unrecorded write
         os.replace(tmp, path)
