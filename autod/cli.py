@@ -69,7 +69,6 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     settings = _settings(args)
     heap.limit_arenas()  # before chromadb, onnxruntime and our pools start threads (autod.heap)
-    heap.pin_mmap_threshold()  # large blocks never carry freed memory into an index file (autod.heap)
     # The state dir is private (0700) when autod makes it; made first, or the log dir's parents= would
     # create it with the umask's mode.
     settings.state_path.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -472,6 +471,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from autod import heap
+
+    # every command: `autod memory prune` writes the index as `autod run` does (autod.heap)
+    heap.pin_mmap_threshold()
     args = build_parser().parse_args(argv)
     try:
         with private_files():  # whatever a command creates for autod is 0700/0600 (autod.filemodes)
