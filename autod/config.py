@@ -25,6 +25,7 @@ from pydantic import (
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from autod.config_models import (
+    CandidatesConfig,
     CheckConfig,
     CronSource,
     CronStr,
@@ -52,6 +53,7 @@ __all__ = [
     "CREDENTIAL_NAME",
     "EXIT_CONFIG",
     "SEARCH_PATHS",
+    "CandidatesConfig",
     "CheckConfig",
     "ConfigError",
     "CronSource",
@@ -117,6 +119,7 @@ class Settings(BaseSettings):
     git: GitConfig = Field(default_factory=GitConfig)
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     localize: LocalizeConfig = Field(default_factory=LocalizeConfig)
+    candidates: CandidatesConfig = Field(default_factory=CandidatesConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     # The file these settings were loaded from (None: defaults only): one of autod's own files.
     _config_file: Path | None = PrivateAttr(None)
