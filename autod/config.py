@@ -44,6 +44,7 @@ from autod.config_models import (
     Retention,
     SourceConfig,
     Strict,
+    TranscriptsConfig,
     WatchSource,
     validate_cron,
     yaml_off,
@@ -74,6 +75,7 @@ __all__ = [
     "Settings",
     "SourceConfig",
     "Strict",
+    "TranscriptsConfig",
     "WatchSource",
     "find_config",
     "key_lines",
@@ -120,6 +122,7 @@ class Settings(BaseSettings):
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     localize: LocalizeConfig = Field(default_factory=LocalizeConfig)
     candidates: CandidatesConfig = Field(default_factory=CandidatesConfig)
+    transcripts: TranscriptsConfig = Field(default_factory=TranscriptsConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     # The file these settings were loaded from (None: defaults only): one of autod's own files.
     _config_file: Path | None = PrivateAttr(None)

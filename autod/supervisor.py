@@ -41,6 +41,7 @@ from autod.sources.check import CheckSource
 from autod.sourceset import SourceSet, source_specs
 from autod.state import State
 from autod.threads import IO_POOL, IO_POOL_WORKERS, named_pool
+from autod.transcripts import TranscriptStore
 
 log = structlog.get_logger("autod.supervisor")
 
@@ -164,6 +165,7 @@ class Daemon:
             from autod.gitops import commit_cycle
 
             hooks.append(commit_cycle)
+        tx = s.transcripts
         self.deps = CycleDeps(
             env=self.env,
             gate=self.gate,
@@ -172,6 +174,9 @@ class Daemon:
             own_writes=self.own_writes,
             breaker=self.breaker,
             extra_after_keep=hooks,
+            isolation=isolation.Isolation(s),
+            transcripts=TranscriptStore(s.state_path, keep_days=tx.keep_days, max_mb=tx.max_mb)
+            if tx.enabled else None,
         )
         self.config_problems = [f"{'.'.join(map(str, p.key))}: {p.message}" for p in check_problems(s)]
         for problem in self.config_problems:

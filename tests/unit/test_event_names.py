@@ -29,6 +29,9 @@ AREAS = {
     "proposal",
     "quarantine",
     "localize",
+    "isolation",
+    "candidates",
+    "transcripts",
 }
 NAME = re.compile(r"^([a-z]+)\.[a-z0-9_]+$")
 LEVELS = {"debug", "info", "warning", "error", "exception", "critical", "msg"}
