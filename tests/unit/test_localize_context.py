@@ -119,7 +119,7 @@ def test_code_is_shown_without_a_gutter_so_a_search_copied_from_it_matches(repo)
     source = LIB + TEST
     for body in blocks:
         assert body in source  # every block is exact file text
-    assert "### lib.py lines 8-13 · total" in found.code
+    assert "### lib.py · total (lines 8-13;" in found.code
 
 
 def test_untrusted_test_ids_outside_the_workspace_or_denied_are_dropped(repo):
