@@ -78,12 +78,15 @@ class DebugMode:
         return out
 
     async def _spectrum(self, event: Event, env: ModeEnv) -> dict[tuple[str, str], float] | None:
-        """Ochiai scores from re-running the failing tests, when the failing check has `coverage: true`."""
+        """Ochiai scores from re-running the failing tests: for a pytest check unless `coverage: false`."""
+        from autod.localize.spectrum import is_pytest, spectrum_for
+
         name = event.payload.get("check")
         check = env.settings.checks.get(name) if isinstance(name, str) else None
-        if check is None or not check.coverage:
+        if check is None or check.coverage is False:
             return None
-        from autod.localize.spectrum import spectrum_for
+        if check.coverage is None and not is_pytest(check.run):
+            return None
 
         return await spectrum_for(env, name, str(event.payload.get("excerpt") or ""))
 
