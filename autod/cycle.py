@@ -243,7 +243,17 @@ class Cycle:
             for c in list({c.reason: c for c in refused}.values())[:3]:  # each distinct reason once
                 why = f"refused by autod's act rules: {c.reason}"
                 self.attempts.append(Attempt(c.plan.summary if c.plan else "", "", why))
-        elif tried:  # only plans without edits (or edits that change nothing): the model has no fix
+        elif found.drawn("unchanged"):  # rewrote code as it already is: say so, and ask again
+            c = found.drawn("unchanged")[0]
+            self.r.plan_summary = c.plan.summary if c.plan else None
+            self.r.status, self.r.reason = "no_change", f"the edits change nothing ({found.summary()})"
+            where = ", ".join(dict.fromkeys(
+                e.symbol or e.path for x in found.drawn("unchanged") if x.plan for e in x.plan.edits
+            ))
+            why = (f"the edit of {where} changed nothing: the code is already exactly like that. The"
+                   " failure comes from code that differs from what the test expects; change that code")
+            self.attempts.append(Attempt(c.plan.summary if c.plan else "", "", why))
+        elif tried:  # only plans without edits: the model has no fix
             self.r.plan_summary = tried[0].plan.summary if tried[0].plan else None
             self.r.status, self.r.reason = "no_change", "the planner proposed no edits"
             return False

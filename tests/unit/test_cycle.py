@@ -331,3 +331,14 @@ def test_tokens_spent_on_a_plan_that_failed_are_booked(ws):
     r = run(deps)
     assert r.status == "failed" and r.tokens == {"prompt": 650, "completion": 70}
     assert deps.gate.counters()["tokens_today"]["used"] == 720  # the daily budget sees them
+
+
+def test_a_rewrite_that_changes_nothing_is_said_so_and_replanned(ws):
+    same = Plan(summary="rewrite add", edits=[Edit(path="src/calc.py", symbol="add",
+                                                    replace="def add(a, b):\n    return a - b\n")])
+    planner = ScriptedPlanner(same, FIX)
+    deps, _state = make(ws, planner)
+    r = run(deps)
+    assert r.status == "fixed" and r.attempts == 2
+    assert [c["outcome"] for c in r.candidates] == ["unchanged", "fixed"]
+    assert "the edit of add changed nothing" in planner.requests[1].messages[1]["content"]
