@@ -213,10 +213,10 @@ class Cycle:
                 self.attempts.append(Attempt(w.plan.summary, self._last_diff, verification.output))
                 self.last_attempt = self.attempts[-1].as_dict()
                 continue
-            if not self._nothing_kept(found):
+            if not await self._nothing_kept(found):
                 return
 
-    def _nothing_kept(self, found: AttemptResult) -> bool:
+    async def _nothing_kept(self, found: AttemptResult) -> bool:
         """No candidate of the attempt was kept: the status says why; True when a re-plan is worth it."""
         tried = [c for c in found.candidates if c.plan is not None and c.outcome != "duplicate"]
         failed = [c for c in found.candidates if c.outcome in ("rolled_back", "partly_rolled_back")]
@@ -253,9 +253,13 @@ class Cycle:
             why = (f"the edit of {where} changed nothing: the code is already exactly like that. The"
                    " failure comes from code that differs from what the test expects; change that code")
             self.attempts.append(Attempt(c.plan.summary if c.plan else "", "", why))
-        elif tried:  # only plans without edits: the model has no fix
-            self.r.plan_summary = tried[0].plan.summary if tried[0].plan else None
+        elif tried:  # only plans without edits: the model has no fix (it may have a report)
+            plan = tried[0].plan
+            self.r.plan_summary = plan.summary if plan else None
             self.r.status, self.r.reason = "no_change", "the planner proposed no edits"
+            if plan is not None and plan.report:
+                async with self.phase("act"):
+                    await self.write_report(plan)
             return False
         elif found.candidates:  # only invalid replies
             invalid = found.drawn("invalid")
