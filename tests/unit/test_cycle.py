@@ -342,3 +342,12 @@ def test_a_rewrite_that_changes_nothing_is_said_so_and_replanned(ws):
     assert r.status == "fixed" and r.attempts == 2
     assert [c["outcome"] for c in r.candidates] == ["unchanged", "fixed"]
     assert "the edit of add changed nothing" in planner.requests[1].messages[1]["content"]
+
+
+def test_a_plan_with_no_edits_but_a_report_is_reported_and_teaches_no_lesson(ws):
+    memory = ScriptedMemory()
+    report = Plan(summary="no fixer to run", edits=[], report="reported only")
+    deps, _state = make(ws, ScriptedPlanner(report), memory=memory)
+    r = run(deps)
+    assert r.status == "reported" and r.lesson is None
+    assert memory.lessons == []
