@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from autod import logs
+from autod import logs, tally
 from autod.act.edits import FileChange, prepare, unified_diff
 from autod.act.journal import Journal
 from autod.act.judges import requires_approval
@@ -84,11 +84,18 @@ class Cycle:
         self.transcript: Transcript | None = (
             deps.transcripts.open(self.r.cycle_id) if deps.transcripts is not None else None
         )
+        self._started = time.monotonic()
+        self._spent: dict[str, int] = {}  # replaced by run()'s tally: the LLM's and the checks' time
         self.error: CycleError | None = None  # why it ended early (the retry policy reads it)
         self.phase_now = ""  # the phase it is in (the watchdog names it when a cycle wedges)
 
     # -- the cycle -------------------------------------------------------------------
     async def run(self) -> Reflection:
+        with tally.counting() as self._spent:  # the LLM's and the checks' time, for `timing`
+            self._started = time.monotonic()
+            return await self._run()
+
+    async def _run(self) -> Reflection:
         logs.bind_cycle(self.r.cycle_id, self.event.id, self.mode.name)
         try:
             async with self.phase("observe"):
@@ -413,6 +420,10 @@ class Cycle:
     async def reflect(self) -> None:
         async with self.phase("reflect"):
             r = self.r
+            wall = int((time.monotonic() - self._started) * 1000)
+            model, checks = self._spent.get("model", 0), self._spent.get("checks", 0)
+            r.timing = {"wall_ms": wall, "model_ms": model, "checks_ms": checks,
+                        "autod_ms": max(0, wall - model - checks)}
             left = self._left_behind()
             if left:  # never a clean `rolled_back` while autod's edit may still be in a file
                 r.status = "partly_rolled_back"

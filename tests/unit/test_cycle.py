@@ -351,3 +351,11 @@ def test_a_plan_with_no_edits_but_a_report_is_reported_and_teaches_no_lesson(ws)
     r = run(deps)
     assert r.status == "reported" and r.lesson is None
     assert memory.lessons == []
+
+
+def test_the_record_says_where_the_time_went(ws):
+    deps, _state = make(ws, ScriptedPlanner(FIX))
+    r = run(deps)
+    t = r.timing
+    assert r.status == "fixed" and t["checks_ms"] > 0 and t["model_ms"] == 0  # a scripted planner
+    assert t["wall_ms"] >= t["checks_ms"] and t["autod_ms"] == t["wall_ms"] - t["checks_ms"]
