@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from autod.act import linediff
 from autod.act.definition import replace_definition
+from autod.act.imports import add_missing_imports
 from autod.act.search import Stopped, apply_edit
 from autod.boundary import TMP_MARKER, Boundary, check_chain, glob_match
 from autod.filemodes import workspace_umask
@@ -106,6 +107,8 @@ def prepare(
         text = texts[rel]
         if text is None:  # unreachable: every touched file has content after its edits
             raise PlanRejected(f"{rel}: no content after its edits")
+        if rel.endswith(".py"):  # `re.sub(...)` written, `import re` forgotten (autod.act.imports)
+            text = add_missing_imports(None if old is None else old.decode("utf-8", "replace"), text, rel)
         new = text.encode("utf-8")
         if new == old:
             continue
