@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import ast
 import builtins
-import sys
 import symtable
+import sys
 
 __all__ = ["add_missing_imports"]
 
