@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("autod.cycle")
 
+FAILED_SHOWN = 2  # failed candidates of an attempt shown to the re-plan, the most voted first
 # outcomes that count as an attempt on the failure's fingerprint (toward quarantine)
 ATTEMPT_STATUSES = ("fixed", "improved", "rolled_back", "partly_rolled_back", "rejected", "no_change")
 
@@ -236,14 +237,17 @@ class Cycle:
             self.r.reason = f"{self.r.reason}; {again}" if self.r.reason else again
             return True
         if failed:
-            best = min(failed, key=lambda c: (-c.votes, c.diff_lines, c.n))
+            ranked = sorted(failed, key=lambda c: (-c.votes, c.diff_lines, c.n))
+            best = ranked[0]
             assert best.plan is not None and best.verification is not None
             self.r.plan_summary = best.plan.summary
             self.r.status = "rolled_back"
             self.r.reason = f"no candidate passed the checks ({found.summary()}): {best.reason}"
             self._last_diff = best.diff
-            self.attempts.append(Attempt(best.plan.summary, best.diff, best.verification.output))
-            self.last_attempt = self.attempts[-1].as_dict()
+            for c in ranked[:FAILED_SHOWN]:  # two different wrong fixes tell more than one
+                assert c.plan is not None and c.verification is not None
+                self.attempts.append(Attempt(c.plan.summary, c.diff, c.verification.output))
+            self.last_attempt = Attempt(best.plan.summary, best.diff, best.verification.output).as_dict()
             self._note_unchanged(found)
         elif refused:
             self.r.plan_summary = refused[0].plan.summary if refused[0].plan else None

@@ -37,6 +37,8 @@ from autod.plan import Plan
 log = structlog.get_logger("autod.candidates")
 
 KEPT = ("fixed", "improved")
+DUPLICATE_WARMING = 0.25  # temperature added to the next draws for each duplicate in the attempt
+MAX_TEMPERATURE = 1.3
 Prepare = Callable[[Plan], Awaitable[tuple[list[FileChange], str]]]
 
 
@@ -146,7 +148,11 @@ class CandidateSearch:
                 break
             first = drawn == 0
             want = 1 if first or self._takes_n is False else self.cfg.n - drawn
-            temperature = 0.0 if first else self.cfg.temperature
+            # a draw that repeats a tried change says the model's distribution is too peaked to
+            # explore at this temperature: the next ones are sampled warmer (a little, capped)
+            dups = sum(c.outcome == "duplicate" for c in result.candidates)
+            temperature = 0.0 if first else min(self.cfg.temperature + DUPLICATE_WARMING * dups,
+                                                max(self.cfg.temperature, MAX_TEMPERATURE))
             plans, spent, invalid, ms = await self._draw(temperature, base + drawn, want, first=first)
             if want > 1 and len(plans) + len(invalid) < want:
                 self._takes_n = False  # the server gave fewer choices than asked: one by one from now

@@ -1,0 +1,109 @@
+"""The candidate search at its seams: a scripted drawer, the real act rules, a scripted validator."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from autod.act.edits import Caps, FileChange, prepare
+from autod.boundary import Boundary
+from autod.candidates.search import MAX_TEMPERATURE, CandidateSearch
+from autod.config import CandidatesConfig
+from autod.modes import Verification
+from autod.plan import Edit, Plan
+from autod.planner import PlanResult, TokenUsage
+
+SRC = "def add(a, b):\n    return a - b\n"
+
+
+def whole(body: str) -> Plan:
+    edit = Edit(path="calc.py", symbol="add", replace=f"def add(a, b):\n    {body}\n")
+    return Plan(summary=body, edits=[edit])
+
+
+class Drawer:
+    def __init__(self, *plans: Plan, choices: int = 1) -> None:
+        self.plans = list(plans)
+        self.asked: list[dict[str, Any]] = []
+        self.choices = choices
+
+    async def ask(self, **kw: Any) -> PlanResult:
+        self.asked.append(kw)
+        got = [self.plans.pop(0) for _ in range(min(kw.get("n", 1), self.choices, len(self.plans)))]
+        return PlanResult(got[0], TokenUsage(100, 10), alternatives=got[1:])
+
+
+class Judge:
+    """Verdicts by the new source: what a check would say of each candidate."""
+
+    in_place = False
+
+    def __init__(self, verdicts: dict[str, str]) -> None:
+        self.verdicts = verdicts
+        self.seen: list[str] = []
+
+    async def validate(self, plan: Plan, changes: list[FileChange]) -> Verification:
+        text = changes[0].new.decode()
+        self.seen.append(text)
+        status = next((v for k, v in self.verdicts.items() if k in text), "rolled_back")
+        return Verification(status, [], "" if status == "fixed" else "checks still fail")
+
+
+def search(tmp_path: Path, drawer: Drawer, judge: Judge, **cfg: Any) -> CandidateSearch:
+    (tmp_path / "calc.py").write_text(SRC)
+    boundary = Boundary(tmp_path, tmp_path / ".autod", [])
+
+    async def prep(plan: Plan) -> tuple[list[FileChange], str]:
+        return prepare(plan, boundary, Caps(10, 100, 100_000)), ""
+
+    return CandidateSearch(CandidatesConfig(**{"n": 4, "seed": 10, **cfg}), drawer, prep, judge)
+
+
+def test_the_first_candidate_that_fixes_everything_stops_the_search(tmp_path):
+    drawer = Drawer(whole("return a * b"), whole("return a + b"), whole("return b + a"))
+    judge = Judge({"a + b": "fixed"})
+    found = asyncio.run(search(tmp_path, drawer, judge).attempt(1))
+    assert [c.outcome for c in found.candidates] == ["rolled_back", "fixed"]
+    assert found.winner is found.candidates[1]
+    assert [(a["seed"], a["temperature"]) for a in drawer.asked] == [(10, 0.0), (11, 0.8)]
+    assert len(drawer.plans) == 1  # never drawn: the search stopped
+
+
+def test_fixed_beats_improved_and_ties_go_to_votes_then_the_smaller_diff(tmp_path):
+    big = Plan(summary="big", edits=[Edit(path="calc.py", symbol="add",
+                                          replace="def add(a, b):\n    c = a\n    return c + b // 1\n")])
+    drawer = Drawer(big, whole("return a + b  # x"), whole("return a+b"), whole("return b * 1 + a"))
+    judge = Judge({"c + b": "improved", "a + b": "improved", "a+b": "improved", "b * 1": "improved"})
+    found = asyncio.run(search(tmp_path, drawer, judge).attempt(1))
+    # "return a + b  # x" and "return a+b" are one change by AST: a duplicate is a vote
+    assert [c.outcome for c in found.candidates] == ["improved", "improved", "duplicate", "improved"]
+    assert found.winner is found.candidates[1] and found.winner.votes == 2
+
+
+def test_a_repeated_change_is_never_verified_twice_and_warms_the_next_draw(tmp_path):
+    same = [whole("return a * b") for _ in range(4)]
+    drawer, judge = Drawer(*same), Judge({})
+    found = asyncio.run(search(tmp_path, drawer, judge, temperature=0.6).attempt(1))
+    assert [c.outcome for c in found.candidates] == ["rolled_back", "duplicate", "duplicate", "duplicate"]
+    assert len(judge.seen) == 1
+    temps = [a["temperature"] for a in drawer.asked]
+    assert temps[0] == 0.0 and temps[1] == 0.6 and temps[1] < temps[2] < temps[3] <= MAX_TEMPERATURE
+
+
+def test_a_server_that_takes_n_is_asked_once_for_the_rest(tmp_path):
+    drawer = Drawer(whole("return a * b"), whole("return a - b - 0"), whole("return a + b"), choices=3)
+    found = asyncio.run(search(tmp_path, drawer, Judge({"a + b": "fixed"}), n=3).attempt(1))
+    assert [a["n"] for a in drawer.asked] == [1, 2]
+    assert [c.seed for c in found.candidates] == [10, 11, 12]
+    assert found.winner is not None and found.winner.outcome == "fixed"
+
+
+def test_refused_and_unchanged_candidates_are_dropped_before_verification(tmp_path):
+    missing = Plan(summary="x", edits=[Edit(path="calc.py", search="not there", replace="y")])
+    drawer = Drawer(missing, whole("return a - b"), Plan(summary="no idea", edits=[]), whole("return a + b"))
+    judge = Judge({"a + b": "fixed"})
+    found = asyncio.run(search(tmp_path, drawer, judge).attempt(1))
+    assert [c.outcome for c in found.candidates] == ["refused", "unchanged", "no_change", "fixed"]
+    assert len(judge.seen) == 1
+    assert "search text not found" in found.candidates[0].reason
