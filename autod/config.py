@@ -29,6 +29,7 @@ from autod.config_models import (
     CronSource,
     CronStr,
     DebugMode,
+    DeliveryConfig,
     DocMode,
     GitConfig,
     Limits,
@@ -38,11 +39,14 @@ from autod.config_models import (
     LoggingConfig,
     LogtailSource,
     MemoryConfig,
+    MetricsConfig,
     Modes,
+    NotifyConfig,
     PlanMode,
     Retention,
     SourceConfig,
     Strict,
+    UndoConfig,
     WatchSource,
     validate_cron,
     yaml_off,
@@ -118,6 +122,11 @@ class Settings(BaseSettings):
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     localize: LocalizeConfig = Field(default_factory=LocalizeConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
+    # issue 22: where fixes go (modes.*.delivery picks), who is told, what is served, what can be undone
+    delivery: DeliveryConfig = Field(default_factory=DeliveryConfig)
+    notify: NotifyConfig = Field(default_factory=NotifyConfig)
+    metrics: MetricsConfig = Field(default_factory=MetricsConfig)
+    undo: UndoConfig = Field(default_factory=UndoConfig)
     # The file these settings were loaded from (None: defaults only): one of autod's own files.
     _config_file: Path | None = PrivateAttr(None)
 
@@ -209,6 +218,7 @@ class Settings(BaseSettings):
         if token:
             out.append(token)
         out += _secret_values(self)
+        out += self.notify.secrets()  # webhook tokens and URLs from the environment or credentials
         return sorted({s for s in out if len(s) >= 4})
 
 
