@@ -257,15 +257,19 @@ async def run_check(
     extra_args: Sequence[str] = (),
     extra_env: Mapping[str, str] = {},
     output_dir: Path | None = None,
+    mount_at: Path | None = None,
+    bind_back: Sequence[str] = (),
 ) -> CheckResult:
     """Run one configured check in `cwd` (the workspace, or the fixer's scratch copy of it).
 
     `settings` gives the sandbox policy (mode, state dir, secrets); without it the defaults hold.
     `extra_args` are appended to the configured command; `extra_env` joins its `env:`; `output_dir`
     is an autod-owned directory outside the workspace the check may write (bound writable).
-    Never raises for the command's own failure.
+    `mount_at`: `cwd` is a copy of the workspace (autod.isolation) that the sandbox mounts at this
+    path, the real workspace's, with `bind_back` from the real tree read-only; it needs bwrap (the
+    result is a start error without it). Never raises for the command's own failure.
     """
-    policy = sandbox.Policy.for_settings(settings, cwd)
+    policy = sandbox.Policy.for_settings(settings, cwd if mount_at is None else mount_at)
     mode = policy.mode_for(check)
     try:
         argv = [*shlex.split(check.run), *extra_args]
@@ -277,6 +281,9 @@ async def run_check(
         program = resolve_program(argv[0], cwd=cwd, venv=venv, path=host_path)
     except ProgramError as exc:
         return _not_started(name, exc.code, f"cannot start check {name!r}: {exc}")
+    if mount_at is not None and _under_dir(program, cwd):
+        # where the sandbox shows the copy
+        program = Path(mount_at) / os.path.relpath(os.path.realpath(program), os.path.realpath(cwd))
     wrapper = "off"
     verdict = None
     if mode != "off":
@@ -288,6 +295,9 @@ async def run_check(
             return _not_started(name, 126, why, "bwrap")
         else:
             wrapper = "unsandboxed"
+    if mount_at is not None and wrapper != "bwrap":
+        why = f"check {name!r} cannot run on a copy of the workspace without the bwrap sandbox"
+        return _not_started(name, 126, why, wrapper)
     private = None if wrapper == "bwrap" else await asyncio.to_thread(_private_dirs)
     env = sandbox.check_env(
         os.environ,
@@ -310,6 +320,8 @@ async def run_check(
             network=check.network,
             expose=_exposed(program, argv[1:], venv, env["PATH"]),
             writable=[output_dir] if output_dir is not None else [],
+            mount_at=mount_at,
+            bind_back=bind_back,
         )
     else:
         full = [sys.executable, "-I", "-S", REAPER, str(program), *command]
@@ -347,6 +359,11 @@ async def run_check(
         changed=changed,
         sandbox=wrapper,
     )
+
+
+def _under_dir(path: Path, root: Path) -> bool:
+    real, base = os.path.realpath(path), os.path.realpath(root)
+    return real.startswith(base + os.sep)
 
 
 def _private_dirs() -> Path:

@@ -25,6 +25,7 @@ from pydantic import (
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from autod.config_models import (
+    CandidatesConfig,
     CheckConfig,
     CronSource,
     CronStr,
@@ -56,6 +57,7 @@ __all__ = [
     "CREDENTIAL_NAME",
     "EXIT_CONFIG",
     "SEARCH_PATHS",
+    "CandidatesConfig",
     "CheckConfig",
     "ConfigError",
     "CronSource",
@@ -121,6 +123,7 @@ class Settings(BaseSettings):
     git: GitConfig = Field(default_factory=GitConfig)
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     localize: LocalizeConfig = Field(default_factory=LocalizeConfig)
+    candidates: CandidatesConfig = Field(default_factory=CandidatesConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     # issue 22: where fixes go (modes.*.delivery picks), who is told, what is served, what can be undone
     delivery: DeliveryConfig = Field(default_factory=DeliveryConfig)

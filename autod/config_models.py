@@ -418,6 +418,21 @@ class LoggingConfig(Strict):
     file: Path | None = Field(None, description="default <state_dir>/logs/autod.jsonl")
 
 
+class CandidatesConfig(Strict):
+    """Several plans per attempt, each verified on a mirror of the workspace (autod.candidates)."""
+
+    n: int = Field(4, ge=1, le=16, description="plans drawn per attempt; the first at temperature 0")
+    temperature: float = Field(0.8, ge=0, le=2, description="sampling temperature of the 2nd..nth plan")
+    seed: int = Field(1, ge=0, le=2**31 - 1, description="seed of the 1st plan; plan i uses seed + i")
+    isolation: Literal["auto", "off"] = Field(
+        "auto", description="auto: verify candidates on a mirror when bwrap works; off: in the tree"
+    )
+    mirror_max_files: int = Field(
+        50_000, ge=100, le=2_000_000, description="past this many files the workspace is not mirrored"
+    )
+    mirror_max_mb: int = Field(2048, ge=1, le=1_000_000, description="past this size it is not mirrored")
+
+
 # -- issue 22: where a fix goes, who is told, what is measured, what can be taken back ------------
 
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
@@ -552,7 +567,7 @@ class MetricsConfig(Strict):
     listen: str | None = Field(
         None, description="HOST:PORT on loopback serving Prometheus /metrics; null: off (`autod metrics`)"
     )
-    sample_s: float = Field(15, ge=1, le=3600, description="how often queue, retry and memory gauges are read")
+    sample_s: float = Field(15, ge=1, le=3600, description="how often the queue and memory gauges are read")
 
     @field_validator("listen")
     @classmethod

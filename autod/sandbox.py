@@ -226,6 +226,8 @@ def bwrap_argv(
     network: bool = False,
     expose: Sequence[Path] = (),
     writable: Sequence[Path] = (),
+    mount_at: Path | None = None,
+    bind_back: Sequence[str] = (),
 ) -> list[str]:
     """The full argv that runs `command` in `workspace` under bubblewrap.
 
@@ -233,8 +235,11 @@ def bwrap_argv(
     /root/.pyenv, say): bound back read-only at the same path, with the content of their real path.
     `writable`: autod-owned directories outside the workspace bound writable at the same path (a
     coverage plugin's results, for instance).
+    `mount_at`: run on a copy (autod.isolation's mirror, `workspace` here) mounted at this path, the
+    real workspace's: the check sees the copy where the tree is, and `bind_back` (paths relative to
+    it: `.git`, venvs) from the real tree, read-only.
     """
-    ws = _real(workspace)
+    ws = _real(workspace) if mount_at is None else _real(mount_at)
     argv = [
         bwrap,
         "--unshare-pid",
@@ -260,7 +265,13 @@ def bwrap_argv(
         dest = Path(os.path.abspath(p))
         if m.hidden(dest) and not _under(dest, ws):
             m.bind(dest, writable=False, source=_real(dest))
-    m.bind(ws, writable=True)
+    if mount_at is None:
+        m.bind(ws, writable=True)
+    else:
+        m.bind(ws, writable=True, source=_real(workspace))
+        for rel in bind_back:  # bwrap reads a bind's source on the host, not under the mirror
+            if rel != ".git" and ".." not in Path(rel).parts:
+                m.bind(ws / rel, writable=False)
     git = ws / ".git"
     if git.exists():
         m.bind(git, writable=False)

@@ -15,7 +15,7 @@ from typing import Any
 
 import structlog
 
-from autod import logs, sandbox
+from autod import isolation, logs, sandbox
 from autod.act.journal import recover
 from autod.boundary import config_inside_workspace
 from autod.checkbook import CheckBook
@@ -106,6 +106,8 @@ class Daemon:
         )
         if recovered:
             log.warning("act.crash_recovered", cycles=recovered)
+        # a mirror may hold a candidate a killed daemon was verifying: it never reached the tree
+        await asyncio.to_thread(isolation.recover, s)
         await asyncio.to_thread(exclude_state_dir, s.workspace, s.state_path)
         self.state = State(s.state_path / "state.db")
         interrupted = await self.state.call(self.state.cycles_interrupted)
