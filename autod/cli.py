@@ -167,6 +167,9 @@ def cmd_history(args: argparse.Namespace) -> int:
         rb = c.get("rollback") or {}
         undone = f" restored={','.join(rb['restored']) or '-'}" if rb else ""
         undone += f" LEFT={','.join(rb['left'])}" if rb.get("left") else ""
+        dl = c.get("delivery") or {}
+        undone += f" branch={dl['branch']}" if dl.get("branch") else ""
+        undone += f" patch={dl['patch']}" if dl.get("patch") else ""
         _out(
             f"{ago(c['started_at'])} {c['id']} {c['mode']:<10} {c['status'] or 'running':<18} "
             f"{dur:>6}ms files={files}{undone} {c['summary'][:60]}"
@@ -334,6 +337,18 @@ def cmd_trigger(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_metrics(args: argparse.Namespace) -> int:
+    from autod.metrics.cli import run
+
+    return run(_settings(args), _ask)
+
+
+def cmd_undo(args: argparse.Namespace) -> int:
+    from autod.undo.cli import run
+
+    return run(_settings(args), args.cycle, args.reason, args.json, _ask, _out, _die)
+
+
 def cmd_memory(args: argparse.Namespace) -> int:
     from autod.control import DaemonDown
 
@@ -453,6 +468,11 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("mode", choices=list(MODES))
     t.add_argument("--path")
     t.add_argument("--message")
+    add("metrics", cmd_metrics, "print the Prometheus metrics (what a scrape of metrics.listen gets)")
+    un = add("undo", cmd_undo, "take back a kept cycle (refused when its files changed since)")
+    un.add_argument("cycle")
+    un.add_argument("--reason", help="why (stored as a lesson, like a rejection)")
+    un.add_argument("--json", action="store_true")
     m = sub.add_parser("memory", help="tiered memory")
     ms = m.add_subparsers(dest="memory_cmd", required=True)
     st = ms.add_parser("stats", parents=[common])

@@ -12,6 +12,7 @@ import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import structlog
 
@@ -57,6 +58,7 @@ class CycleDeps:
     own_writes: OwnWrites
     breaker: CircuitBreaker | None = None
     extra_after_keep: list = field(default_factory=list)  # callables(reflection, changes) e.g. git commit
+    delivery: Any = None  # autod.delivery.Delivery: branch/patch modes never write the working tree
 
     @property
     def memory(self) -> Memory | None:
@@ -351,6 +353,8 @@ class Cycle:
                     f"modes.{self.mode.name}.allow_judge_edits it waits for `autod approve`"
                 )
             return None
+        if self.deps.delivery is not None and self.deps.delivery.isolated(self.mode.name):
+            return await self.deps.delivery.act(self, plan, changes)  # verified elsewhere: branch or patch
         journal = Journal.begin(self.settings.state_path, self.r.cycle_id)
         kept = False
         try:

@@ -21,6 +21,7 @@ STATUSES = (
     "pending_approval",
     "failed",
     "reported",
+    "undone",  # the record of `autod undo CYCLE` (autod.undo): the operator took a kept cycle back
 )
 
 
@@ -54,6 +55,8 @@ class Reflection:
     rollback: dict[str, list[str]] | None = None
     # what went into the prompt: [{"path", "symbol", "lines", "why"}] (localization and the need round)
     context: list[dict[str, Any]] = field(default_factory=list)
+    # where a branch or patch delivery put the fix (autod.delivery): kind, outcome, branch/patch, commit, push
+    delivery: dict[str, Any] | None = None
 
     def record(self) -> dict[str, Any]:
         return asdict(self)

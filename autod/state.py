@@ -116,8 +116,24 @@ class State:
             d["tokens"] = rec.get("tokens", {})
             d["durations_ms"] = rec.get("durations_ms", {})
             d["rollback"] = rec.get("rollback")
+            d["delivery"] = rec.get("delivery")  # a branch or patch delivery (autod.delivery)
             out.append(d)
         return out
+
+    def cycle_row(self, cycle_id: str) -> dict[str, Any] | None:
+        """One cycle's row by its id or a unique prefix (`autod undo`), its record parsed; None otherwise."""
+        rows = self._tx(
+            "SELECT id, event_id, mode, fingerprint, kind, summary, status, reason, started_at, record"
+            " FROM cycles WHERE id = ? OR id LIKE ? LIMIT 3",
+            (cycle_id, cycle_id.replace("%", "").replace("_", "") + "%"),
+        ).fetchall()
+        exact = [r for r in rows if r["id"] == cycle_id]
+        row = exact[0] if exact else (rows[0] if len(rows) == 1 else None)
+        if row is None:
+            return None
+        d = dict(row)
+        d["record"] = json.loads(d["record"]) if d.get("record") else {}
+        return d
 
     def cycles_since(self, ts: float) -> int:
         return int(

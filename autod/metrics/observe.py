@@ -94,3 +94,14 @@ def check_ran(metrics: Metrics, result: CheckResult) -> None:
         timed_out=result.timed_out,
         error=result.error,
     )
+
+
+def describe(metrics: Metrics, settings: Any, planner: str) -> None:
+    """The `autod_info` labels: what this daemon is."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        v = version("autod")
+    except PackageNotFoundError:
+        v = "unknown"
+    metrics.info.info({"version": v, "planner": planner, "workspace": str(settings.workspace)})

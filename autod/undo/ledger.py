@@ -180,3 +180,30 @@ class KeptLedger:
         for d in gone:
             shutil.rmtree(d, ignore_errors=True)
         return [d.name for d in gone]
+
+
+def kept_hook(ledger: KeptLedger) -> Any:
+    """The cycle's after-keep hook: what it wrote is kept for `autod undo` (never fails the cycle)."""
+    import asyncio
+
+    import structlog
+
+    log = structlog.get_logger("autod.undo")
+
+    async def record(cycle: Any, changes: list[FileChange]) -> None:
+        try:
+            event = json.loads(cycle.event.model_dump_json())
+            await asyncio.to_thread(
+                ledger.record,
+                cycle.r.cycle_id,
+                cycle.mode.name,
+                event,
+                cycle.r.plan_summary or "",
+                getattr(cycle, "_last_diff", ""),
+                cycle.r.commit,
+                list(changes),
+            )
+        except Exception as exc:  # the edits are kept either way; only `autod undo` will not know them
+            log.warning("undo.not_recorded", reason=f"{type(exc).__name__}: {str(exc)[:200]}")
+
+    return record

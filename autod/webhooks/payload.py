@@ -160,3 +160,14 @@ def wedged(info: dict[str, Any], first_seen: float) -> Notification:
         "the watchdog stops; under systemd the service is restarted and the cycle rolled back",
         {"wedged": info},
     )
+
+
+def from_undo(record: dict[str, Any], undone: str) -> Notification:
+    files = ", ".join(str(e["path"]) for e in record.get("edits") or []) or "-"
+    return Notification(
+        f"{record.get('cycle_id')}:undone",
+        "undone",
+        f"[{record.get('mode')}] the operator undid cycle {undone}: {str(record.get('summary') or '')[:200]}",
+        f"files: {files}; {record.get('reason') or ''}",
+        {"cycle": {k: record.get(k) for k in CYCLE_FIELDS if k in record}, "undone_cycle": undone},
+    )

@@ -29,6 +29,11 @@ AREAS = {
     "proposal",
     "quarantine",
     "localize",
+    "metrics",
+    "webhook",
+    "delivery",
+    "undo",
+    "isolation",
 }
 NAME = re.compile(r"^([a-z]+)\.[a-z0-9_]+$")
 LEVELS = {"debug", "info", "warning", "error", "exception", "critical", "msg"}
