@@ -29,8 +29,11 @@ RETRY_MAX_S = 300.0
 class MetricsServer:
     """Owns the HTTP server thread; `status()` is what `autod status` shows."""
 
-    def __init__(self, metrics: Metrics) -> None:
+    def __init__(
+        self, metrics: Metrics, *, retry_min_s: float = RETRY_MIN_S, watch_s: float = WATCH_S
+    ) -> None:
         self.metrics = metrics
+        self.retry_min_s, self.watch_s = retry_min_s, watch_s
         self._server: Any = None
         self._thread: threading.Thread | None = None
         self.listen: str | None = None  # what it serves, or tries to
@@ -54,21 +57,25 @@ class MetricsServer:
 
     async def run(self, listen: Callable[[], str | None]) -> None:
         """Serve while the daemon runs (cancel to stop); rebinds when `listen()` changes."""
-        delay = RETRY_MIN_S
+        delay = self.retry_min_s
         try:
             while True:
                 want = listen()
                 if want != self.listen:
                     await self._close()
-                    self.listen, self.error, self.since, delay = want, None, time.time(), RETRY_MIN_S
+                    self.listen, self.error, self.since, self.next_try = want, None, time.time(), None
+                    delay = self.retry_min_s
                     if want is not None:
                         await self._bind(want)
+                        if self.address is None:
+                            self.next_try = time.time() + delay
                 elif want is not None and self.address is None and time.time() >= (self.next_try or 0):
                     await self._bind(want, retry=True)
-                    delay = min(RETRY_MAX_S, delay * 2)
-                if want is not None and self.address is None:
-                    self.next_try = time.time() + delay
-                await asyncio.sleep(WATCH_S)
+                    if self.address is None:
+                        delay = min(RETRY_MAX_S, delay * 2)
+                        self.next_try = time.time() + delay
+                left = self.watch_s if self.next_try is None else self.next_try - time.time()
+                await asyncio.sleep(max(0.05, min(self.watch_s, left)))
         finally:
             await asyncio.shield(self._close())
 

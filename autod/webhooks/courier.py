@@ -76,7 +76,7 @@ class Courier:
                 log.warning(
                     "webhook.outbox_dropped",
                     webhook=d.hook,
-                    event=d.event,
+                    notification=d.event,
                     key=d.key,
                     reason="the outbox is full (notify.outbox_max_items): the oldest goes",
                 )
@@ -166,7 +166,9 @@ class Courier:
         st.failures, st.down_since, st.last_error, st.next_try = 0, None, None, 0.0
         st.last_sent = time.time()
         self._count(hook.name, "sent")
-        log.info("webhook.sent", webhook=hook.name, event=item.event, key=item.key, tries=item.attempts + 1)
+        log.info(
+            "webhook.sent", webhook=hook.name, notification=item.event, key=item.key, tries=item.attempts + 1
+        )
 
     def _failed(self, hook: Webhook, st: HookState, item: Item, error: str) -> None:
         cfg = self.settings().notify
@@ -181,7 +183,7 @@ class Courier:
                 "webhook.unreachable",
                 webhook=hook.name,
                 reason=error,
-                event=item.event,
+                notification=item.event,
                 retry_in_s=round(delay, 1),
                 detail="notifications wait in the outbox; nothing is lost",
             )
@@ -198,7 +200,7 @@ class Courier:
             log.warning(
                 "webhook.outbox_dropped",
                 webhook=d.hook,
-                event=d.event,
+                notification=d.event,
                 key=d.key,
                 reason="older than notify.max_age_h, or its webhook is no longer configured",
             )
