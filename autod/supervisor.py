@@ -401,7 +401,13 @@ class Daemon:
                 self.metrics_server.run(lambda: self.settings.metrics.listen), name="metrics-server"
             ),
             asyncio.create_task(
-                sampler(self, self.metrics, lambda: self.settings.metrics.sample_s, [self._sample_outputs]),
+                sampler(
+                    self,
+                    self.metrics,
+                    lambda: self.settings.metrics.sample_s,
+                    [self._sample_outputs],
+                    enabled=lambda: self.settings.metrics.listen is not None,
+                ),
                 name="metrics-sampler",
             ),
             asyncio.create_task(self.courier.run(), name="webhooks"),

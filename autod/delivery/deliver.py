@@ -49,6 +49,13 @@ class DeliveryHeld(CycleError):
     external = True
 
 
+class DeliveryFailed(CycleError):
+    """git could not write the branch or the patch (a full disk, a broken repository): the event is
+    tried again later, so a verified fix is not lost."""
+
+    external = True
+
+
 @dataclass(frozen=True)
 class Facts:
     """What a delivery says about its cycle."""
@@ -128,7 +135,7 @@ class Delivery:
             out = await asyncio.to_thread(self._deliver, kind, facts, fix, verification)
         except (g.GitError, OSError, subprocess.TimeoutExpired) as exc:
             self._count(kind, "failed")
-            raise CycleError(
+            raise DeliveryFailed(
                 f"delivery {kind} failed: {exc if isinstance(exc, g.GitError) else type(exc).__name__}"
                 "; the working tree was not written"
             ) from None
@@ -190,7 +197,7 @@ class Delivery:
         ref = f"refs/heads/{name}"
         tip = g.rev(ws, ref)
         expected = mine.commit_id if mine else None
-        if tip is not None and tip != expected:
+        if tip is not None and (tip != expected or g.checked_out(ws, ref)):
             return self._refused(facts, fix, commit, name, mine)
         if tip is not None and _same_change(ws, tip, commit):
             commit = tip  # nothing new: the branch already holds this fix on this HEAD
@@ -245,11 +252,12 @@ class Delivery:
 
     def _refused(self, facts: Facts, fix: OnHead, commit: str, name: str, mine: Row | None) -> dict[str, Any]:
         """The branch is someone else's (never autod's, or changed since): not touched; a patch instead."""
-        whose = (
-            "was changed by someone else since autod's last commit"
-            if mine
-            else "exists and was not made by autod"
-        )
+        if g.checked_out(self.workspace, f"refs/heads/{name}"):
+            whose = "is checked out in a worktree"
+        elif mine:
+            whose = "was changed by someone else since autod's last commit"
+        else:
+            whose = "exists and was not made by autod"
         patch = self._patch(facts, f"{facts.key}#patch", fix, commit)
         problem = f"branch {name} {whose}: not updated (never overwritten); the fix is in {patch['patch']}"
         if mine is not None:
@@ -358,6 +366,30 @@ class Delivery:
             " merge or delete one (autod status lists them)"
         )
 
+    def already_delivered(self, key: str) -> str | None:
+        """Why a failure need not be planned again: its open branch or patch was made from the current HEAD
+        and is still as autod left it. None otherwise (blocking)."""
+        row = self.ledger.get(key)
+        if row is None or row.state != OPEN:
+            return None
+        made = self.ledger.cycle(row.cycle_id)
+        head = g.rev(self.workspace, "HEAD")
+        if made is None or head is None or made.parent != head:
+            return None
+        if row.kind == "branch":
+            if g.rev(self.workspace, f"refs/heads/{row.name}") != row.commit_id:
+                return None
+        else:
+            try:
+                current = atomic.read_current(Path(row.name))
+            except OSError:
+                return None
+            if atomic.sha(current) != row.digest:
+                return None
+        return (
+            f"its fix is already in {row.kind} {row.name}, made from the current HEAD (cycle {row.cycle_id})"
+        )
+
     def refresh(self) -> None:
         """Bring each delivery's state up to date: merged, deleted, or changed by someone (blocking)."""
         for row in self.ledger.rows((OPEN, "changed", "withdrawn")):
@@ -437,6 +469,8 @@ class Delivery:
             else:
                 why = f"branch {d.name} was changed by someone else since autod's commit (never overwritten)"
             return {"ok": False, "error": f"cycle {d.cycle_id} not undone: {why}"}
+        if g.checked_out(ws, ref):
+            return {"ok": False, "error": f"cycle {d.cycle_id} not undone: branch {d.name} is checked out"}
         if g.is_ancestor(ws, tip, "HEAD"):
             return {
                 "ok": False,

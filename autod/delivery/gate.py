@@ -1,7 +1,9 @@
 """The cap, before anything is planned: a failure whose fix would need a new branch or patch while
 `delivery.max_open` are open waits in the queue (no LLM call is spent on it), and `autod status` says
 why (`waiting: delivery cap reached ...`) and lists what is open. A failure that already has its
-branch or patch is never held: its delivery is updated in place."""
+branch or patch is never held: its delivery is updated in place; while that branch or patch was made
+from the current HEAD and is as autod left it, the failure is not planned again at all (the event is
+dropped, logged with why)."""
 
 from __future__ import annotations
 
@@ -29,9 +31,11 @@ class DeliveryGate:
             return verdict
         if DEBUG not in self.delivery.settings.modes.enabled():
             return verdict
-        held = self.delivery.held_reason(
-            f"{DEBUG}:{event.fingerprint}", DEBUG, event.fingerprint, event.summary
-        )
+        key = f"{DEBUG}:{event.fingerprint}"
+        done = self.delivery.already_delivered(key)
+        if done is not None:  # no LLM call for a fix that waits for the operator on HEAD as it is
+            return Verdict(False, reason=done, drop=True)
+        held = self.delivery.held_reason(key, DEBUG, event.fingerprint, event.summary)
         return verdict if held is None else Verdict(False, CAP_WAIT_S, held)
 
     def __getattr__(self, name: str) -> Any:  # caps, book, record_attempt, counters, limits

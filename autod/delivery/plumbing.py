@@ -157,6 +157,12 @@ def update_ref(ws: Path, ref: str, new: str, expected: str | None, reason: str) 
     return r.returncode == 0
 
 
+def checked_out(ws: Path, ref: str) -> bool:
+    """Whether a worktree of the repository has `ref` checked out (moving it would change that checkout)."""
+    r = git(ws, "worktree", "list", "--porcelain")
+    return r.returncode != 0 or f"branch {ref}".encode() in r.stdout.splitlines()
+
+
 def delete_ref(ws: Path, ref: str, expected: str) -> bool:
     return git(ws, "update-ref", "-d", ref, expected).returncode == 0
 

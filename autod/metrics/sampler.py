@@ -63,8 +63,11 @@ async def sampler(
     metrics: Metrics,
     every_s: Callable[[], float],
     extra: list[Callable[[], Awaitable[None]]] | None = None,
+    enabled: Callable[[], bool] = lambda: True,
 ) -> None:
-    """Runs until cancelled; `every_s` is read live (a reload may change it)."""
+    """Runs until cancelled; `every_s` and `enabled` are read live (a reload may change them). While
+    nothing is served it only sleeps (`autod metrics` samples on demand)."""
     while True:
-        await sample_once(daemon, metrics, extra or [])
+        if enabled():
+            await sample_once(daemon, metrics, extra or [])
         await asyncio.sleep(every_s())

@@ -40,6 +40,9 @@ async def watch_daemon(courier: Courier, dispatcher: Any) -> None:
     wedged_since: float | None = None
     announced: set[str] = set()  # keys already in the outbox from this run (it dedupes across runs)
     while True:
+        if not courier.webhooks():  # nothing to tell anyone: look again later (a reload may add some)
+            await asyncio.sleep(WATCH_S)
+            continue
         info = dispatcher.progress.wedged()
         if info is not None and wedged_since is None:
             wedged_since = time.time()

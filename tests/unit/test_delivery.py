@@ -302,7 +302,11 @@ def test_the_cap_holds_a_new_failure_until_a_branch_is_merged_or_deleted(repo):
     other = cycle(fp="b" * 16)
     held = gate.admit(other.event, uses_llm=True)
     assert not held.ok and held.reason.startswith("delivery cap reached: 1/1 open autod branches and patches")
-    assert gate.admit(first.event, uses_llm=True).ok  # its own branch is updated, no new slot
+    same = gate.admit(first.event, uses_llm=True)  # its fix waits on a branch made from this HEAD
+    assert same.drop and same.reason.startswith(f"its fix is already in branch {first.r.delivery['branch']}")
+    (repo / "README.md").write_text("calc v2\n")
+    git(repo, "commit", "-qam", "HEAD moves on")
+    assert gate.admit(first.event, uses_llm=True).ok  # planned again: its branch is updated, no new slot
     with pytest.raises(DeliveryHeld):  # an approval, which skips the gate, is held the same way
         deliver(d, other, [change(repo, "src/calc.py", FIXED)])
     assert [h["fingerprint"] for h in asyncio.run(d.status())["held"]] == ["b" * 16]
@@ -343,3 +347,33 @@ def test_undo_of_a_patch_delivery_withdraws_the_file_unless_someone_edited_it(re
     c2 = cycle(fp="c" * 16, cid="cyc000000002")
     deliver(d, c2, [change(repo, "src/calc.py", FIXED)])
     assert d.undo(c2.r.cycle_id, "u2", "x")["ok"] and not Path(c2.r.delivery["patch"]).exists()
+
+
+def test_a_planted_receivepack_or_ext_url_runs_nothing_when_autod_pushes(repo, tmp_path):
+    remote = bare_remote(repo, tmp_path)
+    mark = tmp_path / "receivepack-ran"
+    git(repo, "config", "remote.origin.receivepack", f"touch {mark}; git-receive-pack")
+    c = cycle()
+    deliver(desk(repo, push="origin"), c, [change(repo, "src/calc.py", FIXED)])
+    assert c.r.delivery["push"]["ok"] is True and not mark.exists()
+    assert git(remote, "rev-parse", f"refs/heads/{c.r.delivery['branch']}") == c.r.commit
+    ext_mark = tmp_path / "ext-ran"
+    git(repo, "remote", "add", "evil", f"ext::sh -c touch% {ext_mark}")
+    c2 = cycle(fp="e" * 16, cid="cyc000000002")
+    deliver(desk(repo, push="evil"), c2, [change(repo, "src/calc.py", FIXED)])
+    assert c2.r.delivery["push"]["ok"] is False and not ext_mark.exists()
+
+
+def test_autods_branch_checked_out_in_a_worktree_is_not_moved_under_it(repo, tmp_path):
+    d = desk(repo)
+    c1 = cycle(cid="cyc000000001")
+    deliver(d, c1, [change(repo, "src/calc.py", FIXED)])
+    branch = c1.r.delivery["branch"]
+    git(repo, "worktree", "add", "-q", str(tmp_path / "review"), branch)  # someone tries the fix out
+    (repo / "README.md").write_text("calc v2\n")
+    git(repo, "commit", "-qam", "HEAD moves on")
+    c2 = cycle(cid="cyc000000002")
+    deliver(d, c2, [change(repo, "src/calc.py", FIXED)])
+    assert git(repo, "rev-parse", branch) == c1.r.commit
+    assert c2.r.delivery["outcome"] == "patch_instead" and "is checked out" in c2.r.delivery["problem"]
+    assert "is checked out" in d.undo(c1.r.cycle_id, "u1", "x")["error"]

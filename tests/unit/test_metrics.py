@@ -157,3 +157,29 @@ def test_a_public_metrics_address_is_a_config_error_naming_file_line_and_field(t
     with pytest.raises(ConfigError) as err:
         load_config(cfg)
     assert f"{cfg}:3: metrics.listen:" in str(err.value) and "loopback" in str(err.value)
+
+
+def test_the_grafana_dashboard_uses_only_metrics_autod_exports():
+    import json
+    import re
+
+    dashboard = json.loads(
+        (Path(__file__).resolve().parents[2] / "deploy" / "grafana-autod.json").read_text()
+    )
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
+    exprs.append(dashboard["templating"]["list"][1]["definition"])
+    used = {m for e in exprs for m in re.findall(r"\bautod_[a-z_]+", e)}
+    suffixes = {
+        "counter": ["_total"],
+        "histogram": ["_bucket", "_count", "_sum"],
+        "gauge": [""],
+        "info": ["_info"],
+    }
+    exported = {f.name + s for f in Metrics().registry.collect() for s in suffixes[f.type]}
+    assert used and used <= exported, sorted(used - exported)
+    assert {
+        "autod_cycles_total",
+        "autod_llm_requests_total",
+        "autod_queue_depth",
+        "autod_memory_items",
+    } <= used
