@@ -377,3 +377,28 @@ def test_autods_branch_checked_out_in_a_worktree_is_not_moved_under_it(repo, tmp
     assert git(repo, "rev-parse", branch) == c1.r.commit
     assert c2.r.delivery["outcome"] == "patch_instead" and "is checked out" in c2.r.delivery["problem"]
     assert "is checked out" in d.undo(c1.r.cycle_id, "u1", "x")["error"]
+
+
+def test_config_check_refuses_a_push_remote_the_repository_lacks_and_a_bad_delivery_value(repo, capsys):
+    from autod import cli
+
+    cfg = repo.parent / "autod.yaml"
+    cfg.write_text(
+        f"workspace: {repo}\nmodes:\n  auto-debug:\n    enabled: true\n    delivery: branch\n"
+        "delivery:\n  push: upstream\n"
+    )
+    assert cli.main(["config", "check", "-c", str(cfg)]) == 78
+    assert f"{cfg}:7: delivery.push: the repository has no remote named 'upstream'" in capsys.readouterr().err
+    cfg.write_text(f"workspace: {repo}\nmodes:\n  auto-debug:\n    enabled: true\n    delivery: pr\n")
+    assert cli.main(["config", "check", "-c", str(cfg)]) == 78
+    assert f"{cfg}:5: modes.auto-debug.delivery:" in capsys.readouterr().err
+
+
+def test_config_check_refuses_branch_delivery_outside_a_git_repository(tmp_path, capsys):
+    from autod import cli
+
+    cfg = tmp_path / "autod.yaml"
+    cfg.write_text(f"workspace: {tmp_path}\nmodes:\n  auto-debug: {{enabled: true, delivery: patch}}\n")
+    assert cli.main(["config", "check", "-c", str(cfg)]) == 78
+    err = capsys.readouterr().err
+    assert f"{cfg}:3: modes.auto-debug.delivery: patch delivery needs a git repository with a commit" in err

@@ -200,3 +200,42 @@ def test_bad_webhook_config_names_file_line_and_field(tmp_path, hook, field):
     with pytest.raises(ConfigError) as err:
         load_config(cfg)
     assert str(err.value).startswith(f"{cfg}:") and f": {field}:" in str(err.value)
+
+
+def test_a_wedge_and_a_spent_budget_are_announced_once_each(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from autod.webhooks import announce
+
+    monkeypatch.setattr(announce, "WATCH_S", 0.01)
+    s = settings_for(tmp_path, [{"name": "ops", "url": "http://127.0.0.1:9/hook"}])
+    courier = Courier(lambda: s, Outbox(tmp_path / "webhooks.db", 100))
+    wedge = {
+        "slot": "dispatch",
+        "what": "cycle 7a1078b8e828",
+        "cycle_id": "7a1078b8e828",
+        "running_s": 900.0,
+        "deadline_s": 840.0,
+    }
+    looks = []
+
+    def wedged() -> dict[str, Any]:
+        looks.append(1)
+        return wedge
+
+    spent = "max_tokens_per_day spent (2000001/2000000); waiting for the next UTC day"
+    dispatcher = SimpleNamespace(progress=SimpleNamespace(wedged=wedged), waiting_reason=spent)
+
+    async def go() -> None:
+        task = asyncio.create_task(announce.watch_daemon(courier, dispatcher))
+        try:
+            while len(looks) < 10:  # ten looks at a daemon that stays wedged with its budget spent
+                await asyncio.sleep(0.01)
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    asyncio.run(go())
+    item = courier.outbox.head("ops")
+    assert item is not None and item.event == "wedged" and item.key.startswith("wedged:7a1078b8e828:")
+    assert courier.outbox.figures()["ops"]["queued"] == 2  # one wedge, one budget
