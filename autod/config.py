@@ -47,6 +47,7 @@ from autod.config_models import (
     Retention,
     SourceConfig,
     Strict,
+    TranscriptsConfig,
     UndoConfig,
     WatchSource,
     validate_cron,
@@ -78,6 +79,7 @@ __all__ = [
     "Settings",
     "SourceConfig",
     "Strict",
+    "TranscriptsConfig",
     "WatchSource",
     "find_config",
     "key_lines",
@@ -124,6 +126,7 @@ class Settings(BaseSettings):
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     localize: LocalizeConfig = Field(default_factory=LocalizeConfig)
     candidates: CandidatesConfig = Field(default_factory=CandidatesConfig)
+    transcripts: TranscriptsConfig = Field(default_factory=TranscriptsConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     # issue 22: where fixes go (modes.*.delivery picks), who is told, what is served, what can be undone
     delivery: DeliveryConfig = Field(default_factory=DeliveryConfig)

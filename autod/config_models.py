@@ -273,6 +273,10 @@ class LLMConfig(Strict):
     constrain_paths: bool = Field(
         True, description="the schema lists the files a plan may edit (a grammar on llama.cpp)"
     )
+    context_tokens: int | None = Field(
+        None, ge=512, le=10_000_000,
+        description="the server's context window; null: asked (llama.cpp GET /props) or learnt from errors",
+    )
     fallback: LLMEndpoint | None = None
     circuit_failures: int = Field(5, ge=1, le=100, description="failed plans before the breaker opens")
     circuit_cooldown_s: float = Field(300, ge=1, le=86400)
@@ -431,6 +435,14 @@ class CandidatesConfig(Strict):
         50_000, ge=100, le=2_000_000, description="past this many files the workspace is not mirrored"
     )
     mirror_max_mb: int = Field(2048, ge=1, le=1_000_000, description="past this size it is not mirrored")
+
+
+class TranscriptsConfig(Strict):
+    """Each cycle's exchanges with the model, redacted, for `autod show CYCLE` (autod.transcripts)."""
+
+    enabled: bool = Field(True, description="keep what the model was sent and answered, per cycle")
+    keep_days: float = Field(14, gt=0, le=3650, description="transcripts older than this are removed")
+    max_mb: int = Field(256, ge=1, le=100_000, description="all transcripts together, at most (oldest go)")
 
 
 # -- issue 22: where a fix goes, who is told, what is measured, what can be taken back ------------

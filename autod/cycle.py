@@ -4,47 +4,39 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
-import json
 import threading
 import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from autod import logs
 from autod.act.edits import FileChange, prepare, unified_diff
 from autod.act.journal import Journal
-from autod.act.judges import Judges, editable_paths, requires_approval
+from autod.act.judges import requires_approval
+from autod.candidates import Asker, AttemptResult, CandidateSearch, InPlace, Isolated
 from autod.checkbook import unjournaled
-from autod.errors import (
-    BudgetExhausted,
-    ContextTooLong,
-    CycleError,
-    LLMUnavailable,
-    PlanInvalid,
-    PlanRejected,
-)
+from autod.errors import BudgetExhausted, CycleError
 from autod.events import FAILURE_KINDS, Event
 from autod.limits import CircuitBreaker, Gate
 from autod.memory import Memory, Recalled
-from autod.modes import Attempt, Mode, ModeEnv, Verification, chain, pack, tokens
-from autod.modes import render as render_prompt
+from autod.modes import Attempt, Mode, ModeEnv, Verification, chain
 from autod.ownwrites import OwnWrites
 from autod.plan import Plan
-from autod.planner import Planner, PlanRequest, PlanResult
+from autod.planner import Planner
 from autod.reflect import Reflection, distil_lesson, episode_text, log_reflection
+from autod.state import day_key
+
+if TYPE_CHECKING:
+    from autod.isolation import Isolation
+    from autod.transcripts import Transcript, TranscriptStore
 
 log = structlog.get_logger("autod.cycle")
 
-# A re-plan that repeats a failed attempt word for word is asked once more at this temperature at
-# least. Measured with Qwen2.5-Coder-1.5B (docs/REAL_LLM.md): every re-plan sampled at 0.7 fixed
-# fewer bugs than at 0.1, so only the repeat, which at 0.1 is otherwise certain to fail, is warmed.
-REPEAT_TEMPERATURE = 0.7
 # outcomes that count as an attempt on the failure's fingerprint (toward quarantine)
 ATTEMPT_STATUSES = ("fixed", "improved", "rolled_back", "partly_rolled_back", "rejected", "no_change")
 
@@ -58,6 +50,8 @@ class CycleDeps:
     own_writes: OwnWrites
     breaker: CircuitBreaker | None = None
     extra_after_keep: list = field(default_factory=list)  # callables(reflection, changes) e.g. git commit
+    isolation: Isolation | None = None  # the workspace's mirror, where candidates are verified
+    transcripts: TranscriptStore | None = None  # where each cycle's exchanges with the model are kept
     delivery: Any = None  # autod.delivery.Delivery: branch/patch modes never write the working tree
 
     @property
@@ -87,12 +81,10 @@ class Cycle:
         )
         self.recalled: list[Recalled] = []
         self.attempts: list[Attempt] = []
-        self.need_answered = False
-        self.editable: list[str] | None = None  # the files the prompt shows for editing (plan paths)
-        self.extra_messages: list[dict[str, str]] = []  # the need round, appended to the mode's messages
-        # each attempt's edits and its number under "Earlier attempts", to spot a repeat
-        self.tried: list[tuple[tuple[tuple[str, str, str], ...], int]] = []
         self.last_attempt: dict[str, str] | None = None
+        self.transcript: Transcript | None = (
+            deps.transcripts.open(self.r.cycle_id) if deps.transcripts is not None else None
+        )
         self.error: CycleError | None = None  # why it ended early (the retry policy reads it)
         self.phase_now = ""  # the phase it is in (the watchdog names it when a cycle wedges)
 
@@ -154,7 +146,7 @@ class Cycle:
                 log.warning("memory.observe_failed", error=type(exc).__name__)
 
     async def plan_and_act(self) -> None:
-        """PLAN and ACT, re-planning after a rolled-back attempt (up to max_attempts_per_cycle)."""
+        """PLAN and ACT: candidates drawn, filtered and verified, re-planned after a failed attempt."""
         if self.approved is not None:
             self.r.attempts, self.r.plan_summary, self.r.planner = (
                 1,
@@ -171,58 +163,126 @@ class Cycle:
             context = await self.mode.context(self.event, self.deps.env, self.recalled)
             self.r.context = list(getattr(context, "used", []))
             editable = getattr(context, "editable", None)
-            self.editable = list(editable) if editable is not None else None
         previous = await self.previous_attempt()
         if previous:
             self.attempts.append(previous)
+        record = self.transcript.add if self.transcript is not None else None
+        asker = Asker(self.deps, self.mode, self.event, self.r, context, self.attempts,
+                      editable=list(editable) if editable is not None else None, record=record)
+        if not self.mode.writes_code:
+            async with self.phase("plan"):
+                plan = (await asker.ask()).plan
+            self.r.plan_summary = plan.summary
+            async with self.phase("act"):
+                await self.write_report(plan)
+            return
+        await self.search(asker)
+
+    async def search(self, asker: Asker) -> None:
+        """Attempt by attempt: draw candidates, keep the winner (written and verified in the tree)."""
+        validator = await self.validator()
+        search = CandidateSearch(self.settings.candidates, asker, self.prepare_changes, validator,
+                                 tokens_left=self.tokens_left,
+                                 record=self.transcript.add if self.transcript is not None else None,
+                                 phase=self.phase)
         max_attempts = getattr(self.settings.modes.get(self.mode.name), "max_attempts_per_cycle", 1)
         for attempt in range(1, max_attempts + 1):
             self.r.attempts += 1
-            async with self.phase("plan"):
-                result = await self.ask_planner(context)
-                if result.plan.need and not self.need_answered:
-                    # two stages: the model asked to see definitions before it edits; answered once
-                    await self.answer_need(result.plan)
-                    result = await self.ask_planner(context)
-                if self.repeated(result.plan):
-                    # a model sampled cold tends to send a failed plan again word for word: ask once
-                    # more, warmer, saying so (a repeat that still comes back is refused below)
-                    log.info("plan.repeated_asking_again", attempt=self.repeated(result.plan))
-                    result = await self.ask_planner(context, repeats=result.plan)
-            plan = result.plan
-            self.r.plan_summary = plan.summary
-            if not self.mode.writes_code:
-                async with self.phase("act"):
-                    await self.write_report(plan)
+            found = await search.attempt(attempt)
+            self.r.candidates = [c.record() for c in search.all]
+            self.r.refusals += [c.reason[:1000] for c in found.drawn("refused")]
+            w = found.winner
+            if found.proposed:
                 return
-            if not plan.edits:
-                self.r.status = "no_change"
-                self.r.reason = "the planner proposed no edits"
-                if plan.report:
-                    async with self.phase("act"):
-                        await self.write_report(plan)
-                return
-            try:
-                if n := self.repeated(plan):
-                    raise PlanRejected(f"the plan repeats attempt {n}, which did not work: try another fix")
-                self.tried.append((_edit_key(plan), len(self.attempts) + 1))  # its number in the prompt
+            if w is not None and w.plan is not None:
+                self.r.plan_summary = w.plan.summary
+                if validator.in_place:  # already written, verified and kept by the act step
+                    assert w.verification is not None
+                    self.r.status, self.r.reason = w.verification.status, w.verification.reason or None
+                    return
                 async with self.phase("act"):
-                    verification = await self.act(plan)
-            except PlanRejected as exc:
-                self.r.refusals.append(exc.reason[:1000])
-                if attempt == max_attempts:
-                    raise
-                # refused unwritten (a search text not found, a path outside...): ask again with the reason
-                log.info("plan.refused_replanning", reason=exc.reason)
-                self.attempts.append(Attempt(plan.summary, "", f"refused by autod's act rules: {exc.reason}"))
+                    verification = await self.act(w.plan)  # into the tree, verified once more there
+                if verification is None:  # stored as a proposal (verified on the mirror)
+                    self.r.reason = f"verified on a copy of the workspace: {w.outcome}; {self.r.reason or ''}"
+                    return
+                self.r.status, self.r.reason = verification.status, verification.reason or None
+                if verification.status != "rolled_back" or self._left_behind():
+                    return  # a file someone else changed meanwhile: no second attempt over their work
+                self.attempts.append(Attempt(w.plan.summary, self._last_diff, verification.output))
+                self.last_attempt = self.attempts[-1].as_dict()
                 continue
-            if verification is None:  # stored as a proposal
+            if not self._nothing_kept(found):
                 return
-            self.r.status, self.r.reason = verification.status, verification.reason or None
-            if verification.status != "rolled_back" or self._left_behind():
-                return  # a file someone else changed meanwhile: no second attempt over their work
-            self.attempts.append(Attempt(plan.summary, self._last_diff, verification.output))
+
+    def _nothing_kept(self, found: AttemptResult) -> bool:
+        """No candidate of the attempt was kept: the status says why; True when a re-plan is worth it."""
+        tried = [c for c in found.candidates if c.plan is not None and c.outcome != "duplicate"]
+        failed = [c for c in found.candidates if c.outcome in ("rolled_back", "partly_rolled_back")]
+        refused = found.drawn("refused")
+        if self._left_behind():  # a file someone else changed meanwhile: no second attempt over their work
+            return False
+        if found.candidates and all(c.outcome == "duplicate" for c in found.candidates):
+            # every plan repeated one already tried this cycle: never applied twice, the status stands
+            again = "the re-plan repeated a candidate already tried"
+            self.r.reason = f"{self.r.reason}; {again}" if self.r.reason else again
+            return True
+        if failed:
+            best = min(failed, key=lambda c: (-c.votes, c.diff_lines, c.n))
+            assert best.plan is not None and best.verification is not None
+            self.r.plan_summary = best.plan.summary
+            self.r.status = "rolled_back"
+            self.r.reason = f"no candidate passed the checks ({found.summary()}): {best.reason}"
+            self._last_diff = best.diff
+            self.attempts.append(Attempt(best.plan.summary, best.diff, best.verification.output))
             self.last_attempt = self.attempts[-1].as_dict()
+        elif refused:
+            self.r.plan_summary = refused[0].plan.summary if refused[0].plan else None
+            self.r.status, self.r.reason = "rejected", f"{refused[0].reason} ({found.summary()})"
+            for c in list({c.reason: c for c in refused}.values())[:3]:  # each distinct reason once
+                why = f"refused by autod's act rules: {c.reason}"
+                self.attempts.append(Attempt(c.plan.summary if c.plan else "", "", why))
+        elif tried:  # only plans without edits (or edits that change nothing): the model has no fix
+            self.r.plan_summary = tried[0].plan.summary if tried[0].plan else None
+            self.r.status, self.r.reason = "no_change", "the planner proposed no edits"
+            return False
+        elif found.candidates:  # only invalid replies
+            invalid = found.drawn("invalid")
+            why = invalid[0].reason if invalid else ""
+            self.r.status = "rejected"
+            self.r.reason = f"no valid plan in {len(invalid)} replies: {why}"
+            told = f"the reply was not a valid JSON plan: {why}"
+            self.attempts.append(Attempt("(no valid plan)", "", told))
+        else:
+            return False
+        log.info("plan.replanning", outcome=self.r.status, reason=(self.r.reason or "")[:300])
+        return True
+
+    async def validator(self) -> InPlace | Isolated:
+        """Candidates are verified on the workspace's mirror when it can be used, else in place."""
+        in_place = InPlace(self._act_in_place)
+        iso = self.deps.isolation
+        why = "no mirror configured" if iso is None else await iso.unavailable()
+        if iso is None or why is not None:
+            log.info("candidates.verified_in_place", reason=why)
+            return in_place
+        return Isolated(iso, self.mode, self.event, self.deps.env, in_place)
+
+    async def _act_in_place(self, plan: Plan) -> Verification | None:
+        async with self.phase("act"):
+            v = await self.act(plan)
+        if v is not None and v.status == "rolled_back" and self._left_behind():
+            return Verification("partly_rolled_back", v.checks, v.reason)  # ends the search
+        return v
+
+    async def prepare_changes(self, plan: Plan) -> tuple[list[FileChange], str]:
+        return await self.prepare(plan)
+
+    async def tokens_left(self) -> bool:
+        """Whether the day's LLM token budget still has room for another draw."""
+        spent = await self.state.call(self.state.get, f"tokens:{day_key()}")
+        return spent + self.r.tokens["prompt"] + self.r.tokens["completion"] < (
+            self.settings.limits.max_tokens_per_day
+        )
 
     async def recall(self) -> None:
         if self.deps.memory is None:
@@ -245,101 +305,6 @@ class Cycle:
         if not last:
             return None
         return Attempt(last.get("summary", ""), last.get("diff", ""), last.get("output", ""))
-
-    async def answer_need(self, plan: Plan) -> None:
-        from autod.localize.need import answer_need
-        from autod.modes import render
-
-        self.need_answered = True
-        budget = int(self.settings.localize.budget_tokens * 0.5)
-        answer = await answer_need(self.settings, self.deps.env.boundary, plan.need, budget)
-        self.r.context += answer.entries
-        if self.editable is not None:  # what the model asked to see, it may edit
-            self.editable += [str(e["path"]) for e in answer.entries if e.get("path")]
-        log.info("localize.need_answered", asked=len(plan.need), shown=len(answer.entries))
-        asked = plan.model_dump(include={"summary", "need"})
-        self.extra_messages = [
-            {"role": "assistant", "content": json.dumps(asked)},
-            {"role": "user", "content": render("need_answer", definitions=answer.text or "(nothing found)")},
-        ]
-
-    def messages_for(self, context: dict[str, str]) -> list[dict[str, str]]:
-        # the last line of defence: no configured secret value leaves in a prompt
-        return [
-            {**m, "content": logs.redact_secrets(m["content"])} if isinstance(m.get("content"), str) else m
-            for m in [*self.mode.messages(self.event, context, self.attempts), *self.extra_messages]
-        ]
-
-    def repeated(self, plan: Plan) -> int:
-        """The number (as the prompt lists it) of this cycle's attempt whose edits `plan` repeats, or 0."""
-        if not plan.edits:
-            return 0
-        key = _edit_key(plan)
-        return next((n for k, n in self.tried if k == key), 0)
-
-    async def ask_planner(self, context: dict[str, str], *, repeats: Plan | None = None) -> PlanResult:
-        messages = self.messages_for(context)
-        temperature = None
-        if repeats is not None:
-            shown = repeats.model_dump(include={"summary", "edits"})
-            messages += [
-                {"role": "assistant", "content": json.dumps(shown)[:4000]},
-                {"role": "user", "content": render_prompt("repeated_plan", attempt=self.repeated(repeats))},
-            ]
-            temperature = max(REPEAT_TEMPERATURE, self.settings.llm.temperature)
-        request = PlanRequest(
-            mode=self.mode.name,
-            event=self.event,
-            messages=messages,
-            context={**context, "attempts": [a.as_dict() for a in self.attempts]},
-            paths=await asyncio.to_thread(self.edit_paths),  # stats files and reads check scripts
-            temperature=temperature,
-        )
-        breaker = self.deps.breaker
-        try:
-            result = await self.plan_fitting(request, context)
-        except CycleError as exc:
-            for key, spent in (exc.tokens or {}).items():  # a failed plan's tokens are spent all the same
-                self.r.tokens[key] += spent
-            if breaker is not None and isinstance(exc, LLMUnavailable | PlanInvalid):
-                breaker.failure()
-            raise
-        if breaker is not None:
-            breaker.success()
-        self.r.tokens["prompt"] += result.tokens.prompt
-        self.r.tokens["completion"] += result.tokens.completion
-        log.info(
-            "plan.planned",
-            summary=result.plan.summary[:300],
-            edits=len(result.plan.edits),
-            tokens=result.tokens.total,
-        )
-        return result
-
-    def edit_paths(self) -> tuple[str, ...] | None:
-        """The files the prompt showed (so far: a `need` answer adds some) that a plan may edit.
-
-        None leaves `path` free: a mode that writes no code, or a context that showed no file.
-        """
-        if not self.mode.writes_code or not self.editable:
-            return None
-        judges = Judges.for_settings(self.settings, self.mode.name)
-        paths = editable_paths(self.editable, self.deps.env.boundary, judges)
-        return paths or None
-
-    async def plan_fitting(self, request: PlanRequest, context: dict[str, str]) -> PlanResult:
-        """Ask the planner; a prompt over the model's context is asked once more with less context."""
-        try:
-            return await self.deps.planner.plan(request)
-        except ContextTooLong as exc:
-            # Not an outage (the breaker is left alone): cut the lowest-ranked context to fit.
-            budget = int(sum(tokens(v) for v in context.values() if v) * exc.fit())
-            smaller = pack(list(context.items()), budget)
-            if smaller == context:
-                raise
-            log.warning("cycle.context_shrunk", reason=exc.reason[:300], budget_tokens=budget)
-            smaller_request = dataclasses.replace(request, messages=self.messages_for(smaller))
-            return await self.deps.planner.plan(smaller_request)
 
     async def act(self, plan: Plan) -> Verification | None:
         """Apply under every act rule, verify, keep or roll back. None: stored as a proposal."""
@@ -462,6 +427,9 @@ class Cycle:
                 await self.remember()
         log_reflection(r)
         await self.state.call(self.state.cycle_finished, r.cycle_id, r.status, r.reason, r.record())
+        if self.transcript is not None:
+            self.transcript.add({"kind": "outcome", "status": r.status, "reason": r.reason})
+            await self.transcript.flush()
 
     async def remember(self) -> None:
         r, mem = self.r, self.deps.memory
@@ -496,11 +464,3 @@ class Cycle:
         finally:
             ms = int((time.monotonic() - start) * 1000)
             self.r.durations_ms[name] = self.r.durations_ms.get(name, 0) + ms
-
-
-def _edit_key(plan: Plan) -> tuple[tuple[str, str, str], ...]:
-    """A plan's edits with whitespace runs folded: two plans with the same key make the same change."""
-    return tuple(
-        (e.path.strip(), " ".join(e.search.split()), " ".join(e.replace.split()))
-        for e in plan.edits
-    )

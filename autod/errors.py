@@ -24,9 +24,14 @@ class PlanRejected(CycleError):
 
 
 class PlanInvalid(CycleError):
-    """The planner's reply was not a valid plan, even after one repair round."""
+    """The model's reply was not a valid plan, even after one repair round.
 
-    external = True
+    Not `external`: the server answered, the model got it wrong. The next request varies the seed or
+    says what was wrong; nothing waits for a backoff as if the server were down. Counted like a
+    refused plan (`rejected`): an attempt on the failure.
+    """
+
+    status = "rejected"
 
 
 class LLMUnavailable(CycleError):

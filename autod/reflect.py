@@ -55,6 +55,8 @@ class Reflection:
     rollback: dict[str, list[str]] | None = None
     # what went into the prompt: [{"path", "symbol", "lines", "why"}] (localization and the need round)
     context: list[dict[str, Any]] = field(default_factory=list)
+    # every plan drawn: [{"n", "attempt", "outcome", "diff_lines", "tokens", "seed", ...}] (autod.candidates)
+    candidates: list[dict[str, Any]] = field(default_factory=list)
     # where a branch or patch delivery put the fix (autod.delivery): kind, outcome, branch/patch, commit, push
     delivery: dict[str, Any] | None = None
 

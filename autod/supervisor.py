@@ -49,6 +49,7 @@ from autod.sources.check import CheckSource
 from autod.sourceset import SourceSet, source_specs
 from autod.state import State
 from autod.threads import IO_POOL, IO_POOL_WORKERS, named_pool
+from autod.transcripts import TranscriptStore
 from autod.undo.ledger import KeptLedger, kept_hook
 from autod.webhooks.announce import CycleAnnouncer, watch_daemon
 from autod.webhooks.courier import Courier
@@ -187,6 +188,7 @@ class Daemon:
 
             hooks.append(commit_cycle)
         hooks.append(kept_hook(self.kept))  # after the commit: `autod undo` knows it
+        tx = s.transcripts
         self.deps = CycleDeps(
             env=self.env,
             gate=self.gate,
@@ -195,6 +197,9 @@ class Daemon:
             own_writes=self.own_writes,
             breaker=self.breaker,
             extra_after_keep=hooks,
+            isolation=self.isolation,  # one mirror: candidates and branch/patch delivery verify on it
+            transcripts=TranscriptStore(s.state_path, keep_days=tx.keep_days, max_mb=tx.max_mb)
+            if tx.enabled else None,
             delivery=self.delivery,
         )
         self.dispatcher.observers = [CycleMetrics(self.metrics), CycleAnnouncer(self.courier)]

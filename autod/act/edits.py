@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from autod.act import linediff
+from autod.act.definition import replace_definition
 from autod.act.search import Stopped, apply_edit
 from autod.boundary import TMP_MARKER, Boundary, check_chain, glob_match
 from autod.filemodes import workspace_umask
@@ -39,7 +40,7 @@ __all__ = [
 from autod.errors import PlanRejected
 
 if TYPE_CHECKING:  # only the shape is used; keeps the actor's import light (crash-recovery at start-up)
-    from autod.plan import Plan
+    from autod.plan import Edit, Plan
 
 # Reading is bounded even before the size cap applies, so a huge file cannot eat memory.
 _READ_FACTOR = 4
@@ -94,7 +95,10 @@ def prepare(
             originals[rel] = (path, old, mode)
             texts[rel] = None if old is None else _decode(rel, old)
             order.append(rel)
-        texts[rel] = _apply_edit(rel, texts[rel], edit.search, edit.replace, stop)
+        if edit.whole_definition:
+            texts[rel] = _replace_definition(rel, texts[rel], edit)
+        else:
+            texts[rel] = _apply_edit(rel, texts[rel], edit.search, edit.replace, stop)
 
     changes: list[FileChange] = []
     for rel in order:
@@ -184,6 +188,17 @@ def _apply_edit(rel: str, text: str | None, search: str, replace: str, stop: thr
     if text is None:
         raise PlanRejected(f"{rel}: file does not exist (use an empty search to create it)")
     return apply_edit(rel, text, search, replace, stop)
+
+
+def _replace_definition(rel: str, text: str | None, edit: Edit) -> str:
+    if text is None:
+        raise PlanRejected(f"{rel}: file does not exist (a new file is an edit with an empty search)")
+    if not rel.endswith(".py"):
+        raise PlanRejected(f"{rel}: whole-definition edits are for Python files; use search/replace")
+    if "\x00" in edit.replace:
+        raise PlanRejected(f"{rel}: replacement text contains a NUL byte")
+    assert edit.symbol is not None
+    return replace_definition(rel, text, edit.symbol, edit.replace, edit.search)
 
 
 def _check(stop: threading.Event | None) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -37,6 +38,12 @@ class PlanRequest:
     paths: tuple[str, ...] | None = None
     # Sampling temperature for this request only (None: the planner's own, llm.temperature).
     temperature: float | None = None
+    # path -> qualnames the prompt showed whole: the only `symbol`s a whole-definition edit may name.
+    symbols: dict[str, tuple[str, ...]] | None = None
+    seed: int | None = None  # for a reproducible sample (servers that take it)
+    n: int = 1  # plans wanted from this one request (a server that ignores `n` gives one)
+    # receives every exchange with the server, as a dict (the cycle's transcript); None: not kept
+    record: Callable[[dict[str, Any]], None] | None = None
 
 
 @dataclass
@@ -44,6 +51,14 @@ class PlanResult:
     plan: Plan
     tokens: TokenUsage = field(default_factory=TokenUsage)
     endpoint: str = ""
+    # with n > 1: the further valid plans of the same request, and why the invalid ones were dropped
+    alternatives: list[Plan] = field(default_factory=list)
+    invalid: list[str] = field(default_factory=list)
+
+    @property
+    def choices(self) -> int:
+        """How many plans the request gave back, valid or not."""
+        return 1 + len(self.alternatives) + len(self.invalid)
 
 
 class Planner(Protocol):

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import random
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import httpx
@@ -34,6 +34,7 @@ _EXCERPT = 200
 PROBE_MIN_S = 5.0  # a probe waits at least this long for a free server before trying again
 
 Sleep = Callable[[float], Awaitable[None]]
+Record = Callable[[dict[str, Any]], None]
 
 
 class Endpoint:
@@ -67,6 +68,12 @@ class Endpoint:
         self._token_param = "max_tokens" if cfg.token_param == "auto" else cfg.token_param
         self._inflight = asyncio.Lock()  # one request at a time to this server from this daemon
         self._abandoned_at: float | None = None  # loop time of a request given up while it may still run
+        # What the server says of itself: its context window (llm.context_tokens, GET /props, or a
+        # context error), whether it honours `n`, and how many characters its tokens hold here.
+        self.context_tokens: int | None = cfg.context_tokens
+        self._props_asked = cfg.context_tokens is not None
+        self.takes_n: bool | None = None
+        self.chars_per_token: float | None = None
         self.client = httpx.AsyncClient(
             base_url=base_url + "/",
             headers=headers,
@@ -88,11 +95,17 @@ class Endpoint:
         deadline: float,
         paths: tuple[str, ...] | None = None,
         temperature: float | None = None,
+        *,
+        symbols: Mapping[str, Sequence[str]] | None = None,
+        seed: int | None = None,
+        n: int = 1,
+        record: Record | None = None,
     ) -> wire.Completion:
         """One chat completion (with retries). Raises LLMUnavailable, ContextTooLong, or PlanInvalid.
 
-        `paths` go into the schema's `edits[].path` enum (formats that carry no schema ignore them);
-        `temperature` overrides llm.temperature for this request.
+        `paths` and `symbols` go into the schema (formats that carry no schema ignore them);
+        `temperature` overrides llm.temperature for this request; `seed` and `n` (choices wanted) are
+        sent as given. `record` receives each exchange (for the cycle's transcript).
         """
         heat = self._cfg.temperature if temperature is None else temperature
         switched_param = False
@@ -101,13 +114,22 @@ class Endpoint:
             fmt = self._formats[i]
             body = wire.request_body(self.model, messages, temperature=heat,
                                      max_tokens=max_tokens, token_param=self._token_param, fmt=fmt,
-                                     paths=paths)
+                                     paths=paths, symbols=symbols, seed=seed,
+                                     n=n if self.takes_n is not False else 1)
+            started = asyncio.get_running_loop().time()
             status, ctype, data = await self._send(body, deadline, fmt)
+            if record is not None:
+                record(_exchange(self.url, body, status, data, started))
             if 200 <= status < 300:
                 self._formats = self._formats[i:]  # the refused ones are never sent again
-                return self._read(ctype, data, messages, usage)
+                reply = self._read(ctype, data, messages, usage)
+                if body.get("n", 1) > 1:
+                    self.takes_n = len(reply.others) + 1 >= body["n"]
+                return reply
             if wire.is_context_overflow(status, data):
                 limit, prompt = wire.context_numbers(data)
+                if limit:
+                    self.context_tokens = limit  # budget to it from now on, before sending
                 raise ContextTooLong(
                     f"the prompt does not fit the model's context at {self.url} (HTTP {status}: "
                     f"{self._excerpt(data)}); raise the server's context size or lower llm.max_tokens",
@@ -231,17 +253,47 @@ class Endpoint:
         log.info("llm.busy_server_awaited", endpoint=self.url,
                  waited_ms=round((loop.time() - waited_from) * 1000))
 
+    async def context_window(self) -> int | None:
+        """The server's context size in tokens, when configured, stated or learnt (asked once)."""
+        if self.context_tokens is None and not self._props_asked:
+            self._props_asked = True
+            self.context_tokens = await self._ask_props()
+            if self.context_tokens:
+                log.info("llm.context_size_learnt", endpoint=self.url, context_tokens=self.context_tokens)
+        return self.context_tokens
+
+    async def _ask_props(self) -> int | None:
+        """llama.cpp's server states `n_ctx` at GET /props (at the server's root, beside /v1)."""
+        root = re.sub(r"/v1/?$", "", str(self.client.base_url).rstrip("/"))
+        for url in (f"{root}/props", "props"):
+            try:
+                resp = await self.client.get(url, timeout=min(PROBE_MIN_S, self._cfg.request_timeout_s))
+            except httpx.HTTPError:
+                continue
+            if resp.is_success and len(resp.content) < _ERROR_BODY_BYTES * 16:
+                try:
+                    found = wire.context_size(resp.json())
+                except ValueError:
+                    found = None
+                if found:
+                    return found
+        return None
+
     def _read(
         self, ctype: str, data: bytes, messages: list[dict[str, str]], usage: TokenUsage
     ) -> wire.Completion:
         try:
             reply = wire.read_completion(ctype, data)
         except wire.BadReply as exc:
-            raise PlanInvalid(f"{exc}: {self._excerpt(data)}") from None
+            # the server's answer is not a chat completion at all: the server's fault, not the model's
+            raise LLMUnavailable(f"{exc} from {self.url}: {self._excerpt(data)}") from None
         if wire.is_sse(ctype, data):
             log.debug("llm.reply_streamed", endpoint=self.url, bytes=len(data))
         # A server that omits usage still spends tokens: estimate ~4 characters per token.
         prompt_chars = sum(len(m.get("content") or "") for m in messages)
+        if reply.prompt_tokens and prompt_chars > 2000:
+            ratio = prompt_chars / reply.prompt_tokens  # what this server's tokens hold, for budgets
+            self.chars_per_token = ratio if self.chars_per_token is None else min(self.chars_per_token, ratio)
         usage.prompt += reply.prompt_tokens if reply.prompt_tokens is not None else prompt_chars // 4
         usage.completion += (reply.completion_tokens if reply.completion_tokens is not None
                              else len(reply.content) // 4)
@@ -256,6 +308,22 @@ class Endpoint:
         for secret in self._secrets:
             text = text.replace(secret, "***")
         return text[:_EXCERPT] + ("..." if len(text) > _EXCERPT else "") if text else "(empty body)"
+
+
+def _exchange(url: str, body: dict[str, Any], status: int, data: bytes, started: float) -> dict[str, Any]:
+    """One HTTP exchange for a transcript: what was asked (the messages by reference) and answered."""
+    params = {k: v for k, v in body.items() if k not in ("messages", "response_format", "model")}
+    fmt = body.get("response_format")
+    return {
+        "kind": "exchange",
+        "endpoint": url,
+        "messages": body.get("messages", []),
+        "params": params,
+        "response_format": fmt.get("type") if isinstance(fmt, dict) else None,
+        "status": status,
+        "reply": data[:MAX_REPLY_BYTES].decode("utf-8", "replace"),
+        "ms": round((asyncio.get_running_loop().time() - started) * 1000),
+    }
 
 
 def _forced(fmt: str) -> list[str]:

@@ -22,6 +22,7 @@ from autod.plan import Plan
 from autod.planner import PlanRequest, PlanResult, TokenUsage
 from autod.planner.endpoint import MAX_REPLY_BYTES, Endpoint, Sleep
 from autod.planner.parse import parse_plan
+from autod.planner.wire import Completion
 
 __all__ = ["MAX_REPLY_BYTES", "LLMPlanner", "repair_message"]
 
@@ -100,7 +101,7 @@ class LLMPlanner:
         try:
             async with asyncio.timeout_at(deadline):
                 try:
-                    plan = await self._plan_on(current, request, usage, deadline)
+                    result = await self._plan_on(current, request, usage, deadline)
                 except LLMUnavailable as exc:
                     if current is not self._primary:
                         raise
@@ -111,7 +112,7 @@ class LLMPlanner:
                                 reason=exc.reason)
                     current = self._fallback
                     try:
-                        plan = await self._plan_on(current, request, usage, deadline)
+                        result = await self._plan_on(current, request, usage, deadline)
                     except LLMUnavailable as fb_exc:
                         raise LLMUnavailable(f"{exc.reason}; fallback: {fb_exc.reason}") from None
                 else:
@@ -123,7 +124,17 @@ class LLMPlanner:
             raise LLMUnavailable(
                 f"deadline of {self._cfg.timeout_s:g}s exceeded waiting for {current.url}"
             ) from None
-        return PlanResult(plan=plan, tokens=usage, endpoint=current.url)
+        result.tokens, result.endpoint = usage, current.url
+        return result
+
+    async def context_window(self) -> int | None:
+        """Tokens the server's context holds (prompt and reply), when known; asks the server once."""
+        return await self._first().context_window()
+
+    @property
+    def chars_per_token(self) -> float | None:
+        """Characters a token of this server held in the prompts it counted (None: not yet seen)."""
+        return self._first().chars_per_token
 
     async def ping(self) -> bool:
         """True when GET {base_url}/models answers 2xx within a few seconds.
@@ -148,15 +159,17 @@ class LLMPlanner:
 
     async def _plan_on(
         self, endpoint: Endpoint, request: PlanRequest, usage: TokenUsage, deadline: float
-    ) -> Plan:
+    ) -> PlanResult:
         messages = [dict(m) for m in request.messages]
         max_tokens = self.reply_tokens(request.mode)
         repaired = continued = refitted = False
         while True:
             try:
                 paths = request.paths if self._cfg.constrain_paths else None
+                symbols = request.symbols if self._cfg.constrain_paths else None
                 reply = await endpoint.complete(
-                    messages, max_tokens, usage, deadline, paths, request.temperature
+                    messages, max_tokens, usage, deadline, paths, request.temperature,
+                    symbols=symbols, seed=request.seed, n=request.n, record=request.record,
                 )
             except ContextTooLong as exc:
                 room = _reply_room(exc)
@@ -168,6 +181,8 @@ class LLMPlanner:
                 refitted, max_tokens = True, room
                 log.info("llm.reply_cap_lowered", endpoint=endpoint.url, limit=exc.limit, max_tokens=room)
                 continue
+            if reply.others:  # several choices: each stands or falls alone (no repair round)
+                return _choices(reply, max_tokens)
             if reply.finish_reason == "length":
                 # A cut-off reply may still parse into a plan that silently lost its tail: never use it.
                 if continued:
@@ -177,7 +192,7 @@ class LLMPlanner:
                 log.info("llm.reply_cut_off", endpoint=endpoint.url, max_tokens=max_tokens)
                 continue
             try:
-                return parse_plan(reply.content)
+                return PlanResult(parse_plan(reply.content))
             except PlanInvalid as exc:
                 if repaired:
                     raise PlanInvalid(f"invalid plan after a repair round: {exc.reason}") from None
@@ -227,3 +242,20 @@ def _reply_room(exc: ContextTooLong) -> int | None:
         return None
     room = exc.limit - exc.prompt_tokens - 32  # chat-template tokens the count may leave out
     return room if room >= MIN_REPLY_TOKENS else None
+
+
+def _choices(reply: Completion, max_tokens: int) -> PlanResult:
+    """A reply with several choices: the valid plans, and why the others were dropped."""
+    plans: list[Plan] = []
+    invalid: list[str] = []
+    for choice in [reply, *reply.others]:
+        if choice.finish_reason == "length":
+            invalid.append(f"cut off by the length limit ({max_tokens} tokens)")
+            continue
+        try:
+            plans.append(parse_plan(choice.content))
+        except PlanInvalid as exc:
+            invalid.append(exc.reason)
+    if not plans:
+        raise PlanInvalid(f"none of {len(invalid)} choices was a valid plan: {invalid[0]}")
+    return PlanResult(plans[0], alternatives=plans[1:], invalid=invalid)

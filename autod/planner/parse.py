@@ -18,7 +18,9 @@ _MAX_FAILED_STARTS = 2000  # bounds the scan of a huge reply full of stray brace
 _FENCE = re.compile(r"```[ \t]*(?:json|JSON|javascript|js)?[ \t]*\r?\n?(.*?)```", re.DOTALL)
 # Reasoning models (qwen3, deepseek-r1) think aloud first; braces in there are not the plan.
 _THINK = re.compile(r"\A\s*<think>.*?(?:</think>|\Z)", re.DOTALL)
-_DECODER = json.JSONDecoder()
+# strict=False: a raw newline or tab inside a string (what a small model writes in a code string
+# without a grammar) is taken as the character it is, not refused as "Invalid control character".
+_DECODER = json.JSONDecoder(strict=False)
 
 
 def extract_json(text: str) -> str:
@@ -59,7 +61,7 @@ def extract_json(text: str) -> str:
 
 def parse_plan(text: str) -> Plan:
     """Extract and validate the plan in an LLM reply. Raises PlanInvalid with a short reason."""
-    obj = json.loads(extract_json(text))
+    obj = _DECODER.decode(extract_json(text))
     try:
         return Plan.model_validate(obj)
     except ValidationError as exc:

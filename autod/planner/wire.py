@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -68,8 +68,15 @@ def request_body(
     token_param: str,
     fmt: str,
     paths: Sequence[str] | None = None,
+    symbols: Mapping[str, Sequence[str]] | None = None,
+    seed: int | None = None,
+    n: int = 1,
 ) -> dict[str, Any]:
-    """One /chat/completions body. Always `stream: false`: autod reads one reply, never a stream."""
+    """One /chat/completions body. Always `stream: false`: autod reads one reply, never a stream.
+
+    `seed` makes a sampled reply reproducible where the server takes it (llama.cpp, vLLM, OpenAI);
+    `n` > 1 asks for that many choices of the same prompt (a server that ignores it sends one).
+    """
     body: dict[str, Any] = {
         "model": model,
         "messages": messages,
@@ -77,18 +84,25 @@ def request_body(
         token_param: max_tokens,
         "stream": False,
     }
+    if seed is not None:
+        body["seed"] = seed
+    if n > 1:
+        body["n"] = n
     if fmt != "none":
-        body["response_format"] = response_format(fmt, paths)
+        body["response_format"] = response_format(fmt, paths, symbols)
     return body
 
 
-def response_format(fmt: str, paths: Sequence[str] | None = None) -> dict[str, Any]:
-    """The response_format object for one of FORMATS (but "none"); `paths` limit `edits[].path`."""
+def response_format(
+    fmt: str, paths: Sequence[str] | None = None, symbols: Mapping[str, Sequence[str]] | None = None
+) -> dict[str, Any]:
+    """The response_format object for one of FORMATS (but "none"); `paths` limit `edits[].path` and
+    `symbols` each file's definitions (autod.plan.plan_schema)."""
     if fmt == "json_schema":
-        schema = {"name": "plan", "schema": plan_schema(paths), "strict": True}
+        schema = {"name": "plan", "schema": plan_schema(paths, symbols), "strict": True}
         return {"type": "json_schema", "json_schema": schema}
     if fmt == "json_object+schema":
-        return {"type": "json_object", "schema": plan_schema(paths)}
+        return {"type": "json_object", "schema": plan_schema(paths, symbols)}
     return {"type": "json_object"}
 
 
@@ -97,12 +111,15 @@ def response_format(fmt: str, paths: Sequence[str] | None = None) -> dict[str, A
 
 @dataclass
 class Completion:
-    """What autod keeps of a chat completion: the text, why it stopped, and the usage if counted."""
+    """What autod keeps of a chat completion: the text, why it stopped, and the usage if counted.
+
+    `others` are the further choices of a request that asked for several (`n`), in order."""
 
     content: str
     finish_reason: str | None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    others: list[Completion] = field(default_factory=list)
 
 
 class BadReply(ValueError):
@@ -131,11 +148,17 @@ def read_completion(content_type: str, data: bytes) -> Completion:
     choices = doc.get("choices") if isinstance(doc, dict) else None
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
         raise BadReply("the reply has no choices")
-    message = choices[0].get("message")
-    content = text_of(message.get("content") if isinstance(message, dict) else None)
-    finish = choices[0].get("finish_reason")
     prompt, completion = _usage(doc.get("usage"))
-    return Completion(content, finish if isinstance(finish, str) else None, prompt, completion)
+    read = [_choice(c) for c in choices[:64] if isinstance(c, dict)]
+    first = read[0]
+    return Completion(first[0], first[1], prompt, completion, [Completion(t, f) for t, f in read[1:]])
+
+
+def _choice(choice: dict[str, Any]) -> tuple[str, str | None]:
+    message = choice.get("message")
+    content = text_of(message.get("content") if isinstance(message, dict) else None)
+    finish = choice.get("finish_reason")
+    return content, finish if isinstance(finish, str) else None
 
 
 def _read_sse(data: bytes) -> Completion:
@@ -274,3 +297,14 @@ def retry_after(value: str | None) -> float | None:
 
 def retryable(status: int) -> bool:
     return status in (408, 429) or 500 <= status <= 599
+
+
+def context_size(props: Any) -> int | None:
+    """The context window a llama.cpp server states at GET /props (`n_ctx`), else None."""
+    if not isinstance(props, dict):
+        return None
+    settings = props.get("default_generation_settings")
+    for doc in (settings, props):
+        if isinstance(doc, dict) and _count(doc.get("n_ctx")) and doc["n_ctx"] > 0:
+            return int(doc["n_ctx"])
+    return None

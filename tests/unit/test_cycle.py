@@ -85,6 +85,8 @@ def make(ws: Path, planner: ScriptedPlanner, *, memory: ScriptedMemory | None = 
         "workspace": str(ws),
         "checks": {"calc": {"run": CHECK, "timeout_s": 30}},
         "limits": {"min_interval_s": 0, **cfg.pop("limits", {})},
+        # one plan per attempt unless a test draws several: the scripts below are attempt by attempt
+        "candidates": {"n": 1, **cfg.pop("candidates", {})},
         **cfg,
     }
     path = ws.parent / "autod.yaml"
@@ -164,13 +166,26 @@ def test_the_fingerprint_is_quarantined_after_max_attempts(ws):
     assert deps.gate.admit(failing_event(), uses_llm=True).drop
 
 
-def test_planner_failures_are_recorded_and_open_the_breaker(ws):
-    deps, state = make(ws, ScriptedPlanner(LLMUnavailable("deadline exceeded"), PlanInvalid("not a plan")))
+def test_an_unreachable_llm_fails_the_cycle_and_opens_the_breaker(ws):
+    deps, state = make(ws, ScriptedPlanner(LLMUnavailable("deadline exceeded"), LLMUnavailable("refused")))
     r1, r2 = run(deps), run(deps)
     assert (r1.status, r1.reason) == ("failed", "deadline exceeded")
-    assert (r2.status, r2.reason) == ("failed", "not a plan")
+    assert (r2.status, r2.reason) == ("failed", "refused")
     assert deps.breaker is not None and deps.breaker.state == "open"
     assert [h["status"] for h in state.history(5)] == ["failed", "failed"]
+    assert (ws / "src" / "calc.py").read_text() == BUGGY
+
+
+def test_a_reply_the_model_got_wrong_is_not_an_outage_and_the_next_request_varies(ws):
+    planner = ScriptedPlanner(PlanInvalid("invalid JSON: bad escape"), PlanInvalid("edits.0: field required"))
+    deps, _state = make(ws, planner)
+    r = run(deps)
+    assert r.status == "rejected" and "no valid plan" in (r.reason or "")
+    assert deps.breaker is not None and deps.breaker.state == "closed"  # the server answered
+    assert [c["outcome"] for c in r.candidates] == ["invalid", "invalid"]
+    first, second = planner.requests
+    assert first.seed != second.seed  # never the same question twice
+    assert "not a valid JSON plan: invalid JSON" in second.messages[-1]["content"]  # told what was wrong
     assert (ws / "src" / "calc.py").read_text() == BUGGY
 
 
@@ -216,24 +231,11 @@ def test_a_stop_during_verification_rolls_back(ws, tmp_path):
     assert state.history(1)[0]["status"] == "failed"
 
 
-def test_a_replan_that_repeats_a_failed_attempt_is_asked_once_more_warmer(ws):
-    """A model sampled cold sends a failed plan again word for word; autod says so and asks warmer."""
-    same = WRONG.model_copy(update={"summary": "multiply, again",
-                                    "edits": [Edit(path="src/calc.py", search="a - b\n", replace="a  *  b")]})
-    planner = ScriptedPlanner(WRONG, same, FIX)
-    deps, _state = make(ws, planner)
-    r = run(deps)
-    assert r.status == "fixed" and r.attempts == 2
-    first, second, again = planner.requests
-    assert first.temperature is None and second.temperature is None  # llm.temperature
-    assert again.temperature == 0.7
-    assert again.messages[:-2] == second.messages
-    assert again.messages[-2]["role"] == "assistant" and "a  *  b" in again.messages[-2]["content"]
-    assert "repeats attempt 1 word for word" in again.messages[-1]["content"]
-
-
-def test_a_repeat_that_comes_back_is_refused_and_never_applied_twice(ws):
-    planner = ScriptedPlanner(WRONG, WRONG, WRONG)
+def test_a_replan_that_repeats_a_failed_candidate_is_never_applied_twice(ws):
+    """The same change (whitespace aside: compared by AST) is a duplicate, not a second try."""
+    again = [Edit(path="src/calc.py", search="a - b\n", replace="a  *  b\n")]
+    same = WRONG.model_copy(update={"summary": "multiply, again", "edits": again})
+    planner = ScriptedPlanner(WRONG, same)
     applied: list[str] = []
     deps, _state = make(ws, planner)
     run_check = deps.env.run_check
@@ -244,11 +246,11 @@ def test_a_repeat_that_comes_back_is_refused_and_never_applied_twice(ws):
 
     deps.env.run_check = counting
     r = run(deps)
-    assert len(planner.requests) == 3 and r.attempts == 2
+    assert len(planner.requests) == 2 and r.attempts == 2
     assert applied == [BUGGY.replace("a - b", "a * b")]  # verified once: the repeat was never written
-    assert r.status == "rejected" and r.refusals == [
-        "the plan repeats attempt 1, which did not work: try another fix"
-    ]
+    assert [c["outcome"] for c in r.candidates] == ["rolled_back", "duplicate"]
+    assert r.candidates[0]["votes"] == 2
+    assert r.status == "rolled_back" and "repeated a candidate" in (r.reason or "")
     assert (ws / "src" / "calc.py").read_text() == BUGGY
 
 

@@ -34,6 +34,8 @@ AREAS = {
     "delivery",
     "undo",
     "isolation",
+    "candidates",
+    "transcripts",
 }
 NAME = re.compile(r"^([a-z]+)\.[a-z0-9_]+$")
 LEVELS = {"debug", "info", "warning", "error", "exception", "critical", "msg"}

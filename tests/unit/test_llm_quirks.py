@@ -179,10 +179,10 @@ def test_sse_reply_cut_off_by_length_is_never_parsed():
         (b"data: [DONE]\n\n", "no chunks"),
     ],
 )
-def test_broken_sse_is_an_invalid_reply(body, words):
+def test_broken_sse_is_the_servers_fault(body, words):
     stream = httpx.Response(200, content=body, headers={"content-type": "text/event-stream"})
     server = Server(primary=[stream])
-    exc = fails(make(server)[0], PlanInvalid)
+    exc = fails(make(server)[0], LLMUnavailable)
     assert words in exc.reason
 
 

@@ -53,7 +53,7 @@ def ws(tmp_path: Path) -> Path:
 
 def make(ws: Path, planner: ScriptedPlanner, checks: dict[str, Any] | None = None, **debug: Any):
     doc = {"workspace": str(ws), "checks": checks or {"calc": {"run": CHECK, "timeout_s": 30}},
-           "limits": {"min_interval_s": 0},
+           "limits": {"min_interval_s": 0}, "candidates": {"n": 1},
            "modes": {"auto-debug": {"max_attempts_per_cycle": 1, **debug}}}
     path = ws.parent / "autod.yaml"
     path.write_text(yaml.safe_dump(doc))

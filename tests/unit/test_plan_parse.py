@@ -65,8 +65,22 @@ def test_reasoning_block_with_braces_is_skipped():
 
 
 def test_missing_field_reason_names_the_field():
+    bad = {**PLAN, "edits": [{"path": "a.py", "search": "x"}]}
+    assert reason_of(json.dumps(bad)) == "edits.0.replace: field required"
+
+
+def test_an_edit_naming_neither_a_definition_nor_a_search_says_so():
     bad = {**PLAN, "edits": [{"path": "a.py", "replace": "x"}]}
-    assert reason_of(json.dumps(bad)) == "edits.0.search: field required"
+    assert "give `symbol` (a definition shown whole) or `search`" in reason_of(json.dumps(bad))
+
+
+def test_a_raw_newline_inside_a_string_is_read_as_the_newline_it_is():
+    """What a small model writes without a grammar: `Invalid control character` in a strict parser."""
+    raw = '{"summary": "fix", "edits": [{"path": "a.py", "symbol": "f", "replace": '
+    raw += '"def f():\n    return 1"}]}'
+    assert "\n" in raw  # a real newline inside the JSON string
+    plan = parse_plan(raw)
+    assert plan.edits[0].replace == "def f():\n    return 1"
 
 
 def test_unknown_field_reason_names_it():

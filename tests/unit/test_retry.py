@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from autod.config import Limits
-from autod.errors import LLMUnavailable, PlanInvalid, PlanRejected
+from autod.errors import BudgetExhausted, LLMUnavailable, PlanInvalid, PlanRejected
 from autod.events import Event, EventKind
 from autod.reflect import Reflection
 from autod.retry import JITTER, RetryPolicy
@@ -26,10 +26,19 @@ def policy(rand: float = 0.5, **limits: object) -> RetryPolicy:
                        rand=lambda: rand)
 
 
-@pytest.mark.parametrize("error", [LLMUnavailable("HTTP 500 from the LLM"), PlanInvalid("not json")])
+@pytest.mark.parametrize("error", [LLMUnavailable("HTTP 500 from the LLM"), BudgetExhausted("tokens")])
 def test_a_cycle_that_failed_on_the_llm_is_retried_with_the_reason(error):
     d = policy().decide(event(), ended("failed", error.reason), error, retries=0)
     assert d.retry and d.delay_s == 10 and error.reason in d.reason
+
+
+def test_a_reply_the_model_got_wrong_is_an_attempt_not_an_outage():
+    """The server answered: the failure is tried again like any unfixed one, bounded by the
+    fingerprint's attempts, never retried as if the server were down (max_retries)."""
+    error = PlanInvalid("invalid JSON: Invalid control character")
+    assert not error.external
+    d = policy(max_retries=0).decide(event(), ended(error.status, error.reason), error, retries=5)
+    assert d.retry and "still failing after a cycle that rejected" in d.reason
 
 
 def test_the_delay_doubles_is_capped_and_jittered_around_its_value():

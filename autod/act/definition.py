@@ -1,0 +1,292 @@
+"""The whole-definition edit: a plan names a definition (`symbol`) and gives its complete new source.
+
+A small model rewrites a function far more reliably than it copies a `search` text character for
+character (Aider's edit benchmarks; autod's own traces: most refused plans were a miscopied search).
+So the edit names the definition, autod finds its lines with `ast` (decorators included), and the new
+source replaces them, re-indented to where the definition stands:
+
+- `symbol` is a qualname as the prompt shows it (`func`, `Class.method`, `outer.inner`, `CONSTANT`);
+  a bare name is taken when exactly one definition has it (a method of that name in two classes is
+  ambiguous and refused, naming both). `path.py::`, `()` and spaces around it are tolerated.
+- `replace` is the new definition: fenced or not, indented as in the class or at column 0 (it is
+  dedented, then indented like the original). Without decorators it keeps the original's; with
+  some, they replace them. A class given back around the method is unwrapped to the method.
+  Statements beside the definition (a new helper, a constant) go in with it.
+- A `replace` that is not a definition of that name is read as the new *body* when the target is a
+  function (the signature and decorators stay); when the plan also gave a `search`, as a search and
+  replace inside the definition's lines only (so the search need not be unique in the file).
+
+Python only; the result must still parse (the act rules check every edited Python file). Raises
+PlanRejected with a reason a re-plan can act on.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import textwrap
+from dataclasses import dataclass
+
+from autod.act.search import apply_edit
+from autod.errors import PlanRejected
+
+__all__ = ["Span", "find_definition", "normalise_symbol", "replace_definition"]
+
+_FENCE = re.compile(r"^\s*```[\w+-]*[ \t]*\r?\n(.*?)\r?\n?[ \t]*```\s*$", re.DOTALL)
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_Def = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
+
+
+@dataclass(frozen=True)
+class Span:
+    """Where a definition stands: 1-based lines, decorators included, and its indent."""
+
+    qualname: str
+    start: int
+    end: int
+    body_start: int  # first line of the body (functions and classes), else start
+    indent: str
+    node: ast.AST
+
+
+def normalise_symbol(symbol: str) -> str:
+    """`calc.py::Calc.add()` -> `Calc.add`; what a model writes around a qualname is dropped."""
+    s = symbol.strip().strip("`'\"")
+    if "::" in s:
+        s = s.rsplit("::", 1)[1]
+    s = s.strip()
+    if s.endswith("()"):
+        s = s[:-2]
+    for word in ("async def ", "def ", "class "):
+        if s.startswith(word):
+            s = s[len(word) :]
+    return s.split("(", 1)[0].strip()
+
+
+def _walk(body: list[ast.stmt], prefix: str = "") -> list[tuple[str, ast.stmt]]:
+    out: list[tuple[str, ast.stmt]] = []
+    for node in body:
+        if isinstance(node, _Def):
+            q = prefix + node.name
+            out.append((q, node))
+            out += _walk(node.body, q + ".")
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                if isinstance(t, ast.Name):
+                    out.append((prefix + t.id, node))
+        elif isinstance(node, ast.If | ast.Try) and not prefix:
+            for key in ("body", "orelse", "finalbody"):
+                out += _walk(getattr(node, key, []), prefix)
+            for h in getattr(node, "handlers", []):
+                out += _walk(h.body, prefix)
+    return out
+
+
+def _start(node: ast.AST) -> int:
+    decos = getattr(node, "decorator_list", None) or []
+    return min([node.lineno, *(d.lineno for d in decos)])  # type: ignore[attr-defined]
+
+
+def find_definition(rel: str, text: str, symbol: str) -> Span:
+    """The span of `symbol` in the file's text. PlanRejected when absent or ambiguous."""
+    name = normalise_symbol(symbol)
+    if not name or not all(_NAME.fullmatch(p) for p in name.split(".")):
+        raise PlanRejected(f"{rel}: symbol {symbol[:80]!r} is not a definition name like Class.method")
+    try:
+        tree = ast.parse(text, filename=rel)
+    except SyntaxError as exc:
+        raise PlanRejected(f"{rel} does not parse (line {exc.lineno}): give a search/replace edit") from None
+    defs = _walk(tree.body)
+    exact = [(q, n) for q, n in defs if q == name]
+    found = exact or [(q, n) for q, n in defs if q.endswith("." + name)]
+    if not found:
+        known = ", ".join(q for q, n in defs if isinstance(n, _Def))[:300]
+        raise PlanRejected(f"{rel} has no definition {name!r} (it defines: {known or 'nothing'})")
+    if len(found) > 1 and len({id(n) for _, n in found}) > 1:
+        which = " and ".join(q for q, _ in found[:4])
+        raise PlanRejected(
+            f"{rel}: {name!r} is ambiguous ({which}): name it with its class, e.g. {found[0][0]}"
+        )
+    qual, node = found[0]
+    lines = text.splitlines()
+    start = _start(node)
+    first = lines[start - 1] if start - 1 < len(lines) else ""
+    indent = first[: len(first) - len(first.lstrip())]
+    body = getattr(node, "body", None)
+    body_start = _start(body[0]) if isinstance(node, _Def) and body else start
+    return Span(qual, start, node.end_lineno or node.lineno, body_start, indent, node)
+
+
+def replace_definition(rel: str, text: str, symbol: str, replace: str, search: str = "") -> str:
+    """`text` with the definition `symbol` replaced by `replace` (see the module's doc)."""
+    span = find_definition(rel, text, symbol)
+    newline = "\r\n" if "\r\n" in text else "\n"
+    lines = text.splitlines(keepends=True)
+    old = "".join(lines[span.start - 1 : span.end])
+    new_code = _unfence(replace)
+    snippet = _as_definition(rel, span, new_code, lines)
+    if snippet is None and search.strip():
+        # not a whole definition, but a search inside it: apply it within the definition's lines
+        return _join(lines, span, apply_edit(rel, old, search, replace))
+    if snippet is None:
+        snippet = _as_body(rel, span, lines, new_code)
+    block = textwrap.indent(snippet, span.indent, lambda ln: bool(ln.strip()))
+    block = block.replace("\r\n", "\n").replace("\n", newline)
+    if not block.endswith(newline):
+        block += newline
+    return _join(lines, span, block)
+
+
+def _join(lines: list[str], span: Span, block: str) -> str:
+    tail = "".join(lines[span.end :])
+    head = "".join(lines[: span.start - 1])
+    if block and not block.endswith(("\n", "\r")) and tail:
+        block += "\n"
+    return head + block + tail
+
+
+def _unfence(code: str) -> str:
+    m = _FENCE.match(code)
+    code = m.group(1) if m else code
+    return code.strip("\r\n")
+
+
+def _target_name(span: Span) -> str:
+    return span.qualname.rsplit(".", 1)[-1]
+
+
+def _as_definition(rel: str, span: Span, code: str, old_lines: list[str]) -> str | None:
+    """The new source as a dedented definition of the target (with any statements beside it), or None
+    when it is not one. PlanRejected when it does not parse."""
+    dedented = _even_body(textwrap.dedent(code))
+    try:
+        tree = ast.parse(dedented)
+    except SyntaxError:
+        # "def f():" at column 0 with its body still indented for the class: dedent the body alone
+        first, _, rest = dedented.partition("\n")
+        retry = first + "\n" + textwrap.indent(textwrap.dedent(rest), "    ")
+        try:
+            tree = ast.parse(retry)
+        except SyntaxError as exc:
+            raise PlanRejected(
+                f"{rel}: the new source of {span.qualname} does not parse (line {exc.lineno}): give the"
+                " complete definition, correctly indented"
+            ) from None
+        dedented = retry
+    name = _target_name(span)
+    target_kind = type(span.node)
+    top = list(tree.body)
+    match = [n for n in top if _same_kind(n, target_kind) and _name_of(n) == name]
+    if not match:
+        cls = span.qualname.rsplit(".", 2)[-2] if "." in span.qualname else None
+        wrapper = [n for n in top if isinstance(n, ast.ClassDef) and cls and n.name == cls]
+        if wrapper:  # the class given back around the method: keep the method
+            inner = [n for n in wrapper[0].body if _same_kind(n, target_kind) and _name_of(n) == name]
+            if inner:
+                seg = _segment(dedented, inner[0])
+                return _keep_decorators(span, textwrap.dedent(seg), inner[0], old_lines)
+        return None
+    if len(match) > 1:
+        raise PlanRejected(f"{rel}: the new source defines {span.qualname} more than once")
+    return _keep_decorators(span, dedented, match[0], old_lines)
+
+
+def _even_body(code: str) -> str:
+    """`def f():` at column 0 with its body two levels in (copied from a class): the body one level in."""
+    first, sep, rest = code.partition("\n")
+    if not sep or not first.lstrip().startswith(("def ", "async def ", "class ", "@")) or first[:1].isspace():
+        return code
+    indents = [len(ln) - len(ln.lstrip()) for ln in rest.splitlines() if ln.strip()]
+    if not indents or min(indents) <= 4:
+        return code
+    return first + "\n" + textwrap.indent(textwrap.dedent(rest), "    ", lambda ln: bool(ln.strip()))
+
+
+def _same_kind(node: ast.AST, kind: type) -> bool:
+    if kind in (ast.FunctionDef, ast.AsyncFunctionDef):
+        return isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+    if kind in (ast.Assign, ast.AnnAssign):
+        return isinstance(node, ast.Assign | ast.AnnAssign)
+    return isinstance(node, kind)
+
+
+def _name_of(node: ast.AST) -> str | None:
+    if isinstance(node, _Def):
+        return node.name
+    if isinstance(node, ast.Assign):
+        names = [t.id for t in node.targets if isinstance(t, ast.Name)]
+        return names[0] if names else None
+    if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+        return node.target.id
+    return None
+
+
+def _segment(code: str, node: ast.AST) -> str:
+    lines = code.splitlines()
+    return "\n".join(lines[_start(node) - 1 : node.end_lineno])  # type: ignore[attr-defined]
+
+
+def _keep_decorators(span: Span, code: str, new_node: ast.AST, old_lines: list[str]) -> str:
+    """A new definition without decorators keeps the original's (a rewritten body, say), and one without
+    a docstring keeps the original's docstring: a small model drops both while it fixes the body."""
+    code = _keep_docstring(span, code, new_node, old_lines)
+    if not getattr(span.node, "decorator_list", None) or getattr(new_node, "decorator_list", None):
+        return code
+    decorators = [
+        ln.rstrip("\r\n")[len(span.indent) :] if ln.startswith(span.indent) else ln.strip()
+        for ln in old_lines[span.start - 1 : span.node.lineno - 1]  # type: ignore[attr-defined]
+    ]
+    lines = code.splitlines()
+    at = _start(new_node) - 1
+    return "\n".join([*lines[:at], *decorators, *lines[at:]])
+
+
+def _docstring(node: ast.AST) -> ast.stmt | None:
+    body = getattr(node, "body", None)
+    if not isinstance(node, _Def) or not body:
+        return None
+    first = body[0]
+    value = first.value if isinstance(first, ast.Expr) else None
+    return first if isinstance(value, ast.Constant) and isinstance(value.value, str) else None
+
+
+def _keep_docstring(span: Span, code: str, new_node: ast.AST, old_lines: list[str]) -> str:
+    old_doc = _docstring(span.node)
+    if old_doc is None or not isinstance(new_node, _Def) or _docstring(new_node) is not None:
+        return code
+    if not new_node.body or new_node.body[0].lineno <= new_node.lineno:
+        return code  # a one-line def: nowhere to put it
+    doc_lines = [ln.rstrip("\r\n") for ln in old_lines[old_doc.lineno - 1 : old_doc.end_lineno]]
+    old_indent = doc_lines[0][: len(doc_lines[0]) - len(doc_lines[0].lstrip())]
+    lines = code.splitlines()
+    at = new_node.body[0].lineno - 1
+    first = lines[at]
+    new_indent = first[: len(first) - len(first.lstrip())]
+    moved = [new_indent + ln[len(old_indent) :] if ln.startswith(old_indent) else ln for ln in doc_lines]
+    return "\n".join([*lines[:at], *moved, *lines[at:]])
+
+
+def _as_body(rel: str, span: Span, lines: list[str], code: str) -> str:
+    """`code` as the new body of the target function (its decorators and signature kept)."""
+    if not isinstance(span.node, ast.FunctionDef | ast.AsyncFunctionDef):
+        raise PlanRejected(
+            f"{rel}: `replace` must be the complete new source of {span.qualname} (its whole statement)"
+        )
+    body = textwrap.dedent(code)
+    try:
+        ast.parse(body)
+    except SyntaxError as exc:
+        raise PlanRejected(
+            f"{rel}: `replace` must be the complete new definition of {span.qualname} (a `def"
+            f" {_target_name(span)}(...)` statement); as a body it does not parse (line {exc.lineno})"
+        ) from None
+    if span.body_start <= span.node.lineno:  # a one-line def: `def f(): return 1`
+        raise PlanRejected(
+            f"{rel}: `replace` must be the complete new definition of {span.qualname}, `def` line included"
+        )
+    header = [ln.rstrip("\r\n") for ln in lines[span.start - 1 : span.body_start - 1]]
+    header = [h[len(span.indent) :] if h.startswith(span.indent) else h.lstrip() for h in header]
+    first_body = lines[span.body_start - 1]
+    step = first_body[: len(first_body) - len(first_body.lstrip())][len(span.indent) :] or "    "
+    return "\n".join([*header, textwrap.indent(body, step, lambda ln: bool(ln.strip()))])

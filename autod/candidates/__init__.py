@@ -1,0 +1,12 @@
+"""Candidate search: several plans per attempt, filtered by the act rules, verified away from the tree.
+
+`asker.Asker` builds and sends each request (the need round, the server's context, the schema's paths
+and definitions); `search.CandidateSearch` draws, filters and ranks; `validate` verifies a candidate
+on the workspace's mirror (`Isolated`) or, where that cannot be done, in place (`InPlace`).
+"""
+
+from autod.candidates.asker import Asker
+from autod.candidates.search import AttemptResult, Candidate, CandidateSearch, change_key
+from autod.candidates.validate import InPlace, Isolated
+
+__all__ = ["Asker", "AttemptResult", "Candidate", "CandidateSearch", "InPlace", "Isolated", "change_key"]

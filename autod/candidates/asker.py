@@ -1,0 +1,210 @@
+"""Asking the planner for plans from a mode's prompt: one place for everything around a request.
+
+The mode's messages with the attempts so far; the need round (the model may ask once, per cycle, to
+see more definitions before it edits); the files and definitions a plan may name (sent in the schema);
+fitting the prompt to the server's context before sending it (and once more, smaller, after a context
+refusal); the breaker; the tokens every request spent, booked on the cycle's record whatever happened.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from autod import logs
+from autod.act.judges import Judges, editable_paths
+from autod.errors import ContextTooLong, CycleError, LLMUnavailable
+from autod.modes import Attempt, Mode, pack, render, tokens
+from autod.planner import PlanRequest, PlanResult
+
+if TYPE_CHECKING:
+    from autod.events import Event
+    from autod.plan import Plan
+    from autod.reflect import Reflection
+
+log = structlog.get_logger("autod.candidates")
+
+# A conservative estimate of characters per token before the server has counted one of our prompts
+# (code tokenises denser than prose: ~3 characters a token for Qwen and Llama tokenizers).
+CHARS_PER_TOKEN = 3.0
+TEMPLATE_TOKENS = 64  # chat-template tokens around the messages
+
+
+class Asker:
+    """Builds each request of a cycle's planning and sends it to the planner."""
+
+    def __init__(
+        self,
+        deps: Any,  # autod.cycle.CycleDeps (planner, breaker, env)
+        mode: Mode,
+        event: Event,
+        r: Reflection,
+        context: dict[str, str],
+        attempts: list[Attempt],
+        *,
+        editable: list[str] | None,
+        record: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
+        self.deps = deps
+        self.mode = mode
+        self.event = event
+        self.r = r
+        self.settings = deps.env.settings
+        self.context = context
+        self.attempts = attempts
+        self.editable = editable
+        self.record = record
+        self.need_answered = False
+        self.extra_messages: list[dict[str, str]] = []
+
+    # -- the request --------------------------------------------------------------------
+    async def ask(
+        self, *, temperature: float | None = None, seed: int | None = None, n: int = 1
+    ) -> PlanResult:
+        """A plan (or, with n > 1, several) for the current prompt; answers a `need` once per cycle."""
+        result = await self._ask(temperature, seed, n)
+        if result.plan.need and not self.need_answered:
+            # two stages: the model asked to see definitions before it edits; answered once
+            await self.answer_need(result.plan)
+            result = await self._ask(temperature, seed, n)
+        return result
+
+    async def _ask(self, temperature: float | None, seed: int | None, n: int) -> PlanResult:
+        context = await self.fit(self.context)
+        request = PlanRequest(
+            mode=self.mode.name,
+            event=self.event,
+            messages=self.messages_for(context),
+            context={**context, "attempts": [a.as_dict() for a in self.attempts]},
+            paths=await asyncio.to_thread(self.edit_paths),  # stats files and reads check scripts
+            temperature=temperature,
+            symbols=self.symbols(),
+            seed=seed,
+            n=n,
+            record=self.record,
+        )
+        breaker = self.deps.breaker
+        try:
+            result = await self.plan_fitting(request, context)
+        except CycleError as exc:
+            for key, spent in (exc.tokens or {}).items():  # a failed plan's tokens are spent all the same
+                self.r.tokens[key] += spent
+            if breaker is not None and isinstance(exc, LLMUnavailable):
+                breaker.failure()
+            raise
+        if breaker is not None:
+            breaker.success()
+        self.r.tokens["prompt"] += result.tokens.prompt
+        self.r.tokens["completion"] += result.tokens.completion
+        log.info("plan.planned", summary=result.plan.summary[:300], edits=len(result.plan.edits),
+                 tokens=result.tokens.total, choices=result.choices, seed=seed, temperature=temperature)
+        if self.record is not None:
+            for i, plan in enumerate([result.plan, *result.alternatives]):
+                self.record({"kind": "plan", "choice": i, "seed": seed, "temperature": temperature,
+                             "plan": plan.model_dump(exclude_defaults=True)})
+            for reason in result.invalid:
+                self.record({"kind": "invalid", "seed": seed, "reason": reason})
+        return result
+
+    def messages_for(self, context: dict[str, str]) -> list[dict[str, str]]:
+        # the last line of defence: no configured secret value leaves in a prompt
+        return [
+            {**m, "content": logs.redact_secrets(m["content"])} if isinstance(m.get("content"), str) else m
+            for m in [*self.mode.messages(self.event, context, self.attempts), *self.extra_messages]
+        ]
+
+    # -- what a plan may name -----------------------------------------------------------
+    def edit_paths(self) -> tuple[str, ...] | None:
+        """The files the prompt showed (so far: a `need` answer adds some) that a plan may edit.
+
+        None leaves `path` free: a mode that writes no code, or a context that showed no file.
+        """
+        if not self.mode.writes_code or not self.editable:
+            return None
+        judges = Judges.for_settings(self.settings, self.mode.name)
+        paths = editable_paths(self.editable, self.deps.env.boundary, judges)
+        return paths or None
+
+    def symbols(self) -> dict[str, tuple[str, ...]] | None:
+        """path -> the definitions the prompt showed whole there (a whole-definition edit names one)."""
+        if not self.mode.writes_code:
+            return None
+        out: dict[str, list[str]] = {}
+        for e in self.r.context:
+            path, symbol, lines = e.get("path"), e.get("symbol"), str(e.get("lines") or "")
+            if path and symbol and "-" in lines and symbol not in out.get(path, []):
+                out.setdefault(str(path), []).append(str(symbol))
+        return {p: tuple(v) for p, v in out.items()} or None
+
+    # -- the need round -----------------------------------------------------------------
+    async def answer_need(self, plan: Plan) -> None:
+        from autod.localize.need import answer_need
+
+        self.need_answered = True
+        budget = int(self.settings.localize.budget_tokens * 0.5)
+        answer = await answer_need(self.settings, self.deps.env.boundary, plan.need, budget)
+        self.r.context += answer.entries
+        if self.editable is not None:  # what the model asked to see, it may edit
+            self.editable += [str(e["path"]) for e in answer.entries if e.get("path")]
+        log.info("localize.need_answered", asked=len(plan.need), shown=len(answer.entries))
+        asked = plan.model_dump(include={"summary", "need"})
+        self.extra_messages = [
+            {"role": "assistant", "content": json.dumps(asked)},
+            {"role": "user", "content": render("need_answer", definitions=answer.text or "(nothing found)")},
+        ]
+
+    # -- the server's context -----------------------------------------------------------
+    async def fit(self, context: dict[str, str]) -> dict[str, str]:
+        """The context, cut by rank before sending when the whole prompt would not fit the server's window."""
+        window = await _window(self.deps.planner)
+        if window is None:
+            return context
+        reply = _reply_tokens(self.deps.planner, self.mode.name)
+        ratio = getattr(self.deps.planner, "chars_per_token", None) or CHARS_PER_TOKEN
+        room = window - reply - TEMPLATE_TOKENS
+        messages = self.messages_for(context)
+        size = sum(len(m.get("content") or "") for m in messages) / ratio
+        if size <= room:
+            return context
+        sections = sum(tokens(v) for v in context.values() if v)
+        fixed = size - sum(len(v) for v in context.values() if v) / ratio  # template, attempts, need
+        keep = max(200, int((room - fixed) * ratio / 4))  # in the 4-characters tokens pack() counts
+        smaller = pack(list(context.items()), min(keep, sections))
+        log.info("cycle.context_fitted", window=window, reply_tokens=reply, estimated_tokens=int(size),
+                 budget_tokens=keep)
+        return smaller
+
+    async def plan_fitting(self, request: PlanRequest, context: dict[str, str]) -> PlanResult:
+        """Ask the planner; a prompt over the model's context is asked once more with less context."""
+        try:
+            return await self.deps.planner.plan(request)
+        except ContextTooLong as exc:
+            # Not an outage (the breaker is left alone): cut the lowest-ranked context to fit.
+            budget = int(sum(tokens(v) for v in context.values() if v) * exc.fit())
+            smaller = pack(list(context.items()), budget)
+            if smaller == context:
+                raise
+            log.warning("cycle.context_shrunk", reason=exc.reason[:300], budget_tokens=budget)
+            smaller_request = dataclasses.replace(request, messages=self.messages_for(smaller))
+            return await self.deps.planner.plan(smaller_request)
+
+
+async def _window(planner: Any) -> int | None:
+    ask = getattr(planner, "context_window", None)
+    if ask is None:
+        return None
+    try:
+        return await ask()
+    except Exception as exc:  # a probe that fails tells nothing: budget as configured
+        log.debug("llm.context_size_unknown", error=type(exc).__name__)
+        return None
+
+
+def _reply_tokens(planner: Any, mode: str) -> int:
+    cap = getattr(planner, "reply_tokens", None)
+    return int(cap(mode)) if callable(cap) else 2000

@@ -1,0 +1,276 @@
+"""Several plans per attempt; keep those that apply and parse; verify them; pick the winner.
+
+One attempt draws up to `candidates.n` plans for the same prompt: the first at temperature 0, the
+rest sampled at `candidates.temperature`, each with its own explicit seed (`seed + (attempt-1)*n + i`,
+so a bench is reproducible), in one request with `n` where the server takes it and one by one where
+it does not (the identical prompt is served from the server's prompt cache). Drawing is lazy: the
+next plan is asked for only when the ones before did not fix the failure.
+
+Each plan goes through the act rules (`prepare`: confinement, deny globs, judges, scope, the Python
+parse, caps) without writing anything; it is dropped when refused, when it changes nothing, or when it
+makes the same change as one already tried this cycle (compared by the AST of the files it produces,
+so formatting differences do not count; a duplicate is a vote for the first). What is left is verified
+by the `Validator`: on the workspace's mirror (autod.isolation) when it can be, else in place through
+the journal. The first candidate that fixes everything wins at once; otherwise the best improvement
+(fixed beats improved; ties by votes, then by the smaller diff). Every candidate is in the record.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import hashlib
+import time
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import structlog
+
+from autod.act.edits import FileChange
+from autod.config import CandidatesConfig
+from autod.errors import BudgetExhausted, CycleError, PlanInvalid, PlanRejected
+from autod.modes import Verification
+from autod.plan import Plan
+
+log = structlog.get_logger("autod.candidates")
+
+KEPT = ("fixed", "improved")
+Prepare = Callable[[Plan], Awaitable[tuple[list[FileChange], str]]]
+
+
+class Validator(Protocol):
+    """Verifies one candidate. `in_place`: it is written into the working tree (and kept if good)."""
+
+    in_place: bool
+
+    async def validate(self, plan: Plan, changes: list[FileChange]) -> Verification | None:
+        """The verification's outcome; None: stored as a proposal instead (in place only)."""
+        ...
+
+
+class Drawer(Protocol):
+    async def ask(self, *, temperature: float | None = None, seed: int | None = None, n: int = 1) -> Any:
+        """An autod.planner.PlanResult."""
+        ...
+
+
+@dataclass
+class Candidate:
+    """One drawn plan and what became of it."""
+
+    n: int  # its number in the cycle, from 1
+    attempt: int
+    seed: int | None
+    temperature: float
+    plan: Plan | None = None
+    outcome: str = ""  # fixed | improved | rolled_back | refused | invalid | duplicate | no_change | proposed
+    reason: str = ""
+    changes: list[FileChange] = field(default_factory=list)
+    diff: str = ""
+    key: str = ""
+    votes: int = 1
+    tokens: int = 0
+    model_ms: int = 0
+    checks_ms: int = 0
+    verification: Verification | None = None
+
+    @property
+    def diff_lines(self) -> int:
+        return sum(c.added + c.removed for c in self.changes)
+
+    def record(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "n": self.n, "attempt": self.attempt, "outcome": self.outcome, "diff_lines": self.diff_lines,
+            "tokens": self.tokens, "seed": self.seed, "temperature": self.temperature,
+            "model_ms": self.model_ms, "checks_ms": self.checks_ms,
+        }
+        if self.votes > 1:
+            out["votes"] = self.votes
+        if self.reason:
+            out["reason"] = self.reason[:300]
+        return out
+
+
+@dataclass
+class AttemptResult:
+    candidates: list[Candidate]
+    winner: Candidate | None = None  # fixed or improved; in place: already kept in the tree
+    proposed: bool = False  # in place: the validator stored a proposal
+
+    def drawn(self, outcome: str) -> list[Candidate]:
+        return [c for c in self.candidates if c.outcome == outcome]
+
+    def summary(self) -> str:
+        counts: dict[str, int] = {}
+        for c in self.candidates:
+            counts[c.outcome] = counts.get(c.outcome, 0) + 1
+        return ", ".join(f"{k} {v}" for k, v in counts.items()) or "none drawn"
+
+
+class CandidateSearch:
+    """The candidates of one cycle, attempt by attempt (duplicates are refused across attempts)."""
+
+    def __init__(
+        self,
+        cfg: CandidatesConfig,
+        drawer: Drawer,
+        prepare: Prepare,
+        validator: Validator,
+        *,
+        tokens_left: Callable[[], Awaitable[bool]] | None = None,
+        record: Callable[[dict[str, Any]], None] | None = None,
+        phase: Callable[[str], AbstractAsyncContextManager[None]] | None = None,
+    ) -> None:
+        self.phase = phase or (lambda _name: contextlib.nullcontext())  # type: ignore[return-value,arg-type]
+        self.cfg = cfg
+        self.drawer = drawer
+        self.prepare = prepare
+        self.validator = validator
+        self.tokens_left = tokens_left
+        self.record = record
+        self.all: list[Candidate] = []
+        self._seen: dict[str, Candidate] = {}
+        self._takes_n: bool | None = None
+
+    async def attempt(self, number: int) -> AttemptResult:
+        """Draw and verify up to n candidates; stop at the first that fixes everything."""
+        result = AttemptResult([])
+        base = self.cfg.seed + (number - 1) * self.cfg.n
+        drawn = 0
+        while drawn < self.cfg.n:
+            if drawn and self.tokens_left is not None and not await self.tokens_left():
+                log.info("candidates.budget_spent", drawn=drawn)
+                break
+            first = drawn == 0
+            want = 1 if first or self._takes_n is False else self.cfg.n - drawn
+            temperature = 0.0 if first else self.cfg.temperature
+            plans, spent, invalid, ms = await self._draw(temperature, base + drawn, want, first=first)
+            if want > 1 and len(plans) + len(invalid) < want:
+                self._takes_n = False  # the server gave fewer choices than asked: one by one from now
+            elif want > 1:
+                self._takes_n = True
+            count = max(1, len(plans) + len(invalid))
+            share, ms = spent // count, ms // count
+            for reason in invalid:
+                drawn += 1
+                c = self._new(number, base + drawn - 1, temperature, share, ms)
+                c.outcome, c.reason = "invalid", reason
+                result.candidates.append(c)
+            for plan in plans:
+                drawn += 1
+                c = self._new(number, base + drawn - 1, temperature, share, ms)
+                c.plan = plan
+                result.candidates.append(c)
+                done = await self._judge(c, result)
+                self._note(c)
+                if done:
+                    return result
+            if not plans and not invalid:
+                break
+        kept = [c for c in result.candidates if c.outcome in KEPT]
+        if kept and not self.validator.in_place:
+            result.winner = min(kept, key=lambda c: (c.outcome != "fixed", -c.votes, c.diff_lines, c.n))
+        return result
+
+    def _new(self, attempt: int, seed: int, temperature: float, tokens: int, ms: int) -> Candidate:
+        c = Candidate(len(self.all) + 1, attempt, seed, temperature, tokens=tokens, model_ms=ms)
+        self.all.append(c)
+        return c
+
+    async def _draw(
+        self, temperature: float, seed: int, n: int, *, first: bool
+    ) -> tuple[list[Plan], int, list[str], int]:
+        """(valid plans, tokens spent, reasons of invalid ones, model ms) of one request."""
+        started = time.monotonic()
+        try:
+            async with self.phase("plan"):
+                res = await self.drawer.ask(temperature=temperature, seed=seed, n=n)
+        except PlanInvalid as exc:
+            spent = sum((exc.tokens or {}).values())
+            return [], spent, [exc.reason], _ms(started)
+        except BudgetExhausted:
+            if first and not self.all:
+                raise
+            return [], 0, [], _ms(started)
+        except CycleError:
+            if self.all and not first:
+                return [], 0, [], _ms(started)  # keep what was drawn; the outage shows next cycle
+            raise
+        return [res.plan, *res.alternatives], res.tokens.total, list(res.invalid), _ms(started)
+
+    async def _judge(self, c: Candidate, result: AttemptResult) -> bool:
+        """Filter and verify one candidate. True: the search is over (fixed, or kept/proposed in place)."""
+        assert c.plan is not None
+        if not c.plan.edits:
+            c.outcome, c.reason = "no_change", c.plan.summary[:300]
+            return False
+        try:
+            async with self.phase("act"):
+                c.changes, c.diff = await self.prepare(c.plan)
+        except PlanRejected as exc:
+            c.outcome, c.reason = "refused", exc.reason
+            return False
+        if not c.changes:
+            c.outcome, c.reason = "no_change", "the edits change nothing"
+            return False
+        c.key = change_key(c.changes)
+        seen = self._seen.get(c.key)
+        if seen is not None:
+            seen.votes += 1
+            c.outcome, c.reason = "duplicate", f"the same change as candidate {seen.n} ({seen.outcome})"
+            return False
+        self._seen[c.key] = c
+        started = time.monotonic()
+        if self.validator.in_place:  # the act step has a phase of its own
+            verification = await self.validator.validate(c.plan, c.changes)
+        else:
+            async with self.phase("act"):
+                verification = await self.validator.validate(c.plan, c.changes)
+        c.checks_ms = _ms(started)
+        if verification is None:
+            c.outcome, result.proposed, result.winner = "proposed", True, c
+            return True
+        c.verification = verification
+        c.outcome, c.reason = verification.status, verification.reason
+        if self.validator.in_place and verification.status in (*KEPT, "no_change"):
+            result.winner = c  # written and kept in the tree: no second candidate on top of it
+            return True
+        if verification.status == "partly_rolled_back":
+            return True  # in place, a rollback left someone's save: nothing more over their work
+        if verification.status == "fixed":
+            result.winner = c
+            return True
+        return False
+
+    def _note(self, c: Candidate) -> None:
+        log.info("candidates.judged", n=c.n, attempt=c.attempt, outcome=c.outcome, seed=c.seed,
+                 diff_lines=c.diff_lines, reason=c.reason[:200] or None)
+        if self.record is None:
+            return
+        entry: dict[str, Any] = {"kind": "candidate", **c.record()}
+        if c.outcome == "refused" and c.plan is not None:
+            entry["edits"] = [e.model_dump(exclude_defaults=True) for e in c.plan.edits]  # the offending text
+        if c.diff:
+            entry["diff"] = c.diff[:20000]
+        if c.verification is not None:
+            entry["output"] = c.verification.output[-4000:]
+        self.record(entry)
+
+
+def change_key(changes: list[FileChange]) -> str:
+    """The same key for two candidates that produce the same files (Python compared by AST)."""
+    h = hashlib.sha256()
+    for c in sorted(changes, key=lambda c: c.rel):
+        h.update(c.rel.encode() + b"\0")
+        body = c.new
+        if c.rel.endswith(".py"):
+            with contextlib.suppress(SyntaxError, ValueError, UnicodeDecodeError):
+                body = ast.dump(ast.parse(c.new.decode("utf-8"))).encode()
+        h.update(hashlib.sha256(body).digest())
+    return h.hexdigest()
+
+
+def _ms(started: float) -> int:
+    return int((time.monotonic() - started) * 1000)
