@@ -181,7 +181,10 @@ class Cycle:
     async def search(self, asker: Asker) -> None:
         """Attempt by attempt: draw candidates, keep the winner (written and verified in the tree)."""
         validator = await self.validator()
-        search = CandidateSearch(self.settings.candidates, asker, self.prepare_changes, validator,
+        cfg = self.settings.candidates
+        if self.deps.planner_name != "llm":  # a deterministic planner (the offline rules): one plan
+            cfg = cfg.model_copy(update={"n": 1})
+        search = CandidateSearch(cfg, asker, self.prepare_changes, validator,
                                  tokens_left=self.tokens_left,
                                  record=self.transcript.add if self.transcript is not None else None,
                                  phase=self.phase)

@@ -117,23 +117,25 @@ class State:
             d["durations_ms"] = rec.get("durations_ms", {})
             d["rollback"] = rec.get("rollback")
             d["delivery"] = rec.get("delivery")  # a branch or patch delivery (autod.delivery)
+            d["candidates"] = rec.get("candidates", [])
             out.append(d)
         return out
 
-    def cycle_row(self, cycle_id: str) -> dict[str, Any] | None:
-        """One cycle's row by its id or a unique prefix (`autod undo`), its record parsed; None otherwise."""
+    def cycle_record(self, prefix: str) -> list[dict[str, Any]]:
+        """The cycles whose id starts with `prefix` (row and reflection record), newest first."""
+        if not prefix or any(c not in "0123456789abcdef" for c in prefix):
+            return []
         rows = self._tx(
-            "SELECT id, event_id, mode, fingerprint, kind, summary, status, reason, started_at, record"
-            " FROM cycles WHERE id = ? OR id LIKE ? LIMIT 3",
-            (cycle_id, cycle_id.replace("%", "").replace("_", "") + "%"),
+            "SELECT id, event_id, mode, fingerprint, kind, summary, status, reason, started_at, finished_at,"
+            " record FROM cycles WHERE id LIKE ? ORDER BY started_at DESC LIMIT 5",
+            (prefix + "%",),
         ).fetchall()
-        exact = [r for r in rows if r["id"] == cycle_id]
-        row = exact[0] if exact else (rows[0] if len(rows) == 1 else None)
-        if row is None:
-            return None
-        d = dict(row)
-        d["record"] = json.loads(d["record"]) if d.get("record") else {}
-        return d
+        out = []
+        for r in rows:
+            d = dict(r)
+            d["record"] = json.loads(d["record"]) if d.get("record") else {}
+            out.append(d)
+        return out
 
     def cycles_since(self, ts: float) -> int:
         return int(

@@ -22,7 +22,7 @@ from autod.undo.revert import UndoRefused, commit_revert, revert
 
 log = structlog.get_logger("autod.undo")
 
-_CYCLE = re.compile(r"^[A-Za-z0-9_-]{4,64}$")
+_CYCLE = re.compile(r"^[0-9a-f]{4,64}$")
 KEPT_STATUSES = ("fixed", "improved")
 
 
@@ -44,7 +44,7 @@ async def undo(host: UndoHost, cycle_id: str, reason: str | None) -> dict[str, A
     """Undo one kept cycle; {"ok": False, "error": ...} names what stopped it (nothing written then)."""
     why = (reason or "no reason given").strip()[:500] or "no reason given"
     if not _CYCLE.match(cycle_id or ""):
-        return {"ok": False, "error": "name a cycle by its id (or a unique prefix of at least 4 characters)"}
+        return {"ok": False, "error": "name a cycle by its id (or a unique prefix of at least 4 hex digits)"}
     undo_id = uuid.uuid4().hex[:12]
     async with host.workspace_lock:
         out = await _undo_locked(host, cycle_id, undo_id, why)
@@ -56,7 +56,9 @@ async def undo(host: UndoHost, cycle_id: str, reason: str | None) -> dict[str, A
 
 async def _undo_locked(host: UndoHost, cycle_id: str, undo_id: str, why: str) -> dict[str, Any]:
     s, state = host.settings, host.state
-    row = await state.call(state.cycle_row, cycle_id)
+    rows = await state.call(state.cycle_record, cycle_id)
+    exact = [r for r in rows if r["id"] == cycle_id]
+    row = exact[0] if exact else (rows[0] if len(rows) == 1 else None)
     if row is None:
         return {"ok": False, "error": f"no cycle {cycle_id} (or the prefix is ambiguous): see autod history"}
     cid = row["id"]
