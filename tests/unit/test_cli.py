@@ -111,6 +111,7 @@ def test_the_readme_cli_table_is_found_and_covers_every_command():
         "memory prune",
         "undo",
         "metrics",
+        "show",
     }, first_words
 
 
