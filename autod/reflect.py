@@ -57,6 +57,9 @@ class Reflection:
     context: list[dict[str, Any]] = field(default_factory=list)
     # every plan drawn: [{"n", "attempt", "outcome", "diff_lines", "tokens", "seed", ...}] (autod.candidates)
     candidates: list[dict[str, Any]] = field(default_factory=list)
+    # where the wall time went: {"wall_ms", "model_ms" (LLM requests), "checks_ms" (check runs),
+    # "autod_ms" (the rest: autod's own work)}
+    timing: dict[str, int] = field(default_factory=dict)
     # where a branch or patch delivery put the fix (autod.delivery): kind, outcome, branch/patch, commit, push
     delivery: dict[str, Any] | None = None
 
