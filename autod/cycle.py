@@ -245,6 +245,7 @@ class Cycle:
             self._last_diff = best.diff
             self.attempts.append(Attempt(best.plan.summary, best.diff, best.verification.output))
             self.last_attempt = self.attempts[-1].as_dict()
+            self._note_unchanged(found)
         elif refused:
             self.r.plan_summary = refused[0].plan.summary if refused[0].plan else None
             self.r.status, self.r.reason = "rejected", f"{refused[0].reason} ({found.summary()})"
@@ -255,12 +256,7 @@ class Cycle:
             c = found.drawn("unchanged")[0]
             self.r.plan_summary = c.plan.summary if c.plan else None
             self.r.status, self.r.reason = "no_change", f"the edits change nothing ({found.summary()})"
-            where = ", ".join(dict.fromkeys(
-                e.symbol or e.path for x in found.drawn("unchanged") if x.plan for e in x.plan.edits
-            ))
-            why = (f"the edit of {where} changed nothing: the code is already exactly like that. The"
-                   " failure comes from code that differs from what the test expects; change that code")
-            self.attempts.append(Attempt(c.plan.summary if c.plan else "", "", why))
+            self._note_unchanged(found)
         elif tried:  # only plans without edits: the model has no fix (it may have a report)
             plan = tried[0].plan
             self.r.plan_summary = plan.summary if plan else None
@@ -280,6 +276,16 @@ class Cycle:
             return False
         log.info("plan.replanning", outcome=self.r.status, reason=(self.r.reason or "")[:300])
         return True
+
+    def _note_unchanged(self, found: AttemptResult) -> None:
+        """Tell the re-plan which rewrites changed nothing (the model keeps rewriting correct code)."""
+        same = found.drawn("unchanged")
+        if not same:
+            return
+        where = ", ".join(dict.fromkeys(e.symbol or e.path for x in same if x.plan for e in x.plan.edits))
+        why = (f"the edit of {where} changed nothing: the code is already exactly like that. The failure"
+               " comes from code that differs from what the test expects; change that code")
+        self.attempts.append(Attempt(same[0].plan.summary if same[0].plan else "", "", why))
 
     async def validator(self) -> InPlace | Isolated:
         """Candidates are verified on the workspace's mirror when it can be used, else in place."""

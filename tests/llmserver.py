@@ -23,6 +23,7 @@ real server autod meets:
                                   (4 characters a token) plus the reply cap passes N tokens
     "props_n_ctx": N              GET /props answers llama.cpp's {"default_generation_settings": {"n_ctx": N}}
     "chars_per_token": C          prompt tokens counted (usage, context_limit) as characters / C (4)
+    "honour_n": true              a request with n > 1 gets n choices (each the next step), like vLLM
     "single_slot": true           one completion at a time; a step's "generate_s" holds the slot that
                                   long, to the end even after its client gave up; GET /v1/models waits
                                   for the slot too (llama-cpp-python); `piled` counts completions that
@@ -53,7 +54,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-BEHAVIOURS = ("sse", "token_param", "context_limit", "single_slot", "props_n_ctx", "chars_per_token")
+BEHAVIOURS = (
+    "sse", "token_param", "context_limit", "single_slot", "props_n_ctx", "chars_per_token", "honour_n"
+)
 NOTHING_TO_DO: dict[str, Any] = {"summary": "nothing to do", "edits": [], "verify": [], "report": None}
 REFUSAL = {"error": {"message": "response_format json_schema not supported", "type": "invalid_request_error"}}
 # What llama-cpp-python 0.3 answers to a json_schema response_format (its request model takes only
@@ -95,6 +98,7 @@ class ScriptedLLM:
         self.context_limit: int | None = None
         self.single_slot = False
         self.props_n_ctx: int | None = None
+        self.honour_n = False
         self.chars_per_token: float = 4
         self.piled = 0  # completions that arrived while the single slot was busy
         self._slot = threading.Lock()
@@ -325,7 +329,19 @@ def _handler_for(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
         def _answer(self, body: dict[str, Any], step: dict[str, Any]) -> None:
             finish = step.get("finish_reason", "stop")
             content = _plan_text(step) if "plan" in step else step.get("text")
-            if content is not None and llm.sse:
+            wanted = body.get("n") if isinstance(body.get("n"), int) else 1
+            if content is not None and llm.honour_n and wanted > 1 and not llm.sse:
+                # like vLLM/OpenAI: n choices, each the next scripted step (or the default)
+                steps = [step] + [llm._next_step(body) for _ in range(wanted - 1)]
+                texts = [
+                    (_plan_text(x) if "plan" in x else x.get("text") or "", x.get("finish_reason", "stop"))
+                    for x in steps
+                ]
+                doc = json.loads(_completion(body, texts[0][0], texts[0][1], llm.chars_per_token))
+                doc["choices"] = [{"index": i, "message": {"role": "assistant", "content": t},
+                                   "finish_reason": f} for i, (t, f) in enumerate(texts)]
+                self._send(200, json.dumps(doc).encode())
+            elif content is not None and llm.sse:
                 self._send(200, _sse(body, content, finish), content_type="text/event-stream")
             elif content is not None:
                 self._send(200, _completion(body, content, finish, llm.chars_per_token))

@@ -27,6 +27,7 @@ import re
 import textwrap
 from dataclasses import dataclass
 
+from autod.act.quotes import requote
 from autod.act.search import apply_edit
 from autod.errors import PlanRejected
 
@@ -174,6 +175,7 @@ def _as_definition(rel: str, span: Span, code: str, old_lines: list[str]) -> str
     """The new source as a dedented definition of the target (with any statements beside it), or None
     when it is not one. PlanRejected when it does not parse."""
     dedented = _even_body(textwrap.dedent(code))
+    dedented = requote(dedented) or dedented  # f'{d['k']}': a JSON-escaping artifact (autod.act.quotes)
     try:
         tree = ast.parse(dedented)
     except SyntaxError:

@@ -10,6 +10,7 @@ time linear (or n log n) in the files it reads, so one plan cannot stall the dae
 
 from __future__ import annotations
 
+import ast
 import os
 import stat
 import threading
@@ -20,6 +21,8 @@ from typing import TYPE_CHECKING
 
 from autod.act import linediff
 from autod.act.definition import replace_definition
+from autod.act.imports import add_missing_imports
+from autod.act.quotes import requote
 from autod.act.search import Stopped, apply_edit
 from autod.boundary import TMP_MARKER, Boundary, check_chain, glob_match
 from autod.filemodes import workspace_umask
@@ -106,6 +109,8 @@ def prepare(
         text = texts[rel]
         if text is None:  # unreachable: every touched file has content after its edits
             raise PlanRejected(f"{rel}: no content after its edits")
+        if rel.endswith(".py"):
+            text = _python_artifacts(rel, old, text)
         new = text.encode("utf-8")
         if new == old:
             continue
@@ -188,6 +193,17 @@ def _apply_edit(rel: str, text: str | None, search: str, replace: str, stop: thr
     if text is None:
         raise PlanRejected(f"{rel}: file does not exist (use an empty search to create it)")
     return apply_edit(rel, text, search, replace, stop)
+
+
+def _python_artifacts(rel: str, old: bytes | None, text: str) -> str:
+    """Mechanical slips of a small model that cost a right fix, undone: an f-string re-quoted to nest
+    its own quote (autod.act.quotes), a standard-library module used but not imported (act.imports)."""
+    try:
+        ast.parse(text)
+    except (SyntaxError, ValueError):
+        text = requote(text) or text  # still broken: the syntax rule refuses it after
+    before = None if old is None else old.decode("utf-8", "replace")
+    return add_missing_imports(before, text, rel)
 
 
 def _replace_definition(rel: str, text: str | None, edit: Edit) -> str:

@@ -124,3 +124,20 @@ def test_a_kill_mid_verification_leaves_the_tree_untouched_and_the_mirror_goes_a
         assert (calc_repo / "src" / "calc.py").read_text() == CALC_BUGGY
     finally:
         again.stop()
+
+
+def test_a_server_that_takes_n_gets_the_sampled_candidates_in_one_request(
+    tmp_path, calc_repo, scripted_llm, real_bwrap
+):
+    scripted_llm.behave(honour_n=True)
+    for plan in (WRONG, BROKEN, WHOLE_FIX):
+        scripted_llm.push_plan(plan)
+    d = start(tmp_path, calc_repo, scripted_llm.base_url, candidates={"n": 3, "seed": 7},
+              modes={"auto-debug": {"enabled": True, "max_attempts_per_cycle": 1}})
+    try:
+        (r,) = d.wait_reflections(1)
+        assert r["status"] == "fixed", r
+        assert [(q.get("seed"), q.get("n", 1)) for q in scripted_llm.requests] == [(7, 1), (8, 2)]
+        assert [c["outcome"] for c in r["candidates"]] == ["rolled_back", "refused", "fixed"]
+    finally:
+        assert d.stop() == 0
