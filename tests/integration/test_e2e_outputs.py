@@ -28,6 +28,8 @@ def start(
 ) -> Autod:
     cfg = base_config(repo, **overrides)
     cfg["llm"]["base_url"] = llm_url
+    cfg["checks"]["tests"]["coverage"] = False  # one plan and one check run a cycle: quick
+    cfg.setdefault("candidates", {"n": 1})
     cfg["state_dir"] = str(tmp_path / "state")
     config = write_config(tmp_path / "autod.yaml", cfg)
     return Autod(config, log_file=tmp_path / "state" / "logs" / "autod.jsonl", env=env).start()
