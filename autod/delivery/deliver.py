@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import secrets
 import subprocess
 import time
 from dataclasses import dataclass
@@ -25,12 +23,12 @@ import structlog
 
 from autod.act import atomic
 from autod.act.edits import FileChange
-from autod.config import Settings
 from autod.delivery import plumbing as g
-from autod.delivery.ledger import OPEN, CycleDelivery, DeliveryLedger, Row
+from autod.delivery.inventory import Inventory
+from autod.delivery.ledger import OPEN, CycleDelivery, Row
 from autod.delivery.message import branch_name, commit_message, patch_name
 from autod.delivery.rebase import OnHead, on_head
-from autod.delivery.verify import Verifier
+from autod.delivery.takeback import TakeBack
 from autod.errors import CycleError
 from autod.modes import Verification
 
@@ -72,37 +70,8 @@ class Facts:
         return f"{self.mode}:{self.fingerprint}"
 
 
-class Delivery:
-    def __init__(
-        self, settings: Settings, ledger: DeliveryLedger, verifier: Verifier, metrics: Any = None
-    ) -> None:
-        self.settings = settings
-        self.ledger = ledger
-        self.verifier = verifier
-        self.metrics = metrics
-
-    @property
-    def workspace(self) -> Path:
-        return self.settings.workspace
-
-    @property
-    def tmp_dir(self) -> Path:
-        return self.settings.state_path / "delivery"
-
-    @property
-    def outbox(self) -> Path:
-        return self.settings.state_path / "outbox"
-
-    def kind(self, mode: str) -> str:
-        """worktree, branch or patch: where `mode`'s fixes go."""
-        try:
-            return str(getattr(self.settings.modes.get(mode), "delivery", "worktree"))
-        except KeyError:
-            return "worktree"
-
-    def isolated(self, mode: str) -> bool:
-        """True when `mode`'s fixes must never be written into the working tree."""
-        return self.kind(mode) != "worktree"
+class Delivery(Inventory, TakeBack):
+    """The seam the cycle calls for branch and patch modes (with the cap, the inventory and undo)."""
 
     # -- the seam the cycle calls -----------------------------------------------------------
     async def act(self, cycle: Cycle, plan: Plan, changes: list[FileChange]) -> Verification:
@@ -179,9 +148,6 @@ class Delivery:
         if kind == "patch":
             return self._patch(facts, facts.key, fix, commit)
         return self._branch(facts, fix, commit)
-
-    def _index(self) -> Path:
-        return self.tmp_dir / f"index-{secrets.token_hex(6)}"
 
     def _branch(self, facts: Facts, fix: OnHead, commit: str) -> dict[str, Any]:
         ws, cfg = self.workspace, self.settings.delivery
@@ -266,31 +232,6 @@ class Delivery:
         log.warning("delivery.branch_refused", branch=name, reason=whose, patch=patch["patch"])
         return {**patch, "kind": "branch", "outcome": "patch_instead", "branch": name, "problem": problem}
 
-    def _push(self, key: str, name: str, commit: str, expected: str | None) -> dict[str, Any]:
-        remote = str(self.settings.delivery.push)
-        if not g.has_remote(self.workspace, remote):
-            res = g.PushResult(False, f"no remote named {remote} in the repository")
-        else:
-            res = g.push(
-                self.workspace, remote, commit, name, expected, self.settings.delivery.push_timeout_s
-            )
-        if res.ok:
-            row = self.ledger.get(key)
-            if row is not None:
-                row.pushed, row.problem = commit, None
-                self.ledger.put(row)
-            log.info("delivery.pushed", branch=name, remote=remote, commit=commit)
-            self._count("push", "ok")
-            return {"remote": remote, "ok": True}
-        why = (
-            f"push of {name} to {remote} refused: {res.reason} (autod never forces a push; the local"
-            " branch has the fix)"
-        )
-        self.ledger.problem(key, name, why)
-        self._count("push", "refused")
-        log.error("delivery.push_refused", branch=name, remote=remote, reason=res.reason)
-        return {"remote": remote, "ok": False, "reason": why}
-
     def _patch(self, facts: Facts, key: str, fix: OnHead, commit: str) -> dict[str, Any]:
         self.outbox.mkdir(mode=0o700, parents=True, exist_ok=True)
         row = self.ledger.get(key)
@@ -347,205 +288,9 @@ class Delivery:
             "reapplied": fix.reapplied,
         }
 
-    # -- the cap ---------------------------------------------------------------------------
-    def held_reason(self, key: str, mode: str, fingerprint: str, summary: str) -> str | None:
-        """Why a new delivery must wait (the cap is reached and this failure has no open one), or None."""
-        row = self.ledger.get(key)
-        if row is not None and row.state == OPEN:
-            return None  # its own branch or patch is updated: no new slot taken
-        cap = self.settings.delivery.max_open
-        if self.ledger.open_count() >= cap:
-            self.refresh()  # a branch merged or deleted since frees its slot
-        n = self.ledger.open_count()
-        if n < cap:
-            self.ledger.unhold(key)
-            return None
-        self.ledger.hold(key, mode, fingerprint, summary)
-        return (
-            f"delivery cap reached: {n}/{cap} open autod branches and patches (delivery.max_open);"
-            " merge or delete one (autod status lists them)"
-        )
-
-    def already_delivered(self, key: str) -> str | None:
-        """Why a failure need not be planned again: its open branch or patch was made from the current HEAD
-        and is still as autod left it. None otherwise (blocking)."""
-        row = self.ledger.get(key)
-        if row is None or row.state != OPEN:
-            return None
-        made = self.ledger.cycle(row.cycle_id)
-        head = g.rev(self.workspace, "HEAD")
-        if made is None or head is None or made.parent != head:
-            return None
-        if row.kind == "branch":
-            if g.rev(self.workspace, f"refs/heads/{row.name}") != row.commit_id:
-                return None
-        else:
-            try:
-                current = atomic.read_current(Path(row.name))
-            except OSError:
-                return None
-            if atomic.sha(current) != row.digest:
-                return None
-        return (
-            f"its fix is already in {row.kind} {row.name}, made from the current HEAD (cycle {row.cycle_id})"
-        )
-
-    def refresh(self) -> None:
-        """Bring each delivery's state up to date: merged, deleted, or changed by someone (blocking)."""
-        for row in self.ledger.rows((OPEN, "changed", "withdrawn")):
-            state = row.state
-            if row.kind == "branch":
-                tip = g.rev(self.workspace, f"refs/heads/{row.name}")
-                if tip is None:
-                    state = "deleted"
-                elif tip != row.commit_id:
-                    state = "changed"
-                elif row.state == OPEN and g.is_ancestor(self.workspace, tip, "HEAD"):
-                    state = "merged"
-            else:
-                try:
-                    current = atomic.read_current(Path(row.name))
-                except OSError:
-                    current = None
-                if current is None:
-                    state = "deleted"
-                elif atomic.sha(current) != row.digest:
-                    state = "changed"
-            if state != row.state:
-                problem = f"{row.name} was changed by someone else" if state == "changed" else None
-                self.ledger.set_state(row.key, state, problem)
-                log.info("delivery.state_changed", name=row.name, kind=row.kind, state=state, was=row.state)
-
-    # -- undo ----------------------------------------------------------------------------------
-    def undo(self, cycle_id: str, undo_id: str, reason: str) -> dict[str, Any] | None:
-        """Take back what a cycle delivered (blocking); None when it delivered nothing."""
-        d = self.ledger.cycle(cycle_id)
-        if d is None:
-            return None
-        if d.undone_by:
-            return {"ok": False, "error": f"cycle {d.cycle_id} was already undone (by {d.undone_by})"}
-        out = self._withdraw_patch(d) if d.kind == "patch" else self._revert_branch(d, undo_id, reason)
-        if out.get("ok"):
-            self.ledger.mark_undone(d.cycle_id, undo_id)
-        return {**out, "cycle_id": d.cycle_id, "files": d.files}
-
-    def _withdraw_patch(self, d: CycleDelivery) -> dict[str, Any]:
-        path = Path(d.name)
-        current = atomic.read_current(path)
-        if current is None:
-            return {
-                "ok": False,
-                "error": f"cycle {d.cycle_id} not undone: its patch {path} is gone (applied or"
-                " removed); undo it in your own history",
-            }
-        if atomic.sha(current) != d.digest:
-            return {
-                "ok": False,
-                "error": f"cycle {d.cycle_id} not undone: {path} changed since autod wrote it",
-            }
-        aside = path.with_name(f".{path.name}.withdrawn-{secrets.token_hex(4)}")
-        os.rename(path, aside)
-        if atomic.sha(atomic.read_current(aside)) != d.digest:
-            os.rename(aside, path)
-            return {
-                "ok": False,
-                "error": f"cycle {d.cycle_id} not undone: {path} changed since autod wrote it",
-            }
-        os.unlink(aside)
-        self.ledger.set_state(d.key, "withdrawn")
-        log.info("delivery.patch_withdrawn", patch=str(path), cycle=d.cycle_id)
-        return {"ok": True, "kind": "patch", "withdrawn": str(path)}
-
-    def _revert_branch(self, d: CycleDelivery, undo_id: str, reason: str) -> dict[str, Any]:
-        ws = self.workspace
-        ref = f"refs/heads/{d.name}"
-        tip = g.rev(ws, ref)
-        row = self.ledger.get(d.key)
-        if tip is None:
-            return {"ok": False, "error": f"cycle {d.cycle_id} not undone: branch {d.name} no longer exists"}
-        if tip != d.commit_id:
-            if row is not None and tip == row.commit_id:
-                why = f"branch {d.name} has moved on: cycle {row.cycle_id} replaced this cycle's commit"
-            else:
-                why = f"branch {d.name} was changed by someone else since autod's commit (never overwritten)"
-            return {"ok": False, "error": f"cycle {d.cycle_id} not undone: {why}"}
-        if g.checked_out(ws, ref):
-            return {"ok": False, "error": f"cycle {d.cycle_id} not undone: branch {d.name} is checked out"}
-        if g.is_ancestor(ws, tip, "HEAD"):
-            return {
-                "ok": False,
-                "error": f"cycle {d.cycle_id} not undone: branch {d.name} is merged into HEAD;"
-                " revert it in your own history",
-            }
-        parent = d.parent or g.parent_of(ws, tip) or tip
-        files = {rel: g.head_file(ws, parent, rel) for rel in d.files}
-        subject = _subject(ws, tip)
-        message = (
-            f'Revert "{subject}"\n\nThis reverts commit {tip} (autod cycle {d.cycle_id}).\n'
-            f"Reason: {reason[:500]}\n\nAutod-Undo: {d.cycle_id}\nAutod-Cycle: {undo_id}\n"
-        )
-        revert = g.build_commit(ws, self._index(), tip, files, message, g.identity(ws))
-        if not g.update_ref(ws, ref, revert, tip, f"autod: undo cycle {d.cycle_id}"):
-            return {"ok": False, "error": f"cycle {d.cycle_id} not undone: branch {d.name} moved meanwhile"}
-        if row is not None:
-            row.commit_id, row.state, row.updated_at, row.cycle_id = revert, "withdrawn", time.time(), undo_id
-            self.ledger.put(row)
-        out: dict[str, Any] = {"ok": True, "kind": "branch", "branch": d.name, "commit": revert}
-        if self.settings.delivery.push and row is not None and row.pushed:
-            out["push"] = self._push(d.key, d.name, revert, row.pushed)
-        log.info("delivery.branch_reverted", branch=d.name, commit=revert, cycle=d.cycle_id)
-        return out
-
-    # -- status -------------------------------------------------------------------------------
-    async def status(self) -> dict[str, Any]:
-        modes = {m: self.kind(m) for m in self.settings.modes.enabled() if self.isolated(m)}
-        if not modes and not self.ledger.rows((OPEN, "changed")):
-            return {"modes": {}}
-        await asyncio.to_thread(self.refresh)
-        rows = await asyncio.to_thread(self.ledger.rows, (OPEN, "changed"))
-        n = sum(1 for r in rows if r.state == OPEN)
-        cap = self.settings.delivery.max_open
-        if self.metrics is not None:
-            for kind in ("branch", "patch"):
-                self.metrics.deliveries_open.labels(kind).set(
-                    sum(1 for r in rows if r.kind == kind and r.state == OPEN)
-                )
-        return {
-            "modes": modes,
-            "push": self.settings.delivery.push,
-            "open": n,
-            "max_open": cap,
-            "at_cap": n >= cap,
-            "unavailable": await self.verifier.unavailable() if modes else None,
-            "items": [
-                {
-                    "kind": r.kind,
-                    "name": r.name,
-                    "mode": r.mode,
-                    "state": r.state,
-                    "summary": r.summary,
-                    "updated_at": r.updated_at,
-                    "pushed": bool(r.pushed),
-                    "problem": r.problem,
-                }
-                for r in rows
-            ],
-            "held": await asyncio.to_thread(self.ledger.held),
-            "problems": await asyncio.to_thread(self.ledger.problems, 5),
-        }
-
-    def _count(self, kind: str, outcome: str) -> None:
-        if self.metrics is not None:
-            self.metrics.deliveries.labels(kind, outcome).inc()
-
 
 def _same_change(ws: Path, tip: str, commit: str) -> bool:
     """Whether `commit` makes the same tree on the same parent as the branch's tip."""
     with contextlib.suppress(g.GitError):
         return g.tree_of(ws, tip) == g.tree_of(ws, commit) and g.parent_of(ws, tip) == g.parent_of(ws, commit)
     return False
-
-
-def _subject(ws: Path, commit: str) -> str:
-    r = g.git(ws, "log", "-1", "--format=%s", commit)
-    return r.stdout.decode("utf-8", "replace").strip()[:150] or "autod fix"
