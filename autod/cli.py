@@ -167,6 +167,9 @@ def cmd_history(args: argparse.Namespace) -> int:
         rb = c.get("rollback") or {}
         undone = f" restored={','.join(rb['restored']) or '-'}" if rb else ""
         undone += f" LEFT={','.join(rb['left'])}" if rb.get("left") else ""
+        dl = c.get("delivery") or {}
+        undone += f" branch={dl['branch']}" if dl.get("branch") else ""
+        undone += f" patch={dl['patch']}" if dl.get("patch") else ""
         tried = [str(x.get("outcome")) for x in c.get("candidates") or []]
         undone += f" candidates={','.join(tried)}" if len(tried) > 1 else ""
         _out(
@@ -350,6 +353,18 @@ def cmd_trigger(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_metrics(args: argparse.Namespace) -> int:
+    from autod.metrics.cli import run
+
+    return run(_settings(args), _ask)
+
+
+def cmd_undo(args: argparse.Namespace) -> int:
+    from autod.undo.cli import run
+
+    return run(_settings(args), args.cycle, args.reason, args.json, _ask, _out, _die)
+
+
 def cmd_memory(args: argparse.Namespace) -> int:
     from autod.control import DaemonDown
 
@@ -473,6 +488,11 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("mode", choices=list(MODES))
     t.add_argument("--path")
     t.add_argument("--message")
+    add("metrics", cmd_metrics, "print the Prometheus metrics (what a scrape of metrics.listen gets)")
+    un = add("undo", cmd_undo, "take back a kept cycle (refused when its files changed since)")
+    un.add_argument("cycle")
+    un.add_argument("--reason", help="why (stored as a lesson, like a rejection)")
+    un.add_argument("--json", action="store_true")
     m = sub.add_parser("memory", help="tiered memory")
     ms = m.add_subparsers(dest="memory_cmd", required=True)
     st = ms.add_parser("stats", parents=[common])

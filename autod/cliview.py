@@ -105,6 +105,43 @@ def daemon_lines(data: dict[str, Any]) -> list[str]:
         out.append(f"  config error: {problem}")
     for name, c in data.get("counters", {}).items():
         out.append(f"  {name}: {c['used']}/{c['cap']}")
+    return out + output_lines(data)
+
+
+def output_lines(data: dict[str, Any]) -> list[str]:
+    """Metrics, webhooks and delivery (issue 22): what is served, who is told, where fixes go."""
+    out = []
+    now = time.time()
+    m = data.get("metrics") or {}
+    if m.get("state") == "serving":
+        out.append(f"  metrics: serving {m['url']}")
+    elif m.get("state") == "failed":
+        wait = max(0.0, (m.get("next_try") or now) - now)
+        retry = f"; next try in {wait:.0f}s" if m.get("next_try") else ""
+        out.append(f"  metrics: NOT SERVING {m.get('listen')}: {m.get('error')} (the daemon runs on{retry})")
+    for w in data.get("webhooks") or []:
+        counts = f"queued {w['queued']}, sent {w['sent']}, dropped {w['dropped']}"
+        if w.get("state") == "down":
+            retry = max(0.0, (w.get("next_try") or now) - now)
+            out.append(f"  webhook {w['name']}: DOWN since {ago(w.get('down_since'))}: {w.get('last_error')}"
+                       f" ({counts}; next try in {retry:.0f}s)")
+        else:
+            out.append(f"  webhook {w['name']}: ok ({counts})")
+    d = data.get("delivery") or {}
+    if d.get("modes"):
+        modes = ", ".join(f"{m} -> {k}" for m, k in d["modes"].items())
+        push = f" (push to {d['push']})" if d.get("push") else ""
+        out.append(f"  delivery: {modes}{push}; open {d.get('open', 0)}/{d.get('max_open')}")
+        if d.get("unavailable"):
+            out.append(f"  delivery: UNAVAILABLE ({d['unavailable']}): no fix is verified or delivered")
+        if d.get("at_cap"):
+            out.append(f"  delivery: CAP REACHED ({d.get('open')}/{d.get('max_open')} open):"
+                       f" {len(d.get('held') or [])} failure(s) wait; merge or delete a branch or patch")
+    for item in d.get("items") or []:
+        flags = item["state"] + (", pushed" if item.get("pushed") else "")
+        out.append(f"    {item['kind']} {item['name']} ({flags}): {item['summary'][:70]}")
+    for p in d.get("problems") or []:
+        out.append(f"  delivery problem {ago(p['at'])}: {p['problem'][:200]}")
     return out
 
 

@@ -56,6 +56,11 @@ class DaemonView(Protocol):
     paused: bool
     started_at: float
     wakeup: asyncio.Event
+    # issue 22
+    metrics: Any  # autod.metrics.registry.Metrics
+    metrics_server: Any  # autod.metrics.server.MetricsServer
+    courier: Any  # autod.webhooks.courier.Courier
+    delivery: Any  # autod.delivery.deliver.Delivery
 
     async def accept(self, event: Event) -> None: ...
 
@@ -165,6 +170,9 @@ class Commands:
             "memory": d.memory.summary() if d.memory is not None else "off",
             "memory_status": d.memory.status() if d.memory is not None else None,
             "sandbox": await asyncio.to_thread(sandbox.status, d.settings),
+            "metrics": d.metrics_server.status(),
+            "webhooks": await d.courier.status(),
+            "delivery": await d.delivery.status(),
             **snap,
         }
 
@@ -294,3 +302,15 @@ class Commands:
         except MemoryUnavailable as exc:
             return {"ok": False, "error": str(exc)}
         return {"ok": True, "removed": removed, "dry_run": bool(req.get("dry_run"))}
+
+    async def cmd_metrics(self, req: dict[str, Any]) -> dict[str, Any]:
+        """The Prometheus exposition, as a scrape of `metrics.listen` would get it."""
+        from autod.metrics.sampler import sample_once
+
+        await sample_once(self.d, self.d.metrics, [])  # `autod metrics` shows the gauges as of now
+        return {"ok": True, "text": self.d.metrics.exposition().decode()}
+
+    async def cmd_undo(self, req: dict[str, Any]) -> dict[str, Any]:
+        from autod.undo.command import undo
+
+        return await undo(self.d, str(req.get("cycle") or ""), req.get("reason"))  # type: ignore[arg-type]

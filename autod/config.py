@@ -30,6 +30,7 @@ from autod.config_models import (
     CronSource,
     CronStr,
     DebugMode,
+    DeliveryConfig,
     DocMode,
     GitConfig,
     Limits,
@@ -39,12 +40,15 @@ from autod.config_models import (
     LoggingConfig,
     LogtailSource,
     MemoryConfig,
+    MetricsConfig,
     Modes,
+    NotifyConfig,
     PlanMode,
     Retention,
     SourceConfig,
     Strict,
     TranscriptsConfig,
+    UndoConfig,
     WatchSource,
     validate_cron,
     yaml_off,
@@ -124,6 +128,11 @@ class Settings(BaseSettings):
     candidates: CandidatesConfig = Field(default_factory=CandidatesConfig)
     transcripts: TranscriptsConfig = Field(default_factory=TranscriptsConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
+    # issue 22: where fixes go (modes.*.delivery picks), who is told, what is served, what can be undone
+    delivery: DeliveryConfig = Field(default_factory=DeliveryConfig)
+    notify: NotifyConfig = Field(default_factory=NotifyConfig)
+    metrics: MetricsConfig = Field(default_factory=MetricsConfig)
+    undo: UndoConfig = Field(default_factory=UndoConfig)
     # The file these settings were loaded from (None: defaults only): one of autod's own files.
     _config_file: Path | None = PrivateAttr(None)
 
@@ -215,6 +224,7 @@ class Settings(BaseSettings):
         if token:
             out.append(token)
         out += _secret_values(self)
+        out += self.notify.secrets()  # webhook tokens and URLs from the environment or credentials
         return sorted({s for s in out if len(s) >= 4})
 
 

@@ -10,7 +10,7 @@ import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -53,6 +53,7 @@ class CycleDeps:
     extra_after_keep: list = field(default_factory=list)  # callables(reflection, changes) e.g. git commit
     isolation: Isolation | None = None  # the workspace's mirror, where candidates are verified
     transcripts: TranscriptStore | None = None  # where each cycle's exchanges with the model are kept
+    delivery: Any = None  # autod.delivery.Delivery: branch/patch modes never write the working tree
 
     @property
     def memory(self) -> Memory | None:
@@ -351,6 +352,8 @@ class Cycle:
                     f"modes.{self.mode.name}.allow_judge_edits it waits for `autod approve`"
                 )
             return None
+        if self.deps.delivery is not None and self.deps.delivery.isolated(self.mode.name):
+            return await self.deps.delivery.act(self, plan, changes)  # verified elsewhere: branch or patch
         journal = Journal.begin(self.settings.state_path, self.r.cycle_id)
         kept = False
         try:

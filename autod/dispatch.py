@@ -70,6 +70,12 @@ class Host(Protocol):
         ...
 
 
+class CycleObserver(Protocol):
+    """Told of every finished cycle (metrics, webhooks): quick, and never on the cycle's own path."""
+
+    async def cycle_finished(self, cycle: Cycle) -> None: ...
+
+
 class Dispatcher:
     """Runs cycles one at a time; `current`, `waiting_reason` and `error` are what status reports."""
 
@@ -83,6 +89,7 @@ class Dispatcher:
         self.last_trim = 0.0
         self.once_waited_s = 0.0
         self.progress = Progress()
+        self.observers: list[CycleObserver] = []  # set by the daemon (autod.metrics, autod.webhooks)
 
     # -- the loop ---------------------------------------------------------------------
     async def run(self) -> None:
@@ -252,6 +259,11 @@ class Dispatcher:
         if runs:
             await h.runs_counted(runs, event)
         h.notifier.status(f"idle; last cycle {cycle.r.status}; queue {await h.queue.adepth()}")
+        for observer in self.observers:
+            try:
+                await observer.cycle_finished(cycle)
+            except Exception:  # an observer's trouble is its own, never the dispatcher's
+                log.exception("dispatch.observer_failed", observer=type(observer).__name__)
         return cycle
 
     # -- helpers -------------------------------------------------------------------------

@@ -131,10 +131,19 @@ def _repo_overrides(workspace: Path, env: dict[str, str]) -> list[str]:
 
 
 def run(
-    workspace: Path, *args: str, input: bytes | None = None, timeout: float = TIMEOUT_S
+    workspace: Path,
+    *args: str,
+    input: bytes | None = None,
+    timeout: float = TIMEOUT_S,
+    index_file: Path | None = None,
 ) -> subprocess.CompletedProcess[bytes]:
-    """Run `git -C workspace ARGS` safely (blocking). Raises OSError or TimeoutExpired like subprocess."""
+    """Run `git -C workspace ARGS` safely (blocking). Raises OSError or TimeoutExpired like subprocess.
+
+    `index_file`: an index of autod's own (GIT_INDEX_FILE) instead of the repository's, so plumbing
+    can build a commit without touching the operator's index (autod.delivery)."""
     env = git_env()
+    if index_file is not None:
+        env["GIT_INDEX_FILE"] = str(index_file)
     overrides = _repo_overrides(workspace, env)
     return subprocess.run(
         argv_for(workspace, args, overrides),

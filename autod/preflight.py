@@ -67,7 +67,9 @@ def problems(settings: Settings) -> list[Problem]:
             out.append(Problem(("sources", i, "mode"),
                                f"schedules {src.mode}, which is not enabled: the source is not started",
                                error=False))
-    return out
+    from autod.delivery.checkup import problems as delivery_problems
+
+    return out + delivery_problems(settings)
 
 
 def format_problem(settings: Settings, problem: Problem) -> str:

@@ -21,6 +21,7 @@ STATUSES = (
     "pending_approval",
     "failed",
     "reported",
+    "undone",  # the record of `autod undo CYCLE` (autod.undo): the operator took a kept cycle back
 )
 
 
@@ -59,6 +60,8 @@ class Reflection:
     # where the wall time went: {"wall_ms", "model_ms" (LLM requests), "checks_ms" (check runs),
     # "autod_ms" (the rest: autod's own work)}
     timing: dict[str, int] = field(default_factory=dict)
+    # where a branch or patch delivery put the fix (autod.delivery): kind, outcome, branch/patch, commit, push
+    delivery: dict[str, Any] | None = None
 
     def record(self) -> dict[str, Any]:
         return asdict(self)

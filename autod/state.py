@@ -116,6 +116,7 @@ class State:
             d["tokens"] = rec.get("tokens", {})
             d["durations_ms"] = rec.get("durations_ms", {})
             d["rollback"] = rec.get("rollback")
+            d["delivery"] = rec.get("delivery")  # a branch or patch delivery (autod.delivery)
             d["candidates"] = rec.get("candidates", [])
             out.append(d)
         return out

@@ -24,6 +24,10 @@ from autod.commands import Commands
 from autod.config import ConfigError, Settings, load_config
 from autod.control import ControlServer, socket_path
 from autod.cycle import CycleDeps
+from autod.delivery.deliver import Delivery
+from autod.delivery.gate import DeliveryGate
+from autod.delivery.ledger import DeliveryLedger
+from autod.delivery.verify import MirrorVerifier
 from autod.dispatch import Dispatcher
 from autod.events import Event, EventKind
 from autod.freshness import Run
@@ -31,6 +35,10 @@ from autod.gitexclude import exclude_state_dir
 from autod.housekeeping import housekeeping
 from autod.limits import CircuitBreaker, Gate
 from autod.memory.resilient import ResilientMemory
+from autod.metrics.observe import CycleMetrics, MeteredPlanner, TimedMode, check_ran, describe
+from autod.metrics.registry import Metrics
+from autod.metrics.sampler import sampler
+from autod.metrics.server import MetricsServer
 from autod.modes import Mode, ModeEnv
 from autod.notify import Notifier
 from autod.ownwrites import OwnWrites
@@ -42,6 +50,10 @@ from autod.sourceset import SourceSet, source_specs
 from autod.state import State
 from autod.threads import IO_POOL, IO_POOL_WORKERS, named_pool
 from autod.transcripts import TranscriptStore
+from autod.undo.ledger import KeptLedger, kept_hook
+from autod.webhooks.announce import CycleAnnouncer, watch_daemon
+from autod.webhooks.courier import Courier
+from autod.webhooks.outbox import Outbox
 
 log = structlog.get_logger("autod.supervisor")
 
@@ -80,6 +92,8 @@ class Daemon:
         self.config_problems: list[str] = []  # checks that cannot start, found before they ran
         self._lock_fd: int | None = None
         self.dispatcher = Dispatcher(self)
+        self.metrics = Metrics()
+        self.metrics_server = MetricsServer(self.metrics)
 
     # -- start-up ------------------------------------------------------------------
     def _take_lock(self) -> None:
@@ -120,6 +134,10 @@ class Daemon:
             log.info("queue.events_requeued", count=requeued)
         self.paused = bool(await self.state.call(self.state.get_kv, "paused", False))
         self.book = CheckBook(s.workspace, self.state, self.accept)
+        self.kept = KeptLedger(s.state_path, s.undo.keep_cycles, s.undo.keep_days)
+        self.delivery_ledger = DeliveryLedger(s.state_path / "delivery.db")
+        self.outbox = Outbox(s.state_path / "webhooks.db", s.notify.outbox_max_items)
+        self.courier = Courier(lambda: self.settings, self.outbox, self.metrics)
         self.ledger = self.book.ledger
         self.memory = await self._open_memory()
         self._configure()
@@ -139,9 +157,13 @@ class Daemon:
         self.breaker = (
             CircuitBreaker(s.llm.circuit_failures, s.llm.circuit_cooldown_s) if s.llm.base_url else None
         )
-        self.gate = Gate(s.limits, self.state, self.breaker)
+        self.isolation = isolation.Isolation(s)  # the mirror branch and patch fixes are verified on
+        self.delivery = Delivery(s, self.delivery_ledger, MirrorVerifier(self.isolation), self.metrics)
+        self.gate = DeliveryGate(Gate(s.limits, self.state, self.breaker), self.delivery)
         self.retry = RetryPolicy(s.limits, once=self.once)
-        self.modes = build_modes(s)
+        self.modes = [TimedMode(m, self.metrics) for m in build_modes(s)]
+        self.kept.keep_cycles, self.kept.keep_days = s.undo.keep_cycles, s.undo.keep_days
+        self.outbox.max_items = s.notify.outbox_max_items
         self.book.workspace = s.workspace
         self.env = ModeEnv(
             settings=s,
@@ -161,24 +183,28 @@ class Daemon:
 
             self.planner = RulesPlanner(s)
             self.planner_name = "rules"
-        hooks = []
+        hooks: list[Any] = []
         if s.git.commit:
             from autod.gitops import commit_cycle
 
             hooks.append(commit_cycle)
+        hooks.append(kept_hook(self.kept))  # after the commit: `autod undo` knows it
         tx = s.transcripts
         self.deps = CycleDeps(
             env=self.env,
             gate=self.gate,
-            planner=self.planner,
+            planner=MeteredPlanner(self.planner, self.metrics) if s.llm.base_url else self.planner,
             planner_name=self.planner_name,
             own_writes=self.own_writes,
             breaker=self.breaker,
             extra_after_keep=hooks,
-            isolation=isolation.Isolation(s),
+            isolation=self.isolation,  # one mirror: candidates and branch/patch delivery verify on it
             transcripts=TranscriptStore(s.state_path, keep_days=tx.keep_days, max_mb=tx.max_mb)
             if tx.enabled else None,
+            delivery=self.delivery,
         )
+        self.dispatcher.observers = [CycleMetrics(self.metrics), CycleAnnouncer(self.courier)]
+        describe(self.metrics, s, self.planner_name)
         self.config_problems = [f"{'.'.join(map(str, p.key))}: {p.message}" for p in check_problems(s)]
         for problem in self.config_problems:
             log.error("config.check_cannot_start", problem=problem)
@@ -211,11 +237,13 @@ class Daemon:
         if run is not None:
             check = check.model_copy(update={"run": run})
         result = await run_check(name, check, self.settings.workspace, settings=self.settings, **extra)
+        check_ran(self.metrics, result)
         if run is None and not extra:
             await self.book.record(result, time.time())  # held until the cycle keeps or drops its edits
         return result
 
     async def _on_check(self, result: CheckResult, at: float) -> None:
+        check_ran(self.metrics, result)
         await self.book.record(result, at)
 
     async def probe_check(self, name: str) -> None:
@@ -345,6 +373,7 @@ class Daemon:
         watchdog = asyncio.create_task(
             self.notifier.watchdog_loop(lambda: self.healthy(dispatcher)), name="watchdog"
         )
+        outputs = self._start_outputs()
         log.info(
             "daemon.started",
             workspace=str(self.settings.workspace),
@@ -371,9 +400,9 @@ class Daemon:
                 if self.dispatcher.current is not None:
                     log.info("daemon.rolling_back_cycle_in_flight")
                 dispatcher.cancel()
-            for t in (dispatcher, house, watchdog, stop_wait):
+            for t in (dispatcher, house, watchdog, stop_wait, *outputs):
                 t.cancel()
-            for t in (dispatcher, house, watchdog, stop_wait):
+            for t in (dispatcher, house, watchdog, stop_wait, *outputs):
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await t
             await control.stop()
@@ -381,6 +410,32 @@ class Daemon:
         if self.once:
             return self._once_exit_code()
         return 0
+
+    def _start_outputs(self) -> list[asyncio.Task[None]]:
+        """The metrics server and sampler, the webhook courier and its watch on the daemon (issue 22)."""
+        return [
+            asyncio.create_task(
+                self.metrics_server.run(lambda: self.settings.metrics.listen), name="metrics-server"
+            ),
+            asyncio.create_task(
+                sampler(
+                    self,
+                    self.metrics,
+                    lambda: self.settings.metrics.sample_s,
+                    [self._sample_outputs],
+                    enabled=lambda: self.settings.metrics.listen is not None,
+                ),
+                name="metrics-sampler",
+            ),
+            asyncio.create_task(self.courier.run(), name="webhooks"),
+            asyncio.create_task(watch_daemon(self.courier, self.dispatcher), name="webhooks-watch"),
+        ]
+
+    async def _sample_outputs(self) -> None:
+        await self.courier.status()  # sets the outbox gauges
+        rows = await asyncio.to_thread(self.delivery_ledger.rows, ("open",))
+        for kind in ("branch", "patch"):
+            self.metrics.deliveries_open.labels(kind).set(sum(1 for r in rows if r.kind == kind))
 
     def _once_exit_code(self) -> int:
         if self.dispatcher.error:
@@ -403,6 +458,8 @@ class Daemon:
             with contextlib.suppress(Exception):
                 await planner_close()
         await asyncio.to_thread(self.queue.close)
+        self.outbox.close()
+        self.delivery_ledger.close()
         self.state.close()
         log.info("daemon.stopped")
         logs.flush()

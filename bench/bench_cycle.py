@@ -17,6 +17,8 @@ trip to the LLM counts.
 
     python bench/bench_cycle.py            # 200 cycles in process, 60 end to end
     python bench/bench_cycle.py --quick    # 40 and 15
+    python bench/bench_cycle.py --metrics  # the same in-process cycles without and with the Prometheus
+                                           # metrics (issue 22), interleaved, side by side
 """
 
 from __future__ import annotations
@@ -230,6 +232,95 @@ async def in_process(root: Path, n: int) -> dict[str, Any]:
     }
 
 
+async def metrics_ab(root: Path, n: int) -> dict[str, Any]:
+    """In-process cycles alternately without and with every metric update a daemon makes (the planner
+    and mode wrappers, the check counter, the dispatcher's observer), on one store and workspace, so
+    drift hits both alike. Also the raw cost of one cycle's metric updates."""
+    from autod import logs
+    from autod.cycle import Cycle, CycleDeps
+    from autod.limits import CircuitBreaker, Gate
+    from autod.memory.resilient import ResilientMemory
+    from autod.metrics.observe import CycleMetrics, MeteredPlanner, TimedMode, check_ran
+    from autod.metrics.registry import Metrics
+    from autod.modes import ModeEnv
+    from autod.modes.debug import DebugMode
+    from autod.ownwrites import OwnWrites
+    from autod.state import State
+
+    ws = make_workspace(root)
+    cfg_path = root / "autod.yaml"
+    cfg_path.write_text(yaml.safe_dump(config_doc(ws, root / "state", None)))
+    settings = load_config(cfg_path)
+    logs.configure_logging(level="info", file=settings.log_file, stderr=False)
+    state = State(settings.state_path / "state.db")
+    memory = await ResilientMemory.start(settings.memory, settings.state_path, workspace=settings.workspace)
+    assert await memory.wait_open(60), memory.summary()
+    metrics = Metrics()
+    metered = {"on": False}
+
+    async def run_check(name: str, **kw: Any) -> Any:
+        from autod.checks import run_check as rc
+
+        result = await rc(name, settings.checks[name], settings.workspace, settings=settings, **kw)
+        if metered["on"]:
+            check_ran(metrics, result)
+        return result
+
+    breaker = CircuitBreaker(settings.llm.circuit_failures, settings.llm.circuit_cooldown_s)
+    env = ModeEnv(settings=settings, state=state, memory=memory, run_check=run_check)
+    planner = CounterPlanner()
+    gate = Gate(settings.limits, state, breaker)
+    common = {"env": env, "gate": gate, "planner_name": "llm", "own_writes": OwnWrites(), "breaker": breaker}
+    plain = (CycleDeps(planner=planner, **common), DebugMode())
+    metered_deps = CycleDeps(planner=MeteredPlanner(planner, metrics), **common)
+    with_metrics = (metered_deps, TimedMode(DebugMode(), metrics))
+    observer = CycleMetrics(metrics)
+    ms: dict[str, list[float]] = {"without_metrics": [], "with_metrics": []}
+    for i in range(2 * (WARMUP + n)):
+        on = i % 2 == 1
+        metered["on"] = on
+        deps, mode = with_metrics if on else plain
+        await memory.flush()  # settled, as in the main in-process figure
+        t0 = time.perf_counter()
+        cycle = Cycle(deps, mode, failure_event(i))
+        r = await cycle.run()
+        if on:
+            await observer.cycle_finished(cycle)  # what the dispatcher does right after
+        took = (time.perf_counter() - t0) * 1000 - sum(c["duration_ms"] for c in r.checks)
+        if r.status != "fixed":
+            raise SystemExit(f"cycle {i} ended {r.status}: {r.reason}")
+        if i >= 2 * WARMUP:
+            ms["with_metrics" if on else "without_metrics"].append(took)
+    record = r.record()
+    updates = 20_000
+    t0 = time.perf_counter()
+    for _ in range(updates):
+        metrics.cycle_finished(record)
+        metrics.check_ran("ok", exit_code=0, duration_ms=3, sandbox="bwrap", timed_out=False, error=None)
+    per_cycle_us = (time.perf_counter() - t0) / updates * 1e6
+    await memory.close()
+    state.close()
+    a, b = summary(ms["without_metrics"]), summary(ms["with_metrics"])
+    return {
+        "cycles_each": n,
+        "overhead_ms": {"without_metrics": a, "with_metrics": b},
+        "difference_ms": {k: round(b[k] - a[k], 2) for k in a},
+        "metric_updates_per_cycle_us": round(per_cycle_us, 1),
+        "scrape_bytes": len(metrics.exposition()),
+    }
+
+
+def side_by_side(ab: dict[str, Any]) -> str:
+    """The A/B figures as a small table for a person."""
+    a, b = ab["overhead_ms"]["without_metrics"], ab["overhead_ms"]["with_metrics"]
+    lines = [f"{'cycle overhead (ms)':<22}{'without metrics':>17}{'with metrics':>15}{'difference':>12}"]
+    for k in ("p50", "p95", "mean"):
+        lines.append(f"{k:<22}{a[k]:>17.2f}{b[k]:>15.2f}{b[k] - a[k]:>+12.2f}")
+    lines.append(f"one cycle's metric updates: {ab['metric_updates_per_cycle_us']} us"
+                 f" ({ab['cycles_each']} cycles each, interleaved)")
+    return "\n".join(lines)
+
+
 def _timed(fn: Any, samples: int) -> float:
     """p50 milliseconds of fn()."""
     out = []
@@ -437,9 +528,16 @@ def main() -> None:
     )
     parser.add_argument("--quick", action="store_true", help="40 cycles in process, 15 end to end")
     parser.add_argument("--no-e2e", action="store_true", help="skip the `autod run` part")
+    parser.add_argument("--metrics", action="store_true", help="only: cycles without and with metrics, A/B")
     args = parser.parse_args()
     n, n_e2e = (40, 15) if args.quick else (200, 60)
     os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
+    if args.metrics:
+        with tempfile.TemporaryDirectory() as tmp:
+            ab = asyncio.run(metrics_ab(Path(tmp), n))
+        print(side_by_side(ab), file=sys.stderr)
+        print(json.dumps({"benchmark": "cycle", "profile": "metrics_ab", "metrics_ab": ab}, indent=2))
+        return
     doc: dict[str, Any] = {
         "benchmark": "cycle",
         "profile": "quick" if args.quick else "full",

@@ -16,7 +16,13 @@ from autod import cli
 README = Path(__file__).resolve().parents[2] / "README.md"
 
 # Values for the placeholders the README's synopsis uses; a new placeholder must be added here.
-POSITIONAL = {"MODE": "auto-debug", "ID": "abc123", "QUERY": "operator rejected", "FP": "f65ff563"}
+POSITIONAL = {
+    "MODE": "auto-debug",
+    "ID": "abc123",
+    "QUERY": "operator rejected",
+    "FP": "f65ff563",
+    "CYCLE": "7a1078b8e828",
+}
 OPTION_VALUES = {
     "-c": "CONFIG",
     "--cycle": "abc123def456",
@@ -103,6 +109,9 @@ def test_the_readme_cli_table_is_found_and_covers_every_command():
         "memory stats",
         "memory search",
         "memory prune",
+        "undo",
+        "metrics",
+        "show",
     }, first_words
 
 

@@ -1,0 +1,37 @@
+"""`autod undo CYCLE [--reason TEXT] [--json]`: one line for a human, or the daemon's answer as JSON."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from autod.config import Settings
+
+
+def run(
+    settings: Settings, cycle: str, reason: str | None, as_json: bool, ask: Any, out: Any, die: Any
+) -> int:
+    """Exit 0 undone, 1 refused (nothing written; the message names each changed file), 3 daemon down."""
+    from autod.control import DaemonDown
+
+    try:
+        resp = ask(settings, "undo", cycle=cycle, reason=reason, timeout=600)
+    except DaemonDown:
+        return die("the daemon is not running; `undo` needs it (start it with `autod run`)", 3)
+    if as_json:
+        print(json.dumps(resp, indent=2, default=str))
+        return 0 if resp.get("ok") else 1
+    if not resp.get("ok"):
+        return die(str(resp.get("error") or "undo failed"), 1)
+    files = ", ".join(str(e["path"]) for e in resp.get("edits") or []) or "-"
+    where = ""
+    delivery = resp.get("delivery") or {}
+    if delivery.get("kind") == "branch":
+        where = f"; revert commit {str(delivery.get('commit'))[:12]} on {delivery.get('branch')}"
+    elif delivery.get("kind") == "patch":
+        where = f"; patch {delivery.get('withdrawn')} withdrawn"
+    elif resp.get("commit"):
+        where = f"; revert commit {str(resp['commit'])[:12]}"
+    out(f"undid cycle {resp['cycle_id']} (recorded as {resp['undo_id']}): files {files}{where}")
+    out(f"lesson stored: {str(resp.get('lesson') or '')[:200]}")
+    return 0
