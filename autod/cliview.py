@@ -100,7 +100,8 @@ def daemon_lines(data: dict[str, Any]) -> list[str]:
             out.append(f"  check {name}: {'ok' if c['ok'] else 'FAILING'} (exit {c['exit_code']})")
         if c.get("changed"):
             files = ", ".join(c["changed"][:5]) + (" ..." if len(c["changed"]) > 5 else "")
-            out.append(f"    WARNING: check {name} changed workspace files: {files}")
+            out.append(f"    WARNING: check {name} changed source files: {files}"
+                       " (a fix verified by this check is rolled back)")
     for problem in data.get("config_problems") or []:
         out.append(f"  config error: {problem}")
     for name, c in data.get("counters", {}).items():

@@ -157,7 +157,8 @@ class Commands:
                 {k: v for k, v in asdict(s).items() if k != "crashes"} for s in d.sources.states.values()
             ],
             "checks": {
-                n: {"exit_code": r.exit_code, "ok": r.ok, "error": errors.get(n), "changed": r.changed[:50]}
+                n: {"exit_code": r.exit_code, "ok": r.ok, "error": errors.get(n), "changed": r.changed[:50],
+                    "outputs": r.outputs[:50]}
                 for n, r in d.book.results.items()
             },
             "counters": counters,
