@@ -242,7 +242,7 @@ class Dispatcher:
                 await cycle.run()
                 kept = cycle.r.status in KEPT
             finally:
-                runs = h.ledger.release(keep=kept)
+                runs = h.ledger.release(keep=kept, since=h.deps.own_writes.last_at)
                 self.current = None
                 self.cycles_run += 1
                 if slot == SLOT:
