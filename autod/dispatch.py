@@ -109,7 +109,7 @@ class Dispatcher:
     async def _wait_for_start_up(self) -> None:
         """After a (re)start, the start-up checks decide what is still news: nothing is planned before."""
         h = self.host
-        start = [c for c in h.settings.checks.values() if "start" in c.when and not c.fixer]
+        start = [c for c in h.settings.checks.values() if ("start" in c.when or h.once) and not c.fixer]
         budget = sum(c.timeout_s for c in start) + h.settings.limits.cycle_grace_s + STEP_S
         self.progress.step(SLOT, "waiting for the start-up checks", budget)
         while not h.stopping.is_set() and not await h.start_up_checks_done():

@@ -15,7 +15,7 @@ from typing import Any
 
 import structlog
 
-from autod import isolation, logs, sandbox
+from autod import isolation, logs, once, sandbox
 from autod.act.journal import recover
 from autod.boundary import config_inside_workspace
 from autod.checkbook import CheckBook
@@ -231,7 +231,9 @@ class Daemon:
     # -- sources ---------------------------------------------------------------------
     def _start_sources(self) -> None:
         s = self.settings
-        self.check_source = CheckSource(s, lock=self.workspace_lock, on_result=self._on_check)
+        self.check_source = CheckSource(
+            s, lock=self.workspace_lock, on_result=self._on_check, start_all=self.once
+        )
         specs = [("check", "check", lambda: self.check_source)] if s.checks else []
         if not self.once:
             specs += source_specs(s, self.own_writes)
@@ -364,6 +366,15 @@ class Daemon:
             if dispatcher.done() and not dispatcher.cancelled() and dispatcher.exception():
                 self.dispatcher.error = f"dispatcher crashed: {type(dispatcher.exception()).__name__}"
                 log.error("daemon.dispatcher_crashed", exc_info=dispatcher.exception())
+            elif self.once and dispatcher.done() and not self.dispatcher.error:
+                # the verdict is on the tree autod leaves: results older than its last write run again
+                settling = asyncio.create_task(once.settle(
+                    self.settings.checks, self.ledger, self.own_writes.last_at, self.check_source.run
+                ), name="once-settle")
+                await asyncio.wait({settling, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+                settling.cancel()  # a stop meanwhile: no verdict (request_stop recorded why)
+                with contextlib.suppress(asyncio.CancelledError):
+                    await settling
         finally:
             self.stopping.set()
             await self.sources.stop()
@@ -379,20 +390,9 @@ class Daemon:
             await control.stop()
             await self._close()
         if self.once:
-            return self._once_exit_code()
+            return once.verdict(self.dispatcher.error, self.settings.checks, self.ledger,
+                                self.dispatcher.cycles_run)
         return 0
-
-    def _once_exit_code(self) -> int:
-        if self.dispatcher.error:
-            log.error("daemon.once_error", error=self.dispatcher.error)
-            return 2
-        cannot_start = self.book.errors()
-        if cannot_start:  # a configuration error, not a verdict on the code
-            log.error("daemon.once_error", error="checks cannot start", checks=cannot_start)
-            return 2
-        failing = [n for n, r in self.last_results.items() if not r.ok]
-        log.info("daemon.once_finished", failing=failing, cycles=self.dispatcher.cycles_run)
-        return 1 if failing else 0
 
     async def _close(self) -> None:
         if self.memory is not None:
