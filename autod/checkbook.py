@@ -54,11 +54,16 @@ def unjournaled(verification: Verification) -> Verification:
 
 class CheckBook:
     def __init__(
-        self, workspace: Path, state: State, accept: Callable[[Event], Awaitable[None]]
+        self,
+        workspace: Path,
+        state: State,
+        accept: Callable[[Event], Awaitable[None]],
+        on_pass: Callable[[str], Awaitable[None]] | None = None,
     ) -> None:
         self.workspace = workspace
         self.state = state
         self.accept = accept
+        self.on_pass = on_pass  # a check passed: events still queued for its failures are old news
         self.ledger = CheckLedger()
 
     @property
@@ -104,6 +109,8 @@ class CheckBook:
         )
         for pid in withdrawn:
             log.info("proposal.withdrawn", proposal_id=pid, check=run.check, reason="its check passed")
+        if self.on_pass is not None:
+            await self.on_pass(run.check)
 
 
 async def _git_head(workspace: Path) -> str | None:

@@ -15,7 +15,7 @@ from typing import Any
 
 import structlog
 
-from autod import isolation, logs, once, sandbox
+from autod import isolation, logs, once, outage, sandbox
 from autod.act.journal import recover
 from autod.boundary import config_inside_workspace
 from autod.checkbook import CheckBook
@@ -119,7 +119,7 @@ class Daemon:
         if requeued:
             log.info("queue.events_requeued", count=requeued)
         self.paused = bool(await self.state.call(self.state.get_kv, "paused", False))
-        self.book = CheckBook(s.workspace, self.state, self.accept)
+        self.book = CheckBook(s.workspace, self.state, self.accept, on_pass=self.dispatcher.resolve_stale)
         self.ledger = self.book.ledger
         self.memory = await self._open_memory()
         self._configure()
@@ -347,6 +347,9 @@ class Daemon:
         watchdog = asyncio.create_task(
             self.notifier.watchdog_loop(lambda: self.healthy(dispatcher)), name="watchdog"
         )
+        # an LLM outage's retries run as soon as it answers again; start-up says when it does not
+        llm_watch = asyncio.create_task(outage.watch_llm(self), name="llm-watch")
+        llm_check = asyncio.create_task(outage.warn_if_unreachable(self.settings), name="llm-check")
         log.info(
             "daemon.started",
             workspace=str(self.settings.workspace),
@@ -382,9 +385,10 @@ class Daemon:
                 if self.dispatcher.current is not None:
                     log.info("daemon.rolling_back_cycle_in_flight")
                 dispatcher.cancel()
-            for t in (dispatcher, house, watchdog, stop_wait):
+            tasks = (dispatcher, house, watchdog, stop_wait, llm_watch, llm_check)
+            for t in tasks:
                 t.cancel()
-            for t in (dispatcher, house, watchdog, stop_wait):
+            for t in tasks:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await t
             await control.stop()

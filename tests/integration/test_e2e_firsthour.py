@@ -8,11 +8,13 @@ bubblewrap when it works here) and the scripted loopback LLM.
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 from typing import Any
 
 import pytest
 from daemon import CALC_BUGGY, FIX_PLAN, Autod, base_config, git, run_cli, write_config
+from llmserver import ScriptedLLM
 
 pytestmark = pytest.mark.slow
 
@@ -125,3 +127,125 @@ def test_run_once_exits_1_on_a_failing_tree_after_a_check_that_rewrites_a_tracke
     assert warned and warned[0]["files"] == ["COVERAGE.md"] and "rolled back" in warned[0]["means"]
     finished = [x for x in records(tmp_path) if x.get("event") == "daemon.once_finished"]
     assert finished and finished[-1]["failing"] == ["tests"], finished
+
+
+# -- 3. an outage costs nothing, and its end is noticed at once ----------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def cli_json(config: Path, *args: str) -> Any:
+    out = run_cli(*args, "--json", "-c", str(config))
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def test_an_outage_longer_than_the_hourly_cap_costs_no_cycles_and_the_fix_comes_when_the_llm_is_back(
+    tmp_path, calc_repo
+):
+    port = free_port()  # nothing listens here yet: the LLM is down (connection refused)
+    config = configure(
+        tmp_path, calc_repo, f"http://127.0.0.1:{port}/v1",
+        # the breaker opens after 4 failures and would stay open 10 minutes; the hourly cap is 2
+        llm={"max_retries": 0, "circuit_failures": 4, "circuit_cooldown_s": 600, "probe_interval_s": 0.3,
+             "probe_timeout_s": 1},
+        limits={"min_interval_s": 0, "max_cycles_per_hour": 2, "retry_base_s": 0.2, "retry_max_s": 0.4,
+                "max_retries": 1000},
+    )
+    d = Autod(config, log_file=log_file(tmp_path)).start()
+    llm = ScriptedLLM()
+    try:
+        d.wait_for(lambda recs: any(x.get("event") == "llm.unreachable" for x in recs), 30,
+                   "the start-up warning that the LLM does not answer")
+        outage = d.wait_reflections(4)  # more failed cycles than the hourly cap allows
+        d.wait_for(lambda recs: any(x.get("reason") == "LLM circuit breaker open" for x in recs), 30,
+                   "the breaker to open")
+        assert all(r["status"] == "failed" and r["external"] and r["lesson"] is None for r in outage), outage
+        assert "ConnectError" in outage[0]["reason"]
+        # connection refused is a server that is down, not one busy with an abandoned request
+        assert not [x for x in d.records() if x.get("event") == "llm.busy_server_awaited"]
+        status = cli_json(config, "status")
+        assert status["counters"]["cycles_last_hour"]["used"] == 0, status["counters"]
+        (waiting,) = status["queue"]["retries"]  # one line for the one waiting event
+        assert waiting["waits_for"] == "outage" and "ConnectError" in waiting["last_error"]
+        text = run_cli("status", "-c", str(config)).stdout
+        assert len([ln for ln in text.splitlines() if ln.strip().startswith("retry ")]) == 1, text
+
+        llm.push_plan(FIX_PLAN)
+        llm.start(port)  # back: the fix must not wait for the breaker's cooldown or the hourly cap
+        fixed = d.wait_for(lambda _: next((r for r in d.reflections() if r["status"] == "fixed"), None),
+                           45, "the fix once the LLM is back")
+        assert fixed["fingerprint"] == outage[0]["fingerprint"]
+        assert (calc_repo / "src" / "calc.py").read_text() == CALC_FIXED
+        assert any(x.get("event") == "llm.reachable_again" for x in d.records())
+        assert not [x for x in d.records() if "max_cycles_per_hour" in str(x.get("reason", ""))]
+        assert cli_json(config, "status")["counters"]["cycles_last_hour"]["used"] == 1
+    finally:
+        llm.stop()
+        assert d.stop() == 0
+
+
+# -- 3. the operator's levers on waiting events -----------------------------------------------------
+
+
+def retry_rows(config: Path) -> list[dict[str, Any]]:
+    return cli_json(config, "status")["queue"]["retries"]
+
+
+def test_retry_and_trigger_run_the_waiting_event_and_a_failure_fixed_by_hand_stops_waiting(
+    tmp_path, calc_repo, scripted_llm
+):
+    scripted_llm.set_default({"status": 500, "body": "model crashed"})  # up, but every plan fails
+    config = configure(
+        tmp_path, calc_repo, scripted_llm.base_url,
+        llm={"max_retries": 0, "circuit_failures": 100, "probe_interval_s": 0.3},
+        limits={"min_interval_s": 0, "retry_base_s": 3600, "retry_max_s": 3600},
+        sources=[{"type": "watch", "paths": ["src"], "settle_ms": 200}],
+    )
+    d = Autod(config, log_file=log_file(tmp_path)).start()
+    try:
+        d.wait_reflections(1)
+        (row,) = d.wait_for(lambda _: retry_rows(config), 30, "the event to wait an hour")
+        assert row["due_in_s"] > 3000 and row["retries"] == 1
+
+        # trigger: the waiting event runs now; no second event is queued
+        out = run_cli("trigger", "auto-debug", "-c", str(config))
+        assert out.returncode == 0 and "started the waiting event" in out.stdout, out
+        d.wait_reflections(2)
+        (again,) = d.wait_for(lambda _: [r for r in retry_rows(config) if r["retries"] == 2], 30, "retry 2")
+        assert again["id"] == row["id"] and cli_json(config, "status")["queue"]["depth"] == 1
+
+        # retry: by a prefix of its id, now; this time the LLM has the fix
+        scripted_llm.set_default({"plan": FIX_PLAN})
+        out = run_cli("retry", row["id"][:8], "-c", str(config))
+        assert out.returncode == 0 and "retrying now" in out.stdout, out
+        d.wait_for(lambda _: any(r["status"] == "fixed" for r in d.reflections()), 45, "the fix")
+        assert retry_rows(config) == []
+
+        # a failure fixed by hand while it waits is dropped at once, not when its retry comes due
+        scripted_llm.set_default({"status": 500, "body": "model crashed"})
+        (calc_repo / "src" / "calc.py").write_text(CALC_BUGGY)
+        d.wait_for(lambda _: retry_rows(config), 60, "the new failure to wait")
+        # (not byte for byte autod's own fix: the watcher ignores a file that holds what autod wrote)
+        (calc_repo / "src" / "calc.py").write_text(CALC_FIXED + "# fixed by hand\n")
+        d.wait_for(lambda _: not retry_rows(config), 60, "the fixed failure to stop waiting")
+        assert history(config)[0]["status"] == "resolved"
+        assert run_cli("retry", "--all", "-c", str(config)).stdout.strip() == "nothing waits for a retry"
+
+        # with the daemon down, retry and trigger are stored for the next start
+        (calc_repo / "src" / "calc.py").write_text(CALC_BUGGY)
+        (waiting,) = d.wait_for(lambda _: retry_rows(config), 60, "a failure waiting again")
+    finally:
+        assert d.stop() == 0
+    out = run_cli("trigger", "auto-debug", "-c", str(config))
+    assert out.returncode == 0 and "due at the next start: waiting event" in out.stdout, out
+    assert cli_json(config, "status")["queue"]["depth"] == 1  # not queued twice
+    out = run_cli("retry", "--all", "-c", str(config))
+    assert out.returncode == 0 and f"due at the next start: {waiting['id'][:12]}" in out.stdout, out
+    (row,) = retry_rows(config)
+    assert row["due_in_s"] == 0.0
+    assert run_cli("retry", "nosuchevent", "-c", str(config)).returncode == 1

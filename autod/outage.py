@@ -1,0 +1,136 @@
+"""Is the LLM there? One cheap probe, and the watch that ends an outage's waiting at once.
+
+`probe` asks `GET {base_url}/models` under a short deadline (`llm.probe_timeout_s`): `autod config
+check` and start-up use it to say when the LLM is unreachable. `watch_llm` runs beside the dispatcher:
+while events wait out an LLM outage (retry kind `outage`, autod.queue_retries) or the circuit breaker
+is open, it probes every `llm.probe_interval_s`. Once it has seen the LLM down, the first probe that
+finds it answering again makes those retries due now and half-opens the breaker, so the fix comes
+within one probe interval of the LLM's return instead of after a backed-off delay or a cooldown.
+A server that answers the probe while its completions fail (a 500 from a crashed model) is never
+"back": the probe has to have seen it down first, so such retries keep their backoff.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+from dataclasses import dataclass
+from typing import Protocol
+
+import httpx
+import structlog
+
+from autod.config import Settings
+from autod.limits import CircuitBreaker
+from autod.queue_retries import OUTAGE
+
+log = structlog.get_logger("autod.outage")
+
+REFUSED_AUTH = frozenset({401, 403, 407})
+
+
+@dataclass(frozen=True)
+class Reach:
+    """What one probe found: `ok` when the server answers (a 404 too: some have no /models)."""
+
+    ok: bool
+    why: str = ""
+
+
+def shown_url(url: str) -> str:
+    return re.sub(r"//[^/@]*@", "//", url)  # never show userinfo credentials
+
+
+async def probe(
+    base_url: str,
+    api_key: str | None,
+    timeout_s: float,
+    *,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> Reach:
+    """GET {base_url}/models within `timeout_s`. Never raises; `why` holds no secret."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    try:
+        async with httpx.AsyncClient(
+            base_url=base_url + "/", headers=headers, timeout=timeout_s, transport=transport,
+            follow_redirects=False,
+        ) as client:
+            resp = await asyncio.wait_for(client.get("models"), timeout_s + 1)
+    except (httpx.TimeoutException, TimeoutError):
+        return Reach(False, f"no answer within {timeout_s:g}s")
+    except httpx.HTTPError as exc:
+        detail = str(exc).split("\n", 1)[0][:120]
+        return Reach(False, f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__)
+    if resp.status_code in REFUSED_AUTH:
+        return Reach(False, f"HTTP {resp.status_code}: it refuses autod's key (llm.api_key, the credential)")
+    if resp.status_code >= 500:
+        return Reach(False, f"HTTP {resp.status_code}")
+    return Reach(True)
+
+
+def unreachable_warning(settings: Settings, reach: Reach) -> str:
+    """One line for `config check` and the start-up log."""
+    url = shown_url(settings.llm.base_url or "")
+    return (f"llm.base_url: the LLM at {url} does not answer ({reach.why}): cycles that need it wait and"
+            " are retried when it answers again")
+
+
+class Waiting(Protocol):
+    """The queue's deferred events, as the watch sees them (autod.queue_retries)."""
+
+    async def awaiting_on(self, kind: str) -> int: ...
+
+    async def amake_due(self, *, kinds: tuple[str, ...]) -> list[dict[str, object]]: ...
+
+
+class Host(Protocol):
+    """What the watch reads from the daemon (live: a reload takes effect at the next probe)."""
+
+    settings: Settings
+    breaker: CircuitBreaker | None
+    wakeup: asyncio.Event
+    stopping: asyncio.Event
+    queue: Waiting
+
+
+async def watch_llm(host: Host) -> None:
+    """Probe while an outage holds events; when the LLM is back, their retries are due now."""
+    seen_down = False
+    while not host.stopping.is_set():
+        llm = host.settings.llm
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(host.stopping.wait(), llm.probe_interval_s)
+        if host.stopping.is_set() or not llm.base_url:
+            continue
+        breaker = host.breaker
+        held = breaker is not None and breaker.state == "open"
+        if not held and not await host.queue.awaiting_on(OUTAGE):
+            seen_down = False  # nothing waits on the LLM: a later outage starts afresh
+            continue
+        key = await asyncio.to_thread(host.settings.api_key)  # may read a credential file
+        reach = await probe(llm.base_url, key, llm.probe_timeout_s)
+        if not reach.ok:
+            if not seen_down:
+                log.info("llm.probe_failed", endpoint=shown_url(llm.base_url), why=reach.why)
+            seen_down = True
+            continue
+        if not seen_down:
+            continue  # it answers the probe but cycles failed anyway: their backoff holds
+        seen_down = False
+        due = await host.queue.amake_due(kinds=(OUTAGE,))
+        if breaker is not None:
+            breaker.half_open()
+        log.info("llm.reachable_again", endpoint=shown_url(llm.base_url), retries_due_now=len(due))
+        host.wakeup.set()
+
+
+async def warn_if_unreachable(settings: Settings) -> None:
+    """At start-up: a warning when the LLM does not answer the probe (the daemon starts all the same)."""
+    if not settings.llm.base_url:
+        return
+    key = await asyncio.to_thread(settings.api_key)
+    reach = await probe(settings.llm.base_url, key, settings.llm.probe_timeout_s)
+    if not reach.ok:
+        log.warning("llm.unreachable", endpoint=shown_url(settings.llm.base_url), why=reach.why,
+                    detail=unreachable_warning(settings, reach))
