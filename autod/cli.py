@@ -108,7 +108,18 @@ def cmd_config_check(args: argparse.Namespace) -> int:
     )
     _out(sandbox.describe(st))
     _warnings(settings)
+    _llm_warning(settings)
     return 0
+
+
+def _llm_warning(settings: Settings) -> None:
+    """A warning (the config is valid all the same) when the LLM does not answer a short probe."""
+    from autod.outage import api_key, probe, unreachable_warning
+
+    if settings.llm.base_url:
+        reach = asyncio.run(probe(settings.llm.base_url, api_key(settings), settings.llm.probe_timeout_s))
+        if not reach.ok:
+            _out(f"autod: warning: {unreachable_warning(settings, reach)}", file=sys.stderr)
 
 
 def _warnings(settings: Settings) -> list[str]:

@@ -353,6 +353,42 @@ def _check_aliases(path: Path, data: Any) -> None:
             stack.extend((child, above | {id(node)}) for child in children)
 
 
+ENV_PREFIX = "AUTOD_"
+
+
+def _norm(part: Any) -> str:
+    return str(part).lower().replace("-", "_")
+
+
+def env_keys() -> dict[tuple[str, ...], str]:
+    """The AUTOD_* variables that set part of the config, by the key path each sets (lower case, '-' as
+    '_'); variables that are no config key (AUTOD_CONFIG, AUTOD_INSTANCE) are left out."""
+    fields = {_norm(name) for name in Settings.model_fields} | {"checks"}
+    out: dict[tuple[str, ...], str] = {}
+    for name in os.environ:
+        if not name.upper().startswith(ENV_PREFIX):
+            continue
+        parts = tuple(_norm(p) for p in name[len(ENV_PREFIX):].split("__"))
+        if parts[0] in fields:
+            out[parts] = name
+    return out
+
+
+def blamed_variable(loc: tuple[Any, ...], file_keys: dict[tuple[Any, ...], int]) -> str | None:
+    """The environment variable an error at `loc` comes from, or None when it comes from the file.
+
+    The environment overrides the file: a variable that sets exactly this key (or one below it) is to
+    blame; one that sets a whole section as JSON is, unless the file itself has the key."""
+    key = tuple(_norm(x) for x in loc)
+    env = env_keys()
+    exact = [name for path, name in env.items() if path[: len(key)] == key]
+    if exact:
+        return sorted(exact)[0]
+    above = [(len(path), name) for path, name in env.items() if key[: len(path)] == path]
+    in_file = {tuple(_norm(x) for x in k) for k in file_keys}
+    return max(above)[1] if above and key not in in_file else None
+
+
 def _format_error(path: Path | None, text: str, exc: ValidationError) -> str:
     lines = _key_lines(text) if text else {}
     parts = []
@@ -366,6 +402,7 @@ def _format_error(path: Path | None, text: str, exc: ValidationError) -> str:
                 line = lines[probe]
                 break
             probe = probe[:-1]
+        variable = blamed_variable(loc, lines) if loc else None
         field = ".".join(str(x) for x in loc) or "(top level)"
         msg = err["msg"]
         if err["type"] == "extra_forbidden":
@@ -375,7 +412,9 @@ def _format_error(path: Path | None, text: str, exc: ValidationError) -> str:
         elif err["type"] == "union_tag_invalid":  # pydantic's message quotes the value given
             msg = f"must be one of {err.get('ctx', {}).get('expected_tags', 'the known types')}"
         where = str(path) if path else "<config>"
-        if line is not None:
+        if variable is not None:  # never a line of the file for a value the environment set
+            where = f"environment variable {variable}"
+        elif line is not None:
             where += f":{line}"
         parts.append(f"{where}: {field}: {msg}")
     return "; ".join(parts[:5]) + (f" (+{len(parts) - 5} more)" if len(parts) > 5 else "")
@@ -420,6 +459,13 @@ def load_config(
     except ValidationError as exc:
         raise ConfigError(_format_error(cfg_path, text, exc)) from None
     except (ValueError, TypeError) as exc:  # env values that fail to parse as JSON, etc.
+        field = re.search(r'field "([^"]+)"', str(exc))
+        named = sorted(n for p, n in env_keys().items() if field and p[0] == _norm(field[1]))
+        if named:
+            raise ConfigError(
+                f"environment variable {named[0]}: {field[1] if field else '?'}: not a valid value"
+                " (a section or list is set as JSON)"
+            ) from None
         where = str(cfg_path) if cfg_path else "<environment>"
         raise ConfigError(f"{where}: {type(exc).__name__}: invalid value in environment") from None
     return _resolve(settings, cfg_path)
@@ -430,6 +476,8 @@ def _resolve(settings: Settings, cfg_path: Path | None) -> Settings:
     # Relative paths resolve against the directory autod was started in (documented).
     ws = ws.resolve()
     where = str(cfg_path) if cfg_path else "<config>"
+    if os.environ.get(f"{ENV_PREFIX}WORKSPACE"):
+        where = f"environment variable {ENV_PREFIX}WORKSPACE"
     if not ws.is_dir():
         raise ConfigError(f"{where}: workspace: not a directory: {ws}")
     settings.workspace = ws

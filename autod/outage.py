@@ -44,13 +44,13 @@ def shown_url(url: str) -> str:
 
 async def probe(
     base_url: str,
-    api_key: str | None,
+    key: str | None,
     timeout_s: float,
     *,
     transport: httpx.AsyncBaseTransport | None = None,
 ) -> Reach:
     """GET {base_url}/models within `timeout_s`. Never raises; `why` holds no secret."""
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
     try:
         async with httpx.AsyncClient(
             base_url=base_url + "/", headers=headers, timeout=timeout_s, transport=transport,
@@ -67,6 +67,14 @@ async def probe(
     if resp.status_code >= 500:
         return Reach(False, f"HTTP {resp.status_code}")
     return Reach(True)
+
+
+def api_key(settings: Settings) -> str | None:
+    """The LLM key for a probe; an unreadable key file probes without one (the plan will say why)."""
+    try:
+        return settings.api_key()
+    except OSError:
+        return None
 
 
 def unreachable_warning(settings: Settings, reach: Reach) -> str:
@@ -108,7 +116,7 @@ async def watch_llm(host: Host) -> None:
         if not held and not await host.queue.awaiting_on(OUTAGE):
             seen_down = False  # nothing waits on the LLM: a later outage starts afresh
             continue
-        key = await asyncio.to_thread(host.settings.api_key)  # may read a credential file
+        key = await asyncio.to_thread(api_key, host.settings)  # may read a credential file
         reach = await probe(llm.base_url, key, llm.probe_timeout_s)
         if not reach.ok:
             if not seen_down:
@@ -129,7 +137,7 @@ async def warn_if_unreachable(settings: Settings) -> None:
     """At start-up: a warning when the LLM does not answer the probe (the daemon starts all the same)."""
     if not settings.llm.base_url:
         return
-    key = await asyncio.to_thread(settings.api_key)
+    key = await asyncio.to_thread(api_key, settings)
     reach = await probe(settings.llm.base_url, key, settings.llm.probe_timeout_s)
     if not reach.ok:
         log.warning("llm.unreachable", endpoint=shown_url(settings.llm.base_url), why=reach.why,
