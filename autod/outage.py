@@ -106,31 +106,39 @@ async def watch_llm(host: Host) -> None:
     """Probe while an outage holds events; when the LLM is back, their retries are due now."""
     seen_down = False
     while not host.stopping.is_set():
-        llm = host.settings.llm
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(host.stopping.wait(), llm.probe_interval_s)
-        if host.stopping.is_set() or not llm.base_url:
-            continue
-        breaker = host.breaker
-        held = breaker is not None and breaker.state == "open"
-        if not held and not await host.queue.awaiting_on(OUTAGE):
-            seen_down = False  # nothing waits on the LLM: a later outage starts afresh
-            continue
-        key = await asyncio.to_thread(api_key, host.settings)  # may read a credential file
-        reach = await probe(llm.base_url, key, llm.probe_timeout_s)
-        if not reach.ok:
-            if not seen_down:
-                log.info("llm.probe_failed", endpoint=shown_url(llm.base_url), why=reach.why)
-            seen_down = True
-            continue
+            await asyncio.wait_for(host.stopping.wait(), host.settings.llm.probe_interval_s)
+        if host.stopping.is_set():
+            break
+        try:
+            seen_down = await _look(host, seen_down)
+        except Exception as exc:  # a queue hiccup must not end the watch: the backoff still holds
+            log.warning("llm.outage_watch_failed", error=type(exc).__name__, exc_info=exc)
+
+
+async def _look(host: Host, seen_down: bool) -> bool:
+    """One look: probe if an outage holds events, end it when the LLM answers. Returns `seen_down`."""
+    llm = host.settings.llm
+    if not llm.base_url:
+        return False
+    breaker = host.breaker
+    held = breaker is not None and breaker.state == "open"
+    if not held and not await host.queue.awaiting_on(OUTAGE):
+        return False  # nothing waits on the LLM: a later outage starts afresh
+    key = await asyncio.to_thread(api_key, host.settings)  # may read a credential file
+    reach = await probe(llm.base_url, key, llm.probe_timeout_s)
+    if not reach.ok:
         if not seen_down:
-            continue  # it answers the probe but cycles failed anyway: their backoff holds
-        seen_down = False
-        due = await host.queue.amake_due(kinds=(OUTAGE,))
-        if breaker is not None:
-            breaker.half_open()
-        log.info("llm.reachable_again", endpoint=shown_url(llm.base_url), retries_due_now=len(due))
-        host.wakeup.set()
+            log.info("llm.probe_failed", endpoint=shown_url(llm.base_url), why=reach.why)
+        return True
+    if not seen_down:
+        return False  # it answers the probe but cycles failed anyway: their backoff holds
+    due = await host.queue.amake_due(kinds=(OUTAGE,))
+    if breaker is not None:
+        breaker.half_open()
+    log.info("llm.reachable_again", endpoint=shown_url(llm.base_url), retries_due_now=len(due))
+    host.wakeup.set()
+    return False
 
 
 async def warn_if_unreachable(settings: Settings) -> None:
