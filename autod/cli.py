@@ -13,7 +13,7 @@ from typing import Any
 os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 
-from autod import termsafe
+from autod import __version__, termsafe
 from autod.cliview import Progress, ago, quarantine_lines, status_lines
 from autod.config import EXIT_CONFIG, ConfigError, Settings, find_config, load_config
 from autod.filemodes import private_files
@@ -108,18 +108,11 @@ def cmd_config_check(args: argparse.Namespace) -> int:
     )
     _out(sandbox.describe(st))
     _warnings(settings)
-    _llm_warning(settings)
+    from autod.outage import unreachable_now
+
+    if said := unreachable_now(settings):  # a warning: the config is valid all the same
+        _out(f"autod: warning: {said}", file=sys.stderr)
     return 0
-
-
-def _llm_warning(settings: Settings) -> None:
-    """A warning (the config is valid all the same) when the LLM does not answer a short probe."""
-    from autod.outage import api_key, probe, unreachable_warning
-
-    if settings.llm.base_url:
-        reach = asyncio.run(probe(settings.llm.base_url, api_key(settings), settings.llm.probe_timeout_s))
-        if not reach.ok:
-            _out(f"autod: warning: {unreachable_warning(settings, reach)}", file=sys.stderr)
 
 
 def _warnings(settings: Settings) -> list[str]:
@@ -400,20 +393,11 @@ async def _memory_offline(settings: Settings, sub: str, kw: dict[str, Any]) -> d
 JSON_HELP = "print one JSON document on stdout (for scripts)"
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("autod")
-    except PackageNotFoundError:  # run from a checkout that was never installed
-        return "unknown (not installed)"
-
-
 def build_parser() -> argparse.ArgumentParser:
     from autod.retrycli import cmd_retry, cmd_trigger
 
     p = argparse.ArgumentParser(prog="autod", description="autonomous developer daemon")
-    p.add_argument("--version", action="version", version=f"autod {_version()}",
+    p.add_argument("--version", action="version", version=f"autod {__version__}",
                    help="print autod's version and exit")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(

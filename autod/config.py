@@ -24,6 +24,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from autod.config_errors import env_json_error, format_error, key_lines
 from autod.config_models import (
     CandidatesConfig,
     CheckConfig,
@@ -252,37 +253,6 @@ def _credential(name: str, file: Path | None, value: SecretStr | None) -> str | 
 # Loading
 
 
-def _key_lines(text: str) -> dict[tuple[Any, ...], int]:
-    lines: dict[tuple[Any, ...], int] = {}
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError:
-        return lines
-
-    def walk(node: yaml.Node, path: tuple[Any, ...]) -> None:
-        if isinstance(node, yaml.MappingNode):
-            for k, v in node.value:
-                key = k.value if isinstance(k, yaml.ScalarNode) else str(k)
-                lines[(*path, key)] = k.start_mark.line + 1
-                walk(v, (*path, key))
-        elif isinstance(node, yaml.SequenceNode):
-            for i, item in enumerate(node.value):
-                lines[(*path, i)] = item.start_mark.line + 1
-                walk(item, (*path, i))
-
-    if root is not None:
-        walk(root, ())
-    return lines
-
-
-def key_lines(path: Path) -> dict[tuple[Any, ...], int]:
-    """Line of each key path in a config file ({} when it cannot be read): for errors found after loading."""
-    try:
-        return _key_lines(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError):
-        return {}
-
-
 MODE_NAMES = ("auto-debug", "auto-doc", "auto-plan")
 
 
@@ -353,76 +323,6 @@ def _check_aliases(path: Path, data: Any) -> None:
             stack.extend((child, above | {id(node)}) for child in children)
 
 
-ENV_PREFIX = "AUTOD_"
-
-
-def _norm(part: Any) -> str:
-    return str(part).lower().replace("-", "_")
-
-
-def env_keys() -> dict[tuple[str, ...], str]:
-    """The AUTOD_* variables that set part of the config, by the key path each sets (lower case, '-' as
-    '_'); variables that are no config key (AUTOD_CONFIG, AUTOD_INSTANCE) are left out."""
-    fields = {_norm(name) for name in Settings.model_fields} | {"checks"}
-    out: dict[tuple[str, ...], str] = {}
-    for name in os.environ:
-        if not name.upper().startswith(ENV_PREFIX):
-            continue
-        parts = tuple(_norm(p) for p in name[len(ENV_PREFIX):].split("__"))
-        if parts[0] in fields:
-            out[parts] = name
-    return out
-
-
-def blamed_variable(loc: tuple[Any, ...], file_keys: dict[tuple[Any, ...], int]) -> str | None:
-    """The environment variable an error at `loc` comes from, or None when it comes from the file.
-
-    The environment overrides the file: a variable that sets exactly this key (or one below it) is to
-    blame; one that sets a whole section as JSON is, unless the file itself has the key."""
-    key = tuple(_norm(x) for x in loc)
-    env = env_keys()
-    exact = [name for path, name in env.items() if path[: len(key)] == key]
-    if exact:
-        return sorted(exact)[0]
-    above = [(len(path), name) for path, name in env.items() if key[: len(path)] == path]
-    in_file = {tuple(_norm(x) for x in k) for k in file_keys}
-    return max(above)[1] if above and key not in in_file else None
-
-
-def _format_error(path: Path | None, text: str, exc: ValidationError) -> str:
-    lines = _key_lines(text) if text else {}
-    parts = []
-    for err in exc.errors(include_input=False, include_url=False):
-        loc = tuple(x for x in err["loc"] if not (isinstance(x, str) and x in _UNION_TAGS))
-        # walk back up the path until a key with a known line is found
-        line = None
-        probe = loc
-        while probe:
-            if probe in lines:
-                line = lines[probe]
-                break
-            probe = probe[:-1]
-        variable = blamed_variable(loc, lines) if loc else None
-        field = ".".join(str(x) for x in loc) or "(top level)"
-        msg = err["msg"]
-        if err["type"] == "extra_forbidden":
-            msg = "unknown key"
-        elif err["type"] == "missing":
-            msg = "required key is missing"
-        elif err["type"] == "union_tag_invalid":  # pydantic's message quotes the value given
-            msg = f"must be one of {err.get('ctx', {}).get('expected_tags', 'the known types')}"
-        where = str(path) if path else "<config>"
-        if variable is not None:  # never a line of the file for a value the environment set
-            where = f"environment variable {variable}"
-        elif line is not None:
-            where += f":{line}"
-        parts.append(f"{where}: {field}: {msg}")
-    return "; ".join(parts[:5]) + (f" (+{len(parts) - 5} more)" if len(parts) > 5 else "")
-
-
-_UNION_TAGS = {"watch", "logtail", "cron"}
-
-
 def load_config(
     path: str | os.PathLike[str] | None = None,
     *,
@@ -457,15 +357,11 @@ def load_config(
     try:
         settings: Settings = _Loaded(**data)
     except ValidationError as exc:
-        raise ConfigError(_format_error(cfg_path, text, exc)) from None
+        raise ConfigError(format_error(cfg_path, text, exc, Settings.model_fields)) from None
     except (ValueError, TypeError) as exc:  # env values that fail to parse as JSON, etc.
-        field = re.search(r'field "([^"]+)"', str(exc))
-        named = sorted(n for p, n in env_keys().items() if field and p[0] == _norm(field[1]))
-        if named:
-            raise ConfigError(
-                f"environment variable {named[0]}: {field[1] if field else '?'}: not a valid value"
-                " (a section or list is set as JSON)"
-            ) from None
+        said = env_json_error(exc, Settings.model_fields)
+        if said is not None:
+            raise ConfigError(said) from None
         where = str(cfg_path) if cfg_path else "<environment>"
         raise ConfigError(f"{where}: {type(exc).__name__}: invalid value in environment") from None
     return _resolve(settings, cfg_path)
@@ -476,8 +372,8 @@ def _resolve(settings: Settings, cfg_path: Path | None) -> Settings:
     # Relative paths resolve against the directory autod was started in (documented).
     ws = ws.resolve()
     where = str(cfg_path) if cfg_path else "<config>"
-    if os.environ.get(f"{ENV_PREFIX}WORKSPACE"):
-        where = f"environment variable {ENV_PREFIX}WORKSPACE"
+    if os.environ.get("AUTOD_WORKSPACE"):
+        where = "environment variable AUTOD_WORKSPACE"
     if not ws.is_dir():
         raise ConfigError(f"{where}: workspace: not a directory: {ws}")
     settings.workspace = ws

@@ -84,6 +84,14 @@ def unreachable_warning(settings: Settings, reach: Reach) -> str:
             " are retried when it answers again")
 
 
+def unreachable_now(settings: Settings) -> str | None:
+    """For `autod config check` (no event loop runs): the warning when the LLM does not answer."""
+    if not settings.llm.base_url:
+        return None
+    reach = asyncio.run(probe(settings.llm.base_url, api_key(settings), settings.llm.probe_timeout_s))
+    return None if reach.ok else unreachable_warning(settings, reach)
+
+
 class Waiting(Protocol):
     """The queue's deferred events, as the watch sees them (autod.queue_retries)."""
 

@@ -16,7 +16,9 @@ from autod import cli
 README = Path(__file__).resolve().parents[2] / "README.md"
 
 # Values for the placeholders the README's synopsis uses; a new placeholder must be added here.
-POSITIONAL = {"MODE": "auto-debug", "ID": "abc123", "QUERY": "operator rejected", "FP": "f65ff563"}
+POSITIONAL = {
+    "MODE": "auto-debug", "ID": "abc123", "QUERY": "operator rejected", "FP": "f65ff563", "EVENT": "3f9a0c2e"
+}
 OPTION_VALUES = {
     "-c": "CONFIG",
     "--cycle": "abc123def456",
@@ -72,7 +74,7 @@ def readme_invocations() -> list[tuple[list[str], list[str]]]:
     return out
 
 
-FLAGS = {"--json": "json", "--once": "once", "-f": "follow", "--dry-run": "dry_run"}
+FLAGS = {"--json": "json", "--once": "once", "-f": "follow", "--dry-run": "dry_run", "--all": "all"}
 
 
 def command_words(argv: list[str], values: list[str]) -> str:
@@ -98,6 +100,7 @@ def test_the_readme_cli_table_is_found_and_covers_every_command():
         "pause",
         "resume",
         "trigger",
+        "retry",
         "quarantine",
         "quarantine clear",
         "memory stats",

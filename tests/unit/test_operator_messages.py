@@ -33,7 +33,7 @@ def config(tmp_path: Path) -> Path:
         ("AUTOD_LIMITS__MAX_RETRIES", "-1",
          "environment variable AUTOD_LIMITS__MAX_RETRIES: limits.max_retries: "),
         ("AUTOD_LLM", '{"timeot_s": 1}', "environment variable AUTOD_LLM: llm.timeot_s: unknown key"),
-        ("AUTOD_LLM", "{not json", "environment variable AUTOD_LLM: llm: not a valid value"),
+        ("AUTOD_LLM", "{not json", "environment variable AUTOD_LLM: llm: not valid"),
     ],
 )
 def test_a_bad_value_from_the_environment_names_the_variable_not_a_line_of_the_file(
