@@ -196,56 +196,79 @@ def retry_rows(config: Path) -> list[dict[str, Any]]:
     return cli_json(config, "status")["queue"]["retries"]
 
 
+def logged(d: Autod, event: str, n: int, what: str) -> list[dict[str, Any]]:
+    """Wait for the n-th log line of this event (cheaper to poll than `autod status`)."""
+    return d.wait_for(lambda recs: (got := [x for x in recs if x.get("event") == event])[n - 1:] and got,
+                      60, what)
+
+
 def test_retry_and_trigger_run_the_waiting_event_and_a_failure_fixed_by_hand_stops_waiting(
     tmp_path, calc_repo, scripted_llm
 ):
     scripted_llm.set_default({"status": 500, "body": "model crashed"})  # up, but every plan fails
     config = configure(
         tmp_path, calc_repo, scripted_llm.base_url,
-        llm={"max_retries": 0, "circuit_failures": 100, "probe_interval_s": 0.3},
+        llm={"max_retries": 0, "circuit_failures": 100},
         limits={"min_interval_s": 0, "retry_base_s": 3600, "retry_max_s": 3600},
         sources=[{"type": "watch", "paths": ["src"], "settle_ms": 200}],
     )
     d = Autod(config, log_file=log_file(tmp_path)).start()
     try:
-        d.wait_reflections(1)
-        (row,) = d.wait_for(lambda _: retry_rows(config), 30, "the event to wait an hour")
-        assert row["due_in_s"] > 3000 and row["retries"] == 1
+        logged(d, "dispatch.retry_scheduled", 1, "the event to wait an hour")
+        (row,) = retry_rows(config)
+        assert row["due_in_s"] > 3000 and row["retries"] == 1 and row["waits_for"] == "outage"
+        text = run_cli("status", "-c", str(config)).stdout
+        assert len([ln for ln in text.splitlines() if ln.strip().startswith("retry ")]) == 1, text
 
         # trigger: the waiting event runs now; no second event is queued
         out = run_cli("trigger", "auto-debug", "-c", str(config))
         assert out.returncode == 0 and "started the waiting event" in out.stdout, out
-        d.wait_reflections(2)
-        (again,) = d.wait_for(lambda _: [r for r in retry_rows(config) if r["retries"] == 2], 30, "retry 2")
-        assert again["id"] == row["id"] and cli_json(config, "status")["queue"]["depth"] == 1
+        logged(d, "dispatch.retry_scheduled", 2, "its second try")
+        status = cli_json(config, "status")
+        (again,) = status["queue"]["retries"]
+        assert again["id"] == row["id"] and again["retries"] == 2 and status["queue"]["depth"] == 1
 
         # retry: by a prefix of its id, now; this time the LLM has the fix
         scripted_llm.set_default({"plan": FIX_PLAN})
         out = run_cli("retry", row["id"][:8], "-c", str(config))
         assert out.returncode == 0 and "retrying now" in out.stdout, out
-        d.wait_for(lambda _: any(r["status"] == "fixed" for r in d.reflections()), 45, "the fix")
-        assert retry_rows(config) == []
+        d.wait_for(lambda _: any(r["status"] == "fixed" for r in d.reflections()), 60, "the fix")
 
         # a failure fixed by hand while it waits is dropped at once, not when its retry comes due
         scripted_llm.set_default({"status": 500, "body": "model crashed"})
         (calc_repo / "src" / "calc.py").write_text(CALC_BUGGY)
-        d.wait_for(lambda _: retry_rows(config), 60, "the new failure to wait")
+        logged(d, "dispatch.retry_scheduled", 3, "the new failure to wait")
         # (not byte for byte autod's own fix: the watcher ignores a file that holds what autod wrote)
         (calc_repo / "src" / "calc.py").write_text(CALC_FIXED + "# fixed by hand\n")
-        d.wait_for(lambda _: not retry_rows(config), 60, "the fixed failure to stop waiting")
-        assert history(config)[0]["status"] == "resolved"
+        logged(d, "dispatch.resolved", 1, "the fixed failure to stop waiting")
+        assert retry_rows(config) == [] and history(config)[0]["status"] == "resolved"
         assert run_cli("retry", "--all", "-c", str(config)).stdout.strip() == "nothing waits for a retry"
-
-        # with the daemon down, retry and trigger are stored for the next start
-        (calc_repo / "src" / "calc.py").write_text(CALC_BUGGY)
-        (waiting,) = d.wait_for(lambda _: retry_rows(config), 60, "a failure waiting again")
     finally:
         assert d.stop() == 0
+
+
+def test_with_the_daemon_down_retry_and_trigger_are_stored_for_the_next_start(tmp_path, calc_repo):
+    from autod.events import Event, EventKind
+    from autod.queue import EventQueue
+    from autod.state import State
+
+    config = configure(tmp_path, calc_repo, "http://127.0.0.1:9/v1")
+    (tmp_path / "state").mkdir()
+    State(tmp_path / "state" / "state.db").close()  # as a daemon that ran before left it
+    queue = EventQueue(tmp_path / "state" / "queue.db")
+    event = Event(source="check:tests", kind=EventKind.CHECK_FAILED, summary="check tests failed",
+                  fingerprint="fp", payload={"check": "tests"})
+    queue.put(event)
+    assert queue.lease() is not None
+    queue.defer(event.id, 3600, "failed: ConnectError", kind="outage")
+    queue.close()
+
     out = run_cli("trigger", "auto-debug", "-c", str(config))
-    assert out.returncode == 0 and "due at the next start: waiting event" in out.stdout, out
-    assert cli_json(config, "status")["queue"]["depth"] == 1  # not queued twice
+    assert out.returncode == 0 and f"due at the next start: waiting event {event.id[:12]}" in out.stdout, out
+    (row,) = retry_rows(config)  # not queued twice
+    assert row["id"] == event.id and row["due_in_s"] == 0.0
+    assert cli_json(config, "status")["queue"]["depth"] == 1
     out = run_cli("retry", "--all", "-c", str(config))
-    assert out.returncode == 0 and f"due at the next start: {waiting['id'][:12]}" in out.stdout, out
-    (row,) = retry_rows(config)
-    assert row["due_in_s"] == 0.0
+    assert out.returncode == 0 and f"due at the next start: {event.id[:12]}" in out.stdout, out
     assert run_cli("retry", "nosuchevent", "-c", str(config)).returncode == 1
+    assert run_cli("retry", "-c", str(config)).returncode == 2  # neither an event nor --all
