@@ -17,7 +17,8 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 
 # Values for the placeholders the README's synopsis uses; a new placeholder must be added here.
 POSITIONAL = {
-    "MODE": "auto-debug", "ID": "abc123", "QUERY": "operator rejected", "FP": "f65ff563", "EVENT": "3f9a0c2e"
+    "MODE": "auto-debug", "ID": "abc123", "QUERY": "operator rejected", "FP": "f65ff563", "EVENT": "3f9a0c2e",
+    "CYCLE": "7a1078b8",
 }
 OPTION_VALUES = {
     "-c": "CONFIG",
@@ -94,6 +95,7 @@ def test_the_readme_cli_table_is_found_and_covers_every_command():
         "status",
         "logs",
         "history",
+        "show",
         "proposals",
         "approve",
         "reject",

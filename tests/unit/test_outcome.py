@@ -36,6 +36,7 @@ CHECK = (
 )
 WRONG = Plan(summary="multiply", edits=[Edit(path="src/calc.py", search="a - b", replace="a * b")])
 NOTHING = Plan(summary="I see nothing to change", edits=[])
+MISSING = Plan(summary="guess", edits=[Edit(path="src/calc.py", search="not in the file", replace="x")])
 
 
 class Planner:
@@ -88,6 +89,7 @@ def make(ws: Path, planner: Planner, memory: Memory, attempts: int = 2) -> tuple
         "checks": {"calc": {"run": CHECK, "timeout_s": 30}},
         "modes": {"auto-debug": {"enabled": True, "max_attempts_per_cycle": attempts}},
         "limits": {"min_interval_s": 0, "max_cycles_per_hour": 2},
+        "candidates": {"n": 1},  # one plan per attempt: the script is the model's answers in order
     }
     (ws.parent / "autod.yaml").write_text(yaml.safe_dump(doc))
     settings = load_config(ws.parent / "autod.yaml")
@@ -127,11 +129,11 @@ def test_a_replan_that_proposes_nothing_after_a_rollback_leaves_the_cycle_rolled
     assert (ws / "src" / "calc.py").read_text() == BUGGY
 
 
-def test_a_repeat_refused_after_a_rollback_does_not_turn_the_cycle_into_a_refusal(ws):
-    deps, _ = make(ws, Planner(WRONG, WRONG, WRONG), Memory())
+def test_a_refused_plan_after_a_rollback_does_not_turn_the_cycle_into_a_refusal(ws):
+    deps, _ = make(ws, Planner(WRONG, MISSING), Memory())
     r = cycle(deps).r
-    assert r.status == "rolled_back" and "repeats attempt 1" in r.reason, (r.status, r.reason)
-    assert r.refusals and "repeats attempt 1" in r.refusals[0]
+    assert r.status == "rolled_back" and "then attempt 2: search text not found" in r.reason, r.reason
+    assert r.refusals and "search text not found" in r.refusals[0]
 
 
 def test_an_outage_is_external_and_writes_no_lesson_or_episode(ws):
