@@ -6,7 +6,7 @@ A deferred event is a pending row with `not_before` (leasable from then), `retri
 
 - `outage`: the LLM could not be reached (`LLMUnavailable`); it is made due as soon as the LLM is
   seen answering again (autod.outage), not only after its backed-off delay;
-- `outside`: another reason outside the repository (a garbage reply, a spent budget): backoff only;
+- `outside`: another reason outside the repository (a spent budget): backoff only;
 - `again`: a failure still failing after a cycle that could not fix it, attempted again later.
 
 `EventQueue` mixes this in; it supplies the connection (`_tx`, `_read`) and the worker (`_run`).
