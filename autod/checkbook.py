@@ -27,31 +27,43 @@ from autod.state import State
 log = structlog.get_logger("autod.checkbook")
 
 
+_SAID = {"fixed": "passed", "improved": "failed less", "no_change": "ran"}
+
+
 def unjournaled(verification: Verification) -> Verification:
-    """A verification whose checks changed workspace files fails: those changes are not in the cycle's
-    journal (autod cannot take them back, nor tell them from the fix), so the cycle must not be kept as
-    if its own edits alone had made the checks pass. The files stay as the check left them (logged)."""
+    """A verification whose checks changed the workspace's source fails: those changes are not in the
+    cycle's journal (autod cannot take them back, nor tell them from the fix), so the cycle must not be
+    kept as if its own edits alone had made the checks pass. Files a check merely wrote (ignored by git,
+    or untracked output such as a coverage report: `CheckResult.outputs`, autod.sourcefiles) do not
+    count. The changed files stay as the check left them (logged)."""
     changed = sorted({path for c in verification.checks for path in c.changed})
     if not changed or verification.status not in ("fixed", "improved", "no_change"):
         return verification
     who = ", ".join(c.name for c in verification.checks if c.changed)
     shown = ", ".join(changed[:10]) + (f" (+{len(changed) - 10} more)" if len(changed) > 10 else "")
-    log.warning("check.changed_files_in_verification", checks=who, files=changed[:50], count=len(changed))
+    log.warning("check.changed_files_in_verification", checks=who, files=changed[:50], count=len(changed),
+                verdict_before=verification.status)
     return Verification(
         "rolled_back",
         verification.checks,
-        f"check {who} changed workspace files during verification ({shown}): a check must not edit"
-        " the workspace (run fixing commands as `fixer: true`)",
+        f"the checks {_SAID[verification.status]} but check {who} changed source files during"
+        f" verification ({shown}), so autod cannot tell its change from the fix: a check must not edit"
+        " the source (run fixing commands as `fixer: true`; add build output to .gitignore)",
     )
 
 
 class CheckBook:
     def __init__(
-        self, workspace: Path, state: State, accept: Callable[[Event], Awaitable[None]]
+        self,
+        workspace: Path,
+        state: State,
+        accept: Callable[[Event], Awaitable[None]],
+        on_pass: Callable[[str], Awaitable[None]] | None = None,
     ) -> None:
         self.workspace = workspace
         self.state = state
         self.accept = accept
+        self.on_pass = on_pass  # a check passed: events still queued for its failures are old news
         self.ledger = CheckLedger()
 
     @property
@@ -97,6 +109,8 @@ class CheckBook:
         )
         for pid in withdrawn:
             log.info("proposal.withdrawn", proposal_id=pid, check=run.check, reason="its check passed")
+        if self.on_pass is not None:
+            await self.on_pass(run.check)
 
 
 async def _git_head(workspace: Path) -> str | None:

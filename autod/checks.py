@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from autod import reaper, sandbox, tally
+from autod import reaper, sandbox, sourcefiles, tally
 from autod.config import CheckConfig
 from autod.paths import NOT_SOURCE_DIRS
 from autod.process import CannotStart, run_session
@@ -45,8 +45,11 @@ class CheckResult:
     # Set when the check could not start at all (program not found, not executable, sandbox refused):
     # a configuration error for `status` and `config check`, never a failure for a debug cycle.
     error: str | None = None
-    # Workspace files (relative paths) the run created, changed or deleted, caches and .git excepted.
+    # Source files (relative paths) the run created, changed or deleted (autod.sourcefiles): tracked by
+    # git, or new files that look like the source beside them. A verification that ran it fails.
     changed: list[str] = field(default_factory=list)
+    # Other files it wrote: ignored by git, or untracked output (coverage reports, logs). Harmless.
+    outputs: list[str] = field(default_factory=list)
     # How it ran: "bwrap", "off" (configured), "unsandboxed" (auto, bwrap unavailable), "" (not run).
     sandbox: str = ""
 
@@ -346,10 +349,10 @@ async def run_check(
         return CheckResult(name, code, output, fin.duration_ms, error=why, sandbox=wrapper)
     if fin.timed_out:
         output += f"\n[autod] check {name!r} timed out after {check.timeout_s:g}s and was killed"
-    changed = changed_files(before, after)
+    changed, outputs = changed_files(before, after), []
     if changed and not check.fixer:
-        # A check that fixes files by itself (ruff with `fix = true`) edits behind autod's journal.
-        log.warning("check.changed_files", check=name, files=changed[:20], count=len(changed))
+        # a copy of the workspace (mount_at) has the real tree's paths: ask the real tree's git
+        changed, outputs = await _sources_and_outputs(name, mount_at or cwd, changed)
     return CheckResult(
         name=name,
         exit_code=fin.exit_code,
@@ -358,6 +361,7 @@ async def run_check(
         timed_out=fin.timed_out,
         truncated=fin.truncated,
         changed=changed,
+        outputs=outputs,
         sandbox=wrapper,
     )
 
@@ -365,6 +369,26 @@ async def run_check(
 def _under_dir(path: Path, root: Path) -> bool:
     real, base = os.path.realpath(path), os.path.realpath(root)
     return real.startswith(base + os.sep)
+
+
+CHANGED_SOURCES_MEANS = (
+    "a fix verified by this check is rolled back, because autod cannot tell the check's change from"
+    " its own: make the check read-only (run fixing commands as `fixer: true` checks); if these files"
+    " are build output, add them to .gitignore"
+)
+
+
+async def _sources_and_outputs(name: str, cwd: Path, changed: list[str]) -> tuple[list[str], list[str]]:
+    """Part what a check changed into the source it must not touch and its harmless output."""
+    split = await asyncio.to_thread(sourcefiles.classify, cwd, changed)
+    if split.sources:
+        # A check that fixes files by itself (ruff with `fix = true`) edits behind autod's journal.
+        log.warning("check.changed_files", check=name, files=split.sources[:20], count=len(split.sources),
+                    means=CHANGED_SOURCES_MEANS, decided_by=split.how)
+    if split.outputs:
+        log.debug("check.wrote_outputs", check=name, files=split.outputs[:20], count=len(split.outputs),
+                  decided_by=split.how)
+    return split.sources, split.outputs
 
 
 def _private_dirs() -> Path:

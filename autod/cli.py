@@ -13,7 +13,7 @@ from typing import Any
 os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 
-from autod import termsafe
+from autod import __version__, termsafe
 from autod.cliview import Progress, ago, quarantine_lines, status_lines
 from autod.config import EXIT_CONFIG, ConfigError, Settings, find_config, load_config
 from autod.filemodes import private_files
@@ -108,6 +108,10 @@ def cmd_config_check(args: argparse.Namespace) -> int:
     )
     _out(sandbox.describe(st))
     _warnings(settings)
+    from autod.outage import unreachable_now
+
+    if said := unreachable_now(settings):  # a warning: the config is valid all the same
+        _out(f"autod: warning: {said}", file=sys.stderr)
     return 0
 
 
@@ -328,31 +332,6 @@ def _set_pause(args: argparse.Namespace, paused: bool) -> int:
         return 0
 
 
-def cmd_trigger(args: argparse.Namespace) -> int:
-    from autod.commands import manual_event
-    from autod.control import DaemonDown
-
-    settings = _settings(args)
-    try:
-        resp = _ask(settings, "trigger", mode=args.mode, path=args.path, message=args.message)
-    except DaemonDown:
-        from autod.queue import EventQueue
-
-        if args.mode not in settings.modes.enabled():
-            return _die(f"mode {args.mode} is not enabled in the config", 1)
-        settings.state_path.mkdir(parents=True, exist_ok=True)
-        q = EventQueue(settings.state_path / "queue.db")
-        event = manual_event(args.mode, args.path, args.message)
-        q.put(event)
-        q.close()
-        _out(f"queued {event.id} (the daemon is not running; it runs when autod starts)")
-        return 0
-    if not resp.get("ok"):
-        return _die(resp.get("error", "failed"), 1)
-    _out(f"queued {resp['event_id']}")
-    return 0
-
-
 def cmd_metrics(args: argparse.Namespace) -> int:
     from autod.metrics.cli import run
 
@@ -426,15 +405,22 @@ async def _memory_offline(settings: Settings, sub: str, kw: dict[str, Any]) -> d
 # -- parser ----------------------------------------------------------------------------------
 
 
+JSON_HELP = "print one JSON document on stdout (for scripts)"
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from autod.retrycli import cmd_retry, cmd_trigger
+
     p = argparse.ArgumentParser(prog="autod", description="autonomous developer daemon")
+    p.add_argument("--version", action="version", version=f"autod {__version__}",
+                   help="print autod's version and exit")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "-c",
         "--config",
         help="config file (default: $AUTOD_CONFIG, ./autod.yaml, ./config/autod.yaml, /etc/autod/autod.yaml)",
     )
-    sub = p.add_subparsers(dest="command", required=True)
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", help="what to do")
 
     def add(name: str, fn: Callable[[argparse.Namespace], int], help: str) -> argparse.ArgumentParser:
         sp = sub.add_parser(name, parents=[common], help=help)
@@ -442,69 +428,76 @@ def build_parser() -> argparse.ArgumentParser:
         return sp
 
     r = add("run", cmd_run, "run the daemon in the foreground")
-    r.add_argument("--once", action="store_true", help="run start-up checks and the queue, then exit 0/1/2")
+    r.add_argument("--once", action="store_true",
+                   help="run every check, work through the queue, re-check the tree left, then exit:"
+                        " 0 all checks pass, 1 some fail, 2 autod could not do its job")
     cfg = sub.add_parser("config", help="config commands")
-    cs = cfg.add_subparsers(dest="config_cmd", required=True)
+    cs = cfg.add_subparsers(dest="config_cmd", required=True, metavar="SUBCOMMAND", help="config command")
     chk = cs.add_parser("check", parents=[common], help="validate the config: exit 0, or 78 naming the field")
     chk.set_defaults(fn=cmd_config_check)
     s = add("status", cmd_status, "daemon state, queue, counters, last cycles")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--json", action="store_true", help=JSON_HELP)
     h = add("history", cmd_history, "one row per cycle")
-    h.add_argument("--json", action="store_true")
-    h.add_argument("-n", type=int, default=20)
+    h.add_argument("--json", action="store_true", help=JSON_HELP)
+    h.add_argument("-n", type=int, default=20, help="how many cycles, newest first (20)")
     sh = add("show", cmd_show, "one cycle: its candidates and what the model was sent and answered")
     sh.add_argument("cycle", help="a cycle id (or its first characters) from `autod history`")
     sh.add_argument("--json", action="store_true", help="one JSON document: the record and the transcript")
     sh.add_argument("--prompts", action="store_true", help="print the messages sent to the model in full")
     lg = add("logs", cmd_logs, "read or follow the JSON log")
-    lg.add_argument("-f", "--follow", action="store_true")
-    lg.add_argument("--json", action="store_true")
-    lg.add_argument("--cycle")
-    lg.add_argument("--phase", choices=["observe", "plan", "act", "reflect"])
-    lg.add_argument("--level", choices=["debug", "info", "warning", "error"])
-    lg.add_argument("--mode", choices=list(MODES))
+    lg.add_argument("-f", "--follow", action="store_true", help="keep printing new lines, across rotation")
+    lg.add_argument("--json", action="store_true", help="print the JSON lines as they are in the file")
+    lg.add_argument("--cycle", help="only this cycle's lines (a prefix of its id)")
+    lg.add_argument("--phase", choices=["observe", "plan", "act", "reflect"], help="only lines of this phase")
+    lg.add_argument("--level", choices=["debug", "info", "warning", "error"], help="this level and above")
+    lg.add_argument("--mode", choices=list(MODES), help="only this mode's lines")
     lg.add_argument("--since", help="10m, 2h, 1d or an ISO time")
     lg.add_argument("-n", type=int, default=None, help=f"lines ({READ_LINES}; with -f {FOLLOW_LINES})")
     pr = add("proposals", cmd_proposals, "plans waiting for approval")
-    pr.add_argument("--json", action="store_true")
+    pr.add_argument("--json", action="store_true", help=JSON_HELP)
     ap = add("approve", cmd_approve, "apply, verify and reflect a proposal")
-    ap.add_argument("id")
-    ap.add_argument("--json", action="store_true")
+    ap.add_argument("id", help="the proposal (a unique prefix of its id)")
+    ap.add_argument("--json", action="store_true", help=JSON_HELP)
     rj = add("reject", cmd_reject, "reject a proposal (remembered as a lesson)")
-    rj.add_argument("id")
-    rj.add_argument("--reason")
-    rj.add_argument("--json", action="store_true")
+    rj.add_argument("id", help="the proposal (a unique prefix of its id)")
+    rj.add_argument("--reason", help="why: stored with the lesson later plans recall")
+    rj.add_argument("--json", action="store_true", help=JSON_HELP)
     add("pause", lambda a: _set_pause(a, True), "stop starting cycles (sources keep queueing)")
     add("resume", lambda a: _set_pause(a, False), "start cycles again")
     qr = add("quarantine", cmd_quarantine, "failures autod stopped trying to fix; clear them")
-    qr.add_argument("--json", action="store_true")
-    qrs = qr.add_subparsers(dest="quarantine_cmd")
+    qr.add_argument("--json", action="store_true", help=JSON_HELP)
+    qrs = qr.add_subparsers(dest="quarantine_cmd", metavar="SUBCOMMAND", help="clear: try one again")
     qc = qrs.add_parser("clear", parents=[common], help="try a fingerprint again (or --all)")
-    qc.add_argument("fingerprint", nargs="?")
-    qc.add_argument("--all", action="store_true")
-    qc.add_argument("--json", action="store_true")
+    qc.add_argument("fingerprint", nargs="?", help="the quarantined fingerprint (a unique prefix)")
+    qc.add_argument("--all", action="store_true", help="clear every quarantined fingerprint")
+    qc.add_argument("--json", action="store_true", help=JSON_HELP)
     qc.set_defaults(fn=cmd_quarantine)
-    t = add("trigger", cmd_trigger, "queue a manual event for a mode")
-    t.add_argument("mode", choices=list(MODES))
-    t.add_argument("--path")
-    t.add_argument("--message")
+    t = add("trigger", cmd_trigger, "run a mode now: starts its waiting event, or queues a manual one")
+    t.add_argument("mode", choices=list(MODES), help="the mode to run")
+    t.add_argument("--path", help="a workspace file the mode should look at (always a new event)")
+    t.add_argument("--message", help="what to do, shown to the planner (always a new event)")
+    rt = add("retry", cmd_retry, "run waiting retries now (daemon down: at its next start)")
+    rt.add_argument("event", nargs="?", help="the waiting event: a unique prefix of its id (autod status)")
+    rt.add_argument("--all", action="store_true", help="every waiting event")
+    rt.add_argument("--json", action="store_true", help=JSON_HELP)
     add("metrics", cmd_metrics, "print the Prometheus metrics (what a scrape of metrics.listen gets)")
     un = add("undo", cmd_undo, "take back a kept cycle (refused when its files changed since)")
-    un.add_argument("cycle")
+    un.add_argument("cycle", help="a kept cycle's id (or its first characters) from `autod history`")
     un.add_argument("--reason", help="why (stored as a lesson, like a rejection)")
-    un.add_argument("--json", action="store_true")
+    un.add_argument("--json", action="store_true", help=JSON_HELP)
     m = sub.add_parser("memory", help="tiered memory")
-    ms = m.add_subparsers(dest="memory_cmd", required=True)
-    st = ms.add_parser("stats", parents=[common])
-    st.add_argument("--json", action="store_true")
-    se = ms.add_parser("search", parents=[common])
-    se.add_argument("query")
-    se.add_argument("--tier", choices=["N0", "N1", "N2", "n0", "n1", "n2"])
-    se.add_argument("-k", type=int, default=10)
-    se.add_argument("--json", action="store_true")
-    pu = ms.add_parser("prune", parents=[common])
-    pu.add_argument("--dry-run", action="store_true")
-    pu.add_argument("--json", action="store_true")
+    ms = m.add_subparsers(dest="memory_cmd", required=True, metavar="SUBCOMMAND", help="memory command")
+    st = ms.add_parser("stats", parents=[common], help="items per tier, spool and health")
+    st.add_argument("--json", action="store_true", help=JSON_HELP)
+    se = ms.add_parser("search", parents=[common], help="what memory holds that is like QUERY")
+    se.add_argument("query", help="text to search for")
+    se.add_argument("--tier", choices=["N0", "N1", "N2", "n0", "n1", "n2"],
+                    help="only this tier: N0 observations, N1 episodes, N2 lessons")
+    se.add_argument("-k", type=int, default=10, help="how many results (10)")
+    se.add_argument("--json", action="store_true", help=JSON_HELP)
+    pu = ms.add_parser("prune", parents=[common], help="apply the retention limits now")
+    pu.add_argument("--dry-run", action="store_true", help="only count what would be removed")
+    pu.add_argument("--json", action="store_true", help=JSON_HELP)
     for sp in (st, se, pu):
         sp.set_defaults(fn=cmd_memory)
     return p

@@ -100,7 +100,8 @@ def daemon_lines(data: dict[str, Any]) -> list[str]:
             out.append(f"  check {name}: {'ok' if c['ok'] else 'FAILING'} (exit {c['exit_code']})")
         if c.get("changed"):
             files = ", ".join(c["changed"][:5]) + (" ..." if len(c["changed"]) > 5 else "")
-            out.append(f"    WARNING: check {name} changed workspace files: {files}")
+            out.append(f"    WARNING: check {name} changed source files: {files}"
+                       " (a fix verified by this check is rolled back)")
     for problem in data.get("config_problems") or []:
         out.append(f"  config error: {problem}")
     for name, c in data.get("counters", {}).items():
@@ -161,12 +162,21 @@ def sandbox_lines(data: dict[str, Any]) -> list[str]:
 
 
 def retry_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """One line per event waiting for a retry: its id (for `autod retry`), one due time (its own, or
+    later when a limit holds every cycle: then that limit is named), its try count, and why it waits."""
     out = []
     now = time.time()
     for r in rows:
-        when = "now" if r["status"] == "in_flight" else f"in {max(0.0, (r['not_before'] or now) - now):.0f}s"
+        if r["status"] == "in_flight":
+            when = "running now"
+        else:
+            due_in = r.get("due_in_s")
+            due_in = max(0.0, (r.get("not_before") or now) - now) if due_in is None else due_in
+            when = f"due in {due_in:.0f}s" if due_in >= 1 else "due now"
+            if r.get("held"):
+                when += f" (held: {r['held'][:80]})"
         why = (r.get("last_error") or "")[:120]
-        out.append(f"  retry {r['retries']} {when}: {r['summary'][:70]} ({why})")
+        out.append(f"  retry {r['id'][:12]} (tried {r['retries']}x) {when}: {r['summary'][:70]} -- {why}")
     return out
 
 

@@ -10,6 +10,7 @@ import asyncio
 import os
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any, Protocol
 
@@ -31,6 +32,7 @@ from autod.plan import Plan
 from autod.queue import EventQueue
 from autod.sourceset import SourceSet
 from autod.state import State
+from autod.waiting import retry_now, start_waiting, waiting_rows
 
 log = structlog.get_logger("autod.commands")
 
@@ -84,11 +86,17 @@ def manual_event(mode: str, path: str | None, message: str | None) -> Event:
 def offline_status(state: State, queue: EventQueue) -> dict[str, Any]:
     """What can be read from the state dir alone (the daemon is down, or as part of its status)."""
     return {
-        "queue": {"depth": queue.depth(), **queue.stats(), "retries": queue.retrying()},
+        "queue": {"depth": queue.depth(), **queue.stats(), "retries": waiting_rows(queue)},
         "proposals": [_proposal_row(p) for p in _live(state.proposals("pending"))],
         "quarantined": state.quarantined(),
         "last_cycles": state.history(10),
     }
+
+
+def _takes(modes: list[Mode], name: str) -> Callable[[Event], bool]:
+    """Whether the mode `name` takes an event (`autod trigger` starts such a waiting one)."""
+    mode = next((m for m in modes if m.name == name), None)
+    return mode.handles if mode is not None else (lambda _event: False)
 
 
 def quarantine_clear(state: State, fp: str | None, everything: bool) -> dict[str, Any]:
@@ -131,6 +139,8 @@ class Commands:
     async def cmd_status(self, req: dict[str, Any]) -> dict[str, Any]:
         d = self.d
         snap = await d.state.call(offline_status, d.state, d.queue)
+        # one due time per waiting event: its own, or later when a limit holds every cycle
+        snap["queue"]["retries"] = await asyncio.to_thread(waiting_rows, d.queue, d.dispatcher.hold)
         counters = await d.state.call(d.gate.counters)
         llm: dict[str, Any] = {"configured": bool(d.settings.llm.base_url), "planner": d.planner_name}
         if d.settings.llm.base_url:
@@ -162,7 +172,8 @@ class Commands:
                 {k: v for k, v in asdict(s).items() if k != "crashes"} for s in d.sources.states.values()
             ],
             "checks": {
-                n: {"exit_code": r.exit_code, "ok": r.ok, "error": errors.get(n), "changed": r.changed[:50]}
+                n: {"exit_code": r.exit_code, "ok": r.ok, "error": errors.get(n), "changed": r.changed[:50],
+                    "outputs": r.outputs[:50]}
                 for n, r in d.book.results.items()
             },
             "counters": counters,
@@ -196,9 +207,27 @@ class Commands:
             return {"ok": False, "error": f"unknown mode {mode!r}; one of {', '.join(MODES)}"}
         if mode not in [m.name for m in self.d.modes]:
             return {"ok": False, "error": f"mode {mode} is not enabled in the config"}
+        if not req.get("path") and not req.get("message"):  # the mode's waiting event runs, not a second
+            started = await asyncio.to_thread(start_waiting, self.d.queue, _takes(self.d.modes, mode))
+            if started:
+                return await self._now(started, "trigger")
         event = manual_event(mode, req.get("path"), req.get("message"))
         await self.d.accept(event)
         return {"ok": True, "event_id": event.id}
+
+    async def cmd_retry(self, req: dict[str, Any]) -> dict[str, Any]:
+        resp = await asyncio.to_thread(retry_now, self.d.queue, req.get("event"), bool(req.get("all")))
+        if not resp.get("ok") or not resp["due"]:
+            return resp
+        return await self._now(resp["due"], "retry")
+
+    async def _now(self, due: list[dict[str, Any]], by: str) -> dict[str, Any]:
+        """Waiting events made due by the operator: the breaker lets one cycle try, the dispatcher wakes."""
+        if self.d.breaker is not None:
+            self.d.breaker.half_open()
+        log.info("control.retries_due_now", by=by, events=[r["id"] for r in due])
+        self.d.wakeup.set()
+        return {"ok": True, "due": due}
 
     async def cmd_proposals(self, req: dict[str, Any]) -> dict[str, Any]:
         rows = await self.d.state.call(self.d.state.proposals, req.get("status", "pending"))

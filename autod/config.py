@@ -24,6 +24,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from autod.config_errors import env_json_error, format_error, key_lines
 from autod.config_models import (
     CandidatesConfig,
     CheckConfig,
@@ -262,37 +263,6 @@ def _credential(name: str, file: Path | None, value: SecretStr | None) -> str | 
 # Loading
 
 
-def _key_lines(text: str) -> dict[tuple[Any, ...], int]:
-    lines: dict[tuple[Any, ...], int] = {}
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError:
-        return lines
-
-    def walk(node: yaml.Node, path: tuple[Any, ...]) -> None:
-        if isinstance(node, yaml.MappingNode):
-            for k, v in node.value:
-                key = k.value if isinstance(k, yaml.ScalarNode) else str(k)
-                lines[(*path, key)] = k.start_mark.line + 1
-                walk(v, (*path, key))
-        elif isinstance(node, yaml.SequenceNode):
-            for i, item in enumerate(node.value):
-                lines[(*path, i)] = item.start_mark.line + 1
-                walk(item, (*path, i))
-
-    if root is not None:
-        walk(root, ())
-    return lines
-
-
-def key_lines(path: Path) -> dict[tuple[Any, ...], int]:
-    """Line of each key path in a config file ({} when it cannot be read): for errors found after loading."""
-    try:
-        return _key_lines(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError):
-        return {}
-
-
 MODE_NAMES = ("auto-debug", "auto-doc", "auto-plan")
 
 
@@ -363,37 +333,6 @@ def _check_aliases(path: Path, data: Any) -> None:
             stack.extend((child, above | {id(node)}) for child in children)
 
 
-def _format_error(path: Path | None, text: str, exc: ValidationError) -> str:
-    lines = _key_lines(text) if text else {}
-    parts = []
-    for err in exc.errors(include_input=False, include_url=False):
-        loc = tuple(x for x in err["loc"] if not (isinstance(x, str) and x in _UNION_TAGS))
-        # walk back up the path until a key with a known line is found
-        line = None
-        probe = loc
-        while probe:
-            if probe in lines:
-                line = lines[probe]
-                break
-            probe = probe[:-1]
-        field = ".".join(str(x) for x in loc) or "(top level)"
-        msg = err["msg"]
-        if err["type"] == "extra_forbidden":
-            msg = "unknown key"
-        elif err["type"] == "missing":
-            msg = "required key is missing"
-        elif err["type"] == "union_tag_invalid":  # pydantic's message quotes the value given
-            msg = f"must be one of {err.get('ctx', {}).get('expected_tags', 'the known types')}"
-        where = str(path) if path else "<config>"
-        if line is not None:
-            where += f":{line}"
-        parts.append(f"{where}: {field}: {msg}")
-    return "; ".join(parts[:5]) + (f" (+{len(parts) - 5} more)" if len(parts) > 5 else "")
-
-
-_UNION_TAGS = {"watch", "logtail", "cron"}
-
-
 def load_config(
     path: str | os.PathLike[str] | None = None,
     *,
@@ -428,8 +367,11 @@ def load_config(
     try:
         settings: Settings = _Loaded(**data)
     except ValidationError as exc:
-        raise ConfigError(_format_error(cfg_path, text, exc)) from None
+        raise ConfigError(format_error(cfg_path, text, exc, Settings.model_fields)) from None
     except (ValueError, TypeError) as exc:  # env values that fail to parse as JSON, etc.
+        said = env_json_error(exc, Settings.model_fields)
+        if said is not None:
+            raise ConfigError(said) from None
         where = str(cfg_path) if cfg_path else "<environment>"
         raise ConfigError(f"{where}: {type(exc).__name__}: invalid value in environment") from None
     return _resolve(settings, cfg_path)
@@ -440,6 +382,8 @@ def _resolve(settings: Settings, cfg_path: Path | None) -> Settings:
     # Relative paths resolve against the directory autod was started in (documented).
     ws = ws.resolve()
     where = str(cfg_path) if cfg_path else "<config>"
+    if os.environ.get("AUTOD_WORKSPACE"):
+        where = "environment variable AUTOD_WORKSPACE"
     if not ws.is_dir():
         raise ConfigError(f"{where}: workspace: not a directory: {ws}")
     settings.workspace = ws

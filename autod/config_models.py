@@ -282,6 +282,12 @@ class LLMConfig(Strict):
     fallback: LLMEndpoint | None = None
     circuit_failures: int = Field(5, ge=1, le=100, description="failed plans before the breaker opens")
     circuit_cooldown_s: float = Field(300, ge=1, le=86400)
+    probe_timeout_s: float = Field(
+        3, gt=0, le=60, description="deadline of the GET /models probe (config check, start-up, outages)"
+    )
+    probe_interval_s: float = Field(
+        15, ge=0.1, le=3600, description="while events wait out an LLM outage, probe this often for its end"
+    )
 
     @field_validator("max_tokens_by_mode")
     @classmethod

@@ -28,7 +28,14 @@ from autod.modes import Attempt, Mode, ModeEnv, Verification, chain
 from autod.ownwrites import OwnWrites
 from autod.plan import Plan
 from autod.planner import Planner
-from autod.reflect import Reflection, distil_lesson, episode_text, log_reflection
+from autod.reflect import (
+    Reflection,
+    after_earlier_attempts,
+    distil_lesson,
+    episode_text,
+    log_reflection,
+    teaches,
+)
 from autod.state import day_key
 
 if TYPE_CHECKING:
@@ -105,7 +112,8 @@ class Cycle:
             await self.plan_and_act()
         except CycleError as exc:
             self.error = exc
-            self.r.status, self.r.reason = exc.status, exc.reason
+            self.r.status, self.r.reason = after_earlier_attempts(self.r, exc.status, exc.reason)
+            self.r.external = exc.external and self.r.status == exc.status  # nothing was tried
         except asyncio.CancelledError:
             self.r.status, self.r.reason = "failed", "stopped: the daemon is shutting down"
             raise
@@ -252,19 +260,25 @@ class Cycle:
             self._note_unchanged(found)
         elif refused:
             self.r.plan_summary = refused[0].plan.summary if refused[0].plan else None
-            self.r.status, self.r.reason = "rejected", f"{refused[0].reason} ({found.summary()})"
+            self.r.status, self.r.reason = after_earlier_attempts(
+                self.r, "rejected", f"{refused[0].reason} ({found.summary()})"
+            )
             for c in list({c.reason: c for c in refused}.values())[:3]:  # each distinct reason once
                 why = f"refused by autod's act rules: {c.reason}"
                 self.attempts.append(Attempt(c.plan.summary if c.plan else "", "", why))
         elif found.drawn("unchanged"):  # rewrote code as it already is: say so, and ask again
             c = found.drawn("unchanged")[0]
             self.r.plan_summary = c.plan.summary if c.plan else None
-            self.r.status, self.r.reason = "no_change", f"the edits change nothing ({found.summary()})"
+            self.r.status, self.r.reason = after_earlier_attempts(
+                self.r, "no_change", f"the edits change nothing ({found.summary()})"
+            )
             self._note_unchanged(found)
         elif tried:  # only plans without edits: the model has no fix (it may have a report)
             plan = tried[0].plan
             self.r.plan_summary = plan.summary if plan else None
-            self.r.status, self.r.reason = "no_change", "the planner proposed no edits"
+            self.r.status, self.r.reason = after_earlier_attempts(
+                self.r, "no_change", "the planner proposed no edits"
+            )
             if plan is not None and plan.report:
                 async with self.phase("act"):
                     await self.write_report(plan)
@@ -272,8 +286,9 @@ class Cycle:
         elif found.candidates:  # only invalid replies
             invalid = found.drawn("invalid")
             why = invalid[0].reason if invalid else ""
-            self.r.status = "rejected"
-            self.r.reason = f"no valid plan in {len(invalid)} replies: {why}"
+            self.r.status, self.r.reason = after_earlier_attempts(
+                self.r, "rejected", f"no valid plan in {len(invalid)} replies: {why}"
+            )
             told = f"the reply was not a valid JSON plan: {why}"
             self.attempts.append(Attempt("(no valid plan)", "", told))
         else:
@@ -461,7 +476,7 @@ class Cycle:
                 self.deps.gate.book, edits=written, tokens=r.tokens["prompt"] + r.tokens["completion"]
             )
             r.lesson = distil_lesson(r, self.event)
-            if self.deps.memory is not None:
+            if self.deps.memory is not None and teaches(r):  # an outage teaches nothing about the code
                 await self.remember()
         log_reflection(r)
         await self.state.call(self.state.cycle_finished, r.cycle_id, r.status, r.reason, r.record())

@@ -19,7 +19,7 @@ import structlog
 from autod import heap
 from autod.config import Settings
 from autod.cycle import Cycle, CycleDeps
-from autod.events import Event
+from autod.events import Event, EventKind
 from autod.freshness import CheckLedger, Judgement, Run, judge
 from autod.limits import Gate
 from autod.modes import Mode
@@ -29,6 +29,7 @@ from autod.progress import STEP_S, Progress, cycle_budget
 from autod.queue import EventQueue, Leased
 from autod.retry import RetryPolicy
 from autod.state import State
+from autod.waiting import Hold
 
 log = structlog.get_logger("autod.dispatch")
 
@@ -83,6 +84,7 @@ class Dispatcher:
         self.host = host
         self.current: Cycle | None = None
         self.waiting_reason = ""
+        self.hold: Hold | None = None  # a limit holding every cycle until a time (status shows it per event)
         self.error: str | None = None  # --once: why it must exit 2
         self.cycles_run = 0
         self.cycles_since_trim = 0  # cycles run since the heap was last trimmed (autod.heap)
@@ -116,7 +118,7 @@ class Dispatcher:
     async def _wait_for_start_up(self) -> None:
         """After a (re)start, the start-up checks decide what is still news: nothing is planned before."""
         h = self.host
-        start = [c for c in h.settings.checks.values() if "start" in c.when and not c.fixer]
+        start = [c for c in h.settings.checks.values() if ("start" in c.when or h.once) and not c.fixer]
         budget = sum(c.timeout_s for c in start) + h.settings.limits.cycle_grace_s + STEP_S
         self.progress.step(SLOT, "waiting for the start-up checks", budget)
         while not h.stopping.is_set() and not await h.start_up_checks_done():
@@ -128,7 +130,9 @@ class Dispatcher:
         """Nothing is due: wait for an event or the next retry. False: --once is finished."""
         h = self.host
         due = await h.queue.anext_due()
-        self.waiting_reason = f"next retry in {due:.0f}s" if due else ""
+        # no time here: `status` shows each waiting event's own due time, once
+        self.waiting_reason = "retries not yet due" if due else ""
+        self.hold = None
         if h.once:
             if due is None:
                 return False  # drained: the start-up checks ran and every event is done
@@ -165,14 +169,17 @@ class Dispatcher:
             if not admitted.ok:
                 await h.queue.arelease(event.id)
                 return await self._hold(admitted.reason, admitted.wait_s)
-            self.waiting_reason = ""
+            self.waiting_reason, self.hold = "", None
             cycle = await self.run_cycle(mode, event)
             self.cycles_since_trim += 1
             decision = h.retry.decide(event, cycle.r, cycle.error, leased.retries)
             if decision.retry:
-                retries = await h.queue.adefer(event.id, decision.delay_s, decision.reason)
+                retries = await h.queue.adefer(
+                    event.id, decision.delay_s, decision.reason, kind=decision.kind
+                )
                 log.info("dispatch.retry_scheduled", event_id=event.id, retries=retries,
-                         in_s=round(decision.delay_s, 1), reason=decision.reason[:300])
+                         in_s=round(decision.delay_s, 1), reason=decision.reason[:300],
+                         waits_for=decision.kind)
                 return True
             if decision.action == "give_up":
                 log.error("dispatch.gave_up", event_id=event.id, reason=decision.reason[:300],
@@ -199,8 +206,9 @@ class Dispatcher:
                 return None
         return verdict
 
-    async def resolve(self, event: Event, reason: str) -> None:
-        """The event is old news: recorded (history shows it), its proposals withdrawn, no cycle."""
+    async def resolve(self, event: Event, reason: str, *, acked: bool = False) -> None:
+        """The event is old news: recorded (history shows it), its proposals withdrawn, no cycle.
+        `acked`: it is already out of the queue."""
         h = self.host
         await h.state.call(h.state.event_resolved, event.id, event.fingerprint, str(event.kind),
                            event.summary, reason)
@@ -210,12 +218,25 @@ class Dispatcher:
         )
         log.info("dispatch.resolved", event_id=event.id, fingerprint=event.fingerprint, reason=reason,
                  summary=event.summary[:200], proposals_withdrawn=withdrawn)
-        await h.queue.aack(event.id)
+        if not acked:
+            await h.queue.aack(event.id)
+
+    async def resolve_stale(self, check: str) -> None:
+        """`check` passed: events still queued for its failures are old news (a failure fixed by hand),
+        resolved now rather than when leased, so `status` stops listing them. One in flight is left to
+        its cycle."""
+        h = self.host
+        for event in await h.queue.apending():
+            if event.kind != EventKind.CHECK_FAILED or event.payload.get("check") != check:
+                continue
+            verdict = judge(event, h.ledger, h.settings.checks)
+            if not verdict.plan and verdict.probe is None and await h.queue.adrop_pending(event.id):
+                await self.resolve(event, verdict.reason, acked=True)
 
     async def _hold(self, reason: str, wait_s: float) -> bool:
         """A limit holds the event: say why and wait (bounded). False: --once cannot wait that long."""
         h = self.host
-        self.waiting_reason = reason
+        self.waiting_reason, self.hold = reason, Hold(reason, time.time() + wait_s)
         log.info("dispatch.waiting", reason=reason, wait_s=round(wait_s, 1))
         if h.once and self.once_waited_s + wait_s > ONCE_MAX_WAIT_S:
             # known at once (the hourly cap's slot, a spent token budget): an error, not a green/red verdict
@@ -249,7 +270,7 @@ class Dispatcher:
                 await cycle.run()
                 kept = cycle.r.status in KEPT
             finally:
-                runs = h.ledger.release(keep=kept)
+                runs = h.ledger.release(keep=kept, since=h.deps.own_writes.last_at)
                 self.current = None
                 self.cycles_run += 1
                 if slot == SLOT:

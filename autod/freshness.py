@@ -66,14 +66,18 @@ class CheckLedger:
         self.runs[run.check], self.results[run.check] = run, result
         return [run]
 
-    def release(self, *, keep: bool) -> list[Run]:
-        """The cycle ended: its runs count if its edits were kept, else they are forgotten."""
+    def release(self, *, keep: bool, since: float = 0.0) -> list[Run]:
+        """The cycle ended: its runs count if its edits were kept, else they are forgotten.
+
+        `since`: autod's latest write to the workspace. A run before it verified an attempt that was
+        rolled back (a cycle re-plans after a rollback): it describes files that no longer exist."""
         held, self._held = self._held or [], None
         if not keep:
             return []
-        for run, result in held:
+        current = [(run, result) for run, result in held if run.at >= since]
+        for run, result in current:
             self.runs[run.check], self.results[run.check] = run, result
-        return [run for run, _ in held]
+        return [run for run, _ in current]
 
 
 def _when(ts: float) -> str:

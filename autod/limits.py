@@ -50,6 +50,12 @@ class CircuitBreaker:
             return False, self.cooldown_s - (time.time() - self.opened_at)
         return True, 0.0
 
+    def half_open(self) -> None:
+        """The LLM answers again (autod.outage, `autod retry`): let one cycle try now, not after the
+        cooldown; a failure re-opens the breaker at once."""
+        if self.state == "open":
+            self.opened_at = time.time() - self.cooldown_s
+
     def success(self) -> None:
         self.failures = 0
         self.opened_at = None

@@ -15,11 +15,15 @@ class OwnWrites:
         self._seen: dict[Path, tuple[str | None, float]] = {}
         self._lock = threading.Lock()
         self._ttl = ttl_s
+        # wall-clock time of autod's latest write to the workspace (an edit or a rollback): a check
+        # result from before it describes files that have changed since (autod.freshness, autod.once)
+        self.last_at = 0.0
 
     def record(self, path: Path, data: bytes | None) -> None:
         digest = hashlib.sha256(data).hexdigest() if data is not None else None
         with self._lock:
             self._seen[path.resolve()] = (digest, time.monotonic())
+            self.last_at = time.time()
 
     def is_own(self, path: Path) -> bool:
         """True if the file now holds exactly what autod wrote (or is gone as autod left it)."""

@@ -30,6 +30,7 @@ from autod.filemodes import private_file
 from autod.queue_paths import MAX_PATHS as MAX_PATHS  # re-exported: importers of autod.queue use it
 from autod.queue_paths import PathUnion
 from autod.queue_paths import paths_fingerprint as paths_fingerprint  # re-exported, as MAX_PATHS
+from autod.queue_retries import Deferrals
 from autod.queue_schema import SCHEMA_VERSION as SCHEMA_VERSION  # re-exported, as MAX_PATHS
 from autod.queue_schema import QueueSchemaError as QueueSchemaError  # re-exported, as MAX_PATHS
 from autod.queue_schema import migrate
@@ -78,8 +79,9 @@ def _row_event(row: sqlite3.Row) -> Event:
     )
 
 
-class EventQueue:
-    """The durable queue. Sync methods for tests and the CLI; `a*` wrappers for the daemon's event loop."""
+class EventQueue(Deferrals):
+    """The durable queue. Sync methods for tests and the CLI; `a*` wrappers for the daemon's event loop.
+    Deferred events (retries) are handled by `autod.queue_retries.Deferrals`."""
 
     def __init__(self, path: Path, *, max_pending: int = 10_000) -> None:
         if max_pending < 1:
@@ -326,37 +328,6 @@ class EventQueue:
                 (event_id,),
             )
 
-    def defer(self, event_id: str, delay_s: float, reason: str, *, now: float | None = None) -> int:
-        """Put an in_flight event back to pending, leasable after `delay_s`; returns its retries so far."""
-        now = time.time() if now is None else now
-        with self._tx() as db:
-            db.execute(
-                "UPDATE events SET status = 'pending', leased_at = NULL, not_before = ?,"
-                " retries = retries + 1, last_error = ?, deferred_at = ? WHERE id = ?",
-                (now + max(0.0, delay_s), reason[:500], now, event_id),
-            )
-            row = db.execute("SELECT retries FROM events WHERE id = ?", (event_id,)).fetchone()
-        return int(row[0]) if row else 0
-
-    def next_due(self, *, now: float | None = None) -> float | None:
-        """Seconds until some pending event can be leased (0: now), or None when nothing is pending."""
-        now = time.time() if now is None else now
-        with self._read() as db:
-            due = db.execute(
-                "SELECT MIN(COALESCE(not_before, 0)) FROM events WHERE status = 'pending'"
-            ).fetchone()[0]
-        return None if due is None else max(0.0, due - now)
-
-    def retrying(self, limit: int = 20) -> list[dict[str, Any]]:
-        """Events that were deferred to be tried again (pending or back in flight), for `autod status`."""
-        with self._read() as db:
-            rows = db.execute(
-                "SELECT id, kind, summary, fingerprint, status, retries, not_before, last_error FROM events"
-                " WHERE retries > 0 ORDER BY COALESCE(not_before, 0), seq LIMIT ?",
-                (limit,),
-            ).fetchall()
-        return [dict(r) for r in rows]
-
     def recover(self) -> int:
         """At start-up: every in_flight event (its cycle died with the process) goes back to pending."""
         with self._tx() as db:
@@ -437,12 +408,6 @@ class EventQueue:
     async def alease(self, *, kinds: Collection[str] | None = None) -> Leased | None:
         return await self._run(self.lease, kinds=kinds)
 
-    async def adefer(self, event_id: str, delay_s: float, reason: str) -> int:
-        return await self._run(self.defer, event_id, delay_s, reason)
-
-    async def anext_due(self) -> float | None:
-        return await self._run(self.next_due)
-
     async def amark_done(self, event_id: str, mode: str) -> None:
         await self._run(self.mark_done, event_id, mode)
 
@@ -451,6 +416,9 @@ class EventQueue:
 
     async def arelease(self, event_id: str) -> None:
         await self._run(self.release, event_id)
+
+    async def apending(self, limit: int = 1000) -> list[Event]:
+        return await self._run(self.pending, limit)
 
     async def adepth(self) -> int:
         return await self._run(self.depth)

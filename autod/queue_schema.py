@@ -10,7 +10,7 @@ class QueueSchemaError(RuntimeError):
     """queue.db was written by a newer autod (unknown schema version)."""
 
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 _SCHEMA = """
@@ -57,6 +57,9 @@ _MIGRATIONS: dict[int, list[str]] = {
         "ALTER TABLE events ADD COLUMN retries INTEGER NOT NULL DEFAULT 0",
         "ALTER TABLE events ADD COLUMN last_error TEXT",
         "ALTER TABLE events ADD COLUMN deferred_at REAL",
+    ],
+    3: [  # what a deferred event waits for (autod.queue_retries): an LLM outage is retried when it ends
+        "ALTER TABLE events ADD COLUMN retry_kind TEXT",
     ],
 }
 

@@ -62,14 +62,35 @@ class Reflection:
     timing: dict[str, int] = field(default_factory=dict)
     # where a branch or patch delivery put the fix (autod.delivery): kind, outcome, branch/patch, commit, push
     delivery: dict[str, Any] | None = None
+    # it failed for a reason outside the repository (the LLM down, a budget spent) before anything was
+    # tried: it says nothing about the code, so no rate limit counts it and memory learns nothing from it
+    external: bool = False
 
     def record(self) -> dict[str, Any]:
         return asdict(self)
 
 
+def after_earlier_attempts(r: Reflection, status: str, reason: str) -> tuple[str, str]:
+    """The cycle's (status, reason) when its latest attempt ends as (status, reason).
+
+    An earlier attempt of the cycle that was applied, verified and rolled back stays what happened to
+    the workspace: a re-plan that proposes nothing, is refused, or cannot be had (the LLM went away)
+    does not turn it into `no_change` or `rejected`. The reason tells both, in order.
+    """
+    if r.status != "rolled_back":
+        return status, reason
+    return "rolled_back", f"{r.reason or 'the checks failed'}; then attempt {r.attempts}: {reason}"
+
+
 def distil_lesson(r: Reflection, event: Event) -> str | None:
-    """One lesson per finished cycle: what failed, what changed, whether it worked."""
-    if r.status in ("pending_approval", "reported") or (r.status == "no_change" and not r.plan_summary):
+    """One lesson per finished cycle: what failed, what changed, whether it worked.
+
+    None when the cycle tried nothing against the repository: it failed (the LLM unreachable, a budget
+    spent, a stop, autod's own error: nothing about the code), waits for approval, wrote a report, or
+    had no plan at all."""
+    if not teaches(r) or r.status in ("pending_approval", "reported") or (
+        r.status == "no_change" and not r.plan_summary
+    ):
         return None
     what = event.summary.strip().splitlines()[0][:300] if event.summary.strip() else event.kind
     files = ", ".join(e["path"] for e in r.edits) or "no files"
@@ -85,6 +106,11 @@ def distil_lesson(r: Reflection, event: Event) -> str | None:
     }.get(r.status, r.status)
     why = f" ({r.reason[:200]})" if r.reason and r.status != "fixed" else ""
     return f"[{r.mode}] Failure: {what}. Tried: {did} (edited {files}). Outcome: {outcome}{why}."
+
+
+def teaches(r: Reflection) -> bool:
+    """Whether the cycle's outcome says anything about the repository (worth an episode or a lesson)."""
+    return not r.external and r.status != "failed"
 
 
 EPISODE_DIFF_CHARS = 1200

@@ -21,8 +21,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from autod.config import Limits
-from autod.errors import CycleError
+from autod.errors import CycleError, LLMUnavailable
 from autod.events import Event, EventKind
+from autod.queue_retries import AGAIN, OUTAGE, OUTSIDE
 from autod.reflect import Reflection
 
 JITTER = 0.2  # each delay is drawn from +-20 % around its nominal value, so retries do not march in step
@@ -36,6 +37,7 @@ class Decision:
     action: str
     delay_s: float = 0.0
     reason: str = ""
+    kind: str = ""  # a retry's: what it waits for (autod.queue_retries: outage, outside, again)
 
     @property
     def retry(self) -> bool:
@@ -61,7 +63,9 @@ class RetryPolicy:
             why = f"{r.status}: {r.reason or type(error).__name__}"
             if retries >= self.limits.max_retries:
                 return Decision("give_up", reason=f"{why}; tried {retries + 1} times (limits.max_retries)")
-            return Decision("retry", self.delay(retries), why)
+            # an unreachable LLM is retried as soon as it answers again (autod.outage), not only later
+            kind = OUTAGE if isinstance(error, LLMUnavailable) else OUTSIDE
+            return Decision("retry", self.delay(retries), why, kind)
         if (
             event.kind == EventKind.CHECK_FAILED
             and r.status in STILL_FAILING
@@ -69,5 +73,6 @@ class RetryPolicy:
             and not self.once
         ):
             # The repository's answer, not an outage: the fingerprint's attempts bound these tries.
-            return Decision("retry", self.delay(retries), f"still failing after a cycle that {r.status}")
+            why = f"still failing after a cycle that {r.status}"
+            return Decision("retry", self.delay(retries), why, AGAIN)
         return Decision("done")

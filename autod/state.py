@@ -21,6 +21,10 @@ __all__ = ["RESOLVED", "SCHEMA_VERSION", "_SCHEMA", "State", "StateError", "day_
 
 T = TypeVar("T")
 
+# The cycles max_cycles_per_hour counts: not an event resolved without a cycle, and not a cycle that
+# failed for a reason outside the repository (its record's `external`: an LLM outage must not spend the
+# hour's cycles, or the fix waits for the cap long after the LLM is back). A running cycle counts.
+_RATED = "COALESCE(status, '') != ? AND COALESCE(json_extract(record, '$.external'), 0) = 0"
 CUT_SHORT_LIMIT = 3  # cycles of one event cut short by a crash or stop before it counts as done
 
 
@@ -138,17 +142,14 @@ class State:
         return out
 
     def cycles_since(self, ts: float) -> int:
-        return int(
-            self._tx(
-                "SELECT COUNT(*) FROM cycles WHERE started_at >= ? AND COALESCE(status, '') != ?",
-                (ts, RESOLVED),
-            ).fetchone()[0]
-        )
+        """Cycles started since `ts` that count toward max_cycles_per_hour (see _RATED)."""
+        sql = f"SELECT COUNT(*) FROM cycles WHERE started_at >= ? AND {_RATED}"
+        return int(self._tx(sql, (ts, RESOLVED)).fetchone()[0])
 
     def cycle_starts_since(self, ts: float) -> list[float]:
-        """Start times of the cycles since `ts`, oldest first (when the hourly cap frees a slot)."""
+        """Start times of the rated cycles since `ts`, oldest first (when the hourly cap frees a slot)."""
         rows = self._tx(
-            "SELECT started_at FROM cycles WHERE started_at >= ? AND COALESCE(status, '') != ?"
+            f"SELECT started_at FROM cycles WHERE started_at >= ? AND {_RATED}"
             " ORDER BY started_at",
             (ts, RESOLVED),
         ).fetchall()

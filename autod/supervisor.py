@@ -15,7 +15,7 @@ from typing import Any
 
 import structlog
 
-from autod import isolation, logs, sandbox
+from autod import isolation, logs, once, outage, sandbox
 from autod.act.journal import recover
 from autod.boundary import config_inside_workspace
 from autod.checkbook import CheckBook
@@ -133,7 +133,7 @@ class Daemon:
         if requeued:
             log.info("queue.events_requeued", count=requeued)
         self.paused = bool(await self.state.call(self.state.get_kv, "paused", False))
-        self.book = CheckBook(s.workspace, self.state, self.accept)
+        self.book = CheckBook(s.workspace, self.state, self.accept, on_pass=self.dispatcher.resolve_stale)
         self.kept = KeptLedger(s.state_path, s.undo.keep_cycles, s.undo.keep_days)
         self.delivery_ledger = DeliveryLedger(s.state_path / "delivery.db")
         self.outbox = Outbox(s.state_path / "webhooks.db", s.notify.outbox_max_items)
@@ -259,7 +259,9 @@ class Daemon:
     # -- sources ---------------------------------------------------------------------
     def _start_sources(self) -> None:
         s = self.settings
-        self.check_source = CheckSource(s, lock=self.workspace_lock, on_result=self._on_check)
+        self.check_source = CheckSource(
+            s, lock=self.workspace_lock, on_result=self._on_check, start_all=self.once
+        )
         specs = [("check", "check", lambda: self.check_source)] if s.checks else []
         if not self.once:
             specs += source_specs(s, self.own_writes)
@@ -374,6 +376,9 @@ class Daemon:
             self.notifier.watchdog_loop(lambda: self.healthy(dispatcher)), name="watchdog"
         )
         outputs = self._start_outputs()
+        # an LLM outage's retries run as soon as it answers again; start-up says when it does not
+        llm_watch = asyncio.create_task(outage.watch_llm(self), name="llm-watch")
+        llm_check = asyncio.create_task(outage.warn_if_unreachable(self.settings), name="llm-check")
         log.info(
             "daemon.started",
             workspace=str(self.settings.workspace),
@@ -393,6 +398,15 @@ class Daemon:
             if dispatcher.done() and not dispatcher.cancelled() and dispatcher.exception():
                 self.dispatcher.error = f"dispatcher crashed: {type(dispatcher.exception()).__name__}"
                 log.error("daemon.dispatcher_crashed", exc_info=dispatcher.exception())
+            elif self.once and dispatcher.done() and not self.dispatcher.error:
+                # the verdict is on the tree autod leaves: results older than its last write run again
+                settling = asyncio.create_task(once.settle(
+                    self.settings.checks, self.ledger, self.own_writes.last_at, self.check_source.run
+                ), name="once-settle")
+                await asyncio.wait({settling, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+                settling.cancel()  # a stop meanwhile: no verdict (request_stop recorded why)
+                with contextlib.suppress(asyncio.CancelledError):
+                    await settling
         finally:
             self.stopping.set()
             await self.sources.stop()
@@ -400,15 +414,17 @@ class Daemon:
                 if self.dispatcher.current is not None:
                     log.info("daemon.rolling_back_cycle_in_flight")
                 dispatcher.cancel()
-            for t in (dispatcher, house, watchdog, stop_wait, *outputs):
+            tasks = (dispatcher, house, watchdog, stop_wait, llm_watch, llm_check, *outputs)
+            for t in tasks:
                 t.cancel()
-            for t in (dispatcher, house, watchdog, stop_wait, *outputs):
+            for t in tasks:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await t
             await control.stop()
             await self._close()
         if self.once:
-            return self._once_exit_code()
+            return once.verdict(self.dispatcher.error, self.settings.checks, self.ledger,
+                                self.dispatcher.cycles_run)
         return 0
 
     def _start_outputs(self) -> list[asyncio.Task[None]]:
@@ -436,18 +452,6 @@ class Daemon:
         rows = await asyncio.to_thread(self.delivery_ledger.rows, ("open",))
         for kind in ("branch", "patch"):
             self.metrics.deliveries_open.labels(kind).set(sum(1 for r in rows if r.kind == kind))
-
-    def _once_exit_code(self) -> int:
-        if self.dispatcher.error:
-            log.error("daemon.once_error", error=self.dispatcher.error)
-            return 2
-        cannot_start = self.book.errors()
-        if cannot_start:  # a configuration error, not a verdict on the code
-            log.error("daemon.once_error", error="checks cannot start", checks=cannot_start)
-            return 2
-        failing = [n for n, r in self.last_results.items() if not r.ok]
-        log.info("daemon.once_finished", failing=failing, cycles=self.dispatcher.cycles_run)
-        return 1 if failing else 0
 
     async def _close(self) -> None:
         if self.memory is not None:

@@ -67,15 +67,31 @@ def score(hit: Hit, now: float) -> float:
     )
 
 
+# How the episode and lesson texts of a failed cycle read (autod.reflect; older autods stored them).
+FAILED_OUTCOMES = ("Outcome: the cycle failed", "Outcome: failed")
+
+
+def is_experience(hit: Hit) -> bool:
+    """Whether an episode or lesson tells something about the code. A cycle that failed (the LLM
+    unreachable, a budget spent, a stop) tried nothing; autod no longer stores such items, and those an
+    older autod stored are not recalled (they taught small models that "ConnectError" is the outcome)."""
+    if hit.tier is Tier.N0:
+        return True
+    if hit.metadata.get("status") == "failed" or hit.metadata.get("external"):
+        return False
+    return not any(mark in hit.text for mark in FAILED_OUTCOMES)
+
+
 def rank(hits: Iterable[Hit], now: float, *, min_similarity: float = 0.0) -> list[Recalled]:
-    """Score hits and sort best first, leaving out those below the similarity floor.
+    """Score hits and sort best first, leaving out those below the similarity floor and what is not
+    experience (`is_experience`).
 
     Texts equal once test-runner noise is stripped (the same pytest output at another time) keep
     only their best copy.
     """
     best: dict[str, Recalled] = {}
     for hit in hits:
-        if hit.similarity < min_similarity:
+        if hit.similarity < min_similarity or not is_experience(hit):
             continue
         item = Recalled(id=hit.id, tier=hit.tier, text=hit.text, score=score(hit, now),
                         metadata=dict(hit.metadata))

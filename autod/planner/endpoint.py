@@ -237,8 +237,9 @@ class Endpoint:
                 resp = await self.client.get("models", timeout=probe_s)
             except httpx.TimeoutException:
                 continue  # still busy (llama-cpp-python answers /models only between generations)
-            except httpx.HTTPError:
-                break  # not reachable: nothing runs there now; the POST will tell
+            except httpx.HTTPError:  # not reachable: down, not busy (nothing was awaited); the POST will tell
+                self._abandoned_at = None
+                return
             if resp.is_success:
                 break
             # No usable probe: stay away as long as the abandoned request may have run.

@@ -79,11 +79,13 @@ class CheckSource:
         lock: asyncio.Lock | None = None,
         on_result: Callable[[CheckResult, float], Awaitable[object]] | None = None,
         run_start: bool = True,
+        start_all: bool = False,
     ) -> None:
         self.settings = settings
         self.lock = lock or asyncio.Lock()
         self.on_result = on_result
         self.run_start = run_start
+        self.start_all = start_all  # `run --once`: every check (fixers aside) runs at start-up (autod.once)
         self._triggers: asyncio.Queue[tuple[str, list[str]]] = asyncio.Queue()
         self.started = asyncio.Event()  # set once the start-up checks have run
 
@@ -132,7 +134,10 @@ class CheckSource:
         ]
         try:
             if self.run_start:
-                start = [n for n, c in self.settings.checks.items() if "start" in c.when and not c.fixer]
+                start = [
+                    n for n, c in self.settings.checks.items()
+                    if ("start" in c.when or self.start_all) and not c.fixer
+                ]
                 for name in start:
                     event = self.event_for(*await self.run(name))
                     if event is not None:

@@ -233,11 +233,12 @@ def test_a_check_that_cannot_start_is_a_configuration_error_and_the_small_things
 ):
     (calc_repo / "src" / "calc.py").write_text(CALC_FIXED)
     (calc_repo / ".gitignore").write_text("__pycache__/\n.pytest_cache/\n")  # nothing about .autod
+    (calc_repo / "NOTES.txt").write_text("notes\n")  # tracked: the tidy check below rewrites it
     git(calc_repo, "add", "-A")
     git(calc_repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm", "green")
     cfg = base_config(calc_repo, sources=[{"type": "watch", "paths": ["src", "no-such-dir"]}])
     cfg["checks"]["tools"] = {"run": "no-such-program-autod-test --check", "when": ["start"]}
-    tidy = f"{PYTHON} -c \"open('tidy.log', 'a').write('tidied')\""  # fixes things by itself, says nothing
+    tidy = f"{PYTHON} -c \"open('NOTES.txt', 'a').write('tidied')\""  # fixes things by itself, says nothing
     cfg["checks"]["tidy"] = {"run": tidy, "when": ["start"]}
     cfg["checks"]["tests"]["when"] = ["start", "chnage"]
     cfg["modes"] = {"auto-debug": {"enabled": True}}  # auto-plan is not listed: it must not run
@@ -267,8 +268,8 @@ def test_a_check_that_cannot_start_is_a_configuration_error_and_the_small_things
         text = run_cli("status", "-c", str(config)).stdout
         assert "check tools: CANNOT START" in text, text
         # 10. a check that changed workspace files is reported
-        assert status["checks"]["tidy"]["ok"] and status["checks"]["tidy"]["changed"] == ["tidy.log"], status
-        assert "WARNING: check tidy changed workspace files: tidy.log" in text, text
+        assert status["checks"]["tidy"]["ok"] and status["checks"]["tidy"]["changed"] == ["NOTES.txt"], status
+        assert "WARNING: check tidy changed source files: NOTES.txt" in text, text
         # 10. status names the config and the state dir it looked at
         assert status["config_file"] == str(config) and status["state_dir"] == str(calc_repo / ".autod")
         assert f"config: {config}" in text and f"state dir: {calc_repo / '.autod'}" in text

@@ -21,6 +21,7 @@ POSITIONAL = {
     "ID": "abc123",
     "QUERY": "operator rejected",
     "FP": "f65ff563",
+    "EVENT": "3f9a0c2e",
     "CYCLE": "7a1078b8e828",
 }
 OPTION_VALUES = {
@@ -78,7 +79,7 @@ def readme_invocations() -> list[tuple[list[str], list[str]]]:
     return out
 
 
-FLAGS = {"--json": "json", "--once": "once", "-f": "follow", "--dry-run": "dry_run"}
+FLAGS = {"--json": "json", "--once": "once", "-f": "follow", "--dry-run": "dry_run", "--all": "all"}
 
 
 def command_words(argv: list[str], values: list[str]) -> str:
@@ -98,12 +99,14 @@ def test_the_readme_cli_table_is_found_and_covers_every_command():
         "status",
         "logs",
         "history",
+        "show",
         "proposals",
         "approve",
         "reject",
         "pause",
         "resume",
         "trigger",
+        "retry",
         "quarantine",
         "quarantine clear",
         "memory stats",
@@ -111,7 +114,6 @@ def test_the_readme_cli_table_is_found_and_covers_every_command():
         "memory prune",
         "undo",
         "metrics",
-        "show",
     }, first_words
 
 

@@ -286,7 +286,8 @@ def test_a_rollback_that_leaves_an_operators_save_says_so_and_stops_replanning(w
 
 def test_a_verification_check_that_edits_the_workspace_fails_the_verification(ws):
     # its edits are in no journal: the cycle must not be kept as if its own edits made the checks pass
-    tidy = f"{sys.executable} -c \"open('src/tidy.txt', 'a').write('tidied')\""
+    # (no git in this workspace: a Python file the check writes is source, autod.sourcefiles)
+    tidy = f"{sys.executable} -c \"open('src/tidied.py', 'a').write('# tidied')\""
     planner = ScriptedPlanner(Plan(summary=FIX.summary, edits=FIX.edits, verify=["calc", "tidy"]))
     deps, state = make(
         ws,
@@ -295,8 +296,8 @@ def test_a_verification_check_that_edits_the_workspace_fails_the_verification(ws
         modes={"auto-debug": {"max_attempts_per_cycle": 1}},
     )
     r = run(deps)
-    assert r.status == "rolled_back" and "tidy changed workspace files" in r.reason, r.reason
-    assert "src/tidy.txt" in r.reason
+    assert r.status == "rolled_back" and "tidy changed source files" in r.reason, r.reason
+    assert "src/tidied.py" in r.reason
     assert (ws / "src" / "calc.py").read_text() == BUGGY  # autod's own edit went back
     state.close()
 

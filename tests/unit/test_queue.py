@@ -361,7 +361,7 @@ def test_database_uses_wal_and_records_schema_version(qpath: Path) -> None:
     con = sqlite3.connect(qpath)
     try:
         assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        assert con.execute("PRAGMA user_version").fetchone()[0] == 2
+        assert con.execute("PRAGMA user_version").fetchone()[0] == 3
     finally:
         con.close()
 
@@ -372,7 +372,7 @@ def test_newer_schema_version_is_a_clear_error(qpath: Path) -> None:
     con.execute("PRAGMA user_version = 7")
     con.commit()
     con.close()
-    with pytest.raises(QueueSchemaError, match=r"version 7 is newer.*\(2\)"):
+    with pytest.raises(QueueSchemaError, match=r"version 7 is newer.*\(3\)"):
         EventQueue(qpath)
 
 
