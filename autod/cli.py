@@ -508,6 +508,7 @@ def main(argv: list[str] | None = None) -> int:
 
     # every command: `autod memory prune` writes the index as `autod run` does (autod.heap)
     heap.pin_mmap_threshold()
+    heap.scrub_freed()
     args = build_parser().parse_args(argv)
     try:
         with private_files():  # whatever a command creates for autod is 0700/0600 (autod.filemodes)

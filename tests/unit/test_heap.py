@@ -43,7 +43,7 @@ LEAK_PROBE = r"""
 import ctypes, sys
 from autod import heap
 if sys.argv[1] == "pinned":
-    assert heap.pin_mmap_threshold()
+    assert heap.pin_mmap_threshold() and heap.scrub_freed()
 libc = heap._glibc()
 libc.malloc.restype = ctypes.c_void_p
 libc.malloc.argtypes = [ctypes.c_size_t]
@@ -60,7 +60,8 @@ print(ctypes.string_at(q, SIZE).count(b"K"))
 
 def test_a_large_block_never_starts_with_what_a_freed_one_held():
     """Found in test_secrets: chromadb persisted an LLM reply with the echoed API key from freed
-    heap into data_level0.bin. Pinned, the threshold sends such a block to fresh zeroed pages."""
+    heap into data_level0.bin. Pinned and scrubbed, no block starts with what a freed one held (the
+    threshold alone left it to the heap's layout: a free chunk large enough is used before mmap)."""
     import subprocess
     import sys
 
