@@ -62,6 +62,7 @@ DEFAULT_JUDGE_GLOBS = (
     ".coveragerc",
 )
 JudgeGlobs = Annotated[list[Annotated[str, Field(min_length=1, max_length=500)]], Field(max_length=500)]
+Globs = JudgeGlobs  # the same shape for the boundary's lists: up to 500 globs of up to 500 characters
 
 
 class DebugMode(Strict):
@@ -303,22 +304,17 @@ class Limits(Strict):
     cycle_grace_s: float = Field(
         120, gt=0, le=86400, description="slack over a cycle's plan and check timeouts before it is wedged"
     )
-    deny_globs: list[str] = Field(
-        default_factory=lambda: [
-            ".env",
-            ".env.*",
-            "**/.env",
-            "**/.env.*",
-            "**/*.pem",
-            "**/*.key",
-            "**/id_rsa*",
-            "**/id_ed25519*",
-            "**/.ssh/**",
-            "**/secrets/**",
-            "**/*secret*",
-            "**/.netrc",
-            "**/.pypirc",
-        ]
+    deny_globs: Globs = Field(
+        default_factory=list,
+        description="never read or edited, on top of the built-in credential globs (autod.protected)",
+    )
+    no_write_globs: Globs = Field(
+        default_factory=list,
+        description="never edited by a plan, on top of the built-in files that make tools run code",
+    )
+    allow_globs: Globs = Field(
+        default_factory=list,
+        description="exempt from the built-in deny and no-write globs (never from .git or autod's own files)",
     )
 
 
