@@ -26,7 +26,7 @@ from typing import Any
 import structlog
 from structlog.typing import EventDict, Processor, WrappedLogger
 
-from autod import termsafe
+from autod import secretforms, termsafe
 
 __all__ = [
     "PHASES",
@@ -70,11 +70,11 @@ _secret_re: re.Pattern[str] | None = None
 
 
 def set_secrets(secrets: Sequence[str]) -> None:
-    """Replace the list of exact strings redacted from every log line (on start and reload)."""
+    """Replace the secrets redacted from every log line, event, prompt and memory item (on start and
+    reload): each value exactly and in the forms a check can print it (`autod.secretforms`: base64 at
+    any alignment, hex, URL-encoded, reversed, separated...)."""
     global _secret_re
-    values = sorted({s for s in secrets if s and s.strip()}, key=len, reverse=True)
-    # Longest first so a secret that contains another is replaced whole.
-    _secret_re = re.compile("|".join(re.escape(s) for s in values)) if values else None
+    _secret_re = secretforms.pattern(secrets)
 
 
 def redact_text(text: str) -> str:
