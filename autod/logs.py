@@ -61,8 +61,17 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]+"), r"\1" + REDACTED),
     (re.compile(r"""(?i)\b(authorization["']?\s*[:=]\s*["']?)[^"'\r\n,}]+"""), r"\1" + REDACTED),
     (re.compile(r"sk-[A-Za-z0-9_-]{8,}"), REDACTED),
-    (re.compile(r"""(?i)\b((?:api[_-]?key|password|passwd)["']?\s*[:=]\s*["']?)[^"'\s&,;}]+"""),
+    (re.compile(r"""(?i)(?<![a-z])((?:api[_-]?key|password|passwd|secret[_-]?(?:access[_-]?)?key|client[_-]?secret)"""
+                r"""["']?\s*[:=]\s*["']?)[^"'\s&,;}]+"""),
      r"\1" + REDACTED),
+    # well-known credential formats, whoever configured them: private key blocks, cloud and forge tokens
+    (re.compile(r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY-----.{0,20000}?"
+                r"(?:-----END [A-Z0-9 ]{0,40}PRIVATE KEY-----|\Z)", re.DOTALL), REDACTED),
+    (re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), REDACTED),
+    (re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}|glpat-[A-Za-z0-9_-]{20,})"),
+     REDACTED),
+    (re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}"), REDACTED),
+    (re.compile(r"\bAIza[0-9A-Za-z_-]{35}\b"), REDACTED),
 )
 _SECRET_KEY_PARTS = ("api_key", "apikey", "authorization", "password", "passwd", "secret", "token",
                      "credential")

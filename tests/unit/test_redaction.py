@@ -124,3 +124,16 @@ def test_short_secrets_are_matched_exactly_only_so_ordinary_text_survives() -> N
         assert logs.redact_text("a b c 1 2, 21cba, 6162633132") == "a b c 1 2, 21cba, 6162633132"
     finally:
         logs.set_secrets([])
+
+
+def test_well_known_credential_formats_are_masked_whoever_configured_them() -> None:
+    pem = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n-----END OPENSSH PRIVATE KEY-----"
+    line = (
+        f"{pem} AKIAIOSFODNN7EXAMPLE ghp_{'x' * 36} xoxb-1234567890-abcdef"
+        " aws_secret_access_key = wJalrXUtnFEMI/K7MDENG CLIENT_SECRET: abc123def"
+    )
+    out = logs.redact_text(line)
+    for leaked in ("b3BlbnNzaC1rZXktdjEAAAAA", "AKIAIOSFODNN7EXAMPLE", "x" * 36, "1234567890-abcdef",
+                   "wJalrXUtnFEMI", "abc123def"):
+        assert leaked not in out
+    assert out.count(logs.REDACTED) == 6
