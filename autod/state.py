@@ -339,14 +339,33 @@ class State:
                 "UPDATE proposals SET status=?, decided_at=?, reason=? WHERE id=?",
                 (status, time.time(), reason, pid),
             )
-            cycle_status = DECISION_STATUS.get(status)
-            if cycle_status is not None:
-                why = f"proposal {pid} {status}" + (f": {reason}" if reason else "")
-                self._db.execute(
-                    "UPDATE cycles SET status=?, reason=?"
-                    " WHERE id=(SELECT cycle_id FROM proposals WHERE id=?)",
-                    (cycle_status, why[:500], pid),
-                )
+            self._decided_cycle(pid, status, reason)
+
+    def claim_proposal(self, pid: str, status: str, reason: str | None = None) -> bool:
+        """Move a pending, unexpired proposal to `status` (approved, rejected) in one statement.
+
+        False when it is no longer pending or has expired: another approve or reject got there first,
+        and this request must not act on it (two concurrent approves apply a plan once)."""
+        now = time.time()
+        with self._lock:
+            cur = self._db.execute(
+                "UPDATE proposals SET status=?, decided_at=?, reason=?"
+                " WHERE id=? AND status='pending' AND expires_at > ?",
+                (status, now, reason, pid, now),
+            )
+            if cur.rowcount != 1:
+                return False
+            self._decided_cycle(pid, status, reason)
+            return True
+
+    def _decided_cycle(self, pid: str, status: str, reason: str | None) -> None:
+        cycle_status = DECISION_STATUS.get(status)
+        if cycle_status is not None:
+            why = f"proposal {pid} {status}" + (f": {reason}" if reason else "")
+            self._db.execute(
+                "UPDATE cycles SET status=?, reason=? WHERE id=(SELECT cycle_id FROM proposals WHERE id=?)",
+                (cycle_status, why[:500], pid),
+            )
 
     def expire_proposals(self, now: float | None = None) -> list[str]:
         now = now if now is not None else time.time()
