@@ -1,10 +1,11 @@
-"""Run configured checks, and only those: the program resolved in the workspace's venv first, the
-sandbox (`autod.sandbox`), a timeout that kills everything the check started, an output cap, and a
-report of the workspace files the check changed."""
+"""Run configured checks, and only those: the program resolved in the workspace's venv first
+(`autod.programs`), the sandbox (`autod.sandbox`), a timeout that kills everything the check started,
+an output cap, and a report of the workspace files the check changed."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shlex
 import shutil
@@ -18,10 +19,30 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from autod import reaper, sandbox
+from autod import mounts, reaper, sandbox
 from autod.config import CheckConfig
 from autod.paths import NOT_SOURCE_DIRS
 from autod.process import CannotStart, run_session
+from autod.programs import (
+    VENV_DIRS,
+    ProgramError,
+    exposures,
+    find_venv,
+    hidden_hop,
+    resolve_program,
+    runs_module,
+    runtime_paths,
+)
+
+__all__ = [
+    "VENV_DIRS",
+    "CheckResult",
+    "ProgramError",
+    "find_venv",
+    "resolve_program",
+    "run_check",
+    "runtime_paths",
+]
 
 if TYPE_CHECKING:
     from autod.config import Settings
@@ -29,9 +50,7 @@ if TYPE_CHECKING:
 log = structlog.get_logger("autod.checks")
 
 REAPER = str(Path(reaper.__file__).resolve())
-VENV_DIRS = (".venv", "venv")
 MAX_SNAPSHOT_ENTRIES = 50_000  # past this the change report is skipped rather than slow
-SHEBANG_DEPTH = 4
 
 
 @dataclass
@@ -60,110 +79,6 @@ class CheckResult:
 
 class CheckNotConfigured(KeyError):
     pass
-
-
-class ProgramError(Exception):
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-# ---------------------------------------------------------------------------------------------
-# Which program runs
-
-
-def find_venv(root: Path) -> Path | None:
-    """The workspace's own virtualenv (`.venv`, then `venv`), if it has one."""
-    for name in VENV_DIRS:
-        if (root / name / "bin").is_dir():
-            return root / name
-    return None
-
-
-def resolve_program(name: str, *, cwd: Path, venv: Path | None, path: str) -> Path:
-    """argv[0] as the host sees it: a path (relative to the workspace), or the first executable of
-    that name in the workspace's venv, then on PATH. ProgramError 127 (missing) or 126 (not runnable)."""
-    if "/" in name:
-        p = Path(name) if os.path.isabs(name) else cwd / name
-        if not p.exists():
-            raise ProgramError(127, f"{name}: no such file")
-        if not p.is_file() or not os.access(p, os.X_OK):
-            raise ProgramError(126, f"{name}: not an executable file")
-        return p
-    dirs = [venv / "bin"] if venv is not None else []
-    # Relative PATH entries ('.', '') are skipped: they would run a file of the workspace by accident.
-    dirs += [Path(d) for d in path.split(os.pathsep) if d and os.path.isabs(d)]
-    not_runnable = None
-    for d in dirs:
-        p = d / name
-        if p.is_file():
-            if os.access(p, os.X_OK):
-                return p
-            not_runnable = not_runnable or p
-    if not_runnable is not None:
-        raise ProgramError(126, f"{name}: {not_runnable} is not executable")
-    where = f"{venv}/bin nor on PATH" if venv else "the workspace's .venv/bin or venv/bin, nor on PATH"
-    raise ProgramError(127, f"{name}: not found in {where}")
-
-
-def runtime_paths(program: Path, path: str) -> list[Path]:
-    """What running `program` reads besides itself: its symlink chain, its interpreter (shebang,
-    `env NAME`), each one's install prefix `lib` (Python's stdlib), and the venv a python belongs to.
-    The sandbox binds back the ones that lie in a hidden place, e.g. a venv's python under
-    /root/.pyenv, or a venv under /tmp."""
-    out: list[Path] = []
-    todo = [program]
-    for _ in range(SHEBANG_DEPTH):
-        if not todo:
-            break
-        p = todo.pop()
-        chain = _link_chain(p)
-        out += chain
-        # A venv's python is a symlink to its base interpreter; what makes it the venv's is the
-        # pyvenv.cfg beside its bin/ and the venv's site-packages: the whole venv, read-only.
-        out += [q.parent.parent for q in chain if (q.parent.parent / "pyvenv.cfg").is_file()]
-        real = chain[-1]
-        if real.parent.name == "bin":
-            prefix = real.parent.parent
-            out += [prefix / lib for lib in ("lib", "lib64") if (prefix / lib).is_dir()]
-        interp = _interpreter(real, path)
-        if interp is not None:
-            todo.append(interp)
-    seen: set[Path] = set()
-    return [p for p in out if not (p in seen or seen.add(p))]  # type: ignore[func-returns-value]
-
-
-def _link_chain(p: Path) -> list[Path]:
-    out = [Path(os.path.abspath(p))]
-    cur = out[0]
-    for _ in range(40):
-        if not cur.is_symlink():
-            break
-        target = os.readlink(cur)
-        cur = Path(os.path.normpath(cur.parent / target))
-        out.append(cur)
-    real = Path(os.path.realpath(p))
-    if real not in out:
-        out.append(real)
-    return out
-
-
-def _interpreter(p: Path, path: str) -> Path | None:
-    try:
-        with open(p, "rb") as f:
-            head = f.read(256)
-    except OSError:
-        return None
-    if not head.startswith(b"#!"):
-        return None
-    words = head[2:].split(b"\n", 1)[0].decode("utf-8", "replace").split()
-    if not words:
-        return None
-    if Path(words[0]).name == "env" and len(words) > 1:
-        name = next((w for w in words[1:] if not w.startswith("-")), None)
-        found = shutil.which(name, path=path) if name else None
-        return Path(found) if found else None
-    return Path(words[0])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -208,24 +123,15 @@ def changed_files(before: Mapping[str, object] | None, after: Mapping[str, objec
 # Running one check
 
 
-def _exposed(program: Path, args: Sequence[str], venv: Path | None, path: str) -> list[Path]:
-    """What a check needs even where the sandbox hides its home, bound back read-only: the runtime
-    of its program and of the workspace venv's python (what `python` on its PATH runs), and every
-    file or directory its command line names by absolute path (`python /opt/ci/check.py`,
-    `--rcfile=/etc/x`): the operator wrote those, so the check may read them."""
-    roots = [program]
-    if venv is not None and (venv / "bin" / "python").exists():
-        roots.append(venv / "bin" / "python")
-    named = []
-    for arg in args:
-        value = arg.split("=", 1)[1] if arg.startswith("-") and "=" in arg else arg
-        if os.path.isabs(value) and os.path.exists(value):
-            named.append(Path(value))
-    roots += [p for p in named if p.is_file() and os.access(p, os.X_OK)]
-    out: list[Path] = [p for p in named if p not in roots]
-    for r in roots:
-        out += runtime_paths(r, path)
-    return out
+def hidden_program(name: str, program: Path, hop: tuple[Path, str]) -> str:
+    """The refusal of a check whose program leads into a place the sandbox hides (exit 126)."""
+    where, how = hop
+    return (
+        f"cannot start check {name!r}: {program} leads to {where} ({how}), which the sandbox hides;"
+        " autod binds back only what the config names, never what workspace files point at: recreate"
+        " the workspace's venv from an interpreter the sandbox shows (/usr/bin/python3, or autod's own"
+        f" {sys.base_prefix}), or add that interpreter's install directory to checks.expose"
+    )
 
 
 def _not_started(name: str, code: int, why: str, mode: str = "") -> CheckResult:
@@ -291,6 +197,8 @@ async def run_check(
     private = None if wrapper == "bwrap" else await asyncio.to_thread(_private_dirs)
     env = sandbox.check_env(
         os.environ,
+        # `python -m MODULE`: a pytest.py in the current directory must not stand in for the runner
+        fixed={"PYTHONSAFEPATH": "1"} if runs_module(argv) else {},
         own={**check.env, **extra_env},
         secrets=policy.secrets,
         path_first=venv / "bin" if venv is not None else None,
@@ -299,31 +207,36 @@ async def run_check(
         tmpdir="/tmp" if private is None else str(private / "tmp"),
     )
     command = [str(program), *argv[1:]]
-    if wrapper == "bwrap":
-        assert verdict is not None and verdict.bwrap is not None
-        full = sandbox.bwrap_argv(
-            verdict.bwrap,
-            command,
-            workspace=cwd,
-            env=env,
-            policy=policy,
-            network=check.network,
-            expose=_exposed(program, argv[1:], venv, env["PATH"]),
-            writable=[output_dir] if output_dir is not None else [],
-        )
-    else:
-        full = [sys.executable, "-I", "-S", REAPER, str(program), *command]
-    skip = [p for p in (policy.state_dir, output_dir) if p is not None]
-    before = await asyncio.to_thread(snapshot, cwd, skip)
-    try:
-        fin = await run_session(
-            full, cwd=cwd, env=env, timeout_s=check.timeout_s, output_limit=check.output_limit_kb * 1024
-        )
-    except CannotStart as exc:
-        return _not_started(name, 126, f"cannot start check {name!r}: {exc}", wrapper)
-    finally:
-        if private is not None:
-            await asyncio.to_thread(shutil.rmtree, private, True)
+    with contextlib.ExitStack() as stack:
+        if wrapper == "bwrap":
+            assert verdict is not None and verdict.bwrap is not None
+            # A workspace without .git gets an empty read-only one: no check can `git init` a repository.
+            stack.enter_context(mounts.git_placeholder(mounts.real(cwd)))
+            expose = exposures(program, argv[1:], workspace=cwd, path=env["PATH"])
+            scratch = settings is not None and mounts.real(cwd) != mounts.real(settings.workspace)
+            if scratch and venv is not None and not venv.is_symlink():
+                expose.append(venv)  # the fixer's scratch copy runs with the real workspace's venv
+            writable = [output_dir] if output_dir is not None else []
+            table = sandbox.mount_table(cwd, policy, expose=expose, writable=writable)
+            hop = hidden_hop(program, env["PATH"], table)
+            if hop is not None:
+                return _not_started(name, 126, hidden_program(name, program, hop), wrapper)
+            full = sandbox.bwrap_argv(
+                verdict.bwrap, command, workspace=cwd, env=env, network=check.network, mounts=table
+            )
+        else:
+            full = [sys.executable, "-I", "-S", REAPER, str(program), *command]
+        skip = [p for p in (policy.state_dir, output_dir) if p is not None]
+        before = await asyncio.to_thread(snapshot, cwd, skip)
+        try:
+            fin = await run_session(
+                full, cwd=cwd, env=env, timeout_s=check.timeout_s, output_limit=check.output_limit_kb * 1024
+            )
+        except CannotStart as exc:
+            return _not_started(name, 126, f"cannot start check {name!r}: {exc}", wrapper)
+        finally:
+            if private is not None:
+                await asyncio.to_thread(shutil.rmtree, private, True)
     after = await asyncio.to_thread(snapshot, cwd, skip)
     output = fin.output.decode("utf-8", "replace")
     error = _start_failure(output, fin.exit_code, wrapper, program)

@@ -47,6 +47,26 @@ def yaml_off(v: Any) -> Any:
 
 CronStr = Annotated[str, Field(min_length=9, max_length=200)]
 
+# Never bound into the check sandbox, nor a directory above them (autod.mounts).
+UNEXPOSABLE = ("/", "/tmp", "/var/tmp", "/root", "/home", "/run", "/etc/autod")
+
+
+def validate_expose(p: Path) -> Path:
+    """A `checks.expose` entry: an absolute path that is not a home, /run, /tmp or a directory above one."""
+    import os
+
+    if not p.is_absolute():
+        raise ValueError("must be an absolute path")
+    norm = Path(os.path.normpath(p))
+    homes = [Path(h) for h in (os.environ.get("HOME"),) if h and os.path.isabs(h) and h != "/"]
+    for root in [*map(Path, UNEXPOSABLE), *homes]:
+        if norm == root or (root != Path("/") and norm in root.parents) or norm == Path("/"):
+            raise ValueError(
+                f"{norm} is a home, /run, /tmp or a directory above one: name the directory the checks"
+                " need inside it (e.g. /root/.pyenv/versions/3.12.1)"
+            )
+    return norm
+
 
 # The tests and the files that configure them: the judges of a fix, never the fix's to change.
 DEFAULT_JUDGE_GLOBS = (
@@ -147,7 +167,7 @@ class CheckConfig(Strict):
     @field_validator("env")
     @classmethod
     def _env_names(cls, v: dict[str, str]) -> dict[str, str]:
-        from autod.sandbox import env_name_denied
+        from autod.checkenv import env_name_denied
 
         bad = sorted(k for k in v if env_name_denied(k))
         if bad:
