@@ -250,6 +250,11 @@ async def run_check(
     if changed and not check.fixer:
         # A check that fixes files by itself (ruff with `fix = true`) edits behind autod's journal.
         log.warning("check.changed_files", check=name, files=changed[:20], count=len(changed))
+    planted = _runs_code(changed, settings)
+    if planted:
+        # The sandbox kept them in the workspace, but the operator's own tools will run them later.
+        log.error("check.wrote_code_runners", check=name, files=planted[:20],
+                  fix="review and remove them: they make tools run code outside the sandbox")
     return CheckResult(
         name=name,
         exit_code=fin.exit_code,
@@ -262,9 +267,52 @@ async def run_check(
     )
 
 
+def _runs_code(changed: Sequence[str], settings: Settings | None) -> list[str]:
+    """The changed files a plan could never have written (they make tools run code later, or hold
+    credentials, like .envrc or .npmrc)."""
+    from autod.boundary import glob_match
+    from autod.protected import CREDENTIAL_GLOBS, RUNS_CODE_GLOBS
+
+    allow = settings.limits.allow_globs if settings is not None else []
+    globs = (*RUNS_CODE_GLOBS, *CREDENTIAL_GLOBS)
+    hits = [f for f in changed if any(glob_match(g, f) for g in globs)]
+    return [f for f in hits if not any(glob_match(a, f) for a in allow)]
+
+
 def _private_dirs() -> Path:
     """A private HOME and TMPDIR for an unsandboxed run, removed after it."""
     root = Path(tempfile.mkdtemp(prefix="autod-check-"))
     (root / "home").mkdir()
     (root / "tmp").mkdir()
     return root
+
+
+
+def sandbox_problem(
+    name: str, check: CheckConfig, settings: Settings, *, probe: bool = False
+) -> tuple[str, bool] | None:
+    """(why, is it an error) when this check's program, or the workspace venv's python its PATH puts
+    first, leads into a place the sandbox hides; for `autod config check` and start-up. The program:
+    an error (the check is refused); only the venv's python: a warning (the check runs, but a python
+    it starts will not). None without a working bwrap (nor `probe`)."""
+    verdict = sandbox.probe() if probe else sandbox.cached_verdict()
+    policy = sandbox.Policy.for_settings(settings, settings.workspace)
+    if verdict is None or not verdict.works or policy.mode_for(check) == "off":
+        return None
+    try:
+        argv = shlex.split(check.run)
+        venv = find_venv(settings.workspace)
+        host_path = os.environ.get("PATH", os.defpath)
+        program = resolve_program(argv[0], cwd=settings.workspace, venv=venv, path=host_path)
+    except (ValueError, IndexError, ProgramError):
+        return None  # reported as a program problem already
+    path = f"{venv / 'bin'}{os.pathsep}{host_path}" if venv is not None else host_path
+    expose = exposures(program, argv[1:], workspace=settings.workspace, path=path)
+    table = sandbox.mount_table(settings.workspace, policy, expose=expose)
+    hop = hidden_hop(program, path, table)
+    if hop is not None:
+        return hidden_program(name, program, hop), True
+    python = venv / "bin" / "python" if venv is not None else None
+    if python is not None and os.path.lexists(python) and (hop := hidden_hop(python, path, table)):
+        return hidden_program(name, python, hop).replace("cannot start check", "check"), False
+    return None

@@ -65,6 +65,9 @@ def validate_expose(p: Path) -> Path:
                 f"{norm} is a home, /run, /tmp or a directory above one: name the directory the checks"
                 " need inside it (e.g. /root/.pyenv/versions/3.12.1)"
             )
+    for private in (Path("/run"), Path("/etc/autod")):  # sockets and autod's own config: never inside
+        if private in norm.parents:
+            raise ValueError(f"{norm} is inside {private}, which checks never see")
     return norm
 
 

@@ -235,3 +235,56 @@ def test_only_python_dash_m_commands_get_a_safe_path(argv: list[str], module: bo
     from autod.programs import runs_module
 
     assert runs_module(argv) is module
+
+
+def test_config_check_names_a_workspace_venv_the_sandbox_hides_and_checks_expose_mends_it(
+    tmp_path: Path, real_bwrap: None
+) -> None:
+    from autod.preflight import problems
+
+    other = tmp_path / "pythons" / "3.99"  # another interpreter in a hidden place (/tmp here)
+    (other / "bin").mkdir(parents=True)
+    (other / "bin" / "python3").write_bytes(Path("/bin/true").read_bytes())
+    (other / "bin" / "python3").chmod(0o755)
+    ws = tmp_path / "ws"
+    (ws / ".venv" / "bin").mkdir(parents=True)
+    os.symlink(other / "bin" / "python3", ws / ".venv" / "bin" / "python")
+    cfg = tmp_path / "autod.yaml"
+    cfg.write_text(json.dumps({"workspace": str(ws), "checks": {"tests": {"run": "python -m pytest"}}}))
+    (found,) = problems(load_config(cfg))
+    assert found.error and found.key == ("checks", "tests", "run")
+    assert "which the sandbox hides" in found.message and "checks.expose" in found.message
+    r = run(CheckConfig(run="python -m pytest", sandbox="bwrap"), ws, settings=load_config(cfg))
+    assert r.exit_code == 126 and r.error is not None
+    assert r.error.split(": ", 1)[1] == found.message.split(": ", 1)[1]  # the same words, another name
+    cfg.write_text(json.dumps({"workspace": str(ws), "checks": {"expose": [str(other)],
+                                                                "tests": {"run": "python -m pytest"}}}))
+    assert problems(load_config(cfg)) == []
+    r = run(CheckConfig(run="python -m pytest", sandbox="bwrap"), ws, settings=load_config(cfg))
+    assert r.ok and r.error is None, r.output  # /bin/true stands in for that python
+
+
+@pytest.mark.parametrize("path", ["/root", "/home", "/", "/tmp", "/var", "/run/user", "relative/bin"])
+def test_checks_expose_refuses_homes_and_shared_places_naming_file_line_and_field(
+    tmp_path: Path, path: str
+) -> None:
+    from autod.config import ConfigError
+
+    cfg = tmp_path / "autod.yaml"
+    cfg.write_text(f"workspace: {tmp_path}\nchecks:\n  expose: [{path}]\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(cfg)
+    assert str(err.value).startswith(f"{cfg}:3: checks.expose")
+
+
+def test_a_check_that_writes_files_which_run_code_later_is_reported_loudly(tmp_path: Path) -> None:
+    from structlog.testing import capture_logs
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    with capture_logs() as logs:
+        script = "echo x > .envrc; mkdir -p .vscode; echo {} > .vscode/tasks.json; echo ok"
+        r = run(CheckConfig(run=f"sh -c '{script}'", sandbox="off"), ws)
+    assert r.ok
+    (line,) = [x for x in logs if x["event"] == "check.wrote_code_runners"]
+    assert line["log_level"] == "error" and line["files"] == [".envrc", ".vscode/tasks.json"]
