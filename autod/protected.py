@@ -284,3 +284,13 @@ RUNNER_GLOBS: tuple[str, ...] = (
     "noxfile.py",
     ".coveragerc",
 )
+
+
+def markdown() -> str:
+    """The three lists as docs/SECURITY.md shows them (a test keeps the page in step)."""
+    rows = (
+        ("credentials: never read into a prompt, memory or report, never edited", CREDENTIAL_GLOBS),
+        ("files that make tools run code later: never edited by a plan", RUNS_CODE_GLOBS),
+        ("pytest's configuration and entry points: always judges of a fix", RUNNER_GLOBS),
+    )
+    return "".join(f"- **{title}**: " + ", ".join(f"`{g}`" for g in globs) + "\n" for title, globs in rows)

@@ -183,3 +183,11 @@ def test_config_check_prints_the_effective_deny_no_write_allow_and_judge_lists(w
     assert by["allow"].endswith(": Makefile")
     judges = next(line for line in lines if line.startswith("judges (auto-debug"))
     assert "pytest.toml" in judges and ".pytest.ini" in judges and "reach into the test runner" in judges
+
+
+def test_the_security_page_shows_the_built_in_lists_as_the_code_has_them() -> None:
+    from autod.protected import markdown
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "SECURITY.md").read_text()
+    block = page.split("<!-- lists:begin -->\n", 1)[1].split("<!-- lists:end -->", 1)[0]
+    assert block == markdown()
