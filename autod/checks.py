@@ -163,15 +163,20 @@ async def run_check(
     extra_args: Sequence[str] = (),
     extra_env: Mapping[str, str] = {},
     output_dir: Path | None = None,
+    mount_at: Path | None = None,
+    bind_back: Sequence[str] = (),
 ) -> CheckResult:
     """Run one configured check in `cwd` (the workspace, or the fixer's scratch copy of it).
 
     `settings` gives the sandbox policy (mode, state dir, secrets); without it the defaults hold.
     `extra_args` are appended to the configured command; `extra_env` joins its `env:`; `output_dir`
     is an autod-owned directory outside the workspace the check may write (bound writable).
-    Never raises for the command's own failure.
+    `mount_at`: `cwd` is a copy of the workspace (autod.isolation) that the sandbox mounts at this
+    path, the real workspace's, with `bind_back` from the real tree read-only; it needs bwrap (the
+    result is a start error without it). Never raises for the command's own failure.
     """
-    policy = sandbox.Policy.for_settings(settings, cwd)
+    view = cwd if mount_at is None else Path(mount_at)  # where the check sees its workspace
+    policy = sandbox.Policy.for_settings(settings, view)
     mode = policy.mode_for(check)
     try:
         argv = [*shlex.split(check.run), *extra_args]
@@ -183,6 +188,9 @@ async def run_check(
         program = resolve_program(argv[0], cwd=cwd, venv=venv, path=host_path)
     except ProgramError as exc:
         return _not_started(name, exc.code, f"cannot start check {name!r}: {exc}")
+    if mount_at is not None and _under_dir(program, cwd):
+        # where the sandbox shows the copy
+        program = Path(mount_at) / os.path.relpath(os.path.realpath(program), os.path.realpath(cwd))
     wrapper = "off"
     verdict = None
     if mode != "off":
@@ -194,6 +202,9 @@ async def run_check(
             return _not_started(name, 126, why, "bwrap")
         else:
             wrapper = "unsandboxed"
+    if mount_at is not None and wrapper != "bwrap":
+        why = f"check {name!r} cannot run on a copy of the workspace without the bwrap sandbox"
+        return _not_started(name, 126, why, wrapper)
     private = None if wrapper == "bwrap" else await asyncio.to_thread(_private_dirs)
     env = sandbox.check_env(
         os.environ,
@@ -211,18 +222,21 @@ async def run_check(
         if wrapper == "bwrap":
             assert verdict is not None and verdict.bwrap is not None
             # A workspace without .git gets an empty read-only one: no check can `git init` a repository.
-            stack.enter_context(mounts.git_placeholder(mounts.real(cwd)))
-            expose = exposures(program, argv[1:], workspace=cwd, path=env["PATH"])
-            scratch = settings is not None and mounts.real(cwd) != mounts.real(settings.workspace)
+            if not os.path.lexists(mounts.real(view) / ".git"):
+                stack.enter_context(mounts.git_placeholder(mounts.real(cwd)))
+            expose = exposures(program, argv[1:], workspace=view, path=env["PATH"])
+            scratch = settings is not None and mounts.real(view) != mounts.real(settings.workspace)
             if scratch and venv is not None and not venv.is_symlink():
                 expose.append(venv)  # the fixer's scratch copy runs with the real workspace's venv
             writable = [output_dir] if output_dir is not None else []
-            table = sandbox.mount_table(cwd, policy, expose=expose, writable=writable)
+            table = sandbox.mount_table(cwd, policy, expose=expose, writable=writable, mount_at=mount_at,
+                                        bind_back=bind_back)
             hop = hidden_hop(program, env["PATH"], table)
             if hop is not None:
                 return _not_started(name, 126, hidden_program(name, program, hop), wrapper)
             full = sandbox.bwrap_argv(
-                verdict.bwrap, command, workspace=cwd, env=env, network=check.network, mounts=table
+                verdict.bwrap, command, workspace=cwd, env=env, network=check.network, mounts=table,
+                mount_at=mount_at,
             )
         else:
             full = [sys.executable, "-I", "-S", REAPER, str(program), *command]
@@ -267,6 +281,11 @@ async def run_check(
     )
 
 
+def _under_dir(path: Path, root: Path) -> bool:
+    real, base = os.path.realpath(path), os.path.realpath(root)
+    return real.startswith(base + os.sep)
+
+
 def _runs_code(changed: Sequence[str], settings: Settings | None) -> list[str]:
     """The changed files a plan could never have written (they make tools run code later, or hold
     credentials, like .envrc or .npmrc)."""
@@ -285,7 +304,6 @@ def _private_dirs() -> Path:
     (root / "home").mkdir()
     (root / "tmp").mkdir()
     return root
-
 
 
 def sandbox_problem(

@@ -158,11 +158,18 @@ def mount_table(
     *,
     expose: Sequence[Path] = (),
     writable: Sequence[Path] = (),
+    mount_at: Path | None = None,
+    bind_back: Sequence[str] = (),
 ) -> MountTable:
     """What a check in `workspace` sees (autod.mounts has the order and why). `expose`: host paths the
     configured command names (its program, absolute paths in its `run`), bound back read-only where
-    they are hidden; `writable`: autod-owned scratch directories outside the workspace."""
-    ws = real(workspace)
+    they are hidden; `writable`: autod-owned scratch directories outside the workspace.
+
+    `mount_at`: `workspace` is a copy (autod.isolation's mirror) shown at this path, the real
+    workspace's, with `bind_back` (paths relative to it: venvs) and `.git` from the real tree,
+    read-only."""
+    src = real(workspace)  # what the check sees where the workspace is: the tree itself, or its copy
+    ws = real(mount_at) if mount_at is not None else src
     never = [*map(Path, HIDDEN_DIRS), *policy.homes]
     own = [real(p) for p in (*([policy.state_dir] if policy.state_dir else []), *policy.hidden)]
     m = MountTable()
@@ -178,11 +185,14 @@ def mount_table(
         dest = Path(os.path.abspath(p))
         if m.hidden(dest) and not under(dest, ws) and exposable(dest, never) and not _credential(dest):
             m.bind(dest, writable=False, source=real(dest))
-    # The workspace (a future mirror copy would be the source here, mounted at the same dest).
-    m.bind(ws, writable=True)
-    git = ws / ".git"
-    if git.exists() and not git.is_symlink():  # a workspace without one gets a placeholder first
-        m.bind(git, writable=False)
+    m.bind(ws, writable=True, source=src)
+    for rel in bind_back:  # bwrap reads a bind's source on the host: the real tree's, not the copy's
+        if rel != ".git" and ".." not in Path(rel).parts:
+            m.bind(ws / rel, writable=False)
+    for git in dict.fromkeys((ws / ".git", src / ".git")):  # the real tree's, else the placeholder
+        if git.exists() and not git.is_symlink():  # a workspace without one gets a placeholder first
+            m.bind(ws / ".git", writable=False, source=git)
+            break
     for venv in workspace_venvs(ws):
         m.bind(venv, writable=False)
     for p in writable:
@@ -217,11 +227,13 @@ def bwrap_argv(
     network: bool = False,
     expose: Sequence[Path] = (),
     writable: Sequence[Path] = (),
+    mount_at: Path | None = None,
+    bind_back: Sequence[str] = (),
     mounts: MountTable | None = None,
 ) -> list[str]:
     """The full argv that runs `command` in `workspace` under bubblewrap: `mounts`, or the
-    `mount_table` of the policy, exposures and writable directories."""
-    ws = real(workspace)
+    `mount_table` of the policy, exposures, writable directories and `mount_at`/`bind_back`."""
+    ws = real(workspace) if mount_at is None else real(mount_at)
     argv = [
         bwrap,
         "--unshare-pid",
@@ -236,7 +248,8 @@ def bwrap_argv(
         argv += ["--cap-drop", "ALL"]  # root keeps no capability in the sandbox (no user namespace)
     argv += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     if mounts is None:
-        mounts = mount_table(ws, policy or Policy(), expose=expose, writable=writable)
+        mounts = mount_table(workspace, policy or Policy(), expose=expose, writable=writable,
+                             mount_at=mount_at, bind_back=bind_back)
     argv += mounts.argv()
     argv += ["--dir", HOME_IN_SANDBOX, "--chdir", str(ws), "--clearenv"]
     for k, v in env.items():

@@ -288,3 +288,20 @@ def test_a_check_that_writes_files_which_run_code_later_is_reported_loudly(tmp_p
     assert r.ok
     (line,) = [x for x in logs if x["event"] == "check.wrote_code_runners"]
     assert line["log_level"] == "error" and line["files"] == [".envrc", ".vscode/tasks.json"]
+
+
+def test_a_copy_mounted_at_the_workspace_shows_the_copy_with_the_real_git_and_venv_read_only(
+    tmp_path: Path, real_bwrap: None
+) -> None:
+    ws, copy = tmp_path / "ws", tmp_path / "state" / "mirror"
+    for root, text in ((ws, "real"), (copy, "copy")):
+        (root / "src").mkdir(parents=True)
+        (root / "src" / "x.txt").write_text(text)
+    subprocess.run(["git", "init", "-q", str(ws)], check=True)
+    (ws / ".venv" / "bin").mkdir(parents=True)
+    script = "cat src/x.txt; echo new > src/made.txt; echo x > .git/evil; echo x > .venv/evil; pwd"
+    r = run(CheckConfig(run=f"sh -c '{script}'", sandbox="bwrap"), copy, mount_at=ws, bind_back=[".venv"])
+    assert r.output.startswith("copy"), r.output
+    assert r.output.count("Read-only file system") == 2 and r.output.rstrip().endswith(str(ws))
+    assert (copy / "src" / "made.txt").exists() and not (ws / "src" / "made.txt").exists()
+    assert not (ws / ".git" / "evil").exists() and not (ws / ".venv" / "evil").exists()
