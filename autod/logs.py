@@ -38,6 +38,7 @@ __all__ = [
     "redact",
     "redact_secrets",
     "redact_text",
+    "redact_tree",
     "set_phase",
     "set_secrets",
 ]
@@ -98,6 +99,18 @@ def redact_text(text: str) -> str:
 def redact_secrets(text: str) -> str:
     """Only the configured secret values replaced by *** (for whole prompts: source code stays as is)."""
     return _secret_re.sub(REDACTED, text) if _secret_re is not None else text
+
+
+def redact_tree(value: Any) -> Any:
+    """A copy of a JSON-like value with configured secrets (in every form) replaced in each string:
+    what the state db stores of a cycle (its record may quote what the LLM or a check wrote)."""
+    if isinstance(value, str):
+        return redact_secrets(value)
+    if isinstance(value, dict):
+        return {k: redact_tree(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [redact_tree(v) for v in value]
+    return value
 
 
 def _redact_text(text: str) -> str:

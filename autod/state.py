@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
+from autod import logs
 from autod.filemodes import private_file
 from autod.state_schema import _SCHEMA, DECISION_STATUS, RESOLVED, SCHEMA_VERSION, StateError, migrate
 from autod.threads import named_pool
@@ -67,9 +68,12 @@ class State:
         )
 
     def cycle_finished(self, cycle_id: str, status: str, reason: str | None, record: dict[str, Any]) -> None:
+        # The state db's choke point: nothing a record quotes (a plan's summary, a check's words in a
+        # reason) is stored with a configured secret in it, in any form (autod.secretforms).
+        reason = logs.redact_secrets(reason) if reason else reason
         self._tx(
             "UPDATE cycles SET status=?, reason=?, finished_at=?, record=? WHERE id=?",
-            (status, reason, time.time(), json.dumps(record, default=str), cycle_id),
+            (status, reason, time.time(), json.dumps(logs.redact_tree(record), default=str), cycle_id),
         )
 
     def cycles_interrupted(self) -> list[str]:

@@ -197,3 +197,30 @@ def test_an_expired_or_decided_proposal_cannot_be_claimed(tmp_path):
     assert not s.claim_proposal("done", "approved")
     assert s.proposal("done")["status"] == "rejected"  # type: ignore[index]
     s.close()
+
+
+def test_a_cycle_record_is_stored_without_a_configured_secret_in_any_form(tmp_path):
+    import base64
+
+    from autod import logs
+
+    key = "state-KEY-CANARY-31415926"
+    logs.set_secrets([key])
+    try:
+        s = State(tmp_path / "state.db")
+        s.cycle_started("c1", "e1", "auto-debug", "fp", "check_failed", "x")
+        quoted = base64.b64encode(key.encode()).decode()
+        s.cycle_finished("c1", "rolled_back", f"check said {key[::-1]}",
+                         {"plan_summary": f"use {quoted}", "edits": [{"path": "a", "added": 1}]})
+        s.close()
+    finally:
+        logs.set_secrets([])
+    raw = (tmp_path / "state.db").read_bytes() + b"".join(
+        p.read_bytes() for p in tmp_path.glob("state.db-*")
+    )
+    for form in (key, key[::-1], quoted):
+        assert form.encode() not in raw
+    s = State(tmp_path / "state.db")
+    (row,) = s.history(1)
+    assert row["edits"] == [{"path": "a", "added": 1}] and "***" in row["reason"]
+    s.close()
