@@ -80,6 +80,15 @@ class _Finder(ast.NodeVisitor):
             return self.aliases.get(node.id, node.id if node.id in ("sys", "os", "importlib") else None)
         return None
 
+    def _machinery(self, node: ast.expr) -> bool:
+        """An object that is (or is fetched from) the interpreter's or the runner's machinery."""
+        if isinstance(node, ast.Call):
+            return True  # __import__("sys"), importlib.import_module(...), vars(...)
+        if isinstance(node, ast.Name):
+            root = _root(self.aliases.get(node.id, node.id))
+            return root in RUNNER_MODULES | MACHINERY_MODULES | {"sys", "os", "importlib", "inspect"}
+        return False
+
     def visit_Import(self, node: ast.Import) -> None:
         for a in node.names:
             root = _root(a.name)
@@ -142,7 +151,7 @@ class _Finder(ast.NodeVisitor):
             if isinstance(name, ast.Constant) and isinstance(name.value, str):
                 if name.value in SYS_ATTRS | TELLTALE_ATTRS | OS_EXITS or name.value.startswith("exec"):
                     self.found[f"{f.id}(..., {name.value!r})"] += 1
-            else:  # an attribute name computed at run time: could be any of the above
+            elif self._machinery(node.args[0]):  # a computed name on sys, os, builtins, the runner...
                 self.found[f"{f.id}() with a computed name"] += 1
         self.generic_visit(node)
 

@@ -304,3 +304,9 @@ def test_a_reach_needs_approval_when_judge_edits_are_allowed(ws: Path) -> None:
 def test_pyproject_tables_the_next_install_runs_are_judged(ws: Path, table: str, old: str, new: str) -> None:
     why = verdict(ws, "pyproject.toml", PYPROJECT, PYPROJECT + new) or ""
     assert f"the edit changes {table} (what the next install runs or registers)" in why
+
+
+def test_ordinary_dynamic_code_in_a_fix_is_not_a_reach(ws: Path) -> None:
+    old = "def handle(obj, kind):\n    return None\n"
+    new = "def handle(obj, kind):\n    setattr(obj, 'seen', kind)\n    return getattr(obj, f'on_{kind}')()\n"
+    assert verdict(ws, "src/calc.py", old, new) is None
