@@ -11,7 +11,10 @@ peer is refused when
   check started, in the sandbox or (with `sandbox: off`) under the reaper, which re-parents
   double-forked and `setsid` children to itself.
 The operator's CLI passes all four: same user (or root), the host's PID namespace, started from a
-shell, not by the daemon.
+shell, not by the daemon. The mount namespace is deliberately not compared: under systemd the daemon
+has one of its own (PrivateTmp=, ProtectSystem=) and the operator's CLI does not, while a bwrap
+check is caught by its PID namespace and its ancestry anyway. Where a peer's namespace cannot be
+read (another user namespace: the unit's PrivateUsers=), its ancestry still can.
 """
 
 from __future__ import annotations
