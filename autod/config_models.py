@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -47,28 +48,15 @@ def yaml_off(v: Any) -> Any:
 
 CronStr = Annotated[str, Field(min_length=9, max_length=200)]
 
-# Never bound into the check sandbox, nor a directory above them (autod.mounts).
-UNEXPOSABLE = ("/", "/tmp", "/var/tmp", "/root", "/home", "/run", "/etc/autod")
-
 
 def validate_expose(p: Path) -> Path:
-    """A `checks.expose` entry: an absolute path that is not a home, /run, /tmp or a directory above one."""
-    import os
+    """A `checks.expose` entry (the rule lives with the mount table: autod.mounts.expose_error)."""
+    from autod.mounts import expose_error
 
-    if not p.is_absolute():
-        raise ValueError("must be an absolute path")
-    norm = Path(os.path.normpath(p))
-    homes = [Path(h) for h in (os.environ.get("HOME"),) if h and os.path.isabs(h) and h != "/"]
-    for root in [*map(Path, UNEXPOSABLE), *homes]:
-        if norm == root or (root != Path("/") and norm in root.parents) or norm == Path("/"):
-            raise ValueError(
-                f"{norm} is a home, /run, /tmp or a directory above one: name the directory the checks"
-                " need inside it (e.g. /root/.pyenv/versions/3.12.1)"
-            )
-    for private in (Path("/run"), Path("/etc/autod")):  # sockets and autod's own config: never inside
-        if private in norm.parents:
-            raise ValueError(f"{norm} is inside {private}, which checks never see")
-    return norm
+    why = expose_error(p)
+    if why:
+        raise ValueError(why)
+    return Path(os.path.normpath(p))
 
 
 # The tests and the files that configure them: the judges of a fix, never the fix's to change.

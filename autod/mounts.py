@@ -26,7 +26,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["HIDDEN_DIRS", "MountTable", "git_placeholder", "real", "under", "workspace_venvs"]
+__all__ = ["HIDDEN_DIRS", "MountTable", "expose_error", "git_placeholder", "real", "under", "workspace_venvs"]
 
 # Secrets a read-only root would still show. A workspace (or an exposure) below one of these is bound
 # back in; everything else there is an empty, read-only directory.
@@ -123,6 +123,27 @@ def exposable(path: Path, never: Sequence[Path]) -> bool:
     if path == Path("/") or str(path) in PRIVATE_DIRS:
         return False
     return not any(under(n, path) for n in never)
+
+
+def expose_error(p: Path) -> str | None:
+    """Why `p` may not be a `checks.expose` entry, or None: it must be absolute, not a home, /run, /tmp
+    or a directory above one (that would hand a check whole homes again), and nothing under /run
+    (sockets) or /etc/autod (autod's config)."""
+    if not p.is_absolute():
+        return "must be an absolute path"
+    norm = Path(os.path.normpath(p))
+    home = os.environ.get("HOME")
+    roots = [Path("/"), *map(Path, (*PRIVATE_DIRS, *HIDDEN_DIRS))]
+    roots += [Path(home)] if home and os.path.isabs(home) and home != "/" else []
+    if norm == Path("/") or any(under(r, norm) for r in roots[1:]):
+        return (
+            f"{norm} is a home, /run, /tmp or a directory above one: name the directory the checks"
+            " need inside it (e.g. /root/.pyenv/versions/3.12.1)"
+        )
+    for private in (Path("/run"), Path("/etc/autod")):
+        if private in norm.parents:
+            return f"{norm} is inside {private}, which checks never see"
+    return None
 
 
 def workspace_venvs(ws: Path) -> list[Path]:
