@@ -40,7 +40,9 @@ def real(p: Path | str) -> Path:
 
 
 def under(path: Path, root: Path) -> bool:
-    return path == root or root in path.parents
+    """`path` is `root` or below it (both absolute and normalised); string work: this runs per mount."""
+    p, r = str(path), str(root)
+    return p == r or r == "/" or p.startswith(r + "/")
 
 
 @dataclass(frozen=True)

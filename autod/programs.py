@@ -97,8 +97,8 @@ def runs_module(argv: Sequence[str]) -> bool:
 
 def _inside(p: Path, root: Path) -> bool:
     """`p` lies in `root`, by its own path or by where it really is."""
-    r = Path(os.path.realpath(root))
-    return any(q == r or r in q.parents for q in (Path(os.path.abspath(p)), Path(os.path.realpath(p))))
+    r = os.path.realpath(root)
+    return any(q == r or q.startswith(r + "/") for q in (os.path.abspath(p), os.path.realpath(p)))
 
 
 def _link_chain(p: Path, stop: Path | None) -> list[Path]:

@@ -16,6 +16,7 @@ interpreter only, never from the workspace (`autod.mounts`).
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import subprocess
@@ -208,6 +209,7 @@ def mount_table(
     return m
 
 
+@functools.lru_cache(maxsize=1024)
 def _credential(path: Path) -> bool:
     """Never bound back, whoever names it: a path through a credential file or directory (~/.aws...)."""
     from autod.boundary import glob_match
