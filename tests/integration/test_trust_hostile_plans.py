@@ -26,6 +26,7 @@ from typing import Any
 from unittest import mock
 
 import pytest
+import yaml
 from daemon import CALC_BUGGY, FIX_PLAN, PYTHON, Autod, git, make_calc_repo, write_config
 from llmserver import NOTHING_TO_DO, ScriptedLLM
 
@@ -166,6 +167,12 @@ class Scenario:
                        "retry_base_s": 3600},
             "logging": {"level": "debug"},
         })
+        from autod.config import Settings
+
+        if "candidates" in Settings.model_fields:  # issue 19's several plans per attempt: one here,
+            doc = yaml.safe_load(self.config.read_text())  # so each scripted plan is one attempt
+            doc["candidates"] = {"n": 1}
+            write_config(self.config, doc)
         self.env = {"CREDENTIALS_DIRECTORY": str(creds)}
         self.daemon = Autod(self.config, log_file=self.state / "logs" / "autod.jsonl", env=self.env)
         self.variants: list[tuple[str, str]] = []  # (family, path) of each manual-cycle plan, in order
