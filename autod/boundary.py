@@ -4,9 +4,14 @@ One set of rules serves both directions (the architecture's act rules, applied t
 - the resolved real path lies inside the workspace (no `..`, absolute paths or symlinks for writes;
   reads follow a symlink only to a target that passes every rule itself);
 - never `.git`, never autod's temp files;
-- never a path matched by the deny globs (`.env`, keys, `**/secrets/**`, ...);
+- never a credential file: the built-in list (`autod.protected.CREDENTIAL_GLOBS`: `.env`, keys,
+  cloud, registry and cluster credentials, ...) and the operator's `limits.deny_globs`;
 - never autod's own files: the state dir, the config file it loaded and every file on the config
-  search path, the installed units and the environment/credential files.
+  search path, the installed units and the environment/credential files;
+- for writes only: never a file that makes a tool run code later (`autod.protected.RUNS_CODE_GLOBS`:
+  `*.pth`, virtualenvs, editor/CI/build/container files, ...) nor the operator's
+  `limits.no_write_globs`.
+`limits.allow_globs` exempts a path from the two built-in lists, never from the rest.
 
 Nothing here writes. `resolve` raises PlanRejected naming the path and the rule; `readable` answers
 with the normalised relative path or None.
@@ -23,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from autod.errors import PlanRejected
+from autod.protected import CREDENTIAL_GLOBS, RUNS_CODE_GLOBS
 
 if TYPE_CHECKING:
     from autod.config import Settings
@@ -150,12 +156,17 @@ class Boundary:
         state_dir: Path,
         deny_globs: Sequence[str],
         own: Iterable[Path] = (),
+        *,
+        no_write_globs: Sequence[str] = (),
+        allow_globs: Sequence[str] = (),
     ) -> None:
         self.workspace = Path(os.path.realpath(workspace))
         if not self.workspace.is_dir():
             raise ValueError(f"workspace is not a directory: {workspace}")
         self.state_dir = Path(os.path.realpath(state_dir))
-        self.deny_globs = tuple(deny_globs)
+        self.deny_globs = tuple(deny_globs)  # the operator's, on top of CREDENTIAL_GLOBS
+        self.no_write_globs = tuple(no_write_globs)  # the operator's, on top of RUNS_CODE_GLOBS
+        self.allow_globs = tuple(allow_globs)  # exempt from the two built-in lists only
         # An "own" entry that is the workspace or contains it would deny everything: autod's own files
         # are the ones inside it (e.g. ./config/autod.yaml), never the tree it works on.
         real_own = (Path(os.path.realpath(p)) for p in own)
@@ -163,7 +174,15 @@ class Boundary:
 
     @classmethod
     def for_settings(cls, settings: Settings) -> Boundary:
-        return cls(settings.workspace, settings.state_path, settings.limits.deny_globs, own_files(settings))
+        lim = settings.limits
+        return cls(
+            settings.workspace,
+            settings.state_path,
+            lim.deny_globs,
+            own_files(settings),
+            no_write_globs=lim.no_write_globs,
+            allow_globs=lim.allow_globs,
+        )
 
     # -- writes ------------------------------------------------------------------------
     def resolve(self, rel: str) -> tuple[str, Path]:
@@ -185,7 +204,7 @@ class Boundary:
         if ".." in parts:
             raise PlanRejected(f"{shown}: '..' is not allowed in paths")
         norm = "/".join(parts)
-        why = self._denied(norm)
+        why = self._denied(norm) or self._unwritable(norm)
         if why:
             raise PlanRejected(f"{norm}: {why}")
         path = self.workspace.joinpath(*parts)
@@ -268,8 +287,29 @@ class Boundary:
             return "autod temp files are never edited"
         for pattern in self.deny_globs:
             if glob_match(pattern, norm):
-                return f"denied by glob {pattern!r}"
+                return f"denied by glob {pattern!r} (limits.deny_globs)"
+        for pattern in CREDENTIAL_GLOBS:
+            if glob_match(pattern, norm) and not self._allowed(norm):
+                return (
+                    f"denied by glob {pattern!r}: a credential file is never read or edited"
+                    " (limits.allow_globs exempts a file)"
+                )
         return None
+
+    def _unwritable(self, norm: str) -> str | None:
+        for pattern in self.no_write_globs:
+            if glob_match(pattern, norm):
+                return f"denied by glob {pattern!r} (limits.no_write_globs): never edited by a plan"
+        for pattern in RUNS_CODE_GLOBS:
+            if glob_match(pattern, norm) and not self._allowed(norm):
+                return (
+                    f"denied by glob {pattern!r}: a file that makes tools run code later is never edited"
+                    " by a plan - change the project's own source instead (limits.allow_globs exempts a file)"
+                )
+        return None
+
+    def _allowed(self, norm: str) -> bool:
+        return any(glob_match(pattern, norm) for pattern in self.allow_globs)
 
     def _own(self, path: Path) -> str | None:
         state = self.state_dir

@@ -1,10 +1,11 @@
-"""Run configured checks, and only those: the program resolved in the workspace's venv first, the
-sandbox (`autod.sandbox`), a timeout that kills everything the check started, an output cap, and a
-report of the workspace files the check changed."""
+"""Run configured checks, and only those: the program resolved in the workspace's venv first
+(`autod.programs`), the sandbox (`autod.sandbox`), a timeout that kills everything the check started,
+an output cap, and a report of the workspace files the check changed."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shlex
 import shutil
@@ -18,10 +19,30 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from autod import reaper, sandbox, sourcefiles, tally
+from autod import mounts, reaper, sandbox, sourcefiles, tally
 from autod.config import CheckConfig
 from autod.paths import NOT_SOURCE_DIRS
 from autod.process import CannotStart, run_session
+from autod.programs import (
+    VENV_DIRS,
+    ProgramError,
+    exposures,
+    find_venv,
+    hidden_hop,
+    resolve_program,
+    runs_module,
+    runtime_paths,
+)
+
+__all__ = [
+    "VENV_DIRS",
+    "CheckResult",
+    "ProgramError",
+    "find_venv",
+    "resolve_program",
+    "run_check",
+    "runtime_paths",
+]
 
 if TYPE_CHECKING:
     from autod.config import Settings
@@ -29,9 +50,7 @@ if TYPE_CHECKING:
 log = structlog.get_logger("autod.checks")
 
 REAPER = str(Path(reaper.__file__).resolve())
-VENV_DIRS = (".venv", "venv")
 MAX_SNAPSHOT_ENTRIES = 50_000  # past this the change report is skipped rather than slow
-SHEBANG_DEPTH = 4
 
 
 @dataclass
@@ -63,110 +82,6 @@ class CheckResult:
 
 class CheckNotConfigured(KeyError):
     pass
-
-
-class ProgramError(Exception):
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-# ---------------------------------------------------------------------------------------------
-# Which program runs
-
-
-def find_venv(root: Path) -> Path | None:
-    """The workspace's own virtualenv (`.venv`, then `venv`), if it has one."""
-    for name in VENV_DIRS:
-        if (root / name / "bin").is_dir():
-            return root / name
-    return None
-
-
-def resolve_program(name: str, *, cwd: Path, venv: Path | None, path: str) -> Path:
-    """argv[0] as the host sees it: a path (relative to the workspace), or the first executable of
-    that name in the workspace's venv, then on PATH. ProgramError 127 (missing) or 126 (not runnable)."""
-    if "/" in name:
-        p = Path(name) if os.path.isabs(name) else cwd / name
-        if not p.exists():
-            raise ProgramError(127, f"{name}: no such file")
-        if not p.is_file() or not os.access(p, os.X_OK):
-            raise ProgramError(126, f"{name}: not an executable file")
-        return p
-    dirs = [venv / "bin"] if venv is not None else []
-    # Relative PATH entries ('.', '') are skipped: they would run a file of the workspace by accident.
-    dirs += [Path(d) for d in path.split(os.pathsep) if d and os.path.isabs(d)]
-    not_runnable = None
-    for d in dirs:
-        p = d / name
-        if p.is_file():
-            if os.access(p, os.X_OK):
-                return p
-            not_runnable = not_runnable or p
-    if not_runnable is not None:
-        raise ProgramError(126, f"{name}: {not_runnable} is not executable")
-    where = f"{venv}/bin nor on PATH" if venv else "the workspace's .venv/bin or venv/bin, nor on PATH"
-    raise ProgramError(127, f"{name}: not found in {where}")
-
-
-def runtime_paths(program: Path, path: str) -> list[Path]:
-    """What running `program` reads besides itself: its symlink chain, its interpreter (shebang,
-    `env NAME`), each one's install prefix `lib` (Python's stdlib), and the venv a python belongs to.
-    The sandbox binds back the ones that lie in a hidden place, e.g. a venv's python under
-    /root/.pyenv, or a venv under /tmp."""
-    out: list[Path] = []
-    todo = [program]
-    for _ in range(SHEBANG_DEPTH):
-        if not todo:
-            break
-        p = todo.pop()
-        chain = _link_chain(p)
-        out += chain
-        # A venv's python is a symlink to its base interpreter; what makes it the venv's is the
-        # pyvenv.cfg beside its bin/ and the venv's site-packages: the whole venv, read-only.
-        out += [q.parent.parent for q in chain if (q.parent.parent / "pyvenv.cfg").is_file()]
-        real = chain[-1]
-        if real.parent.name == "bin":
-            prefix = real.parent.parent
-            out += [prefix / lib for lib in ("lib", "lib64") if (prefix / lib).is_dir()]
-        interp = _interpreter(real, path)
-        if interp is not None:
-            todo.append(interp)
-    seen: set[Path] = set()
-    return [p for p in out if not (p in seen or seen.add(p))]  # type: ignore[func-returns-value]
-
-
-def _link_chain(p: Path) -> list[Path]:
-    out = [Path(os.path.abspath(p))]
-    cur = out[0]
-    for _ in range(40):
-        if not cur.is_symlink():
-            break
-        target = os.readlink(cur)
-        cur = Path(os.path.normpath(cur.parent / target))
-        out.append(cur)
-    real = Path(os.path.realpath(p))
-    if real not in out:
-        out.append(real)
-    return out
-
-
-def _interpreter(p: Path, path: str) -> Path | None:
-    try:
-        with open(p, "rb") as f:
-            head = f.read(256)
-    except OSError:
-        return None
-    if not head.startswith(b"#!"):
-        return None
-    words = head[2:].split(b"\n", 1)[0].decode("utf-8", "replace").split()
-    if not words:
-        return None
-    if Path(words[0]).name == "env" and len(words) > 1:
-        name = next((w for w in words[1:] if not w.startswith("-")), None)
-        found = shutil.which(name, path=path) if name else None
-        return Path(found) if found else None
-    return Path(words[0])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -211,24 +126,15 @@ def changed_files(before: Mapping[str, object] | None, after: Mapping[str, objec
 # Running one check
 
 
-def _exposed(program: Path, args: Sequence[str], venv: Path | None, path: str) -> list[Path]:
-    """What a check needs even where the sandbox hides its home, bound back read-only: the runtime
-    of its program and of the workspace venv's python (what `python` on its PATH runs), and every
-    file or directory its command line names by absolute path (`python /opt/ci/check.py`,
-    `--rcfile=/etc/x`): the operator wrote those, so the check may read them."""
-    roots = [program]
-    if venv is not None and (venv / "bin" / "python").exists():
-        roots.append(venv / "bin" / "python")
-    named = []
-    for arg in args:
-        value = arg.split("=", 1)[1] if arg.startswith("-") and "=" in arg else arg
-        if os.path.isabs(value) and os.path.exists(value):
-            named.append(Path(value))
-    roots += [p for p in named if p.is_file() and os.access(p, os.X_OK)]
-    out: list[Path] = [p for p in named if p not in roots]
-    for r in roots:
-        out += runtime_paths(r, path)
-    return out
+def hidden_program(name: str, program: Path, hop: tuple[Path, str]) -> str:
+    """The refusal of a check whose program leads into a place the sandbox hides (exit 126)."""
+    where, how = hop
+    return (
+        f"cannot start check {name!r}: {program} leads to {where} ({how}), which the sandbox hides;"
+        " autod binds back only what the config names, never what workspace files point at: recreate"
+        " the workspace's venv from an interpreter the sandbox shows (/usr/bin/python3, or autod's own"
+        f" {sys.base_prefix}), or add that interpreter's install directory to checks.expose"
+    )
 
 
 def _not_started(name: str, code: int, why: str, mode: str = "") -> CheckResult:
@@ -272,7 +178,8 @@ async def run_check(
     path, the real workspace's, with `bind_back` from the real tree read-only; it needs bwrap (the
     result is a start error without it). Never raises for the command's own failure.
     """
-    policy = sandbox.Policy.for_settings(settings, cwd if mount_at is None else mount_at)
+    view = cwd if mount_at is None else Path(mount_at)  # where the check sees its workspace
+    policy = sandbox.Policy.for_settings(settings, view)
     mode = policy.mode_for(check)
     try:
         argv = [*shlex.split(check.run), *extra_args]
@@ -304,6 +211,8 @@ async def run_check(
     private = None if wrapper == "bwrap" else await asyncio.to_thread(_private_dirs)
     env = sandbox.check_env(
         os.environ,
+        # `python -m MODULE`: a pytest.py in the current directory must not stand in for the runner
+        fixed={"PYTHONSAFEPATH": "1"} if runs_module(argv) else {},
         own={**check.env, **extra_env},
         secrets=policy.secrets,
         path_first=venv / "bin" if venv is not None else None,
@@ -312,33 +221,39 @@ async def run_check(
         tmpdir="/tmp" if private is None else str(private / "tmp"),
     )
     command = [str(program), *argv[1:]]
-    if wrapper == "bwrap":
-        assert verdict is not None and verdict.bwrap is not None
-        full = sandbox.bwrap_argv(
-            verdict.bwrap,
-            command,
-            workspace=cwd,
-            env=env,
-            policy=policy,
-            network=check.network,
-            expose=_exposed(program, argv[1:], venv, env["PATH"]),
-            writable=[output_dir] if output_dir is not None else [],
-            mount_at=mount_at,
-            bind_back=bind_back,
-        )
-    else:
-        full = [sys.executable, "-I", "-S", REAPER, str(program), *command]
-    skip = [p for p in (policy.state_dir, output_dir) if p is not None]
-    before = await asyncio.to_thread(snapshot, cwd, skip)
-    try:
-        fin = await run_session(
-            full, cwd=cwd, env=env, timeout_s=check.timeout_s, output_limit=check.output_limit_kb * 1024
-        )
-    except CannotStart as exc:
-        return _not_started(name, 126, f"cannot start check {name!r}: {exc}", wrapper)
-    finally:
-        if private is not None:
-            await asyncio.to_thread(shutil.rmtree, private, True)
+    with contextlib.ExitStack() as stack:
+        if wrapper == "bwrap":
+            assert verdict is not None and verdict.bwrap is not None
+            # A workspace without .git gets an empty read-only one: no check can `git init` a repository.
+            if not os.path.lexists(mounts.real(view) / ".git"):
+                stack.enter_context(mounts.git_placeholder(mounts.real(cwd)))
+            expose = exposures(program, argv[1:], workspace=view, path=env["PATH"])
+            scratch = settings is not None and mounts.real(view) != mounts.real(settings.workspace)
+            if scratch and venv is not None and not venv.is_symlink():
+                expose.append(venv)  # the fixer's scratch copy runs with the real workspace's venv
+            writable = [output_dir] if output_dir is not None else []
+            table = sandbox.mount_table(cwd, policy, expose=expose, writable=writable, mount_at=mount_at,
+                                        bind_back=bind_back)
+            hop = hidden_hop(program, env["PATH"], table)
+            if hop is not None:
+                return _not_started(name, 126, hidden_program(name, program, hop), wrapper)
+            full = sandbox.bwrap_argv(
+                verdict.bwrap, command, workspace=cwd, env=env, network=check.network, mounts=table,
+                mount_at=mount_at,
+            )
+        else:
+            full = [sys.executable, "-I", "-S", REAPER, str(program), *command]
+        skip = [p for p in (policy.state_dir, output_dir) if p is not None]
+        before = await asyncio.to_thread(snapshot, cwd, skip)
+        try:
+            fin = await run_session(
+                full, cwd=cwd, env=env, timeout_s=check.timeout_s, output_limit=check.output_limit_kb * 1024
+            )
+        except CannotStart as exc:
+            return _not_started(name, 126, f"cannot start check {name!r}: {exc}", wrapper)
+        finally:
+            if private is not None:
+                await asyncio.to_thread(shutil.rmtree, private, True)
     after = await asyncio.to_thread(snapshot, cwd, skip)
     tally.spend("checks", fin.duration_ms)
     output = fin.output.decode("utf-8", "replace")
@@ -353,6 +268,11 @@ async def run_check(
     if changed and not check.fixer:
         # a copy of the workspace (mount_at) has the real tree's paths: ask the real tree's git
         changed, outputs = await _sources_and_outputs(name, mount_at or cwd, changed)
+    planted = _runs_code(changed + outputs, settings) if mount_at is None else []
+    if planted:
+        # The sandbox kept them in the workspace, but the operator's own tools will run them later.
+        log.error("check.wrote_code_runners", check=name, files=planted[:20],
+                  fix="review and remove them: they make tools run code outside the sandbox")
     return CheckResult(
         name=name,
         exit_code=fin.exit_code,
@@ -391,9 +311,51 @@ async def _sources_and_outputs(name: str, cwd: Path, changed: list[str]) -> tupl
     return split.sources, split.outputs
 
 
+def _runs_code(changed: Sequence[str], settings: Settings | None) -> list[str]:
+    """The changed files a plan could never have written (they make tools run code later, or hold
+    credentials, like .envrc or .npmrc)."""
+    from autod.boundary import glob_match
+    from autod.protected import CREDENTIAL_GLOBS, RUNS_CODE_GLOBS
+
+    allow = settings.limits.allow_globs if settings is not None else []
+    globs = (*RUNS_CODE_GLOBS, *CREDENTIAL_GLOBS)
+    hits = [f for f in changed if any(glob_match(g, f) for g in globs)]
+    return [f for f in hits if not any(glob_match(a, f) for a in allow)]
+
+
 def _private_dirs() -> Path:
     """A private HOME and TMPDIR for an unsandboxed run, removed after it."""
     root = Path(tempfile.mkdtemp(prefix="autod-check-"))
     (root / "home").mkdir()
     (root / "tmp").mkdir()
     return root
+
+
+def sandbox_problem(
+    name: str, check: CheckConfig, settings: Settings, *, probe: bool = False
+) -> tuple[str, bool] | None:
+    """(why, is it an error) when this check's program, or the workspace venv's python its PATH puts
+    first, leads into a place the sandbox hides; for `autod config check` and start-up. The program:
+    an error (the check is refused); only the venv's python: a warning (the check runs, but a python
+    it starts will not). None without a working bwrap (nor `probe`)."""
+    verdict = sandbox.probe() if probe else sandbox.cached_verdict()
+    policy = sandbox.Policy.for_settings(settings, settings.workspace)
+    if verdict is None or not verdict.works or policy.mode_for(check) == "off":
+        return None
+    try:
+        argv = shlex.split(check.run)
+        venv = find_venv(settings.workspace)
+        host_path = os.environ.get("PATH", os.defpath)
+        program = resolve_program(argv[0], cwd=settings.workspace, venv=venv, path=host_path)
+    except (ValueError, IndexError, ProgramError):
+        return None  # reported as a program problem already
+    path = f"{venv / 'bin'}{os.pathsep}{host_path}" if venv is not None else host_path
+    expose = exposures(program, argv[1:], workspace=settings.workspace, path=path)
+    table = sandbox.mount_table(settings.workspace, policy, expose=expose)
+    hop = hidden_hop(program, path, table)
+    if hop is not None:
+        return hidden_program(name, program, hop), True
+    python = venv / "bin" / "python" if venv is not None else None
+    if python is not None and os.path.lexists(python) and (hop := hidden_hop(python, path, table)):
+        return hidden_program(name, python, hop).replace("cannot start check", "check"), False
+    return None

@@ -107,6 +107,10 @@ def cmd_config_check(args: argparse.Namespace) -> int:
         f" checks {', '.join(settings.checks) or 'none'}, planner {planner})"
     )
     _out(sandbox.describe(st))
+    from autod.act.judges import rule_lines
+
+    for line in rule_lines(settings):  # the effective deny, no-write, allow and judge lists
+        _out(line)
     _warnings(settings)
     from autod.outage import unreachable_now
 

@@ -248,7 +248,10 @@ class Commands:
             return {"ok": False, "error": f"mode {p['mode']} is no longer enabled"}
         event = Event.model_validate_json(p["event"])
         plan = Plan.model_validate_json(p["plan"])
-        await d.state.call(d.state.decide_proposal, p["id"], "approved", req.get("reason"))
+        # One pending -> approved transition: of concurrent approves (or an approve racing a reject)
+        # exactly one goes on; the status read above was only for the error message.
+        if not await d.state.call(d.state.claim_proposal, p["id"], "approved", req.get("reason")):
+            return {"ok": False, "error": f"proposal {p['id']} is no longer pending (decided meanwhile)"}
         cycle = await d.dispatcher.run_cycle(mode, event, approved=plan, slot=f"approve:{p['id']}")
         r = cycle.r
         final = "applied" if r.status in ("fixed", "improved") else "failed"
@@ -273,7 +276,8 @@ class Commands:
         if p is None or p["status"] != "pending":
             return {"ok": False, "error": "no such pending proposal"}
         reason = str(req.get("reason") or "no reason given")[:500]
-        await d.state.call(d.state.decide_proposal, p["id"], "rejected", reason)
+        if not await d.state.call(d.state.claim_proposal, p["id"], "rejected", reason):
+            return {"ok": False, "error": f"proposal {p['id']} is no longer pending (decided meanwhile)"}
         plan = Plan.model_validate_json(p["plan"])
         event = Event.model_validate_json(p["event"])
         lesson = (

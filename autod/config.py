@@ -52,6 +52,7 @@ from autod.config_models import (
     UndoConfig,
     WatchSource,
     validate_cron,
+    validate_expose,
     yaml_off,
 )
 
@@ -120,6 +121,13 @@ class Settings(BaseSettings):
         validation_alias=AliasPath("checks", "sandbox"),
         description="auto: bwrap when it works here, else unsandboxed (said loudly); bwrap: required; off",
     )
+    # `checks.expose` in the YAML: a second reserved key inside `checks:` (no check may be named `expose`).
+    checks_expose: list[Path] = Field(
+        default_factory=list,
+        validation_alias=AliasPath("checks", "expose"),
+        max_length=100,
+        description="host paths checks need that the sandbox hides (an interpreter under /root), read-only",
+    )
     sources: list[SourceConfig] = Field(default_factory=list)
     llm: LLMConfig = Field(default_factory=LLMConfig)
     limits: Limits = Field(default_factory=Limits)
@@ -142,7 +150,14 @@ class Settings(BaseSettings):
     def _no_alias_by_name(cls, data: Any) -> Any:
         if isinstance(data, dict) and "checks_sandbox" in data:
             raise ValueError("checks_sandbox: unknown key (the sandbox mode is checks.sandbox)")
+        if isinstance(data, dict) and "checks_expose" in data:
+            raise ValueError("checks_expose: unknown key (the list is checks.expose)")
         return data
+
+    @field_validator("checks_expose")
+    @classmethod
+    def _expose(cls, v: list[Path]) -> list[Path]:
+        return [validate_expose(p) for p in v]
 
     @field_validator("checks_sandbox", mode="before")
     @classmethod
@@ -158,8 +173,9 @@ class Settings(BaseSettings):
     @field_validator("checks", mode="before")
     @classmethod
     def _drop_sandbox_key(cls, v: Any) -> Any:
-        if isinstance(v, dict) and "sandbox" in v:
-            return {k: x for k, x in v.items() if k != "sandbox"}  # validated as checks_sandbox
+        if isinstance(v, dict) and ("sandbox" in v or "expose" in v):
+            # validated as checks_sandbox and checks_expose
+            return {k: x for k, x in v.items() if k not in ("sandbox", "expose")}
         return v
 
     @field_validator("checks")

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -48,6 +49,16 @@ def yaml_off(v: Any) -> Any:
 CronStr = Annotated[str, Field(min_length=9, max_length=200)]
 
 
+def validate_expose(p: Path) -> Path:
+    """A `checks.expose` entry (the rule lives with the mount table: autod.mounts.expose_error)."""
+    from autod.mounts import expose_error
+
+    why = expose_error(p)
+    if why:
+        raise ValueError(why)
+    return Path(os.path.normpath(p))
+
+
 # The tests and the files that configure them: the judges of a fix, never the fix's to change.
 DEFAULT_JUDGE_GLOBS = (
     "**/tests/**",
@@ -62,6 +73,7 @@ DEFAULT_JUDGE_GLOBS = (
     ".coveragerc",
 )
 JudgeGlobs = Annotated[list[Annotated[str, Field(min_length=1, max_length=500)]], Field(max_length=500)]
+Globs = JudgeGlobs  # the same shape for the boundary's lists: up to 500 globs of up to 500 characters
 
 
 # Where a mode's verified fix goes (autod.delivery): the working tree, a branch, or a patch file.
@@ -157,7 +169,7 @@ class CheckConfig(Strict):
     @field_validator("env")
     @classmethod
     def _env_names(cls, v: dict[str, str]) -> dict[str, str]:
-        from autod.sandbox import env_name_denied
+        from autod.checkenv import env_name_denied
 
         bad = sorted(k for k in v if env_name_denied(k))
         if bad:
@@ -324,22 +336,17 @@ class Limits(Strict):
     cycle_grace_s: float = Field(
         120, gt=0, le=86400, description="slack over a cycle's plan and check timeouts before it is wedged"
     )
-    deny_globs: list[str] = Field(
-        default_factory=lambda: [
-            ".env",
-            ".env.*",
-            "**/.env",
-            "**/.env.*",
-            "**/*.pem",
-            "**/*.key",
-            "**/id_rsa*",
-            "**/id_ed25519*",
-            "**/.ssh/**",
-            "**/secrets/**",
-            "**/*secret*",
-            "**/.netrc",
-            "**/.pypirc",
-        ]
+    deny_globs: Globs = Field(
+        default_factory=list,
+        description="never read or edited, on top of the built-in credential globs (autod.protected)",
+    )
+    no_write_globs: Globs = Field(
+        default_factory=list,
+        description="never edited by a plan, on top of the built-in files that make tools run code",
+    )
+    allow_globs: Globs = Field(
+        default_factory=list,
+        description="exempt from the built-in deny and no-write globs (never from .git or autod's own files)",
     )
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import structlog
 
+from autod import peers, process
 from autod.config import Settings
 
 log = structlog.get_logger("autod.control")
@@ -141,17 +142,23 @@ class ControlServer:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
+            # Who is calling is decided before anything of the request is read or parsed; the line is
+            # still taken off the socket so a refused client reads the answer, not a broken pipe.
+            why = self._refused(writer)
             try:
                 line = await asyncio.wait_for(reader.readline(), timeout=10)
             except ValueError:  # longer than the reader's limit: answer instead of killing the task
                 line = None
             try:
-                if line is None:
+                if why is not None:
+                    response = {"ok": False, "error": f"refused: {why}"}
+                elif line is None:
                     raise ValueError(f"longer than {MAX_REQUEST} bytes")
-                request = json.loads(line)
-                if not isinstance(request, dict) or not isinstance(request.get("cmd"), str):
-                    raise ValueError("request must be an object with a 'cmd'")
-                response = await self.handler(request)
+                else:
+                    request = json.loads(line)
+                    if not isinstance(request, dict) or not isinstance(request.get("cmd"), str):
+                        raise ValueError("request must be an object with a 'cmd'")
+                    response = await self.handler(request)
             except (ValueError, json.JSONDecodeError) as exc:
                 response = {"ok": False, "error": f"bad request: {exc}"}
             except Exception as exc:
@@ -165,6 +172,21 @@ class ControlServer:
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
+
+    @staticmethod
+    def _refused(writer: asyncio.StreamWriter) -> str | None:
+        """Why the peer may not talk to the daemon (autod.peers), logged; None when it may."""
+        sock = writer.get_extra_info("socket")
+        try:
+            pid, uid, _ = peers.peer_credentials(sock)
+        except (OSError, AttributeError, ValueError):
+            why: str | None = "its credentials cannot be read"
+            pid = uid = -1
+        else:
+            why = peers.refusal(pid, uid, sessions=process.running_sessions())
+        if why is not None:
+            log.warning("control.peer_refused", pid=pid, uid=uid, why=why)
+        return why
 
 
 class DaemonDown(Exception):

@@ -11,26 +11,20 @@ from pathlib import Path
 
 import structlog
 
+from autod import gitsafe
+
 log = structlog.get_logger("autod.supervisor")
 
 MARK = "# autod's state dir (added by autod)"
 
 
 def git_dir(workspace: Path) -> Path | None:
-    """The directory holding info/exclude for this workspace, or None when it is not a git repository."""
-    dot = workspace / ".git"
-    if dot.is_dir():
-        return dot
-    if not dot.is_file():
-        return None
+    """The directory holding info/exclude for this workspace, or None when it has no repository autod
+    trusts (`gitsafe.repository`: never a planted or borrowed .git)."""
     try:
-        first = dot.read_text(encoding="utf-8").splitlines()[0]
-    except (OSError, UnicodeDecodeError, IndexError):
+        gitdir, _ = gitsafe.repository(workspace)
+    except gitsafe.GitRefused:
         return None
-    if not first.startswith("gitdir:"):
-        return None
-    gitdir = Path(first.split(":", 1)[1].strip())
-    gitdir = gitdir if gitdir.is_absolute() else (workspace / gitdir)
     common = gitdir / "commondir"  # a linked worktree: info/exclude lives in the main repository
     if common.is_file():
         try:

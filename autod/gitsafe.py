@@ -8,6 +8,13 @@ own rights, so a file planted in `.git` (or one it includes) would run as the da
 those is switched off on the command line, which outranks every config file; the system and global
 configs are not read at all; and the repository's own config (with its includes) is read, never
 executed, to neutralise the drivers it names. Every call has a deadline.
+
+Which repository is autod's own decision too (`repository`): git runs with an explicit `--git-dir`
+and `--work-tree` (the workspace), never discovering one. The workspace's `.git` must be a
+directory holding a repository, or the gitfile of a linked worktree or submodule whose gitdir
+lies outside the workspace and points back at it; a symlink, a gitfile pointing elsewhere, an empty
+placeholder, or a `core.worktree` naming another directory is refused (GitRefused), so a `.git` a
+check planted can never send autod's git to read host files into a prompt.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import stat
 import subprocess
 from pathlib import Path
 
@@ -36,6 +44,10 @@ SAFE_CONFIG = (
     "diff.external=",
     "commit.gpgSign=false",
     "tag.gpgSign=false",
+    "log.showSignature=false",  # verifying a planted signature would run gpg.program
+    "gpg.program=false",
+    "gpg.ssh.program=false",
+    "gpg.x509.program=false",
     "protocol.allow=never",  # no transport at all (a lazy fetch in a partial clone would run one)
     "gc.auto=0",  # no background gc or maintenance after a commit
     "maintenance.auto=false",
@@ -75,15 +87,68 @@ def git_env() -> dict[str, str]:
     return {**env, **SAFE_ENV}
 
 
-def _base(workspace: Path) -> list[str]:
+class GitRefused(OSError):
+    """autod will not run git here: the workspace's .git is not one autod trusts, or its config names
+    a driver autod cannot neutralise on the command line."""
+
+
+def _under(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents
+
+
+def repository(workspace: Path) -> tuple[Path, Path]:
+    """(git dir, work tree) of the workspace's own repository, or GitRefused naming why not."""
+    ws = Path(os.path.realpath(workspace))
+    dot = ws / ".git"
+    try:
+        st = os.lstat(dot)
+    except OSError:
+        raise GitRefused(f"{ws} has no .git: not a git repository") from None
+    if stat.S_ISDIR(st.st_mode):
+        gitdir = dot
+    elif stat.S_ISREG(st.st_mode):
+        gitdir = _gitfile_target(ws, dot)
+    else:
+        raise GitRefused(f"{dot} is a symlink or special file: autod does not follow it")
+    if not (gitdir / "HEAD").is_file():
+        raise GitRefused(f"{dot} holds no repository (no HEAD)")
+    return gitdir, ws
+
+
+def _gitfile_target(ws: Path, dot: Path) -> Path:
+    """The gitdir a `.git` file names, if it is a linked worktree's or a submodule's that lies outside
+    the workspace (a check cannot have made it) and belongs to this work tree."""
+    try:
+        first = dot.read_text(encoding="utf-8", errors="replace")[:4096].splitlines()[0]
+    except (OSError, IndexError):
+        raise GitRefused(f"{dot} cannot be read") from None
+    if not first.startswith("gitdir:"):
+        raise GitRefused(f"{dot} is not a gitfile")
+    target = Path(first.split(":", 1)[1].strip())
+    target = Path(os.path.realpath(target if target.is_absolute() else ws / target))
+    if _under(target, ws):
+        raise GitRefused(f"{dot} points inside the workspace")
+    back = target / "gitdir"  # a linked worktree names its .git file here
+    if back.is_file():
+        try:
+            named = back.read_text(encoding="utf-8").strip()
+        except OSError:
+            named = ""
+        if named and Path(os.path.realpath(named)) == dot:
+            return target
+        raise GitRefused(f"{dot} points at a worktree of another directory")
+    if "modules" in target.parts:  # a submodule: its config's core.worktree must lead back (checked later)
+        return target
+    raise GitRefused(f"{dot} points at {target}, which is not a worktree or submodule of this directory")
+
+
+def _base(workspace: Path, gitdir: Path | None = None) -> list[str]:
     argv = ["git", "--no-pager", "-C", str(workspace)]
+    if gitdir is not None:
+        argv += [f"--git-dir={gitdir}", f"--work-tree={workspace}"]
     for item in SAFE_CONFIG:
         argv += ["-c", item]
     return argv
-
-
-class GitRefused(OSError):
-    """The repository's config names a driver autod cannot neutralise on the command line."""
 
 
 def driver_overrides(config_list: bytes) -> list[str]:
@@ -108,8 +173,10 @@ def driver_overrides(config_list: bytes) -> list[str]:
     return out
 
 
-def argv_for(workspace: Path, args: tuple[str, ...], overrides: list[str]) -> list[str]:
-    argv = _base(workspace)
+def argv_for(
+    workspace: Path, args: tuple[str, ...], overrides: list[str], gitdir: Path | None = None
+) -> list[str]:
+    argv = _base(workspace, gitdir)
     for item in overrides:
         argv += ["-c", item]
     if args and args[0] in DIFF_COMMANDS:
@@ -117,17 +184,32 @@ def argv_for(workspace: Path, args: tuple[str, ...], overrides: list[str]) -> li
     return [*argv, *args]
 
 
-def _repo_overrides(workspace: Path, env: dict[str, str]) -> list[str]:
-    """Read (never execute) the repository's config, includes followed, for the drivers it defines."""
+def _repo_overrides(workspace: Path, gitdir: Path, env: dict[str, str]) -> list[str]:
+    """Read (never execute) the repository's config, includes followed, for the drivers it defines;
+    GitRefused when its core.worktree names another directory than the workspace."""
     r = subprocess.run(
-        [*_base(workspace), "config", "--list", "--includes", "-z"],
+        [*_base(workspace, gitdir), "config", "--list", "--includes", "-z"],
         capture_output=True,
         env=env,
         timeout=CONFIG_TIMEOUT_S,
         check=False,
         stdin=subprocess.DEVNULL,
     )
-    return driver_overrides(r.stdout) if r.returncode == 0 else []
+    if r.returncode != 0:
+        return []
+    _check_worktree(r.stdout, gitdir, workspace)
+    return driver_overrides(r.stdout)
+
+
+def _check_worktree(config_list: bytes, gitdir: Path, workspace: Path) -> None:
+    for item in config_list.split(b"\0"):
+        key, _, value = item.partition(b"\n")
+        if key.decode("utf-8", "replace").lower() != "core.worktree":
+            continue
+        named = Path(os.fsdecode(value))
+        named = Path(os.path.realpath(named if named.is_absolute() else gitdir / named))
+        if named != Path(os.path.realpath(workspace)):
+            raise GitRefused(f"the repository's core.worktree names {named}, not the workspace")
 
 
 def run(
@@ -137,16 +219,18 @@ def run(
     timeout: float = TIMEOUT_S,
     index_file: Path | None = None,
 ) -> subprocess.CompletedProcess[bytes]:
-    """Run `git -C workspace ARGS` safely (blocking). Raises OSError or TimeoutExpired like subprocess.
+    """Run `git ARGS` safely on the workspace's own repository (blocking). Raises OSError (GitRefused
+    when the repository is not one autod trusts) or TimeoutExpired like subprocess.
 
     `index_file`: an index of autod's own (GIT_INDEX_FILE) instead of the repository's, so plumbing
     can build a commit without touching the operator's index (autod.delivery)."""
     env = git_env()
     if index_file is not None:
         env["GIT_INDEX_FILE"] = str(index_file)
-    overrides = _repo_overrides(workspace, env)
+    gitdir, worktree = repository(workspace)
+    overrides = _repo_overrides(worktree, gitdir, env)
     return subprocess.run(
-        argv_for(workspace, args, overrides),
+        argv_for(worktree, args, overrides, gitdir),
         capture_output=True,
         input=input,
         env=env,

@@ -26,7 +26,7 @@ from typing import Any
 import structlog
 from structlog.typing import EventDict, Processor, WrappedLogger
 
-from autod import termsafe
+from autod import secretforms, termsafe
 
 __all__ = [
     "PHASES",
@@ -38,6 +38,7 @@ __all__ = [
     "redact",
     "redact_secrets",
     "redact_text",
+    "redact_tree",
     "set_phase",
     "set_secrets",
 ]
@@ -61,8 +62,17 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]+"), r"\1" + REDACTED),
     (re.compile(r"""(?i)\b(authorization["']?\s*[:=]\s*["']?)[^"'\r\n,}]+"""), r"\1" + REDACTED),
     (re.compile(r"sk-[A-Za-z0-9_-]{8,}"), REDACTED),
-    (re.compile(r"""(?i)\b((?:api[_-]?key|password|passwd)["']?\s*[:=]\s*["']?)[^"'\s&,;}]+"""),
+    (re.compile(r"""(?i)(?<![a-z])((?:api[_-]?key|password|passwd|secret[_-]?(?:access[_-]?)?key|client[_-]?secret)"""
+                r"""["']?\s*[:=]\s*["']?)[^"'\s&,;}]+"""),
      r"\1" + REDACTED),
+    # well-known credential formats, whoever configured them: private key blocks, cloud and forge tokens
+    (re.compile(r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY-----.{0,20000}?"
+                r"(?:-----END [A-Z0-9 ]{0,40}PRIVATE KEY-----|\Z)", re.DOTALL), REDACTED),
+    (re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), REDACTED),
+    (re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}|glpat-[A-Za-z0-9_-]{20,})"),
+     REDACTED),
+    (re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}"), REDACTED),
+    (re.compile(r"\bAIza[0-9A-Za-z_-]{35}\b"), REDACTED),
 )
 _SECRET_KEY_PARTS = ("api_key", "apikey", "authorization", "password", "passwd", "secret", "token",
                      "credential")
@@ -70,11 +80,11 @@ _secret_re: re.Pattern[str] | None = None
 
 
 def set_secrets(secrets: Sequence[str]) -> None:
-    """Replace the list of exact strings redacted from every log line (on start and reload)."""
+    """Replace the secrets redacted from every log line, event, prompt and memory item (on start and
+    reload): each value exactly and in the forms a check can print it (`autod.secretforms`: base64 at
+    any alignment, hex, URL-encoded, reversed, separated...)."""
     global _secret_re
-    values = sorted({s for s in secrets if s and s.strip()}, key=len, reverse=True)
-    # Longest first so a secret that contains another is replaced whole.
-    _secret_re = re.compile("|".join(re.escape(s) for s in values)) if values else None
+    _secret_re = secretforms.pattern(secrets)
 
 
 def redact_text(text: str) -> str:
@@ -89,6 +99,18 @@ def redact_text(text: str) -> str:
 def redact_secrets(text: str) -> str:
     """Only the configured secret values replaced by *** (for whole prompts: source code stays as is)."""
     return _secret_re.sub(REDACTED, text) if _secret_re is not None else text
+
+
+def redact_tree(value: Any) -> Any:
+    """A copy of a JSON-like value with configured secrets (in every form) replaced in each string:
+    what the state db stores of a cycle (its record may quote what the LLM or a check wrote)."""
+    if isinstance(value, str):
+        return redact_secrets(value)
+    if isinstance(value, dict):
+        return {k: redact_tree(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [redact_tree(v) for v in value]
+    return value
 
 
 def _redact_text(text: str) -> str:

@@ -34,8 +34,12 @@ def program_error(program: str, workspace: Path) -> str | None:
     return None
 
 
-def check_problems(settings: Settings) -> list[Problem]:
-    """Checks whose command cannot start: its program is not found, or the line cannot be split."""
+def check_problems(settings: Settings, *, probe: bool = False) -> list[Problem]:
+    """Checks whose command cannot start: its program is not found, the line cannot be split, or (with
+    a working bwrap: probed when `probe`, else only if already known) it leads into a place the
+    sandbox hides."""
+    from autod.checks import sandbox_problem
+
     out: list[Problem] = []
     for name, check in settings.checks.items():
         key = ("checks", name, "run")
@@ -50,12 +54,14 @@ def check_problems(settings: Settings) -> list[Problem]:
         why = program_error(argv[0], settings.workspace)
         if why is not None:
             out.append(Problem(key, why))
+        elif hidden := sandbox_problem(name, check, settings, probe=probe):
+            out.append(Problem(key, hidden[0], error=hidden[1]))
     return out
 
 
 def problems(settings: Settings) -> list[Problem]:
     """Every problem that would make part of this config do nothing (errors) or surprise (warnings)."""
-    out = check_problems(settings)
+    out = check_problems(settings, probe=True)
     enabled = settings.modes.enabled()
     for i, src in enumerate(settings.sources):
         if isinstance(src, WatchSource):

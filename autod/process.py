@@ -36,6 +36,16 @@ class CannotStart(Exception):
     """The wrapper itself (bwrap, the reaper's interpreter) could not be executed."""
 
 
+# The session leaders (bwrap, or the reaper) of the checks running now: the control socket refuses
+# any peer that descends from one or shares its session (autod.peers).
+_running: set[int] = set()
+
+
+def running_sessions() -> frozenset[int]:
+    """The PIDs of the checks' session leaders running now."""
+    return frozenset(_running)
+
+
 async def _read_capped(stream: asyncio.StreamReader, limit: int) -> tuple[bytes, bool]:
     """Keep the head and the tail of the output (the tail has pytest's summary)."""
     head = bytearray()
@@ -104,6 +114,16 @@ async def run_session(
         raise CannotStart(f"{type(exc).__name__}: {exc.strerror or exc}: {argv[0]}") from None
     finally:
         os.close(write_fd)
+    _running.add(proc.pid)
+    try:
+        return await _finish(proc, read_fd, timeout_s, output_limit, start)
+    finally:
+        _running.discard(proc.pid)
+
+
+async def _finish(
+    proc: asyncio.subprocess.Process, read_fd: int, timeout_s: float, output_limit: int, start: float
+) -> Finished:
     stream, transport = await _pipe_reader(read_fd)
     reader = asyncio.ensure_future(_read_capped(stream, output_limit))
     try:

@@ -3,24 +3,57 @@ works on this machine (probed once).
 
 A check is the operator's command, but it runs the repository's code (tests, conftest.py, build
 scripts), which a plan or a stranger may have written. Under bwrap it gets: a read-only root; the
-workspace writable except `.git` (read-only: a check must not plant hooks or `core.fsmonitor` that
-autod's own git would run) and the state dir (hidden); a private /tmp; empty directories over the
-places secrets live (/root, /home, /run, /etc/autod, the credentials dir, the key file, autod's state
-and log dirs); a fresh /dev and /proc in its own PID namespace that dies with it; no network unless
-the check opts in; and an environment built from an allow-list (see `check_env`).
+workspace writable except `.git` and the workspace's venvs (read-only: a check must not plant hooks,
+`core.fsmonitor` or a *.pth that autod's git or the operator's next `python` would run; a workspace
+without `.git` gets an empty read-only one); a private /tmp; empty directories over the places secrets
+live (homes, /run, /etc/autod) and over everything autod owns (state dir, config, credentials, key
+files, logs, runtime dir and control socket), hidden again after every bind; a fresh /dev and /proc in
+its own PID namespace that dies with it; no network unless the check opts in; and an environment
+built from an allow-list (see `check_env`). What is mounted comes from the config and autod's own
+interpreter only, never from the workspace (`autod.mounts`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
+
+from autod.checkenv import (
+    ENV_ALLOW,
+    ENV_ALLOW_PREFIXES,
+    ENV_DENY,
+    ENV_DENY_PREFIXES,
+    check_env,
+    env_name_denied,
+)
+from autod.mounts import HIDDEN_DIRS, MountTable, exposable, real, under, workspace_venvs
+
+__all__ = [
+    "ENV_ALLOW",
+    "ENV_ALLOW_PREFIXES",
+    "ENV_DENY",
+    "ENV_DENY_PREFIXES",
+    "HIDDEN_DIRS",
+    "HOME_IN_SANDBOX",
+    "Policy",
+    "Verdict",
+    "bwrap_argv",
+    "check_env",
+    "env_name_denied",
+    "mount_table",
+    "probe",
+    "status",
+]
 
 if TYPE_CHECKING:
     from autod.config import CheckConfig, Settings
@@ -28,93 +61,7 @@ if TYPE_CHECKING:
 SandboxMode = Literal["auto", "bwrap", "off"]
 PROBE_TIMEOUT_S = 10.0
 
-# Secrets a read-only root would still show. A workspace (or a program a check runs) below one of
-# these is bound back in; everything else there is an empty, read-only directory.
-HIDDEN_DIRS = ("/root", "/home", "/run", "/etc/autod")
 HOME_IN_SANDBOX = "/tmp/home"  # inside the private /tmp: writable, and gone with the check
-
-# The environment a check gets, besides its own `env:`. Nothing else of the daemon's passes:
-# AUTOD_* (the LLM key among them), CREDENTIALS_DIRECTORY, NOTIFY_SOCKET, WATCHDOG_*, proxies...
-ENV_ALLOW = frozenset(
-    {
-        "PATH",
-        "LANG",
-        "LANGUAGE",
-        "TERM",
-        "TZ",
-        "USER",
-        "LOGNAME",
-        "CI",
-        "NO_COLOR",
-        "FORCE_COLOR",
-        "COLUMNS",
-        "SOURCE_DATE_EPOCH",
-        # Python knobs that change output or speed, never what code is loaded (so not PYTHONPATH,
-        # PYTHONHOME, PYTHONSTARTUP, PYTHONUSERBASE, PYTHONINSPECT).
-        "PYTHONDONTWRITEBYTECODE",
-        "PYTHONUNBUFFERED",
-        "PYTHONIOENCODING",
-        "PYTHONUTF8",
-        "PYTHONHASHSEED",
-        "PYTHONFAULTHANDLER",
-    }
-)
-ENV_ALLOW_PREFIXES = ("LC_",)
-# Never in a check's environment, even from its own `env:` (config validation refuses them there).
-ENV_DENY = frozenset(
-    {
-        "CREDENTIALS_DIRECTORY",
-        "NOTIFY_SOCKET",
-        "INVOCATION_ID",
-        "JOURNAL_STREAM",
-        "LISTEN_FDS",
-        "LISTEN_PID",
-        "LISTEN_FDNAMES",
-        "RUNTIME_DIRECTORY",
-        "STATE_DIRECTORY",
-        "LOGS_DIRECTORY",
-        "CACHE_DIRECTORY",
-        "CONFIGURATION_DIRECTORY",
-        "MAINPID",
-    }
-)
-ENV_DENY_PREFIXES = ("AUTOD_", "WATCHDOG_")
-
-
-def env_name_denied(name: str) -> bool:
-    """Whether a variable may never reach a check (autod's own, systemd's service plumbing)."""
-    return name in ENV_DENY or name.startswith(ENV_DENY_PREFIXES)
-
-
-def check_env(
-    base: Mapping[str, str],
-    *,
-    own: Mapping[str, str] = {},
-    secrets: Iterable[str] = (),
-    path_first: Path | None = None,
-    virtual_env: Path | None = None,
-    home: str,
-    tmpdir: str,
-) -> dict[str, str]:
-    """The environment of one check run: the allow-list from `base`, a private HOME and TMPDIR,
-    the workspace's venv first on PATH, then the check's own `env:` (`own`).
-
-    Denied names and any value that contains a configured secret are dropped wherever they come from.
-    """
-    env = {k: v for k, v in base.items() if k in ENV_ALLOW or k.startswith(ENV_ALLOW_PREFIXES)}
-    env.setdefault("PATH", os.defpath)
-    if path_first is not None:
-        env["PATH"] = f"{path_first}{os.pathsep}{env['PATH']}"
-    if virtual_env is not None:
-        env["VIRTUAL_ENV"] = str(virtual_env)
-    env["HOME"] = home
-    env["TMPDIR"] = tmpdir
-    env.update(own)
-    keys = [s for s in secrets if s]
-    return {
-        k: v for k, v in env.items() if not env_name_denied(k) and not any(s in v for s in keys)
-    }
-
 
 # ---------------------------------------------------------------------------------------------
 # Policy: the paths a run hides and binds, from the settings
@@ -126,25 +73,35 @@ class Policy:
 
     mode: SandboxMode = "auto"
     state_dir: Path | None = None
-    hidden: tuple[Path, ...] = ()  # beyond HIDDEN_DIRS: credentials dir, key file, config, logs
+    hidden: tuple[Path, ...] = ()  # autod's own files: config, credentials, key files, logs
+    last: tuple[Path, ...] = ()  # the runtime dir and the control socket: hidden after everything
+    homes: tuple[Path, ...] = ()  # beyond HIDDEN_DIRS: the daemon's own home
+    expose: tuple[Path, ...] = ()  # checks.expose and autod's own interpreter, bound back read-only
     secrets: tuple[str, ...] = field(default=(), repr=False)
 
     @classmethod
     def for_settings(cls, settings: Settings | None, workspace: Path) -> Policy:
+        homes = _homes()
+        expose = [p for p in _interpreter() if exposable(p, [*map(Path, HIDDEN_DIRS), *homes])]
         if settings is None:  # a bare run_check (tests, tools): the default state dir is still hidden
-            return cls(state_dir=workspace / ".autod", hidden=_env_hidden())
-        hidden = list(_env_hidden())
-        if settings.llm.api_key_file is not None:
-            hidden.append(settings.llm.api_key_file)
-        cfg = settings.config_file
-        if cfg is not None and not _under(cfg, settings.workspace):
-            hidden.append(cfg)  # it may hold a key; inside the workspace the check sees it anyway
+            return cls(state_dir=workspace / ".autod", hidden=_env_hidden(), last=_runtime(None),
+                       homes=homes, expose=tuple(expose))
+        from autod.config import SEARCH_PATHS
+
+        hidden = [*_env_hidden(), *(Path(p) for p in SEARCH_PATHS), Path("~/.config/autod").expanduser()]
+        for f in (settings.config_file, os.environ.get("AUTOD_CONFIG"), settings.llm.api_key_file,
+                  settings.memory.auth_token_file):
+            if f:
+                hidden.append(Path(f))
         log_dir = settings.log_file.parent
         hidden.append(log_dir if "autod" in log_dir.name else settings.log_file)
         return cls(
             mode=settings.checks_sandbox,
             state_dir=settings.state_path,
             hidden=tuple(hidden),
+            last=_runtime(settings),
+            homes=homes,
+            expose=tuple([*settings.checks_expose, *expose]),
             secrets=tuple(settings.secrets()),
         )
 
@@ -157,63 +114,109 @@ def _env_hidden() -> tuple[Path, ...]:
     return (Path(cred),) if cred else ()
 
 
-def _under(path: Path, root: Path) -> bool:
-    return path == root or root in path.parents
+def _homes() -> tuple[Path, ...]:
+    """The daemon's home directories besides /root and /home (a service user's may be anywhere)."""
+    import pwd
+
+    found = [os.environ.get("HOME")]
+    with contextlib.suppress(KeyError):
+        found.append(pwd.getpwuid(os.geteuid()).pw_dir)
+    out = []
+    for h in found:
+        if h and os.path.isabs(h) and (p := real(h)) != Path("/") and p not in out:
+            out.append(p)
+    return tuple(out)
+
+
+def _interpreter() -> tuple[Path, ...]:
+    """autod's own interpreter: its venv and the install it was made from (stdlib, libpython). A
+    workspace venv made from the same base interpreter then works in the sandbox with no config."""
+    out: list[Path] = []
+    for p in (sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix):
+        r = real(p)
+        if r not in out:
+            out.append(r)
+    return tuple(out)
+
+
+def _runtime(settings: Settings | None) -> tuple[Path, ...]:
+    """systemd's runtime directory and the control socket (wherever the settings put it)."""
+    out = [Path(d) for d in os.environ.get("RUNTIME_DIRECTORY", "").split(":") if d]
+    if settings is not None:
+        from autod.control import socket_path
+
+        out.append(socket_path(settings))
+    return tuple(out)
 
 
 # ---------------------------------------------------------------------------------------------
 # The bwrap command line
 
 
-def _real(p: Path | str) -> Path:
-    return Path(os.path.realpath(p))
+def mount_table(
+    workspace: Path,
+    policy: Policy,
+    *,
+    expose: Sequence[Path] = (),
+    writable: Sequence[Path] = (),
+    mount_at: Path | None = None,
+    bind_back: Sequence[str] = (),
+) -> MountTable:
+    """What a check in `workspace` sees (autod.mounts has the order and why). `expose`: host paths the
+    configured command names (its program, absolute paths in its `run`), bound back read-only where
+    they are hidden; `writable`: autod-owned scratch directories outside the workspace.
+
+    `mount_at`: `workspace` is a copy (autod.isolation's mirror) shown at this path, the real
+    workspace's, with `bind_back` (paths relative to it: venvs) and `.git` from the real tree,
+    read-only."""
+    src = real(workspace)  # what the check sees where the workspace is: the tree itself, or its copy
+    ws = real(mount_at) if mount_at is not None else src
+    never = [*map(Path, HIDDEN_DIRS), *policy.homes]
+    own = [real(p) for p in (*([policy.state_dir] if policy.state_dir else []), *policy.hidden)]
+    m = MountTable()
+    for d in ("/tmp", "/var/tmp"):
+        if Path(d).is_dir() and not Path(d).is_symlink():
+            m.tmpfs(Path(d))
+    for d in never:  # a workspace below one is bound back below; one inside the workspace is its own
+        if not under(real(d), ws):
+            m.hide(real(d))
+    for p in own:
+        m.hide(p)
+    for p in (*policy.expose, *expose):
+        dest = Path(os.path.abspath(p))
+        if m.hidden(dest) and not under(dest, ws) and exposable(dest, never) and not _credential(dest):
+            m.bind(dest, writable=False, source=real(dest))
+    m.bind(ws, writable=True, source=src)
+    for rel in bind_back:  # bwrap reads a bind's source on the host: the real tree's, not the copy's
+        if rel != ".git" and ".." not in Path(rel).parts:
+            m.bind(ws / rel, writable=False)
+    for git in dict.fromkeys((ws / ".git", src / ".git")):  # the real tree's, else the placeholder
+        if git.exists() and not git.is_symlink():  # a workspace without one gets a placeholder first
+            m.bind(ws / ".git", writable=False, source=git)
+            break
+    for venv in workspace_venvs(ws):
+        m.bind(venv, writable=False)
+    for p in writable:
+        m.bind(real(p), writable=True)
+    # Again, whatever a bind above uncovered: autod's own files, then the runtime dir and socket last.
+    # Never the workspace itself or a directory above it (a log dir that happens to be the checkout).
+    for p in own:
+        if not under(ws, p):
+            m.hide(p)
+    for p in policy.last:
+        if not under(ws, real(p)):
+            m.hide(real(p))
+    return m
 
 
-class _Mounts:
-    """bwrap's mount operations, in order. A path is hidden only where it is still visible, and a
-    path is bound back only where something hid it, so the command line stays short."""
+@functools.lru_cache(maxsize=1024)
+def _credential(path: Path) -> bool:
+    """Never bound back, whoever names it: a path through a credential file or directory (~/.aws...)."""
+    from autod.boundary import glob_match
+    from autod.protected import CREDENTIAL_GLOBS
 
-    def __init__(self) -> None:
-        # (kind, destination, source); kind: ro | rw | tmpfs | null
-        self.ops: list[tuple[str, Path, Path]] = [("ro", Path("/"), Path("/"))]
-
-    def covering(self, path: Path) -> str:
-        best, depth = "ro", -1
-        for kind, dest, _ in self.ops:
-            if _under(path, dest) and len(dest.parts) > depth:
-                best, depth = kind, len(dest.parts)
-        return best
-
-    def hidden(self, path: Path) -> bool:
-        return self.covering(path) in ("tmpfs", "null")
-
-    def tmpfs(self, path: Path) -> None:
-        self.ops.append(("tmpfs", path, path))
-
-    def hide(self, path: Path) -> None:
-        if path.exists() and not self.hidden(path):
-            self.ops.append(("tmpfs" if path.is_dir() else "null", path, path))
-
-    def bind(self, dest: Path, *, writable: bool, source: Path | None = None) -> None:
-        src = source or dest
-        if src.exists():
-            self.ops.append(("rw" if writable else "ro", dest, src))
-
-    def argv(self) -> list[str]:
-        out: list[str] = []
-        for kind, dest, src in self.ops[1:]:
-            if kind == "tmpfs":
-                out += ["--perms", "0755", "--tmpfs", str(dest)]
-            elif kind == "null":
-                out += ["--ro-bind", "/dev/null", str(dest)]
-            else:
-                out += ["--bind" if kind == "rw" else "--ro-bind", str(src), str(dest)]
-        # The empty directories become read-only once everything bound below them is in place
-        # (bwrap creates the mount points in them); /tmp stays the check's scratch space.
-        for kind, dest, _ in self.ops[1:]:
-            if kind == "tmpfs" and dest != Path("/tmp"):
-                out += ["--remount-ro", str(dest)]
-        return out
+    rel = path.as_posix().lstrip("/")
+    return any(glob_match(g, rel) for g in CREDENTIAL_GLOBS)
 
 
 def bwrap_argv(
@@ -222,24 +225,17 @@ def bwrap_argv(
     *,
     workspace: Path,
     env: Mapping[str, str],
-    policy: Policy,
+    policy: Policy | None = None,
     network: bool = False,
     expose: Sequence[Path] = (),
     writable: Sequence[Path] = (),
     mount_at: Path | None = None,
     bind_back: Sequence[str] = (),
+    mounts: MountTable | None = None,
 ) -> list[str]:
-    """The full argv that runs `command` in `workspace` under bubblewrap.
-
-    `expose`: host paths the command needs that may lie in a hidden place (its interpreter under
-    /root/.pyenv, say): bound back read-only at the same path, with the content of their real path.
-    `writable`: autod-owned directories outside the workspace bound writable at the same path (a
-    coverage plugin's results, for instance).
-    `mount_at`: run on a copy (autod.isolation's mirror, `workspace` here) mounted at this path, the
-    real workspace's: the check sees the copy where the tree is, and `bind_back` (paths relative to
-    it: `.git`, venvs) from the real tree, read-only.
-    """
-    ws = _real(workspace) if mount_at is None else _real(mount_at)
+    """The full argv that runs `command` in `workspace` under bubblewrap: `mounts`, or the
+    `mount_table` of the policy, exposures, writable directories and `mount_at`/`bind_back`."""
+    ws = real(workspace) if mount_at is None else real(mount_at)
     argv = [
         bwrap,
         "--unshare-pid",
@@ -253,36 +249,10 @@ def bwrap_argv(
     if os.geteuid() == 0:
         argv += ["--cap-drop", "ALL"]  # root keeps no capability in the sandbox (no user namespace)
     argv += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-    m = _Mounts()
-    m.tmpfs(Path("/tmp"))
-    if Path("/var/tmp").is_dir() and not Path("/var/tmp").is_symlink():
-        m.tmpfs(Path("/var/tmp"))
-    for d in HIDDEN_DIRS:
-        m.hide(_real(d))
-    for p in policy.hidden:
-        m.hide(_real(p))
-    for p in expose:
-        dest = Path(os.path.abspath(p))
-        if m.hidden(dest) and not _under(dest, ws):
-            m.bind(dest, writable=False, source=_real(dest))
-    if mount_at is None:
-        m.bind(ws, writable=True)
-    else:
-        m.bind(ws, writable=True, source=_real(workspace))
-        for rel in bind_back:  # bwrap reads a bind's source on the host, not under the mirror
-            if rel != ".git" and ".." not in Path(rel).parts:
-                m.bind(ws / rel, writable=False)
-    git = ws / ".git"
-    if git.exists():
-        m.bind(git, writable=False)
-    # Again, now that the bind above exposed them: those inside the workspace. Never the workspace
-    # itself or a directory above it (a log dir that happens to be the checkout, say).
-    for p in (*([policy.state_dir] if policy.state_dir is not None else []), *policy.hidden):
-        if not _under(ws, _real(p)):
-            m.hide(_real(p))
-    for p in writable:
-        m.bind(_real(p), writable=True)
-    argv += m.argv()
+    if mounts is None:
+        mounts = mount_table(workspace, policy or Policy(), expose=expose, writable=writable,
+                             mount_at=mount_at, bind_back=bind_back)
+    argv += mounts.argv()
     argv += ["--dir", HOME_IN_SANDBOX, "--chdir", str(ws), "--clearenv"]
     for k, v in env.items():
         argv += ["--setenv", k, v]

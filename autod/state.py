@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
+from autod import logs
 from autod.filemodes import private_file
 from autod.state_schema import _SCHEMA, DECISION_STATUS, RESOLVED, SCHEMA_VERSION, StateError, migrate
 from autod.threads import named_pool
@@ -71,9 +72,12 @@ class State:
         )
 
     def cycle_finished(self, cycle_id: str, status: str, reason: str | None, record: dict[str, Any]) -> None:
+        # The state db's choke point: nothing a record quotes (a plan's summary, a check's words in a
+        # reason) is stored with a configured secret in it, in any form (autod.secretforms).
+        reason = logs.redact_secrets(reason) if reason else reason
         self._tx(
             "UPDATE cycles SET status=?, reason=?, finished_at=?, record=? WHERE id=?",
-            (status, reason, time.time(), json.dumps(record, default=str), cycle_id),
+            (status, reason, time.time(), json.dumps(logs.redact_tree(record), default=str), cycle_id),
         )
 
     def cycles_interrupted(self) -> list[str]:
@@ -358,14 +362,33 @@ class State:
                 "UPDATE proposals SET status=?, decided_at=?, reason=? WHERE id=?",
                 (status, time.time(), reason, pid),
             )
-            cycle_status = DECISION_STATUS.get(status)
-            if cycle_status is not None:
-                why = f"proposal {pid} {status}" + (f": {reason}" if reason else "")
-                self._db.execute(
-                    "UPDATE cycles SET status=?, reason=?"
-                    " WHERE id=(SELECT cycle_id FROM proposals WHERE id=?)",
-                    (cycle_status, why[:500], pid),
-                )
+            self._decided_cycle(pid, status, reason)
+
+    def claim_proposal(self, pid: str, status: str, reason: str | None = None) -> bool:
+        """Move a pending, unexpired proposal to `status` (approved, rejected) in one statement.
+
+        False when it is no longer pending or has expired: another approve or reject got there first,
+        and this request must not act on it (two concurrent approves apply a plan once)."""
+        now = time.time()
+        with self._lock:
+            cur = self._db.execute(
+                "UPDATE proposals SET status=?, decided_at=?, reason=?"
+                " WHERE id=? AND status='pending' AND expires_at > ?",
+                (status, now, reason, pid, now),
+            )
+            if cur.rowcount != 1:
+                return False
+            self._decided_cycle(pid, status, reason)
+            return True
+
+    def _decided_cycle(self, pid: str, status: str, reason: str | None) -> None:
+        cycle_status = DECISION_STATUS.get(status)
+        if cycle_status is not None:
+            why = f"proposal {pid} {status}" + (f": {reason}" if reason else "")
+            self._db.execute(
+                "UPDATE cycles SET status=?, reason=? WHERE id=(SELECT cycle_id FROM proposals WHERE id=?)",
+                (cycle_status, why[:500], pid),
+            )
 
     def expire_proposals(self, now: float | None = None) -> list[str]:
         now = now if now is not None else time.time()

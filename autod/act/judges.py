@@ -10,6 +10,13 @@ A weak model asked to make a failing test pass will, often enough, edit the test
   `[tool.coverage*]`, `[tool.tox]`, `[tool.nox]`, `[tool.<X>]` for every tool X a check runs, and
   the test/dev extras and dependency groups. Other pyproject edits pass.
 
+- whatever the operator's globs say, pytest's own configuration and entry points
+  (`autod.protected.RUNNER_GLOBS`: pytest.ini, .pytest.ini, pytest.toml, .pytest.toml, tox.ini,
+  setup.cfg, every conftest.py, a pytest/_pytest/pluggy module anywhere importable, *.pth,
+  site/usercustomize), and pyproject's `[build-system]`, entry points and scripts;
+- a Python edit to the code under test that adds a reach into the test runner (`autod.act.reach`:
+  imports pytest, defines hooks, touches sys.modules or the runner's frames, ends the process...).
+
 By default such a plan is refused with a reason that teaches the re-plan what to do instead. With
 `allow_judge_edits: true` it is not refused, but `requires_approval` makes the cycle store it as a
 proposal even when confirmation is off: a human looks at every edit to a judge.
@@ -24,8 +31,10 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
+from autod.act.reach import introduced
 from autod.boundary import glob_match
 from autod.errors import PlanRejected
+from autod.protected import RUNNER_GLOBS
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -55,6 +64,9 @@ _TOOL_FILES: dict[str, tuple[str, ...]] = {
 }
 _ALWAYS_TOOLS = frozenset({"pytest", "coverage", "tox", "nox"})
 _TEST_EXTRAS = frozenset({"test", "tests", "testing", "dev", "lint", "check", "ci"})
+# pyproject tables that make the next install run or register code (a build backend, a pytest11 plugin).
+_INSTALL_TABLES = (("build-system",), ("project", "entry-points"), ("project", "scripts"),
+                   ("project", "gui-scripts"), ("tool", "setuptools", "cmdclass"))
 _CONFIG_OPTIONS = ("config", "rcfile", "ini", "settings", "rootdir", "conftest")
 
 
@@ -101,13 +113,23 @@ class Judges:
         why = self.judged_path(rel)
         if why:
             return why
-        if PurePosixPath(rel).name == "pyproject.toml":
+        name = PurePosixPath(rel).name
+        if name == "pyproject.toml":
             table = _pyproject_judged(change.old, change.new, self.tools)
             if table:
                 return (
                     f"{rel}: the edit changes {table}, which configures the checks that judge this fix;"
                     f" {self.mode} may not change it - change the code so the checks pass as configured"
                     " (other pyproject.toml edits are fine)"
+                )
+        if name.endswith((".py", ".pyw")):
+            added = introduced(_text(change.old), _text(change.new) or "")
+            if added:
+                return (
+                    f"{rel}: the edit adds {'; '.join(added[:6])}, which reach into the test runner that"
+                    f" judges this fix (its modules, hooks, plugins, sys.modules, stack frames, or the"
+                    f" process's exit); {self.mode} may not change how the tests run - fix the code under"
+                    " test itself, with plain Python, so the failing tests pass as written"
                 )
         return None
 
@@ -123,6 +145,13 @@ class Judges:
                 return (
                     f"{rel} is a test that judges this fix; {self.mode} may not edit it"
                     " - change the code under test so the test passes"
+                )
+        for pattern in RUNNER_GLOBS:
+            if glob_match(pattern, rel):
+                return (
+                    f"{rel} configures or loads the test runner ({pattern!r}) that judges this fix;"
+                    f" {self.mode} may not edit it - change the code under test so the tests pass as"
+                    " configured"
                 )
         for script in self.scripts:
             if rel == script.rel or (script.is_dir and rel.startswith(script.rel + "/")):
@@ -256,12 +285,19 @@ def _pyproject_judged(old: bytes | None, new: bytes, tools: frozenset[str]) -> s
         new_t = _get(after, "tool", tool)
         if old_t != new_t:
             return f"[tool.{tool}]"
+    for table in _INSTALL_TABLES:
+        if _get(before, *table) != _get(after, *table):
+            return f"[{'.'.join(table)}] (what the next install runs or registers)"
     for section in (("project", "optional-dependencies"), ("dependency-groups",)):
         old_s, new_s = _get(before, *section) or {}, _get(after, *section) or {}
         for name in sorted(set(old_s) | set(new_s)):
             if name.lower() in _TEST_EXTRAS and old_s.get(name) != new_s.get(name):
                 return f"[{'.'.join(section)}] {name}"
     return None
+
+
+def _text(data: bytes | None) -> str | None:
+    return None if data is None else data.decode("utf-8", "replace")
 
 
 def _toml(data: bytes | None) -> dict[str, Any] | None:
@@ -280,3 +316,41 @@ def _get(doc: dict[str, Any], *keys: str) -> Any:
             return None
         cur = cur.get(key)
     return cur
+
+
+# -- what `autod config check` shows ----------------------------------------------------------
+
+
+def rule_lines(settings: Settings) -> list[str]:
+    """The effective file rules, one line each: what no plan edits or prompt reads, and the judges."""
+    from autod.boundary import own_files
+    from autod.protected import CREDENTIAL_GLOBS, RUNS_CODE_GLOBS
+
+    lim = settings.limits
+
+    def joined(globs: Iterable[str]) -> str:
+        return ", ".join(globs) or "none"
+
+    lines = [
+        "never read or edited: .git, the state dir, autod's own files ("
+        + joined(str(p) for p in own_files(settings)) + ")",
+        f"deny (credentials, never read or edited): {joined(CREDENTIAL_GLOBS)}"
+        + (f"; limits.deny_globs: {joined(lim.deny_globs)}" if lim.deny_globs else ""),
+        f"no-write (files that make tools run code, never edited): {joined(RUNS_CODE_GLOBS)}"
+        + (f"; limits.no_write_globs: {joined(lim.no_write_globs)}" if lim.no_write_globs else ""),
+        f"allow (exempt from the built-in deny and no-write globs): {joined(lim.allow_globs)}",
+    ]
+    for mode in ("auto-debug", "auto-doc"):
+        if mode not in settings.modes.enabled():
+            continue
+        judges = Judges.for_settings(settings, mode)
+        if judges is None:
+            continue
+        scripts = joined(sorted({s.rel + ("/" if s.is_dir else "") for s in judges.scripts}))
+        how = "approval" if judges.allow else "refused"
+        lines.append(
+            f"judges ({mode}, edits {how}): {joined(judges.globs)}; always: {joined(RUNNER_GLOBS)},"
+            f" pyproject [tool.{{{','.join(sorted(judges.tools))}}}] and install tables, Python edits"
+            f" that reach into the test runner; check scripts: {scripts}"
+        )
+    return lines

@@ -115,3 +115,96 @@ def test_driver_names_are_read_with_dots_and_case_and_a_name_with_an_equals_sign
     assert "diff.Tc.textconv=" in out and "merge.m.driver=" in out
     with pytest.raises(gitsafe.GitRefused):
         gitsafe.driver_overrides(b"filter.a=b.clean\nevil\0")
+
+
+# -- which repository: autod's own decision, never one a check planted --------------------------
+
+
+def _repo_with_secret_outside(tmp_path: Path) -> tuple[Path, Path]:
+    """A workspace repo, and a host directory holding a token (standing in for ~)."""
+    host = tmp_path / "host"
+    host.mkdir()
+    (host / ".git-credentials").write_text("https://me:HOST-TOKEN-CANARY@example.com\n")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "a.py").write_text("x = 1\n")
+    return ws, host
+
+
+def _planted_git_init(ws: Path, worktree: Path) -> None:
+    """What a check did: `git init`, commit nothing, point core.worktree at the host directory."""
+    subprocess.run(["git", "init", "-q", str(ws)], check=True)
+    git(ws, "config", "core.worktree", str(worktree))
+
+
+def test_a_planted_core_worktree_never_sends_autods_git_to_host_files(tmp_path: Path) -> None:
+    ws, host = _repo_with_secret_outside(tmp_path)
+    _planted_git_init(ws, host)
+    with pytest.raises(gitsafe.GitRefused, match=r"core\.worktree names"):
+        gitsafe.run(ws, "diff", "--no-color")
+    assert asyncio.run(diff_text(ws, None)) == ""  # the prompt's diff: nothing, and no host file
+
+
+def test_a_gitfile_pointing_at_another_repository_is_not_trusted(tmp_path: Path) -> None:
+    ws, host = _repo_with_secret_outside(tmp_path)
+    subprocess.run(["git", "init", "-q", str(host)], check=True)
+    git(host, "add", "-A")
+    git(host, "-c", "user.name=t", "-c", "user.email=t@x", "commit", "-qm", "dotfiles")
+    (ws / ".git").write_text(f"gitdir: {host / '.git'}\n")
+    with pytest.raises(gitsafe.GitRefused, match="not a worktree or submodule"):
+        gitsafe.run(ws, "log", "-p")
+    out = asyncio.run(recent_history(ws, [".git-credentials"], 5))
+    assert "CANARY" not in out
+
+
+@pytest.mark.parametrize("kind", ["symlink", "empty placeholder", "gitfile into the workspace"])
+def test_a_dot_git_that_is_not_a_repository_of_this_workspace_is_refused(tmp_path: Path, kind: str) -> None:
+    ws, host = _repo_with_secret_outside(tmp_path)
+    if kind == "symlink":
+        subprocess.run(["git", "init", "-q", str(host)], check=True)
+        (ws / ".git").symlink_to(host / ".git")
+    elif kind == "empty placeholder":
+        (ws / ".git").mkdir()
+    else:
+        subprocess.run(["git", "init", "-q", "--separate-git-dir", str(ws / "inner"), str(ws)], check=True)
+    with pytest.raises(gitsafe.GitRefused):
+        gitsafe.repository(ws)
+
+
+def test_a_linked_worktree_and_a_submodule_are_trusted(tmp_path: Path) -> None:
+    main = tmp_path / "main"
+    main.mkdir()
+    subprocess.run(["git", "init", "-q", str(main)], check=True)
+    (main / "f.txt").write_text("f\n")
+    git(main, "add", "-A")
+    git(main, "-c", "user.name=t", "-c", "user.email=t@x", "commit", "-qm", "init")
+    wt = tmp_path / "wt"
+    git(main, "worktree", "add", "-q", str(wt))
+    assert gitsafe.run(wt, "rev-parse", "HEAD").returncode == 0
+    sup = tmp_path / "super"
+    sup.mkdir()
+    subprocess.run(["git", "init", "-q", str(sup)], check=True)
+    subprocess.run(["git", "-C", str(sup), "-c", "protocol.file.allow=always", "submodule", "add", "-q",
+                    str(main), "sub"], check=True, capture_output=True)
+    assert gitsafe.run(sup / "sub", "rev-parse", "HEAD").returncode == 0
+
+
+def test_a_planted_signature_check_runs_no_gpg_program(planted, tmp_path: Path) -> None:
+    repo, canary = planted
+    gpg = canary_script(tmp_path / "tools" / "gpg", canary)
+    tree, head = git(repo, "rev-parse", "HEAD^{tree}").strip(), git(repo, "rev-parse", "HEAD").strip()
+    signed = (
+        f"tree {tree}\nparent {head}\nauthor t <t@x> 0 +0000\ncommitter t <t@x> 0 +0000\n"
+        "gpgsig -----BEGIN PGP SIGNATURE-----\n \n abc\n -----END PGP SIGNATURE-----\n\nsigned\n"
+    )
+    commit = subprocess.run(["git", "-C", str(repo), "hash-object", "-t", "commit", "-w", "--stdin"],
+                            input=signed, text=True, capture_output=True, check=True).stdout.strip()
+    git(repo, "update-ref", "HEAD", commit)
+    git(repo, "config", "log.showSignature", "true")
+    git(repo, "config", "gpg.program", str(gpg))
+    canary.unlink(missing_ok=True)
+    subprocess.run(["git", "-C", str(repo), "log", "-1"], capture_output=True)  # plain git runs it ...
+    assert canary.exists()
+    canary.unlink()
+    gitsafe.run(repo, "log", "-1")  # ... autod's does not
+    assert not canary.exists()

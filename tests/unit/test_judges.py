@@ -205,3 +205,108 @@ def test_a_permitted_judge_edit_waits_for_approval_even_without_require_confirma
     # approved, the judge edit is applied (not refused); the still-failing check then rolls it back
     assert approved.planner == "operator-approved" and approved.status == "rolled_back"
     assert [e["path"] for e in approved.edits] == ["tests/test_calc.py"]
+
+
+# -- pytest's whole configuration surface, and edits that reach into the runner ---------------
+
+RUNNER_RULE = "configures or loads the test runner"
+REACH_RULE = "which reach into the test runner that judges this fix"
+
+
+@pytest.mark.parametrize(
+    "rel",
+    [
+        "pytest.toml",
+        ".pytest.toml",
+        ".pytest.ini",
+        "tests/pytest.ini",
+        "src/pkg/conftest.py",
+        "pytest.py",
+        "src/pytest.py",
+        "pytest/__init__.py",
+        "pytest/__main__.py",
+        "_pytest/reports.py",
+        "src/_pytest.py",
+        "pluggy/__init__.py",
+        "py.py",
+        "src/pytest_autopass.py",
+        "src/x.pth",
+        "sitecustomize.py",
+        "lib/usercustomize.py",
+    ],
+)
+def test_every_file_pytest_reads_or_imports_first_is_a_judge_whatever_the_globs(
+    ws: Path, rel: str
+) -> None:
+    why = verdict(ws, rel, judge_globs=["never-matches/**"])  # the operator's list does not cover it
+    assert RUNNER_RULE in (why or "")
+    assert "change the code under test" in (why or "")
+
+
+CALC = "def add(a, b):\n    return a - b\n"
+REACHES = {
+    "a plugin that rewrites reports": CALC
+    + "import pytest\n\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
+    "    out = yield\n    out.get_result().outcome = 'passed'\n",
+    "a plugin registered through pytest_plugins": CALC + "pytest_plugins = ['calc_plugin']\n",
+    "sys.modules of the runner": CALC + "import sys\nsys.modules['_pytest.reports'].TestReport.x = 1\n",
+    "an aliased import of the runner": CALC + "import _pytest.runner as r\n",
+    "pluggy": CALC + "from pluggy import HookimplMarker\n",
+    "the process ends with 0": CALC + "import os\nos._exit(0)\n",
+    "an aliased exit": CALC + "from os import _exit as done\ndone(0)\n",
+    "the process is replaced": CALC + "import os\nos.execv('/bin/true', ['true'])\n",
+    "the runner's frames": CALC + "import inspect\ninspect.currentframe().f_back.f_globals['x'] = 1\n",
+    "builtins": CALC + "import builtins\nbuiltins.AssertionError = Exception\n",
+    "code hidden in exec": CALC + "exec('import py' + 'test')\n",
+    "a computed attribute": CALC + "import sys\ngetattr(sys, 'mod' + 'ules')\n",
+    "the import machinery": CALC + "import sys\nsys.meta_path.insert(0, object())\n",
+    "the garbage collector's object graph": CALC + "import gc\n",
+}
+
+
+@pytest.mark.parametrize("how", sorted(REACHES))
+def test_an_edit_that_reaches_into_the_test_runner_is_refused_with_a_reason_that_teaches(
+    ws: Path, how: str
+) -> None:
+    why = verdict(ws, "src/calc.py", CALC, REACHES[how])
+    assert why is not None and REACH_RULE in why
+    assert "fix the code under test itself" in why
+
+
+def test_only_what_the_edit_introduces_counts(ws: Path) -> None:
+    old = "import sys\n\ndef add(a, b):\n    return sys.modules and a - b\n"
+    assert verdict(ws, "src/calc.py", old, old.replace("a - b", "a + b")) is None
+    # a real fix, with a docstring that names the runner in words, is not a reach
+    fixed = 'def add(a, b):\n    """Sum; pytest checks it."""\n    return a + b\n'
+    assert verdict(ws, "src/calc.py", CALC, fixed) is None
+    # a second use of what was already there is new
+    assert REACH_RULE in (verdict(ws, "src/calc.py", old, old + "sys.modules.clear()\n") or "")
+
+
+def test_a_new_module_that_reaches_into_the_runner_is_judged_too(ws: Path) -> None:
+    assert REACH_RULE in (verdict(ws, "src/helper.py", None, "import pytest\n") or "")
+
+
+def test_a_reach_needs_approval_when_judge_edits_are_allowed(ws: Path) -> None:
+    s = settings(ws, allow_judge_edits=True)
+    changes = [change(ws, "src/calc.py", CALC, REACHES["the process ends with 0"])]
+    assert requires_approval(s, "auto-debug", changes) == ["src/calc.py"]
+
+
+@pytest.mark.parametrize(
+    ("table", "old", "new"),
+    [
+        ("[build-system]", "", '\n[build-system]\nrequires = ["evil"]\nbuild-backend = "evil"\n'),
+        ("[project.entry-points]", "", '\n[project.entry-points.pytest11]\nautopass = "calc.plugin"\n'),
+        ("[project.scripts]", "", '\n[project.scripts]\ncalc = "calc:main"\n'),
+    ],
+)
+def test_pyproject_tables_the_next_install_runs_are_judged(ws: Path, table: str, old: str, new: str) -> None:
+    why = verdict(ws, "pyproject.toml", PYPROJECT, PYPROJECT + new) or ""
+    assert f"the edit changes {table} (what the next install runs or registers)" in why
+
+
+def test_ordinary_dynamic_code_in_a_fix_is_not_a_reach(ws: Path) -> None:
+    old = "def handle(obj, kind):\n    return None\n"
+    new = "def handle(obj, kind):\n    setattr(obj, 'seen', kind)\n    return getattr(obj, f'on_{kind}')()\n"
+    assert verdict(ws, "src/calc.py", old, new) is None

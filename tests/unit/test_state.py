@@ -154,3 +154,73 @@ def test_a_version_1_state_db_is_migrated_keeping_every_row(tmp_path):
     assert s.quarantined()[0]["fingerprint"] == "A" and s.quarantined()[0]["check_name"] is None
     s.close()
     State(path).close()  # opening again migrates nothing twice
+
+
+def _pending(s: State, pid: str, expires_in: float = 100) -> None:
+    now = time.time()
+    s.add_proposal({"id": pid, "cycle_id": "c", "mode": "auto-debug", "event": "{}", "plan": "{}",
+                    "diff": "", "created_at": now, "expires_at": now + expires_in})
+
+
+def test_of_concurrent_claims_on_one_proposal_exactly_one_wins_across_connections(tmp_path):
+    import threading
+
+    first = State(tmp_path / "state.db")
+    _pending(first, "p1")
+    others = [State(tmp_path / "state.db") for _ in range(5)]  # as separate processes would
+    won: list[bool] = []
+    go = threading.Barrier(6)
+
+    def claim(s: State, status: str) -> None:
+        go.wait()
+        won.append(s.claim_proposal("p1", status, "by a test"))
+
+    threads = [threading.Thread(target=claim, args=(s, "approved" if i % 2 else "rejected"))
+               for i, s in enumerate([first, *others])]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(won) == [False] * 5 + [True]
+    row = first.proposal("p1")
+    assert row is not None and row["status"] in ("approved", "rejected")
+    for s in [first, *others]:
+        s.close()
+
+
+def test_an_expired_or_decided_proposal_cannot_be_claimed(tmp_path):
+    s = State(tmp_path / "state.db")
+    _pending(s, "old", expires_in=-1)
+    _pending(s, "done")
+    s.decide_proposal("done", "rejected", "no")
+    assert not s.claim_proposal("old", "approved")
+    assert not s.claim_proposal("done", "approved")
+    assert s.proposal("done")["status"] == "rejected"  # type: ignore[index]
+    s.close()
+
+
+def test_a_cycle_record_is_stored_without_a_configured_secret_in_any_form(tmp_path):
+    import base64
+
+    from autod import logs
+
+    key = "state-KEY-CANARY-31415926"
+    logs.set_secrets([key])
+    try:
+        s = State(tmp_path / "state.db")
+        s.cycle_started("c1", "e1", "auto-debug", "fp", "check_failed", "x")
+        quoted = base64.b64encode(key.encode()).decode()
+        s.cycle_finished("c1", "rolled_back", f"check said {key[::-1]}",
+                         {"plan_summary": f"use {quoted}", "edits": [{"path": "a", "added": 1}]})
+        s.close()
+    finally:
+        logs.set_secrets([])
+    raw = (tmp_path / "state.db").read_bytes() + b"".join(
+        p.read_bytes() for p in tmp_path.glob("state.db-*")
+    )
+    for form in (key, key[::-1], quoted):
+        assert form.encode() not in raw
+    s = State(tmp_path / "state.db")
+    (row,) = s.history(1)
+    assert row["edits"] == [{"path": "a", "added": 1}] and "***" in row["reason"]
+    s.close()

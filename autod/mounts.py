@@ -1,0 +1,209 @@
+"""The check sandbox's mount table: what of the host a check sees, in the order bubblewrap applies it.
+
+Who decides what is mounted is the point. Every path here comes from the configuration (the
+workspace, the configured program and the absolute paths the operator wrote in `run`,
+`checks.expose`) or from autod's own interpreter. Nothing is read out of the workspace to add a
+mount: a workspace venv whose python points into a hidden place does not get that place mounted
+(the check runner refuses it with a message naming the fix instead).
+
+The order is fixed and the last word is autod's:
+  1. read-only root; private /tmp and /var/tmp;
+  2. hidden: /root, /home, /run, /etc/autod, the daemon's home, and autod's own files;
+  3. bound back read-only: the exposures (never a socket, never a home or a directory above one);
+  4. the workspace, writable; its .git (or an empty placeholder) and its venvs read-only;
+  5. autod-owned scratch directories the caller names, writable;
+  6. hidden again, whatever the binds above uncovered: autod's own files, then last of all the
+     runtime directory and the control socket.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["HIDDEN_DIRS", "MountTable", "expose_error", "git_placeholder", "real", "under", "workspace_venvs"]
+
+# Secrets a read-only root would still show. A workspace (or an exposure) below one of these is bound
+# back in; everything else there is an empty, read-only directory.
+HIDDEN_DIRS = ("/root", "/home", "/run", "/etc/autod")
+PRIVATE_DIRS = ("/tmp", "/var/tmp")  # a fresh tmpfs each: the check's scratch space
+VENV_NAMES = (".venv", "venv")
+
+
+def real(p: Path | str) -> Path:
+    return Path(os.path.realpath(p))
+
+
+def under(path: Path, root: Path) -> bool:
+    """`path` is `root` or below it (both absolute and normalised); string work: this runs per mount."""
+    p, r = str(path), str(root)
+    return p == r or r == "/" or p.startswith(r + "/")
+
+
+@dataclass(frozen=True)
+class _Op:
+    kind: str  # ro | rw | tmpfs | null
+    dest: Path
+    source: Path
+
+
+class MountTable:
+    """bwrap's mount operations, in order. A path is hidden only where it is still visible, and bound
+    back only where something hid it, so the command line stays short."""
+
+    def __init__(self) -> None:
+        self.ops: list[_Op] = [_Op("ro", Path("/"), Path("/"))]
+
+    def covering(self, path: Path) -> str:
+        """The kind of the mount a check sees at `path`: the deepest op containing it, the later of equals."""
+        best, depth = "ro", -1
+        for op in self.ops:
+            if under(path, op.dest) and len(op.dest.parts) >= depth:
+                best, depth = op.kind, len(op.dest.parts)
+        return best
+
+    def hidden(self, path: Path) -> bool:
+        return self.covering(path) in ("tmpfs", "null")
+
+    def tmpfs(self, path: Path) -> None:
+        self.ops.append(_Op("tmpfs", path, path))
+
+    def hide(self, path: Path) -> None:
+        """An empty read-only directory (or /dev/null) over `path`, if it exists and it, or anything
+        bound below it since it was last hidden, is visible."""
+        try:
+            st = os.lstat(path)
+        except OSError:
+            return
+        if not self.hidden(path) or self._bound_below(path):
+            self.ops.append(_Op("tmpfs" if stat.S_ISDIR(st.st_mode) else "null", path, path))
+
+    def _bound_below(self, path: Path) -> bool:
+        for op in reversed(self.ops):
+            if op.kind in ("tmpfs", "null") and op.dest == path:
+                return False  # hidden again after everything that came before
+            if op.kind in ("ro", "rw") and under(op.dest, path):
+                return True
+        return False
+
+    def bind(self, dest: Path, *, writable: bool, source: Path | None = None) -> None:
+        """Bind `source` (default: `dest`) at `dest`; never a socket, which a bind cannot make read-only."""
+        src = source or dest
+        try:
+            st = os.stat(src)
+        except OSError:
+            return
+        if stat.S_ISSOCK(st.st_mode):
+            return
+        self.ops.append(_Op("rw" if writable else "ro", dest, src))
+
+    def argv(self) -> list[str]:
+        out: list[str] = []
+        for op in self.ops[1:]:
+            if op.kind == "tmpfs":
+                out += ["--perms", "0755", "--tmpfs", str(op.dest)]
+            elif op.kind == "null":
+                out += ["--ro-bind", "/dev/null", str(op.dest)]
+            else:
+                out += ["--bind" if op.kind == "rw" else "--ro-bind", str(op.source), str(op.dest)]
+        # The empty directories become read-only once everything bound below them is in place
+        # (bwrap creates the mount points in them); the private tmp dirs stay the check's scratch space.
+        for op in self.ops[1:]:
+            if op.kind == "tmpfs" and str(op.dest) not in PRIVATE_DIRS:
+                out += ["--remount-ro", str(op.dest)]
+        return out
+
+
+def exposable(path: Path, never: Sequence[Path]) -> bool:
+    """Whether `path` may be bound back: not the root, a private dir, or a home or hidden root or any
+    directory above one (that would hand the check a whole home again)."""
+    if path == Path("/") or str(path) in PRIVATE_DIRS:
+        return False
+    return not any(under(n, path) for n in never)
+
+
+def expose_error(p: Path) -> str | None:
+    """Why `p` may not be a `checks.expose` entry, or None: it must be absolute, not a home, /run, /tmp
+    or a directory above one (that would hand a check whole homes again), and nothing under /run
+    (sockets) or /etc/autod (autod's config)."""
+    if not p.is_absolute():
+        return "must be an absolute path"
+    norm = Path(os.path.normpath(p))
+    home = os.environ.get("HOME")
+    roots = [Path("/"), *map(Path, (*PRIVATE_DIRS, *HIDDEN_DIRS))]
+    roots += [Path(home)] if home and os.path.isabs(home) and home != "/" else []
+    if norm == Path("/") or any(under(r, norm) for r in roots[1:]):
+        return (
+            f"{norm} is a home, /run, /tmp or a directory above one: name the directory the checks"
+            " need inside it (e.g. /root/.pyenv/versions/3.12.1)"
+        )
+    for private in (Path("/run"), Path("/etc/autod")):
+        if private in norm.parents:
+            return f"{norm} is inside {private}, which checks never see"
+    return None
+
+
+def workspace_venvs(ws: Path) -> list[Path]:
+    """The workspace's own virtualenvs (real directories, never symlinks): `.venv`, `venv`, and every
+    top-level directory holding a pyvenv.cfg. Bound read-only, so a check cannot plant a *.pth that the
+    operator's next unsandboxed `python` would run."""
+    out: list[Path] = []
+    try:
+        entries = list(os.scandir(ws))
+    except OSError:
+        return out
+    for e in entries:
+        try:
+            if not e.is_dir(follow_symlinks=False):
+                continue
+            if e.name in VENV_NAMES or os.path.isfile(os.path.join(e.path, "pyvenv.cfg")):
+                out.append(Path(e.path))
+        except OSError:
+            continue
+    return sorted(out)
+
+
+# -- the .git placeholder ----------------------------------------------------------------------
+
+_placeholders: dict[Path, int] = {}
+_placeholder_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def git_placeholder(ws: Path) -> Iterator[Path | None]:
+    """For a workspace without `.git`: an empty directory at `.git` for the run (the sandbox mounts an
+    empty read-only tmpfs on it, so no check can `git init` a repository whose config autod or a
+    human would later obey); removed after the last run that made it. Yields it, or None when the
+    workspace has its own `.git` (or one that is not ours to replace, e.g. a symlink)."""
+    dot = ws / ".git"
+    with _placeholder_lock:
+        made = _placeholders.get(dot, 0) > 0
+        if not made:
+            try:
+                os.mkdir(dot, 0o755)
+                made = True
+            except OSError:  # it exists (the workspace's own, or a symlink), or cannot be made
+                made = False
+        if made:
+            _placeholders[dot] = _placeholders.get(dot, 0) + 1
+    if not made:
+        yield None
+        return
+    try:
+        yield dot
+    finally:
+        with _placeholder_lock:
+            _placeholders[dot] -= 1
+            if _placeholders[dot] == 0:
+                del _placeholders[dot]
+                with contextlib.suppress(OSError):  # someone ran `git init` meanwhile: theirs now
+                    os.rmdir(dot)
+
+
+def existing(paths: Iterable[Path | None]) -> list[Path]:
+    return [p for p in paths if p is not None]

@@ -1,0 +1,307 @@
+"""What the sandbox mounts comes from the config and autod's own interpreter, never from the workspace;
+whatever binds back, autod's own files, the runtime dir and the control socket are hidden again; a
+workspace cannot get itself a .git or a .pth that runs outside the sandbox (real bwrap)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from autod import sandbox
+from autod.checks import run_check
+from autod.config import CheckConfig, load_config
+from autod.sandbox import Policy
+
+PROBE = (
+    "import json, os, sys\n"
+    "out = {}\n"
+    "for p in sys.argv[1:]:\n"
+    "    try:\n"
+    "        out[p] = sorted(os.listdir(p)) if os.path.isdir(p) else open(p).read()\n"
+    "    except OSError as e:\n"
+    "        out[p] = 'refused: ' + type(e).__name__\n"
+    "print(json.dumps(out))\n"
+)
+
+
+def run(cfg: CheckConfig, cwd: Path, **kw):
+    return asyncio.run(run_check("t", cfg, cwd, **kw))
+
+
+def probe(ws: Path, paths: list[Path], **kw) -> dict[str, object]:
+    (ws / "probe.py").write_text(PROBE)
+    line = f"{sys.executable} probe.py {' '.join(map(str, paths))}"
+    r = run(CheckConfig(run=line, sandbox="bwrap"), ws, **kw)
+    assert r.ok, r.output
+    return json.loads(r.output.strip().splitlines()[-1])
+
+
+@pytest.fixture
+def secrets_around(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+    """A credentials dir, a home with a key, a state dir with a db: all outside the workspace."""
+    creds, home, state = tmp_path / "creds", tmp_path / "home", tmp_path / "state"
+    for d in (creds, home / ".aws", state):
+        d.mkdir(parents=True)
+    (creds / "llm_api_key").write_text("KEY-CANARY")
+    (home / ".aws" / "credentials").write_text("AWS-CANARY")
+    (state / "state.db").write_text("STATE-CANARY")
+    monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(creds))
+    monkeypatch.setenv("HOME", str(home))
+    return {"creds": creds, "home": home, "state": state}
+
+
+def settings_for(ws: Path, state: Path, **checks: object):
+    cfg = ws.parent / "autod.yaml"
+    cfg.write_text(json.dumps({"workspace": str(ws), "state_dir": str(state), "checks": checks}))
+    return load_config(cfg)
+
+
+@pytest.mark.parametrize("target", ["creds", "creds/llm_api_key", "home", "home/.aws/credentials", "state",
+                                    "state/state.db"])
+def test_a_workspace_venv_python_pointing_into_a_hidden_place_mounts_nothing_and_is_refused(
+    tmp_path: Path, secrets_around: dict[str, Path], real_bwrap: None, target: str
+) -> None:
+    ws = tmp_path / "ws"
+    (ws / ".venv" / "bin").mkdir(parents=True)
+    first, _, rest = target.partition("/")
+    pointed = secrets_around[first] / rest if rest else secrets_around[first]
+    os.symlink(pointed, ws / ".venv" / "bin" / "python")
+    settings = settings_for(ws, secrets_around["state"])
+    # a configured program outside the workspace: the workspace venv's link must not widen its view
+    seen = probe(ws, [secrets_around["creds"] / "llm_api_key", secrets_around["home"] / ".aws",
+                      secrets_around["state"] / "state.db", pointed], settings=settings)
+    assert "CANARY" not in json.dumps(seen), seen
+    # and run as the program, the same venv python is refused with what to change, before anything runs
+    if pointed.is_file():
+        pointed.chmod(0o755)
+        r = run(CheckConfig(run="python -c 1", sandbox="bwrap"), ws, settings=settings)
+        assert r.exit_code == 126 and r.error is not None
+        assert "which the sandbox hides" in r.error and "checks.expose" in r.error
+        assert "CANARY" not in r.output
+
+
+def test_a_shebang_or_symlinked_program_in_the_workspace_is_not_followed_out(
+    tmp_path: Path, real_bwrap: None
+) -> None:
+    hidden = tmp_path / "hidden"  # under /tmp: private in the sandbox, like a home
+    (hidden / "bin").mkdir(parents=True)
+    (hidden / "lib").mkdir()
+    (hidden / "lib" / "secret.txt").write_text("LIB-CANARY")
+    interp = hidden / "bin" / "sh"
+    interp.write_bytes(Path("/bin/sh").read_bytes())
+    interp.chmod(0o755)
+    ws = tmp_path / "ws"
+    (ws / "ci").mkdir(parents=True)
+    script = ws / "ci" / "check.sh"
+    script.write_text(f"#!{interp}\ncat {hidden}/lib/secret.txt\n")
+    script.chmod(0o755)
+    os.symlink(interp, ws / "ci" / "tool")
+    for run_line in ("./ci/check.sh", "./ci/tool -c 'cat " + str(hidden / "lib" / "secret.txt") + "'"):
+        r = run(CheckConfig(run=run_line, sandbox="bwrap"), ws)
+        assert r.exit_code == 126 and "which the sandbox hides" in (r.error or ""), r.output
+        assert "LIB-CANARY" not in r.output
+
+
+def test_a_workspace_venv_made_from_autods_own_interpreter_works_with_no_config(
+    tmp_path: Path, real_bwrap: None
+) -> None:
+    ws = tmp_path / "ws"  # under /tmp, like a CI clone
+    ws.mkdir()
+    base = Path(sys.base_prefix) / "bin" / "python3"
+    subprocess.run([str(base), "-m", "venv", "--without-pip", str(ws / ".venv")], check=True, timeout=120)
+    r = run(CheckConfig(run="python -c 'import sys; print(sys.prefix)'", sandbox="bwrap"), ws)
+    assert r.ok and r.output.strip() == str(ws / ".venv"), r.output
+
+
+def test_autods_own_files_stay_hidden_whatever_an_exposure_uncovers(
+    tmp_path: Path, secrets_around: dict[str, Path], real_bwrap: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    opt = tmp_path / "opt"  # one tree the operator exposes, holding everything autod owns
+    runtime, state, keys, creds = opt / "run", opt / "state", opt / "keys", opt / "creds"
+    for d in (runtime, state, keys, creds):
+        d.mkdir(parents=True)
+    (opt / "tool.txt").write_text("a tool the checks need")
+    (state / "state.db").write_text("STATE-CANARY")
+    (creds / "llm_api_key").write_text("KEY-CANARY")
+    monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(creds))
+    monkeypatch.setenv("RUNTIME_DIRECTORY", str(runtime))
+    srv = socket.socket(socket.AF_UNIX)
+    srv.bind(str(runtime / "autod.sock"))
+    key_file = keys / "llm.key"
+    key_file.write_text("KEYFILE-CANARY")
+    cfg = opt / "autod.yaml"
+    cfg.write_text(json.dumps({
+        "workspace": str(ws), "state_dir": str(state),
+        "llm": {"api_key_file": str(key_file), "api_key": "CONFIG-CANARY"},
+        "checks": {"expose": [str(opt)]},
+    }))
+    settings = load_config(cfg)
+    # the command line names them too (an operator's mistake): still hidden
+    named = [creds, creds / "llm_api_key", state, state / "state.db", key_file, cfg, runtime,
+             runtime / "autod.sock", keys, opt / "tool.txt"]
+    try:
+        seen = probe(ws, named, settings=settings)
+    finally:
+        srv.close()
+    assert "CANARY" not in json.dumps(seen), seen
+    assert seen[str(runtime)] == [] and seen[str(state)] == [] and seen[str(creds)] == []
+    assert seen[str(opt / "tool.txt")] == "a tool the checks need"  # the exposure itself works
+
+
+def test_the_config_in_the_workspace_is_hidden_from_the_check(tmp_path: Path, real_bwrap: None) -> None:
+    ws = tmp_path / "ws"
+    (ws / "config").mkdir(parents=True)
+    cfg = ws / "config" / "autod.yaml"
+    cfg.write_text(json.dumps({"workspace": str(ws), "llm": {"api_key": "CONFIG-CANARY-123"}}))
+    seen = probe(ws, [cfg], settings=load_config(cfg))
+    assert "CANARY" not in json.dumps(seen) and seen[str(cfg)] in ("", "refused: PermissionError")
+
+
+def test_a_socket_is_never_bound_back(tmp_path: Path) -> None:
+    sock_dir = tmp_path / "sockets"
+    sock_dir.mkdir()
+    srv = socket.socket(socket.AF_UNIX)
+    srv.bind(str(sock_dir / "s.sock"))
+    try:
+        table = sandbox.mount_table(tmp_path / "ws", Policy(), expose=[sock_dir / "s.sock"])
+        assert str(sock_dir / "s.sock") not in table.argv()
+    finally:
+        srv.close()
+
+
+def test_a_workspace_without_git_gets_a_read_only_one_for_the_run_and_none_after(
+    tmp_path: Path, real_bwrap: None
+) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    r = run(CheckConfig(run="sh -c 'git init -q . ; echo x > .git/config; ls -A .git | wc -l'",
+                        sandbox="bwrap"), ws)
+    assert "Read-only file system" in r.output and r.output.strip().endswith("0")
+    assert not (ws / ".git").exists()
+
+
+def test_the_workspace_venv_is_read_only_so_no_pth_can_run_outside_the_sandbox(
+    tmp_path: Path, real_bwrap: None
+) -> None:
+    ws = tmp_path / "ws"
+    site = ws / ".venv" / "lib" / "python3.11" / "site-packages"
+    site.mkdir(parents=True)
+    (ws / "env2").mkdir()
+    (ws / "env2" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    script = f"echo 'import os' > {site}/evil.pth; echo x > env2/evil.pth; echo done"
+    r = run(CheckConfig(run=f"sh -c \"{script}\"", sandbox="bwrap"), ws)
+    assert r.output.count("Read-only file system") == 2, r.output
+    assert not (site / "evil.pth").exists() and not (ws / "env2" / "evil.pth").exists()
+
+
+def test_python_module_checks_cannot_be_shadowed_from_the_current_directory(
+    tmp_path: Path, real_bwrap: None
+) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "json.py").write_text("print('SHADOWED'); raise SystemExit(0)\n")
+    (ws / "pytest.py").write_text("print('2 passed'); raise SystemExit(0)\n")
+    r = run(CheckConfig(run=f"{sys.executable} -m json.tool --help", sandbox="bwrap"), ws)
+    assert r.ok and "SHADOWED" not in r.output and "usage" in r.output
+    r = run(CheckConfig(run=f"{sys.executable} -m pytest --version", sandbox="bwrap"), ws)
+    assert "2 passed" not in r.output and "pytest" in r.output, r.output
+    # the operator may opt out per check (tests that import the project from the current directory)
+    opt_out = CheckConfig(run=f"{sys.executable} -m json.tool", sandbox="bwrap", env={"PYTHONSAFEPATH": ""})
+    r = run(opt_out, ws)
+    assert "SHADOWED" in r.output
+
+
+@pytest.mark.parametrize(
+    ("argv", "module"),
+    [
+        (["python", "-m", "pytest"], True),
+        (["/x/.venv/bin/python3.12", "-X", "dev", "-m", "pytest"], True),
+        (["python3", "-mpytest"], True),
+        (["python", "script.py", "-m", "x"], False),
+        (["python", "-c", "import x", "-m"], False),
+        (["pytest", "-m", "slow"], False),
+    ],
+)
+def test_only_python_dash_m_commands_get_a_safe_path(argv: list[str], module: bool) -> None:
+    from autod.programs import runs_module
+
+    assert runs_module(argv) is module
+
+
+def test_config_check_names_a_workspace_venv_the_sandbox_hides_and_checks_expose_mends_it(
+    tmp_path: Path, real_bwrap: None
+) -> None:
+    from autod.preflight import problems
+
+    other = tmp_path / "pythons" / "3.99"  # another interpreter in a hidden place (/tmp here)
+    (other / "bin").mkdir(parents=True)
+    (other / "bin" / "python3").write_bytes(Path("/bin/true").read_bytes())
+    (other / "bin" / "python3").chmod(0o755)
+    ws = tmp_path / "ws"
+    (ws / ".venv" / "bin").mkdir(parents=True)
+    os.symlink(other / "bin" / "python3", ws / ".venv" / "bin" / "python")
+    cfg = tmp_path / "autod.yaml"
+    cfg.write_text(json.dumps({"workspace": str(ws), "checks": {"tests": {"run": "python -m pytest"}}}))
+    (found,) = problems(load_config(cfg))
+    assert found.error and found.key == ("checks", "tests", "run")
+    assert "which the sandbox hides" in found.message and "checks.expose" in found.message
+    r = run(CheckConfig(run="python -m pytest", sandbox="bwrap"), ws, settings=load_config(cfg))
+    assert r.exit_code == 126 and r.error is not None
+    assert r.error.split(": ", 1)[1] == found.message.split(": ", 1)[1]  # the same words, another name
+    cfg.write_text(json.dumps({"workspace": str(ws), "checks": {"expose": [str(other)],
+                                                                "tests": {"run": "python -m pytest"}}}))
+    assert problems(load_config(cfg)) == []
+    r = run(CheckConfig(run="python -m pytest", sandbox="bwrap"), ws, settings=load_config(cfg))
+    assert r.ok and r.error is None, r.output  # /bin/true stands in for that python
+
+
+@pytest.mark.parametrize("path", ["/root", "/home", "/", "/tmp", "/var", "/run/user", "relative/bin"])
+def test_checks_expose_refuses_homes_and_shared_places_naming_file_line_and_field(
+    tmp_path: Path, path: str
+) -> None:
+    from autod.config import ConfigError
+
+    cfg = tmp_path / "autod.yaml"
+    cfg.write_text(f"workspace: {tmp_path}\nchecks:\n  expose: [{path}]\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(cfg)
+    assert str(err.value).startswith(f"{cfg}:3: checks.expose")
+
+
+def test_a_check_that_writes_files_which_run_code_later_is_reported_loudly(tmp_path: Path) -> None:
+    from structlog.testing import capture_logs
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    with capture_logs() as logs:
+        script = "echo x > .envrc; mkdir -p .vscode; echo {} > .vscode/tasks.json; echo ok"
+        r = run(CheckConfig(run=f"sh -c '{script}'", sandbox="off"), ws)
+    assert r.ok
+    (line,) = [x for x in logs if x["event"] == "check.wrote_code_runners"]
+    assert line["log_level"] == "error" and line["files"] == [".envrc", ".vscode/tasks.json"]
+
+
+def test_a_copy_mounted_at_the_workspace_shows_the_copy_with_the_real_git_and_venv_read_only(
+    tmp_path: Path, real_bwrap: None
+) -> None:
+    ws, copy = tmp_path / "ws", tmp_path / "state" / "mirror"
+    for root, text in ((ws, "real"), (copy, "copy")):
+        (root / "src").mkdir(parents=True)
+        (root / "src" / "x.txt").write_text(text)
+    subprocess.run(["git", "init", "-q", str(ws)], check=True)
+    (ws / ".venv" / "bin").mkdir(parents=True)
+    script = "cat src/x.txt; echo new > src/made.txt; echo x > .git/evil; echo x > .venv/evil; pwd"
+    r = run(CheckConfig(run=f"sh -c '{script}'", sandbox="bwrap"), copy, mount_at=ws, bind_back=[".venv"])
+    assert r.output.startswith("copy"), r.output
+    assert r.output.count("Read-only file system") == 2 and r.output.rstrip().endswith(str(ws))
+    assert (copy / "src" / "made.txt").exists() and not (ws / "src" / "made.txt").exists()
+    assert not (ws / ".git" / "evil").exists() and not (ws / ".venv" / "evil").exists()
