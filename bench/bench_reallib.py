@@ -92,9 +92,11 @@ def bug_spans(buggy: str, bug: dict[str, Any]) -> tuple[list[str], list[str]]:
     if bug["new"]:
         mutated = lines[first - 1 : first - 1 + len(bug["new"])]
         anchor = first
-    else:  # a removed branch: the line before where it stood
-        mutated = lines[first - 2 : first - 1]
+    else:  # a removed branch: the nearest non-blank line before where it stood
         anchor = first - 1
+        while anchor > 1 and not lines[anchor - 1].strip():
+            anchor -= 1
+        mutated = lines[anchor - 1 : anchor]
     spans = [t for t in mutate.targets(buggy) if t.qualname == bug["qualname"]]
     inside = [t for t in spans if t.start <= anchor <= t.end] or spans
     if not inside:
@@ -164,14 +166,14 @@ async def diagnose(
     line_hit, func_hit = hits(code, bug_lines, func_lines)
     at = position(used, bug)
     n = len([e for e in used if e.get("lines") not in ("outline", "diff")])
-    if len(func_lines) > LONG:
-        why = f"too long to be shown whole ({len(func_lines)} lines > {LONG})"
+    if at is None:
+        why = "not reached"
+    elif len(func_lines) > LONG:
+        why = f"reached, too long to be shown whole ({len(func_lines)} lines > {LONG})"
     elif func_hit:
         why = "reached, ranked below what the budget held"
-    elif at is not None:
-        why = "reached, shown only in part"
     else:
-        why = "not reached"
+        why = "reached, shown only in part"
     return {"why": why, "position_unbounded": at, "of": n, "line_hit_unbounded": line_hit}
 
 
