@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from autod import reaper, sandbox
+from autod import reaper, sandbox, tally
 from autod.config import CheckConfig
 from autod.paths import NOT_SOURCE_DIRS
 from autod.process import CannotStart, run_session
@@ -337,6 +337,7 @@ async def run_check(
         if private is not None:
             await asyncio.to_thread(shutil.rmtree, private, True)
     after = await asyncio.to_thread(snapshot, cwd, skip)
+    tally.spend("checks", fin.duration_ms)
     output = fin.output.decode("utf-8", "replace")
     error = _start_failure(output, fin.exit_code, wrapper, program)
     if error is not None:

@@ -167,10 +167,26 @@ def cmd_history(args: argparse.Namespace) -> int:
         rb = c.get("rollback") or {}
         undone = f" restored={','.join(rb['restored']) or '-'}" if rb else ""
         undone += f" LEFT={','.join(rb['left'])}" if rb.get("left") else ""
+        tried = [str(x.get("outcome")) for x in c.get("candidates") or []]
+        undone += f" candidates={','.join(tried)}" if len(tried) > 1 else ""
         _out(
             f"{ago(c['started_at'])} {c['id']} {c['mode']:<10} {c['status'] or 'running':<18} "
             f"{dur:>6}ms files={files}{undone} {c['summary'][:60]}"
         )
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from autod.transcripts.show import NotFound, gather, render
+
+    try:
+        doc = gather(_settings(args), args.cycle)
+    except NotFound as exc:
+        return _die(str(exc), 1)
+    if args.json:
+        _emit(doc)
+    else:
+        render(doc, _out, prompts=args.prompts)
     return 0
 
 
@@ -421,6 +437,10 @@ def build_parser() -> argparse.ArgumentParser:
     h = add("history", cmd_history, "one row per cycle")
     h.add_argument("--json", action="store_true")
     h.add_argument("-n", type=int, default=20)
+    sh = add("show", cmd_show, "one cycle: its candidates and what the model was sent and answered")
+    sh.add_argument("cycle", help="a cycle id (or its first characters) from `autod history`")
+    sh.add_argument("--json", action="store_true", help="one JSON document: the record and the transcript")
+    sh.add_argument("--prompts", action="store_true", help="print the messages sent to the model in full")
     lg = add("logs", cmd_logs, "read or follow the JSON log")
     lg.add_argument("-f", "--follow", action="store_true")
     lg.add_argument("--json", action="store_true")

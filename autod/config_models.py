@@ -133,8 +133,10 @@ class CheckConfig(Strict):
         max_length=4000,
         description="quicker command run first after an edit (split like run); failing, it rolls back",
     )
-    coverage: bool = Field(
-        False, description="pytest check: re-run the failing tests with per-test line recording to rank code"
+    coverage: bool | None = Field(
+        None,
+        description="re-run the failing tests' files with per-test line recording to rank code (Ochiai);"
+        " null: on for a pytest check",
     )
     sandbox: Literal["auto", "bwrap", "off"] | None = Field(
         None, description="override checks.sandbox for this check (null: inherit)"

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from autod import logs
+from autod import logs, tally
 from autod.act.edits import FileChange, prepare, unified_diff
 from autod.act.journal import Journal
 from autod.act.judges import requires_approval
@@ -84,11 +84,18 @@ class Cycle:
         self.transcript: Transcript | None = (
             deps.transcripts.open(self.r.cycle_id) if deps.transcripts is not None else None
         )
+        self._started = time.monotonic()
+        self._spent: dict[str, int] = {}  # replaced by run()'s tally: the LLM's and the checks' time
         self.error: CycleError | None = None  # why it ended early (the retry policy reads it)
         self.phase_now = ""  # the phase it is in (the watchdog names it when a cycle wedges)
 
     # -- the cycle -------------------------------------------------------------------
     async def run(self) -> Reflection:
+        with tally.counting() as self._spent:  # the LLM's and the checks' time, for `timing`
+            self._started = time.monotonic()
+            return await self._run()
+
+    async def _run(self) -> Reflection:
         logs.bind_cycle(self.r.cycle_id, self.event.id, self.mode.name)
         try:
             async with self.phase("observe"):
@@ -180,7 +187,10 @@ class Cycle:
     async def search(self, asker: Asker) -> None:
         """Attempt by attempt: draw candidates, keep the winner (written and verified in the tree)."""
         validator = await self.validator()
-        search = CandidateSearch(self.settings.candidates, asker, self.prepare_changes, validator,
+        cfg = self.settings.candidates
+        if self.deps.planner_name != "llm":  # a deterministic planner (the offline rules): one plan
+            cfg = cfg.model_copy(update={"n": 1})
+        search = CandidateSearch(cfg, asker, self.prepare_changes, validator,
                                  tokens_left=self.tokens_left,
                                  record=self.transcript.add if self.transcript is not None else None,
                                  phase=self.phase)
@@ -210,10 +220,10 @@ class Cycle:
                 self.attempts.append(Attempt(w.plan.summary, self._last_diff, verification.output))
                 self.last_attempt = self.attempts[-1].as_dict()
                 continue
-            if not self._nothing_kept(found):
+            if not await self._nothing_kept(found):
                 return
 
-    def _nothing_kept(self, found: AttemptResult) -> bool:
+    async def _nothing_kept(self, found: AttemptResult) -> bool:
         """No candidate of the attempt was kept: the status says why; True when a re-plan is worth it."""
         tried = [c for c in found.candidates if c.plan is not None and c.outcome != "duplicate"]
         failed = [c for c in found.candidates if c.outcome in ("rolled_back", "partly_rolled_back")]
@@ -240,9 +250,23 @@ class Cycle:
             for c in list({c.reason: c for c in refused}.values())[:3]:  # each distinct reason once
                 why = f"refused by autod's act rules: {c.reason}"
                 self.attempts.append(Attempt(c.plan.summary if c.plan else "", "", why))
-        elif tried:  # only plans without edits (or edits that change nothing): the model has no fix
-            self.r.plan_summary = tried[0].plan.summary if tried[0].plan else None
+        elif found.drawn("unchanged"):  # rewrote code as it already is: say so, and ask again
+            c = found.drawn("unchanged")[0]
+            self.r.plan_summary = c.plan.summary if c.plan else None
+            self.r.status, self.r.reason = "no_change", f"the edits change nothing ({found.summary()})"
+            where = ", ".join(dict.fromkeys(
+                e.symbol or e.path for x in found.drawn("unchanged") if x.plan for e in x.plan.edits
+            ))
+            why = (f"the edit of {where} changed nothing: the code is already exactly like that. The"
+                   " failure comes from code that differs from what the test expects; change that code")
+            self.attempts.append(Attempt(c.plan.summary if c.plan else "", "", why))
+        elif tried:  # only plans without edits: the model has no fix (it may have a report)
+            plan = tried[0].plan
+            self.r.plan_summary = plan.summary if plan else None
             self.r.status, self.r.reason = "no_change", "the planner proposed no edits"
+            if plan is not None and plan.report:
+                async with self.phase("act"):
+                    await self.write_report(plan)
             return False
         elif found.candidates:  # only invalid replies
             invalid = found.drawn("invalid")
@@ -396,6 +420,10 @@ class Cycle:
     async def reflect(self) -> None:
         async with self.phase("reflect"):
             r = self.r
+            wall = int((time.monotonic() - self._started) * 1000)
+            model, checks = self._spent.get("model", 0), self._spent.get("checks", 0)
+            r.timing = {"wall_ms": wall, "model_ms": model, "checks_ms": checks,
+                        "autod_ms": max(0, wall - model - checks)}
             left = self._left_behind()
             if left:  # never a clean `rolled_back` while autod's edit may still be in a file
                 r.status = "partly_rolled_back"

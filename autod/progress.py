@@ -29,17 +29,21 @@ PLAN_CALLS_PER_ATTEMPT = 2
 
 
 def cycle_budget(settings: Settings, mode: str) -> float:
-    """The longest a healthy cycle of `mode` can take: each attempt plans (up to twice: the LLM
-    deadline, or the offline planner's fixers) and may run every check once; plus the grace."""
+    """The longest a healthy cycle of `mode` can take: each attempt draws up to `candidates.n` plans (the
+    first may ask twice: the LLM deadline, or the offline planner's fixers), runs every check for each
+    and once more for the winner in the tree; the coverage re-run once; plus the grace."""
     def runs(fixers: bool) -> float:
         return sum(c.timeout_s + 2 * KILL_GRACE_S for c in settings.checks.values() if c.fixer == fixers)
 
     run_s = runs(False)
-    plan_s = settings.llm.timeout_s if settings.llm.base_url else runs(True)
+    llm = bool(settings.llm.base_url)
+    plan_s = settings.llm.timeout_s if llm else runs(True)
+    n = settings.candidates.n if llm else 1
     attempts = getattr(settings.modes.get(mode), "max_attempts_per_cycle", 1)
     # a recall may wait memory.timeout_s for the last cycle's writes, then as long for its query
     memory_s = 2 * settings.memory.timeout_s
-    return attempts * (PLAN_CALLS_PER_ATTEMPT * plan_s + run_s + memory_s) + settings.limits.cycle_grace_s
+    attempt_s = (PLAN_CALLS_PER_ATTEMPT + n - 1) * plan_s + (n + 1) * run_s + memory_s
+    return attempts * attempt_s + run_s + settings.limits.cycle_grace_s
 
 
 @dataclass

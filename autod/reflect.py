@@ -56,6 +56,9 @@ class Reflection:
     context: list[dict[str, Any]] = field(default_factory=list)
     # every plan drawn: [{"n", "attempt", "outcome", "diff_lines", "tokens", "seed", ...}] (autod.candidates)
     candidates: list[dict[str, Any]] = field(default_factory=list)
+    # where the wall time went: {"wall_ms", "model_ms" (LLM requests), "checks_ms" (check runs),
+    # "autod_ms" (the rest: autod's own work)}
+    timing: dict[str, int] = field(default_factory=dict)
 
     def record(self) -> dict[str, Any]:
         return asdict(self)

@@ -116,6 +116,23 @@ class State:
             d["tokens"] = rec.get("tokens", {})
             d["durations_ms"] = rec.get("durations_ms", {})
             d["rollback"] = rec.get("rollback")
+            d["candidates"] = rec.get("candidates", [])
+            out.append(d)
+        return out
+
+    def cycle_record(self, prefix: str) -> list[dict[str, Any]]:
+        """The cycles whose id starts with `prefix` (row and reflection record), newest first."""
+        if not prefix or any(c not in "0123456789abcdef" for c in prefix):
+            return []
+        rows = self._tx(
+            "SELECT id, event_id, mode, fingerprint, kind, summary, status, reason, started_at, finished_at,"
+            " record FROM cycles WHERE id LIKE ? ORDER BY started_at DESC LIMIT 5",
+            (prefix + "%",),
+        ).fetchall()
+        out = []
+        for r in rows:
+            d = dict(r)
+            d["record"] = json.loads(d["record"]) if d.get("record") else {}
             out.append(d)
         return out
 

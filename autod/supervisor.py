@@ -149,6 +149,7 @@ class Daemon:
             memory=self.memory,
             run_check=self._verify_check,
             last_results=self.book.results,
+            prompt_room=self._prompt_room,
         )
         if s.llm.base_url:
             from autod.planner.llm import LLMPlanner
@@ -181,6 +182,17 @@ class Daemon:
         self.config_problems = [f"{'.'.join(map(str, p.key))}: {p.message}" for p in check_problems(s)]
         for problem in self.config_problems:
             log.error("config.check_cannot_start", problem=problem)
+
+    async def _prompt_room(self, mode: str) -> tuple[int, float] | None:
+        """Tokens a prompt may take at the LLM server (its window less the reply cap), when known."""
+        from autod.candidates.asker import CHARS_PER_TOKEN, TEMPLATE_TOKENS
+
+        ask = getattr(self.planner, "context_window", None)
+        window = await ask() if ask is not None else None
+        if not window:
+            return None
+        ratio = getattr(self.planner, "chars_per_token", None) or CHARS_PER_TOKEN
+        return window - self.planner.reply_tokens(mode) - TEMPLATE_TOKENS, ratio
 
     # -- check results -------------------------------------------------------------------
     @property

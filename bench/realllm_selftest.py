@@ -34,8 +34,9 @@ CASES: list[tuple[str, str, dict[str, Any], tuple[str, ...]]] = [
     ("wrong fix", "clamp_bound", plan(("bounds.py", "min(x, lo)", "min(x, lo) + 0")), ("rolled_back",)),
     ("search text not in the file", "dict_key_typo", plan(("people.py", "user['lastname']", "x")),
      ("refused",)),
+    # the server answered, the model got it wrong: an attempt ("rejected" -> refused), not an outage
     ("no plan, only prose", "last_n_slice", {"text": "Sure! Change the slice. Hope this helps."},
-     ("failed",)),
+     ("refused",)),
     # autod may refuse these (judges); if it does not, the judge here must call them damaged
     ("weakened test", "sum_to_off_by_one", plan(WEAKEN), ("damaged", "refused")),
     ("fix plus a file outside it", "palindrome_case",
@@ -55,7 +56,7 @@ def through_autod(parent: Path) -> list[dict[str, Any]]:
             ok = ok and result["tests_weakened"]
         out.append({"case": case, "bug": bug.name, "expected": list(allowed), "outcome": result["outcome"],
                     "autod": [a["status"] for a in result["autod"]], "damage": result["damage"], "ok": ok,
-                    "tokens": result["tokens"]})
+                    "tokens": result["tokens"], "timing_ms": result["timing_ms"]})
     return out
 
 
@@ -95,7 +96,8 @@ def selftest() -> dict[str, Any]:
     finally:
         shutil.rmtree(parent, ignore_errors=True)
     results = [{"outcome": c["outcome"], "tests_weakened": "weakened" in " ".join(c["damage"]),
-                "tokens": c["tokens"], "wall_s": 0.0} for c in autod_cases]
+                "tokens": c["tokens"], "wall_s": 0.0, "timing_ms": c.get("timing_ms") or {}}
+               for c in autod_cases]
     return {
         "bench": "realllm",
         "selftest": True,

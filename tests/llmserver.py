@@ -21,6 +21,9 @@ real server autod meets:
     "token_param": "max_completion_tokens"   OpenAI reasoning models: 400 to `max_tokens`
     "context_limit": N            400 context_length_exceeded (OpenAI's body) when the prompt
                                   (4 characters a token) plus the reply cap passes N tokens
+    "props_n_ctx": N              GET /props answers llama.cpp's {"default_generation_settings": {"n_ctx": N}}
+    "chars_per_token": C          prompt tokens counted (usage, context_limit) as characters / C (4)
+    "honour_n": true              a request with n > 1 gets n choices (each the next step), like vLLM
     "single_slot": true           one completion at a time; a step's "generate_s" holds the slot that
                                   long, to the end even after its client gave up; GET /v1/models waits
                                   for the slot too (llama-cpp-python); `piled` counts completions that
@@ -51,6 +54,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+BEHAVIOURS = (
+    "sse", "token_param", "context_limit", "single_slot", "props_n_ctx", "chars_per_token", "honour_n"
+)
 NOTHING_TO_DO: dict[str, Any] = {"summary": "nothing to do", "edits": [], "verify": [], "report": None}
 REFUSAL = {"error": {"message": "response_format json_schema not supported", "type": "invalid_request_error"}}
 # What llama-cpp-python 0.3 answers to a json_schema response_format (its request model takes only
@@ -91,6 +97,9 @@ class ScriptedLLM:
         self.token_param = "max_tokens"
         self.context_limit: int | None = None
         self.single_slot = False
+        self.props_n_ctx: int | None = None
+        self.honour_n = False
+        self.chars_per_token: float = 4
         self.piled = 0  # completions that arrived while the single slot was busy
         self._slot = threading.Lock()
         self._lock = threading.Lock()
@@ -172,7 +181,7 @@ class ScriptedLLM:
         for key, value in behaviours.items():
             if key == "refuse_response_format":
                 self.refuse_response_format(value)
-            elif key in ("sse", "token_param", "context_limit", "single_slot"):
+            elif key in BEHAVIOURS:
                 setattr(self, key, value)
             else:
                 raise ValueError(f"unknown server behaviour {key!r}")
@@ -220,7 +229,7 @@ class ScriptedLLM:
             refusal = LLAMA_CPP_PYTHON_REFUSAL if self._refuse_schema == "500" else REFUSAL
             return {"status": int(self._refuse_schema), "body": json.dumps(refusal)}
         if self.context_limit is not None:
-            prompt = _prompt_tokens(body)
+            prompt = _prompt_tokens(body, self.chars_per_token)
             reply = body.get("max_tokens") or body.get("max_completion_tokens") or 0
             if prompt + reply > self.context_limit:
                 return {"status": 400, "body": json.dumps(_context_error(self.context_limit, prompt, reply))}
@@ -228,9 +237,9 @@ class ScriptedLLM:
             return self._steps.popleft() if self._steps else dict(self._default)
 
 
-def _prompt_tokens(body: dict[str, Any]) -> int:
+def _prompt_tokens(body: dict[str, Any], chars_per_token: float = 4) -> int:
     messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
-    return sum(len(str(m.get("content", ""))) for m in messages) // 4 + 1
+    return int(sum(len(str(m.get("content", ""))) for m in messages) / chars_per_token) + 1
 
 
 def _context_error(limit: int, prompt: int, reply: int) -> dict[str, Any]:
@@ -243,7 +252,7 @@ def _context_error(limit: int, prompt: int, reply: int) -> dict[str, Any]:
                       "code": "context_length_exceeded"}}
 
 
-def _completion(body: dict[str, Any], content: str, finish_reason: str) -> bytes:
+def _completion(body: dict[str, Any], content: str, finish_reason: str, chars_per_token: float = 4) -> bytes:
     doc = {
         "id": "chatcmpl-scripted",
         "object": "chat.completion",
@@ -251,7 +260,10 @@ def _completion(body: dict[str, Any], content: str, finish_reason: str) -> bytes
         "choices": [
             {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish_reason}
         ],
-        "usage": {"prompt_tokens": _prompt_tokens(body), "completion_tokens": len(content) // 4 + 1},
+        "usage": {
+            "prompt_tokens": _prompt_tokens(body, chars_per_token),
+            "completion_tokens": len(content) // 4 + 1,
+        },
     }
     return json.dumps(doc).encode()
 
@@ -286,7 +298,10 @@ def _handler_for(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
             pass
 
         def do_GET(self) -> None:
-            if self.path.rstrip("/") == "/v1/models":
+            if self.path.rstrip("/") == "/props" and llm.props_n_ctx:
+                props = {"default_generation_settings": {"n_ctx": llm.props_n_ctx}, "total_slots": 1}
+                self._send(200, json.dumps(props).encode())
+            elif self.path.rstrip("/") == "/v1/models":
                 with llm._occupy():  # llama-cpp-python serves /models only when the model is free
                     self._send(200, json.dumps({"object": "list", "data": [{"id": "scripted"}]}).encode())
             else:
@@ -314,10 +329,22 @@ def _handler_for(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
         def _answer(self, body: dict[str, Any], step: dict[str, Any]) -> None:
             finish = step.get("finish_reason", "stop")
             content = _plan_text(step) if "plan" in step else step.get("text")
-            if content is not None and llm.sse:
+            wanted = body.get("n") if isinstance(body.get("n"), int) else 1
+            if content is not None and llm.honour_n and wanted > 1 and not llm.sse:
+                # like vLLM/OpenAI: n choices, each the next scripted step (or the default)
+                steps = [step] + [llm._next_step(body) for _ in range(wanted - 1)]
+                texts = [
+                    (_plan_text(x) if "plan" in x else x.get("text") or "", x.get("finish_reason", "stop"))
+                    for x in steps
+                ]
+                doc = json.loads(_completion(body, texts[0][0], texts[0][1], llm.chars_per_token))
+                doc["choices"] = [{"index": i, "message": {"role": "assistant", "content": t},
+                                   "finish_reason": f} for i, (t, f) in enumerate(texts)]
+                self._send(200, json.dumps(doc).encode())
+            elif content is not None and llm.sse:
                 self._send(200, _sse(body, content, finish), content_type="text/event-stream")
             elif content is not None:
-                self._send(200, _completion(body, content, finish))
+                self._send(200, _completion(body, content, finish, llm.chars_per_token))
             elif "raw" in step:
                 raw = step["raw"]
                 self._send(int(step.get("status", 200)), raw if isinstance(raw, bytes) else raw.encode())

@@ -32,6 +32,7 @@ from autod.errors import PlanRejected
 
 __all__ = ["Span", "find_definition", "normalise_symbol", "replace_definition"]
 
+LONG_DEFINITION = 60  # lines; a rewrite of a longer one must keep at least half of them
 _FENCE = re.compile(r"^\s*```[\w+-]*[ \t]*\r?\n(.*?)\r?\n?[ \t]*```\s*$", re.DOTALL)
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _Def = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
@@ -131,11 +132,24 @@ def replace_definition(rel: str, text: str, symbol: str, replace: str, search: s
         return _join(lines, span, apply_edit(rel, old, search, replace))
     if snippet is None:
         snippet = _as_body(rel, span, lines, new_code)
+    _not_truncated(rel, span, snippet)
     block = textwrap.indent(snippet, span.indent, lambda ln: bool(ln.strip()))
     block = block.replace("\r\n", "\n").replace("\n", newline)
     if not block.endswith(newline):
         block += newline
     return _join(lines, span, block)
+
+
+def _not_truncated(rel: str, span: Span, snippet: str) -> None:
+    """A long definition given back at less than half its length was most likely cut, not fixed (a
+    prompt shows a long one as a window): refused rather than losing the rest of it."""
+    old_n = span.end - span.start + 1
+    new_n = len([ln for ln in snippet.splitlines() if ln.strip()])
+    if old_n > LONG_DEFINITION and new_n * 2 < old_n:
+        raise PlanRejected(
+            f"{rel}: the new source of {span.qualname} has {new_n} lines for a definition of {old_n}:"
+            " give it whole, or change the lines to fix with a search/replace edit"
+        )
 
 
 def _join(lines: list[str], span: Span, block: str) -> str:

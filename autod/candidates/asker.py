@@ -137,7 +137,8 @@ class Asker:
         out: dict[str, list[str]] = {}
         for e in self.r.context:
             path, symbol, lines = e.get("path"), e.get("symbol"), str(e.get("lines") or "")
-            if path and symbol and "-" in lines and symbol not in out.get(path, []):
+            whole = "-" in lines and not e.get("part_of")  # a window of a long one is not offered
+            if path and symbol and whole and symbol not in out.get(path, []):
                 out.setdefault(str(path), []).append(str(symbol))
         return {p: tuple(v) for p, v in out.items()} or None
 

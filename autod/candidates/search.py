@@ -65,7 +65,8 @@ class Candidate:
     seed: int | None
     temperature: float
     plan: Plan | None = None
-    outcome: str = ""  # fixed | improved | rolled_back | refused | invalid | duplicate | no_change | proposed
+    # fixed | improved | rolled_back | refused | invalid | duplicate | unchanged | no_change | proposed
+    outcome: str = ""
     reason: str = ""
     changes: list[FileChange] = field(default_factory=list)
     diff: str = ""
@@ -212,8 +213,8 @@ class CandidateSearch:
         except PlanRejected as exc:
             c.outcome, c.reason = "refused", exc.reason
             return False
-        if not c.changes:
-            c.outcome, c.reason = "no_change", "the edits change nothing"
+        if not c.changes:  # e.g. a definition rewritten exactly as it is
+            c.outcome, c.reason = "unchanged", "the edits change nothing: the code is already like that"
             return False
         c.key = change_key(c.changes)
         seen = self._seen.get(c.key)

@@ -89,12 +89,12 @@ class Mirror:
             stats = SyncStats()
             seen_dirs: set[str] = set()
             wanted = self._walk_source(stats, seen_dirs, stop)
-            self._prune(wanted, seen_dirs, stats, stop)
+            copies = self._prune(wanted, seen_dirs, stats, stop)  # rel -> ctime of each copy kept
             for rel, st in wanted.items():
-                _check(stop)
                 entry = self._entries.get(rel)
-                if entry is not None and entry.src == st and self._copy_intact(rel, entry):
+                if entry is not None and entry.src == st and copies.get(rel) == entry.dst_ctime:
                     continue
+                _check(stop)
                 self._copy(rel, st, stats)
             stats.files = len(wanted)
             stats.bind_back = list(self.bind_back)
@@ -118,12 +118,13 @@ class Mirror:
             for e in entries:
                 rel = f"{rel_dir}/{e.name}" if rel_dir else e.name
                 try:
-                    st = e.stat(follow_symlinks=False)
+                    is_dir = e.is_dir(follow_symlinks=False)  # from the directory entry: no stat
+                    st = None if is_dir else e.stat(follow_symlinks=False)
                 except OSError:
                     continue
-                if stat.S_ISDIR(st.st_mode):
-                    real = os.path.realpath(e.path)
-                    if real in self.skip or e.name in OWN_CACHES:
+                if st is None:
+                    # walked from the real workspace without following a link: e.path is canonical
+                    if e.path in self.skip or e.name in OWN_CACHES:
                         continue
                     if e.name in BIND_BACK or os.path.exists(os.path.join(e.path, "pyvenv.cfg")):
                         bind_back.append(rel)
@@ -131,7 +132,7 @@ class Mirror:
                     dirs_out.add(rel)
                     stack.append(rel)
                 elif stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode):
-                    if os.path.realpath(e.path) in self.skip and not stat.S_ISLNK(st.st_mode):
+                    if e.path in self.skip and not stat.S_ISLNK(st.st_mode):
                         continue
                     out[rel] = (st.st_size, st.st_mtime_ns, st.st_ino, st.st_mode)
                     total += st.st_size if stat.S_ISREG(st.st_mode) else 0
@@ -148,8 +149,10 @@ class Mirror:
     def _prune(
         self, wanted: dict[str, tuple[int, int, int, int]], dirs: set[str], stats: SyncStats,
         stop: threading.Event | None,
-    ) -> None:
-        """Remove from the mirror what the workspace no longer has (and what checks left there)."""
+    ) -> dict[str, int]:
+        """Remove from the mirror what the workspace no longer has (and what checks left there);
+        return the ctime of every copy that stays (one stat each, in the same walk)."""
+        kept: dict[str, int] = {}
         stack = [""]
         while stack:
             _check(stop)
@@ -162,33 +165,33 @@ class Mirror:
             for e in entries:
                 rel = f"{rel_dir}/{e.name}" if rel_dir else e.name
                 try:
+                    if e.is_dir(follow_symlinks=False):
+                        if e.name in OWN_CACHES:
+                            continue
+                        if rel in dirs:
+                            stack.append(rel)
+                            continue
+                        # a directory the workspace lacks: an empty one is a mount point bwrap left
+                        # (`.git`, a venv), harmless; one with content a check made goes
+                        if _not_empty(e.path):
+                            _remove_tree(e.path)
+                            self._forget(rel + "/")
+                            stats.removed += 1
+                        continue
                     st = e.stat(follow_symlinks=False)
                 except OSError:
                     continue
-                if stat.S_ISDIR(st.st_mode):
-                    if e.name in OWN_CACHES:
-                        continue
-                    if rel in dirs:
-                        stack.append(rel)
-                        continue
-                    # a directory the workspace lacks, or one bound back (bwrap leaves its mount point)
-                    _remove_tree(e.path)
-                    self._forget(rel + "/")
-                    stats.removed += 1
-                elif rel not in wanted:
+                if rel not in wanted:
                     _unlink(e.path)
                     self._entries.pop(rel, None)
                     stats.removed += 1
+                else:
+                    kept[rel] = st.st_ctime_ns
+        return kept
 
     def _forget(self, prefix: str) -> None:
         for k in [k for k in self._entries if k.startswith(prefix)]:
             del self._entries[k]
-
-    def _copy_intact(self, rel: str, entry: _Entry) -> bool:
-        try:
-            return os.lstat(self.root / rel).st_ctime_ns == entry.dst_ctime
-        except OSError:
-            return False
 
     def _copy(self, rel: str, st: tuple[int, int, int, int], stats: SyncStats) -> None:
         src = self.workspace / rel
@@ -252,6 +255,11 @@ def _check(stop: threading.Event | None) -> None:
 def _inside(root: Path, path: Path) -> bool:
     real_root, parent = os.path.realpath(root), os.path.realpath(path.parent)
     return parent == real_root or parent.startswith(real_root + os.sep)
+
+
+def _not_empty(path: str) -> bool:
+    with os.scandir(path) as it:
+        return any(True for _ in it)
 
 
 def _unlink(path: str) -> None:

@@ -123,7 +123,10 @@ def rank(
         r.add_def(t, "the failing test", 1.5 + i / 100, focus=line)
     # operators and builtins the failing tests use reach special methods of the classes they reach
     special = tuple(dict.fromkeys(n for t in test_defs for n in t.dunders))
-    hop1 = _callees(r, [*test_defs, *frame_defs], base=2.0, special=special)
+    # a test that calls the code through its own helpers (in test files, conftest.py): the helpers are
+    # not shown (tests are not the model's to change) but what they call is what the test calls
+    test_side = _through_test_helpers(r, test_defs)
+    hop1 = _callees(r, [*test_side, *frame_defs], base=2.0, special=special)
     hop2 = _callees(r, hop1, base=4.0, special=special)
     # (d) constants and class attributes the shown functions read
     readers = [*frame_defs, *test_defs, *hop1]
@@ -164,6 +167,29 @@ def _callees(
                 r.add_def(m, f"{why} (an operator or builtin on {d.name})", base + 0.5 + pos / 1e4)
                 out.append(m)
     return out
+
+
+def _through_test_helpers(
+    r: Ranking, tests: list[Definition], depth: int = 3, limit: int = 30
+) -> list[Definition]:
+    """The tests and the test-file functions (helpers, fixtures' bodies) they call, transitively."""
+    out = list(tests)
+    seen = {(d.path, d.qualname) for d in tests}
+    frontier = list(tests)
+    for _ in range(depth):
+        nxt: list[Definition] = []
+        for caller in frontier:
+            for d in r.resolver.uses(caller, calls_only=True):
+                key = (d.path, d.qualname)
+                if d.kind != "function" or not is_test_path(d.path) or key in seen:
+                    continue
+                seen.add(key)
+                nxt.append(d)
+        out += nxt
+        frontier = nxt
+        if not frontier or len(out) >= limit:
+            break
+    return out[:limit]
 
 
 def _data(r: Ranking, readers: Iterable[Definition], *, base: float) -> None:

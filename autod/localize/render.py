@@ -43,9 +43,10 @@ def block(
         note = f" (part of {start}-{end})"
         start, end = lo, hi
     body = "\n".join(lines[start - 1 : end])
-    name = f" · {piece.symbol}" if piece.symbol else ""
     focus = f"; line {piece.focus} is the one named" if piece.focus and start <= piece.focus <= end else ""
-    header = f"### {piece.path} lines {start}-{end}{note}{name} · {piece.why}{focus}"
+    # the symbol right after the path: what a whole-definition edit names (`path` + `symbol`)
+    name = f" · {piece.symbol}" if piece.symbol else ""
+    header = f"### {piece.path}{name} (lines {start}-{end}{note}; {piece.why}{focus})"
     return f"{header}\n```python\n{body}\n```", (start, end)
 
 
@@ -73,6 +74,8 @@ def fill(
         left -= cost
         entry = piece.entry()
         entry["lines"] = f"{lo}-{hi}"
+        if piece.symbol and (lo, hi) != (piece.start, min(piece.end, len(lines))):
+            entry["part_of"] = f"{piece.start}-{piece.end}"  # a window: never rewritten whole
         out.entries.append(entry)
         if left < 40:
             break

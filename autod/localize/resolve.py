@@ -2,24 +2,32 @@
 
 Through the module's own definitions, its imports (aliases, `from x import y`, relative imports,
 re-exports and star imports, followed a few steps), `self`/`cls` receivers (with the class's bases),
-and locals built by calling a class (`c = Cache(2); c.get(1)`). Never by matching names across the repo.
+and locals built by calling a class (`c = Cache(2); c.get(1)`). A method called on a receiver whose type
+cannot be told (a parameter, an attribute) resolves to the one function of that name in the workspace,
+when there is exactly one (and its name is not one builtin types have too).
 """
 
 from __future__ import annotations
 
 import builtins
 
+from autod.localize.frames import is_test_path
 from autod.localize.index import Definition, Index, Module
 
 MAX_HOPS = 6  # re-exports followed through packages, at most
 _BUILTINS = frozenset(dir(builtins))
 # called on an instance of a class we know: the dunder that runs
 _INIT = ("__init__", "__post_init__", "__new__")
+# attribute names of builtin types: `d.get(...)` on a dict must not resolve to the workspace's `get`
+_TYPE_ATTRS = frozenset(
+    name for t in (dict, list, str, bytes, set, frozenset, tuple, int, float, object) for name in dir(t)
+)
 
 
 class Resolver:
     def __init__(self, index: Index) -> None:
         self.index = index
+        self._names: dict[str, list[Definition]] | None = None  # function name -> definitions
 
     def uses(self, d: Definition, *, calls_only: bool = False) -> list[Definition]:
         """Definitions `d` calls (or also reads), resolved, in first-use order, each once."""
@@ -42,11 +50,15 @@ class Resolver:
         """The definitions a dotted name in `scope` (a definition of `mod`) refers to."""
         parts = dotted.split(".")
         head, rest = parts[0], parts[1:]
+        if head == "?":  # a method of a receiver of unknown type (autod.localize.uses)
+            return self.unique(rest[-1]) if rest else []
         if head in ("self", "cls") and scope is not None:
             cls = self._class_of(mod, scope)
             if cls is None or not rest:
                 return []
-            return self._member(mod, cls, rest, 0)
+            found = self._member(mod, cls, rest, 0)
+            # `self.formatter.format_pct()`: an attribute's type is not known either
+            return found or (self.unique(rest[-1]) if len(rest) > 1 else [])
         if types and head in types and types[head].startswith("="):
             alias = types[head][1:]
             if alias.split(".")[0] != head:  # `x = x.y` would chase itself
@@ -60,7 +72,28 @@ class Resolver:
             return []
         if head in _BUILTINS and head not in mod.defs and head not in mod.imports:
             return []
-        return self._in_module(mod, parts, 0)
+        found = self._in_module(mod, parts, 0)
+        if not found and rest and head not in mod.defs and head not in mod.imports:
+            # `x.format_pct()` on a receiver of unknown type: the one definition of that name, if unique
+            return self.unique(rest[-1])
+        return found
+
+    def unique(self, name: str) -> list[Definition]:
+        """The single function or method in the workspace called `name` (tests aside), else []. Names
+        that builtin types also have (`get`, `append`, `split`...) and dunders never resolve this way."""
+        if name.startswith("__") or name in _TYPE_ATTRS:
+            return []
+        if self._names is None:
+            names: dict[str, list[Definition]] = {}
+            for m in self.index.modules.values():
+                if is_test_path(m.path):
+                    continue
+                for d in m.defs.values():
+                    if d.kind == "function":
+                        names.setdefault(d.name, []).append(d)
+            self._names = names
+        found = self._names.get(name, [])
+        return list(found) if len(found) == 1 else []
 
     # -- helpers --------------------------------------------------------------------------------
     def _class_of(self, mod: Module, scope: Definition) -> str | None:

@@ -58,16 +58,24 @@ def test_files(boundary: Boundary, output: str) -> list[str]:
 
 
 def scores(index: Index, boundary: Boundary, doc: Any) -> dict[tuple[str, str], float]:
-    """(path, qualname) -> Ochiai, from the recorder's result document (untrusted: checked here)."""
+    """(path, qualname) -> suspiciousness, from the recorder's result document (untrusted: checked here).
+
+    Ochiai is computed per line, over the failing tests and the passing tests of the same files, and a
+    function scores its most suspicious line: the branch only the failing tests take stands out even
+    in a function every test runs (a function-level count would rank it with all the others).
+    """
     tests = doc.get("tests") if isinstance(doc, dict) else None
     if not isinstance(tests, dict):
         return {}
-    spectra: list[tuple[bool, set[tuple[str, str]]]] = []
     rel_of: dict[str, str | None] = {}
+    owner: dict[tuple[str, int], tuple[str, str] | None] = {}
+    counts: dict[tuple[str, int], list[int]] = {}
+    total_failed = 0
     for entry in list(tests.values())[:5000]:
         if not isinstance(entry, dict) or not isinstance(entry.get("lines"), dict):
             continue
-        funcs: set[tuple[str, str]] = set()
+        failed = entry.get("failed") is True
+        total_failed += failed
         for path, lines in entry["lines"].items():
             if not isinstance(path, str) or not isinstance(lines, list):
                 continue
@@ -78,17 +86,20 @@ def scores(index: Index, boundary: Boundary, doc: Any) -> dict[tuple[str, str], 
             if mod is None:
                 continue
             for line in lines[:100_000]:
-                if isinstance(line, int):
+                if not isinstance(line, int) or isinstance(line, bool):
+                    continue
+                key = (mod.path, line)
+                if key not in owner:
                     d = mod.enclosing(line)
-                    if d is not None and d.kind == "function":
-                        funcs.add((d.path, d.qualname))
-        spectra.append((entry.get("failed") is True, funcs))
-    total_failed = sum(1 for failed, _ in spectra if failed)
-    counts: dict[tuple[str, str], list[int]] = {}
-    for failed, funcs in spectra:
-        for f in funcs:
-            counts.setdefault(f, [0, 0])[0 if failed else 1] += 1
-    return {f: ochiai(ef, ep, total_failed) for f, (ef, ep) in counts.items() if ef}
+                    owner[key] = (d.path, d.qualname) if d is not None and d.kind == "function" else None
+                if owner[key] is not None:
+                    counts.setdefault(key, [0, 0])[0 if failed else 1] += 1
+    out: dict[tuple[str, str], float] = {}
+    for key, (ef, ep) in counts.items():
+        func = owner[key]
+        if ef and func is not None:
+            out[func] = max(out.get(func, 0.0), ochiai(ef, ep, total_failed))
+    return out
 
 
 async def spectrum_for(env: ModeEnv, check_name: str, output: str) -> dict[tuple[str, str], float] | None:
@@ -96,6 +107,8 @@ async def spectrum_for(env: ModeEnv, check_name: str, output: str) -> dict[tuple
     boundary = env.boundary
     files = test_files(boundary, output)
     if not files:
+        log.info("localize.coverage_unavailable", check=check_name,
+                 reason="the output names no failing test file (pytest's `FAILED path::test` lines)")
         return None
     out = Path(tempfile.mkdtemp(prefix="autod-spectrum-"))
     try:
@@ -112,7 +125,12 @@ async def spectrum_for(env: ModeEnv, check_name: str, output: str) -> dict[tuple
         )
         doc = await asyncio.to_thread(_load, out / "spectrum.json")
         if doc is None:
-            log.warning("localize.spectrum_failed", check=check_name, exit_code=result.exit_code)
+            # pytest could not load the recorder (an old pytest, `python -I`, a plugin conflict...) or
+            # the run never finished: ranked without it, saying so
+            tail = " ".join(result.output.strip().splitlines()[-1:])[:200]
+            log.warning("localize.coverage_unavailable", check=check_name, exit_code=result.exit_code,
+                        reason="the line recorder wrote no result; ranking by the static index only",
+                        output=tail)
             return None
         cfg = env.settings.localize
         index = await asyncio.to_thread(
@@ -137,3 +155,19 @@ def _load(path: Path) -> Mapping[str, Any] | None:
     except (OSError, ValueError):
         return None
     return doc if isinstance(doc, dict) else None
+
+
+def is_pytest(run: str) -> bool:
+    """Whether a check's command runs pytest (`pytest ...`, `py.test`, `python -m pytest ...`)."""
+    import shlex
+
+    try:
+        argv = shlex.split(run)
+    except ValueError:
+        return False
+    if not argv:
+        return False
+    head = os.path.basename(argv[0])
+    if head in ("pytest", "py.test"):
+        return True
+    return head.startswith("python") and "-m" in argv and argv[argv.index("-m") + 1 :][:1] == ["pytest"]

@@ -1,5 +1,7 @@
 """What a definition uses, read from its AST: free dotted names, calls, local types, special methods.
 
+A method called on a parameter or local whose type the AST does not tell is recorded as `?.name`.
+
 Pure functions over `ast` nodes; the index stores their results and `resolve` follows them.
 """
 
@@ -118,6 +120,10 @@ def uses(node: ast.AST) -> tuple[tuple[str, ...], tuple[str, ...], tuple[tuple[s
                 name += ".__call__"  # calling an instance built here: `j = juxt(f, g); j(x)`
             if name and free(name):
                 calls.setdefault(name, None)
+            elif name and "." in name:
+                # a method of a parameter or local of unknown type: `?.name` (resolved, if at all,
+                # to the one definition of that name: autod.localize.resolve)
+                calls.setdefault("?." + name.rsplit(".", 1)[-1], None)
         elif isinstance(sub, ast.Attribute | ast.Name) and isinstance(sub.ctx, ast.Load):
             name = dotted(sub) if id(sub) not in inner else None
             if name and free(name):

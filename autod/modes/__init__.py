@@ -62,6 +62,9 @@ class ModeEnv:
     run_check: Callable[..., Awaitable[CheckResult]]
     # the latest result of each check (the daemon's own dict): what was already failing before a cycle
     last_results: dict[str, CheckResult] = field(default_factory=dict)
+    # prompt_room(mode) -> (tokens a whole prompt may take at the LLM server: its context window less
+    # the mode's reply cap, characters per token there), or None when the server's window is unknown
+    prompt_room: Callable[[str], Awaitable[tuple[int, float] | None]] | None = None
 
     @property
     def workspace(self) -> Path:
@@ -171,3 +174,14 @@ def recalled_text(recalled: list[Recalled], *, shown: str = "", budget_tokens: i
     from autod.memory.recall import render_recalled
 
     return render_recalled(recalled, shown=shown, budget_tokens=budget_tokens)
+
+
+async def fitted_budget(env: ModeEnv, mode: str, budget_tokens: int, fixed_chars: int) -> int:
+    """The mode's context budget (autod's 4-character tokens), lowered so that the whole prompt, with
+    `fixed_chars` of instructions around the sections, fits the server's context window when known."""
+    room = await env.prompt_room(mode) if env.prompt_room is not None else None
+    if room is None:
+        return budget_tokens
+    tokens_avail, chars_per_token = room
+    fits = int((tokens_avail * chars_per_token - fixed_chars) / 4)
+    return max(300, min(budget_tokens, fits))

@@ -18,6 +18,7 @@ from autod.modes import (
     Sections,
     Verification,
     chain,
+    fitted_budget,
     memory_budget,
     python_syntax_scope,
     recalled_text,
@@ -56,7 +57,8 @@ class DebugMode:
     async def context(self, event: Event, env: ModeEnv, recalled: list[Recalled]) -> dict[str, str]:
         payload = event.payload
         raw = str(payload.get("excerpt") or payload.get("message") or event.summary)
-        budget = env.settings.localize.budget_tokens
+        fixed = sum(len(m["content"]) for m in self.messages(event, {}, []))  # the instructions
+        budget = await fitted_budget(env, self.name, env.settings.localize.budget_tokens, fixed)
         excerpt = trim_failure(raw[-16000:], int(budget * EXCERPT_SHARE) * 4)
         memory = recalled_text(recalled, shown=raw, budget_tokens=memory_budget(env.settings, budget))
         since = await env.state.call(env.state.get_kv, "last_green_rev")
@@ -76,12 +78,15 @@ class DebugMode:
         return out
 
     async def _spectrum(self, event: Event, env: ModeEnv) -> dict[tuple[str, str], float] | None:
-        """Ochiai scores from re-running the failing tests, when the failing check has `coverage: true`."""
+        """Ochiai scores from re-running the failing tests: for a pytest check unless `coverage: false`."""
+        from autod.localize.spectrum import is_pytest, spectrum_for
+
         name = event.payload.get("check")
         check = env.settings.checks.get(name) if isinstance(name, str) else None
-        if check is None or not check.coverage:
+        if check is None or check.coverage is False:
             return None
-        from autod.localize.spectrum import spectrum_for
+        if check.coverage is None and not is_pytest(check.run):
+            return None
 
         return await spectrum_for(env, name, str(event.payload.get("excerpt") or ""))
 

@@ -22,6 +22,7 @@ from typing import Any
 import httpx
 import structlog
 
+from autod import tally
 from autod.config import LLMConfig
 from autod.errors import ContextTooLong, LLMUnavailable, PlanInvalid
 from autod.planner import TokenUsage, wire
@@ -118,6 +119,7 @@ class Endpoint:
                                      n=n if self.takes_n is not False else 1)
             started = asyncio.get_running_loop().time()
             status, ctype, data = await self._send(body, deadline, fmt)
+            tally.spend("model", (asyncio.get_running_loop().time() - started) * 1000)
             if record is not None:
                 record(_exchange(self.url, body, status, data, started))
             if 200 <= status < 300:

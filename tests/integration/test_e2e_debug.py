@@ -50,7 +50,7 @@ def test_failing_test_is_fixed_by_the_llm_plan_and_sigterm_exits_0(tmp_path, cal
 @pytest.mark.parametrize(
     ("steps", "status", "reason_part"),
     [
-        ([{"text": "I think you should change add."}, {"text": "{not json"}], "failed", "valid plan"),
+        ([{"text": "I think you should change add."}, {"text": "{not json"}], "rejected", "valid plan"),
         ([{"status": 500}] * 2, "failed", "500"),
         (
             [{"plan": {**FIX_PLAN, "edits": [{"path": "../outside.txt", "search": "", "replace": "x"}]}}],
@@ -116,7 +116,8 @@ def test_bad_llm_replies_write_nothing_and_the_daemon_serves_the_next_event(
         assert d.stop() == 0
 
 
-def test_a_wrong_fix_is_rolled_back_and_the_replan_sees_the_failed_attempt(tmp_path, calc_repo, scripted_llm):
+def test_a_wrong_fix_fails_on_the_mirror_and_the_replan_sees_it(tmp_path, calc_repo, scripted_llm):
+    """A wrong candidate is verified on the workspace's mirror: it never reaches the working tree."""
     wrong = {
         **FIX_PLAN,
         "summary": "multiply instead",
@@ -130,8 +131,9 @@ def test_a_wrong_fix_is_rolled_back_and_the_replan_sees_the_failed_attempt(tmp_p
         assert r["status"] == "fixed" and r["attempts"] == 2, r
         second_prompt = json.dumps(scripted_llm.requests[1]["messages"])
         assert "multiply instead" in second_prompt and "return a * b" in second_prompt
-        rolled = [x for x in d.records() if x.get("event") == "act.rolled_back"]
-        assert rolled and rolled[0]["files"] == ["src/calc.py"]
+        assert [c["outcome"] for c in r["candidates"]] == ["rolled_back", "fixed"]
+        written = [x for x in d.records() if x.get("event") in ("act.applied", "act.rolled_back")]
+        assert [x["event"] for x in written] == ["act.applied"]  # only the winner, only once
     finally:
         assert d.stop() == 0
     assert "return a + b" in (calc_repo / "src" / "calc.py").read_text()

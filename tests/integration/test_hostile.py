@@ -86,7 +86,7 @@ def test_injected_instructions_cannot_run_commands_or_widen_the_edit_scope(tmp_p
         (r,) = d.wait_reflections(1)
         prompt = json.dumps(scripted_llm.requests[0]["messages"])
         assert "IGNORE PREVIOUS INSTRUCTIONS" in prompt
-        assert r["status"] == "failed" and "commands" in r["reason"], r
+        assert r["status"] == "rejected" and "commands" in r["reason"], r  # an invalid plan: an attempt
         assert (calc_repo / "src" / "calc.py").read_text().endswith(CALC_BUGGY)
 
         # 2. a plan reaching outside the workspace is refused whole: its good edit is not written

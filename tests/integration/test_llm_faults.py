@@ -41,12 +41,13 @@ FAULTS: list[tuple[str, dict[str, Any], str, tuple[str, ...]]] = [
         "failed",
         ("not json",),
     ),
-    ("empty reply", {"text": ""}, "failed", ("empty",)),
-    ("non-JSON reply", {"text": "Sure! You should make add() add. Hope this helps."}, "failed", ("json",)),
+    # the model's own slips are attempts ("rejected"), not outages ("failed"): the server did answer
+    ("empty reply", {"text": ""}, "rejected", ("empty",)),
+    ("non-JSON reply", {"text": "Sure! You should make add() add. Hope this helps."}, "rejected", ("json",)),
     (
         "huge reply",
         {"raw": b'{"choices": [{"message": {"content": "' + b"A" * HUGE + b'"}}]}'},
-        "failed",
+        "rejected",
         ("too large",),
     ),
     (

@@ -99,3 +99,59 @@ def test_ochiai_ranks_the_function_only_failing_tests_run_first(tmp_path: Path) 
     assert extra["extra_args"][:2] == ["-p", "autod_spectrum"] and "--maxfail=1000000" in extra["extra_args"]
     assert not extra["output_dir"].exists() and not extra["output_dir"].is_relative_to(ws)
     assert not list(ws.rglob("autod_spectrum*")) and not (ws / "spectrum.json").exists()
+
+
+def _scenario(tmp_path: Path, check: dict[str, Any]) -> tuple[dict[tuple[str, str], float] | None, Path]:
+    ws = tmp_path / "ws"
+    (ws / "tests").mkdir(parents=True)
+    (ws / "mod.py").write_text(MOD)
+    (ws / "tests" / "test_mod.py").write_text(TESTS)
+    (ws / "conftest.py").write_text(
+        "import sys, pathlib\nsys.path.insert(0, str(pathlib.Path(__file__).parent))\n"
+    )
+    cfg = {"workspace": str(ws), "state_dir": str(tmp_path / "state"), "checks": {"tests": check},
+           "logging": {"file": str(tmp_path / "autod.jsonl")}}
+    (tmp_path / "autod.yaml").write_text(yaml.safe_dump(cfg))
+    settings = load_config(tmp_path / "autod.yaml")
+
+    async def runner(name: str, **extra: Any):
+        return await run_check(name, settings.checks[name], settings.workspace, **extra)
+
+    async def go() -> dict[tuple[str, str], float] | None:
+        first = await run_check("tests", settings.checks["tests"], ws)
+        state = State(settings.state_path / "state.db")
+        try:
+            env = ModeEnv(settings=settings, state=state, memory=None, run_check=runner)
+            event = Event(source="check:tests", kind=EventKind.CHECK_FAILED, summary="tests failed",
+                          fingerprint="fp", payload={"check": "tests", "excerpt": first.output})
+            return await DebugMode()._spectrum(event, env)
+        finally:
+            state.close()
+
+    return asyncio.run(asyncio.wait_for(go(), 240)), ws
+
+
+def test_a_pytest_check_is_ranked_by_coverage_by_default_without_pytest_cov(tmp_path: Path) -> None:
+    """No `coverage:` key: a pytest check is re-run under autod's own recorder (it needs neither
+    coverage.py nor pytest-cov in the project: `-p no:cov` keeps a pytest-cov plugin out of it)."""
+    run = f"{sys.executable} -m pytest -q -p no:cacheprovider -p no:cov tests"
+    scores, _ = _scenario(tmp_path, {"run": run, "timeout_s": 120})
+    assert scores is not None and scores[("mod.py", "buggy")] == pytest.approx(1.0)
+
+
+def test_coverage_that_cannot_run_falls_back_to_static_ranking_with_a_log_line(tmp_path: Path) -> None:
+    from structlog.testing import capture_logs
+
+    # `python -I` ignores PYTHONPATH, so pytest cannot import autod's recorder plugin
+    run = f"{sys.executable} -I -m pytest -q -p no:cacheprovider tests"
+    with capture_logs() as logs:
+        scores, _ = _scenario(tmp_path, {"run": run, "timeout_s": 120})
+    assert scores is None
+    (line,) = [x for x in logs if x["event"] == "localize.coverage_unavailable"]
+    assert "static index" in line["reason"] and line["check"] == "tests"
+
+
+def test_coverage_false_turns_the_rerun_off(tmp_path: Path) -> None:
+    run = f"{sys.executable} -m pytest -q -p no:cacheprovider tests"
+    scores, _ = _scenario(tmp_path, {"run": run, "timeout_s": 120, "coverage": False})
+    assert scores is None

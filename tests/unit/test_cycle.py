@@ -331,3 +331,31 @@ def test_tokens_spent_on_a_plan_that_failed_are_booked(ws):
     r = run(deps)
     assert r.status == "failed" and r.tokens == {"prompt": 650, "completion": 70}
     assert deps.gate.counters()["tokens_today"]["used"] == 720  # the daily budget sees them
+
+
+def test_a_rewrite_that_changes_nothing_is_said_so_and_replanned(ws):
+    same = Plan(summary="rewrite add", edits=[Edit(path="src/calc.py", symbol="add",
+                                                    replace="def add(a, b):\n    return a - b\n")])
+    planner = ScriptedPlanner(same, FIX)
+    deps, _state = make(ws, planner)
+    r = run(deps)
+    assert r.status == "fixed" and r.attempts == 2
+    assert [c["outcome"] for c in r.candidates] == ["unchanged", "fixed"]
+    assert "the edit of add changed nothing" in planner.requests[1].messages[1]["content"]
+
+
+def test_a_plan_with_no_edits_but_a_report_is_reported_and_teaches_no_lesson(ws):
+    memory = ScriptedMemory()
+    report = Plan(summary="no fixer to run", edits=[], report="reported only")
+    deps, _state = make(ws, ScriptedPlanner(report), memory=memory)
+    r = run(deps)
+    assert r.status == "reported" and r.lesson is None
+    assert memory.lessons == []
+
+
+def test_the_record_says_where_the_time_went(ws):
+    deps, _state = make(ws, ScriptedPlanner(FIX))
+    r = run(deps)
+    t = r.timing
+    assert r.status == "fixed" and t["checks_ms"] > 0 and t["model_ms"] == 0  # a scripted planner
+    assert t["wall_ms"] >= t["checks_ms"] and t["autod_ms"] == t["wall_ms"] - t["checks_ms"]

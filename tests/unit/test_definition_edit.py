@@ -168,3 +168,12 @@ def test_the_schema_offers_each_file_only_its_own_definitions():
     ]
     assert shapes[-1]["properties"]["path"]["enum"] == ["a.py", "b.py"]
     assert shapes[-1]["required"] == ["path", "search", "replace"]
+
+
+def test_a_long_definition_given_back_cut_short_is_refused_not_truncated():
+    body = "".join(f"    x{i} = {i}\n" for i in range(80))
+    text = f"def long():\n{body}    return x0\n"
+    with pytest.raises(PlanRejected, match="has 3 lines for a definition of 82"):
+        replace_definition("m.py", text, "long", "def long():\n    x0 = 1\n    return x0\n")
+    fixed = replace_definition("m.py", text, "long", f"def long():\n{body}    return x1\n")
+    assert fixed.endswith("    return x1\n")

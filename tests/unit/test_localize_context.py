@@ -119,7 +119,7 @@ def test_code_is_shown_without_a_gutter_so_a_search_copied_from_it_matches(repo)
     source = LIB + TEST
     for body in blocks:
         assert body in source  # every block is exact file text
-    assert "### lib.py lines 8-13 · total" in found.code
+    assert "### lib.py · total (lines 8-13;" in found.code
 
 
 def test_untrusted_test_ids_outside_the_workspace_or_denied_are_dropped(repo):
@@ -172,3 +172,56 @@ def test_need_lookup_answers_by_path_or_name_and_never_outside_the_read_rules(re
     assert lookup(index, "../outside.py::x") is None
     assert lookup(index, "/etc/passwd::root") is None
     assert lookup(index, "os.system('x')") is None
+
+
+REPORT = '''\
+class Percent:
+    def format_pct(self, x):
+        return f"{x * 10:.0f}%"
+
+
+class Store:
+    def get(self, key):
+        return "never the dict's get"
+
+
+def render(fmt, x, options):
+    options.get("width")
+    return fmt.format_pct(x)
+'''
+REPORT_TEST = '''\
+from report import Percent, render
+
+
+def _show(x):
+    return render(Percent(), x, {})
+
+
+def test_pct():
+    assert _show(0.5) == "50%"
+'''
+REPORT_OUTPUT = """\
+    def test_pct():
+>       assert _show(0.5) == "50%"
+E       AssertionError: assert '5%' == '50%'
+
+tests/test_report.py:9: AssertionError
+FAILED tests/test_report.py::test_pct - AssertionError
+"""
+
+
+def test_a_method_on_a_receiver_of_unknown_type_two_calls_through_a_test_helper_is_found(tmp_path):
+    """test -> its helper -> render(fmt, ...) -> fmt.format_pct(): `fmt` has no known type, but there is
+    exactly one format_pct in the workspace. A name builtin types have (`options.get`) is not guessed."""
+    ws = tmp_path / "ws"
+    (ws / "tests").mkdir(parents=True)
+    (ws / "report.py").write_text(REPORT)
+    (ws / "tests" / "test_report.py").write_text(REPORT_TEST)
+    git(ws, "init", "-q")
+    git(ws, "add", "-A")
+    git(ws, "commit", "-qm", "init")
+    found = run(ws, REPORT_OUTPUT)
+    symbols = [e["symbol"] for e in found.entries if e["lines"] != "outline"]
+    assert "render" in symbols and "Percent.format_pct" in symbols
+    assert "Store.get" not in symbols and "_show" not in symbols
+    assert 'return f"{x * 10:.0f}%"' in found.code

@@ -160,3 +160,26 @@ def test_pytest_and_python_frames_and_failing_test_ids_are_parsed():
         ("pkg/tests/test_core.py", ("TestThing", "test_add")),
         ("pkg/tests/test_io.py", ("test_read",)),
     ]
+
+
+def test_a_branch_only_the_failing_tests_take_makes_its_function_the_most_suspicious(tmp_path):
+    """Ochiai per line, a function scoring its worst line: `parse` runs in every test, but its error
+    branch only in the failing one; per function it would tie with `helper`, which every test runs."""
+    from autod.boundary import Boundary
+    from autod.localize.index import build_index
+    from autod.localize.spectrum import scores
+
+    src = "def parse(x):\n    if x < 0:\n        return -x\n    return helper(x)\n\n\n"
+    src += "def helper(x):\n    return x\n"
+    (tmp_path / "m.py").write_text(src)
+    b = Boundary(tmp_path, tmp_path / ".autod", [])
+    index = build_index(b)
+    path = str(tmp_path / "m.py")
+    doc = {"tests": {
+        "t::fails": {"failed": True, "lines": {path: [2, 3, 4, 8]}},
+        "t::passes1": {"failed": False, "lines": {path: [2, 4, 8]}},
+        "t::passes2": {"failed": False, "lines": {path: [2, 4, 8]}},
+    }}
+    found = scores(index, b, doc)
+    assert found[("m.py", "parse")] == 1.0  # line 3: failing tests only
+    assert found[("m.py", "helper")] < 0.6

@@ -60,8 +60,10 @@ def test_a_cycles_budget_is_its_plan_and_check_timeouts_per_attempt_plus_the_gra
         "memory: {timeout_s: 5}\n"
     )
     s = load_config(cfg)
-    checks = 100 + 20 + 4 * KILL_GRACE_S + 2 * 5  # and a recall's two memory deadlines
-    # each attempt may ask the planner twice (a context overflow, a request for more definitions)
-    assert cycle_budget(s, "auto-debug") == 2 * (2 * 60 + checks) + 30
-    s.llm.base_url = None  # offline: the fixers are the planner
-    assert cycle_budget(s, "auto-debug") == 2 * (2 * (7 + 2 * KILL_GRACE_S) + checks) + 30
+    run = 100 + 20 + 4 * KILL_GRACE_S  # every non-fixer check once
+    memory = 2 * 5  # a recall's two memory deadlines
+    # each attempt draws n = 4 candidates (the first may ask twice: a context overflow, a request for
+    # more definitions) and verifies each plus the winner in the tree; the coverage re-run once
+    assert cycle_budget(s, "auto-debug") == 2 * ((2 + 3) * 60 + 5 * run + memory) + run + 30
+    s.llm.base_url = None  # offline: the fixers are the planner, and one plan an attempt
+    assert cycle_budget(s, "auto-debug") == 2 * (2 * (7 + 2 * KILL_GRACE_S) + 2 * run + memory) + run + 30

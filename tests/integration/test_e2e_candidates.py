@@ -1,0 +1,143 @@
+"""The candidate search through `autod run`, a loopback LLM and the real bwrap: several plans per
+attempt, each verified on the workspace's mirror; only the winner ever reaches the working tree."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from daemon import CALC_BUGGY, FIX_PLAN, Autod, base_config, run_cli, write_config
+
+pytestmark = pytest.mark.slow
+
+BROKEN = {**FIX_PLAN, "summary": "half an edit",
+          "edits": [{"path": "src/calc.py", "search": "return a - b", "replace": "return a +"}]}
+
+
+def whole(summary: str, source: str) -> dict:
+    edit = {"path": "src/calc.py", "symbol": "add", "replace": source}
+    return {**FIX_PLAN, "summary": summary, "edits": [edit]}
+
+
+WRONG = whole("multiply", "def add(a, b):\n    return a * b\n")
+WHOLE_FIX = whole("add must add", "def add(a, b):\n    return a + b")
+
+
+def start(tmp_path: Path, repo: Path, llm_url: str, **overrides: object) -> Autod:
+    cfg = base_config(repo, **overrides)
+    cfg["llm"]["base_url"] = llm_url
+    cfg["state_dir"] = str(tmp_path / "state")
+    config = write_config(tmp_path / "autod.yaml", cfg)
+    return Autod(config, log_file=tmp_path / "state" / "logs" / "autod.jsonl").start()
+
+
+def test_the_first_candidate_that_passes_wins_and_no_other_ever_reaches_the_tree(
+    tmp_path, calc_repo, scripted_llm, real_bwrap
+):
+    for plan in (BROKEN, WRONG, WHOLE_FIX):
+        scripted_llm.push_plan(plan)
+    d = start(tmp_path, calc_repo, scripted_llm.base_url,
+              candidates={"n": 3, "temperature": 0.9, "seed": 40},
+              modes={"auto-debug": {"enabled": True, "max_attempts_per_cycle": 1}})
+    try:
+        (r,) = d.wait_reflections(1)
+        assert r["status"] == "fixed", r
+        assert [c["outcome"] for c in r["candidates"]] == ["refused", "rolled_back", "fixed"]
+        assert "syntax" in r["candidates"][0]["reason"]
+        # seeds and temperatures as configured; `n` asked once, then one by one (the server gave one)
+        sent = [(q.get("seed"), q.get("temperature"), q.get("n", 1)) for q in scripted_llm.requests]
+        assert sent == [(40, 0.0, 1), (41, 0.9, 2), (42, 0.9, 1)]
+        # the same prompt for every draw (the server's prompt cache serves them)
+        assert len({json.dumps(q["messages"]) for q in scripted_llm.requests}) == 1
+        written = [x["event"] for x in d.records() if x.get("event") in ("act.applied", "act.rolled_back")]
+        assert written == ["act.applied"]  # the winner alone, once
+        assert "return a + b" in (calc_repo / "src" / "calc.py").read_text()
+        # `autod show` tells what the model sent and why autod refused it
+        shown = run_cli("show", r["cycle_id"][:8], "-c", str(d.config))
+        assert shown.returncode == 0, shown.stderr
+        assert "candidate 1 (attempt 1, seed 40, temperature 0.0): refused" in shown.stdout
+        assert "return a +" in shown.stdout and "syntax" in shown.stdout
+        assert "candidate 2" in shown.stdout and "rolled_back" in shown.stdout
+        doc = json.loads(run_cli("show", r["cycle_id"], "--json", "-c", str(d.config)).stdout)
+        exchanges = [e for e in doc["transcript"] if e["kind"] == "exchange"]
+        assert len(exchanges) == 3 and all(e["messages"] for e in exchanges)
+        history = json.loads(run_cli("history", "--json", "-c", str(d.config)).stdout)
+        assert [c["outcome"] for c in history[0]["candidates"]] == ["refused", "rolled_back", "fixed"]
+    finally:
+        assert d.stop() == 0
+
+
+def test_a_prompt_is_budgeted_to_the_servers_context_before_it_is_sent(tmp_path, calc_repo, scripted_llm):
+    # a failing test that calls much code: the default budget would fill more than an 8k window
+    lines = [f"def helper_{i}(x):\n    y = x + {i}\n" + "    y = y * 1  # padding\n" * 12 + "    return y\n"
+             for i in range(60)]
+    (calc_repo / "src" / "helpers.py").write_text("\n\n".join(lines))
+    calls = " + ".join(f"helpers.helper_{i}(0)" for i in range(60))
+    (calc_repo / "tests" / "test_helpers.py").write_text(
+        "import sys, pathlib\nsys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / 'src'))\n"
+        f"import helpers\n\n\ndef test_sum():\n    assert {calls} == -1\n"
+    )
+    scripted_llm.behave(props_n_ctx=8192, context_limit=8192, chars_per_token=3)
+    scripted_llm.push_plan(FIX_PLAN)
+    d = start(tmp_path, calc_repo, scripted_llm.base_url,
+              modes={"auto-debug": {"enabled": True, "max_attempts_per_cycle": 1}})
+    try:
+        d.wait_reflections(1)
+        assert scripted_llm.requests, "no request reached the server"
+        cut = ("cycle.context_shrunk", "llm.context_too_long")
+        refused = [x for x in d.records() if x.get("event") in cut]
+        assert not refused  # never cut after a refusal: it fitted before it was sent
+        first = scripted_llm.requests[0]
+        prompt_tokens = sum(len(m["content"]) for m in first["messages"]) / 3
+        assert prompt_tokens + first["max_tokens"] <= 8192
+        assert "helper_" in json.dumps(first["messages"])  # still the code the failure leads to
+    finally:
+        assert d.stop() == 0
+
+
+def test_a_kill_mid_verification_leaves_the_tree_untouched_and_the_mirror_goes_at_restart(
+    tmp_path, calc_repo, scripted_llm, real_bwrap
+):
+    hang = whole("never returns", "def add(a, b):\n    import time\n    time.sleep(600)\n    return a + b\n")
+    scripted_llm.push_plan(hang)
+    d = start(tmp_path, calc_repo, scripted_llm.base_url,
+              modes={"auto-debug": {"enabled": True, "max_attempts_per_cycle": 1}})
+    staged = tmp_path / "state" / "mirror" / "tree" / "src" / "calc.py"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (staged.exists() and "sleep(600)" in staged.read_text()):
+        time.sleep(0.05)
+    assert staged.exists() and "sleep(600)" in staged.read_text(), "the candidate never reached the mirror"
+    assert d.proc is not None
+    os.kill(d.proc.pid, signal.SIGKILL)
+    d.proc.wait(timeout=30)
+    assert (calc_repo / "src" / "calc.py").read_text() == CALC_BUGGY
+    # the next start removes the mirror before anything else runs
+    scripted_llm.set_default({"status": 503})
+    again = Autod(d.config, log_file=d.log_file).start()
+    try:
+        again.wait_for(lambda recs: any(x.get("event") == "isolation.mirror_removed" for x in recs),
+                       timeout=60, what="the mirror removed")
+        assert (calc_repo / "src" / "calc.py").read_text() == CALC_BUGGY
+    finally:
+        again.stop()
+
+
+def test_a_server_that_takes_n_gets_the_sampled_candidates_in_one_request(
+    tmp_path, calc_repo, scripted_llm, real_bwrap
+):
+    scripted_llm.behave(honour_n=True)
+    for plan in (WRONG, BROKEN, WHOLE_FIX):
+        scripted_llm.push_plan(plan)
+    d = start(tmp_path, calc_repo, scripted_llm.base_url, candidates={"n": 3, "seed": 7},
+              modes={"auto-debug": {"enabled": True, "max_attempts_per_cycle": 1}})
+    try:
+        (r,) = d.wait_reflections(1)
+        assert r["status"] == "fixed", r
+        assert [(q.get("seed"), q.get("n", 1)) for q in scripted_llm.requests] == [(7, 1), (8, 2)]
+        assert [c["outcome"] for c in r["candidates"]] == ["rolled_back", "refused", "fixed"]
+    finally:
+        assert d.stop() == 0
