@@ -163,10 +163,13 @@ def run_autod_bug(parent: Path, pristine: Path, bug: dict[str, Any], url: str, m
     statuses = [r["status"] for r in ran["reflections"]]
     tokens = {"prompt": 0, "completion": 0}
     phases: dict[str, int] = {}
+    timing = {"wall_ms": 0, "model_ms": 0, "checks_ms": 0, "autod_ms": 0}  # the records' own account
     candidates: list[dict[str, Any]] = []
     for r in ran["reflections"]:
         for k in tokens:
             tokens[k] += int((r.get("tokens") or {}).get(k, 0))
+        for k in timing:
+            timing[k] += int((r.get("timing") or {}).get(k, 0))
         for k, v in (r.get("durations_ms") or {}).items():
             phases[k] = phases.get(k, 0) + int(v)
         candidates += r.get("candidates") or []
@@ -186,6 +189,7 @@ def run_autod_bug(parent: Path, pristine: Path, bug: dict[str, Any], url: str, m
         "tokens": tokens,
         "wall_s": ran["wall_s"],
         "durations_ms": phases,
+        "timing_ms": timing,
         "model_s": round(model_ms / 1000, 1),
         "candidate_checks_s": round(checks_ms / 1000, 1),
         "rc": ran["rc"],
