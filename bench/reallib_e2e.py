@@ -227,7 +227,7 @@ def oracle_bug(work: Path, pristine: Path, bug: dict[str, Any], url: str, model:
         except (httpx.HTTPError, ValueError, KeyError) as exc:
             tried.append({**c, "outcome": "error", "reason": f"{type(exc).__name__}: {exc}"[:300]})
             continue
-        c.update(model_ms=int((time.monotonic() - t0) * 1000), tokens=usage)
+        c.update(model_ms=int((time.monotonic() - t0) * 1000), tokens=usage, reply=reply[:3000])
         try:
             new = replace_definition(bug["file"], buggy, bug["qualname"], fenced(reply))
             ast.parse(new)
