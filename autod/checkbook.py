@@ -21,35 +21,27 @@ from autod.checks import CheckResult
 from autod.events import Event
 from autod.freshness import CheckLedger, Run
 from autod.modes import Verification
+from autod.modes.outcome import changed_sources
 from autod.sources.check import failure_event, result_fingerprint
 from autod.state import State
 
 log = structlog.get_logger("autod.checkbook")
 
 
-_SAID = {"fixed": "passed", "improved": "failed less", "no_change": "ran"}
-
-
 def unjournaled(verification: Verification) -> Verification:
-    """A verification whose checks changed the workspace's source fails: those changes are not in the
-    cycle's journal (autod cannot take them back, nor tell them from the fix), so the cycle must not be
-    kept as if its own edits alone had made the checks pass. Files a check merely wrote (ignored by git,
-    or untracked output such as a coverage report: `CheckResult.outputs`, autod.sourcefiles) do not
-    count. The changed files stay as the check left them (logged)."""
-    changed = sorted({path for c in verification.checks for path in c.changed})
-    if not changed or verification.status not in ("fixed", "improved", "no_change"):
+    """A kept verification whose checks changed the workspace's source fails (autod.modes.outcome's
+    rule, for the modes whose own verification does not apply it); the files stay as the check left
+    them (logged)."""
+    if verification.status not in ("fixed", "improved", "no_change"):
         return verification
+    d = changed_sources(verification.checks, verification.status)
+    if d is None:
+        return verification
+    changed = sorted({path for c in verification.checks for path in c.changed})
     who = ", ".join(c.name for c in verification.checks if c.changed)
-    shown = ", ".join(changed[:10]) + (f" (+{len(changed) - 10} more)" if len(changed) > 10 else "")
     log.warning("check.changed_files_in_verification", checks=who, files=changed[:50], count=len(changed),
                 verdict_before=verification.status)
-    return Verification(
-        "rolled_back",
-        verification.checks,
-        f"the checks {_SAID[verification.status]} but check {who} changed source files during"
-        f" verification ({shown}), so autod cannot tell its change from the fix: a check must not edit"
-        " the source (run fixing commands as `fixer: true`; add build output to .gitignore)",
-    )
+    return Verification(d.status, verification.checks, d.reason)
 
 
 class CheckBook:

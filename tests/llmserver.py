@@ -242,6 +242,11 @@ def _prompt_tokens(body: dict[str, Any], chars_per_token: float = 4) -> int:
     return int(sum(len(str(m.get("content", ""))) for m in messages) / chars_per_token) + 1
 
 
+def _cap(body: dict[str, Any]) -> int:
+    cap = body.get("max_tokens") or body.get("max_completion_tokens")
+    return int(cap) if isinstance(cap, int) else 1000
+
+
 def _context_error(limit: int, prompt: int, reply: int) -> dict[str, Any]:
     message = (
         f"This model's maximum context length is {limit} tokens. However, you requested {prompt + reply} "
@@ -262,7 +267,8 @@ def _completion(body: dict[str, Any], content: str, finish_reason: str, chars_pe
         ],
         "usage": {
             "prompt_tokens": _prompt_tokens(body, chars_per_token),
-            "completion_tokens": len(content) // 4 + 1,
+            # a reply cut for length ran up to the cap it was given, as a real server counts it
+            "completion_tokens": _cap(body) if finish_reason == "length" else len(content) // 4 + 1,
         },
     }
     return json.dumps(doc).encode()

@@ -200,8 +200,10 @@ def _as_definition(rel: str, span: Span, code: str, old_lines: list[str]) -> str
         if wrapper:  # the class given back around the method: keep the method
             inner = [n for n in wrapper[0].body if _same_kind(n, target_kind) and _name_of(n) == name]
             if inner:
-                seg = _segment(dedented, inner[0])
-                return _keep_decorators(span, textwrap.dedent(seg), inner[0], old_lines)
+                method = textwrap.dedent(_segment(dedented, inner[0]))
+                # its own lines from here on: the wrapper's numbering does not apply to it
+                node = ast.parse(method).body[0]
+                return _keep_decorators(span, method, node, old_lines)
         return None
     if len(match) > 1:
         raise PlanRejected(f"{rel}: the new source defines {span.qualname} more than once")

@@ -18,6 +18,7 @@ the journal. The first candidate that fixes everything wins at once; otherwise t
 from __future__ import annotations
 
 import ast
+import asyncio
 import contextlib
 import hashlib
 import time
@@ -218,6 +219,12 @@ class CandidateSearch:
                 c.changes, c.diff = await self.prepare(c.plan)
         except PlanRejected as exc:
             c.outcome, c.reason = "refused", exc.reason
+            return False
+        except (CycleError, asyncio.CancelledError):
+            raise
+        except Exception as exc:  # a bug of autod's on this plan: log it, drop the plan, go on
+            log.exception("candidates.prepare_crashed", n=c.n)
+            c.outcome, c.reason = "refused", f"internal error while applying the plan ({type(exc).__name__})"
             return False
         if not c.changes:  # e.g. a definition rewritten exactly as it is
             c.outcome, c.reason = "unchanged", "the edits change nothing: the code is already like that"

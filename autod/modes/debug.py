@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
-import re
 
 from autod.act.edits import ScopeCheck
 from autod.act.judges import Judges
-from autod.checks import CheckResult
 from autod.events import Event, EventKind
 from autod.localize.context import localize
 from autod.localize.excerpt import trim_failure
@@ -25,24 +23,10 @@ from autod.modes import (
     render,
     tokens,
 )
+from autod.modes.outcome import Before, decide, failing_tests
 from autod.plan import Plan
 
 EXCERPT_SHARE = 0.25  # of the context budget, at most, for the failure output
-
-_PYTEST_COUNTS = re.compile(r"(\d+) (failed|errors?)\b")
-
-
-def count_failures(result: CheckResult) -> int:
-    """How many failures a check's output reports (pytest's summary when there is one)."""
-    if result.ok:
-        return 0
-    counts = [int(n) for n, _ in _PYTEST_COUNTS.findall(result.output[-4000:])]
-    if counts:
-        return sum(counts)
-    from autod.sources.parsers import parse_failures
-
-    return max(1, len(parse_failures(result.output)))
-
 
 class DebugMode:
     name = "auto-debug"
@@ -125,7 +109,7 @@ class DebugMode:
         if not names:
             names = [n for n, c in configured.items() if not c.fixer]
         if not names:
-            return Verification("rolled_back", reason="no configured check to verify the edits with")
+            return Verification("rolled_back", reason=decide([], Before(1)).reason)
         for n in names:
             focus = configured[n].focus
             if not focus:
@@ -133,16 +117,13 @@ class DebugMode:
             quick = dataclasses.replace(await env.run_check(n, run=focus), name=f"{n}:focus")
             if not quick.ok:
                 # a failing focus settles it: the full check would only take longer to say so
-                return Verification("rolled_back", [quick], f"focus of check {n} failed; full check not run")
+                d = decide([], Before(1), focus=quick)
+                return Verification(d.status, [quick], d.reason)
         results = [await env.run_check(n) for n in names]
-        broken = [r for r in results if r.error]
-        if broken:  # a check that cannot start proves nothing: never counted as fewer failures
-            why = f"check {broken[0].name} cannot start: {broken[0].error}"
-            return Verification("rolled_back", results, why)
-        before = int(event.payload.get("failures") or 1)
-        after = sum(count_failures(r) for r in results)
-        if all(r.ok for r in results):
-            return Verification("fixed", results)
-        if after < before:
-            return Verification("improved", results, f"failures {before} -> {after}")
-        return Verification("rolled_back", results, f"checks still fail ({after} failures, before {before})")
+        payload = event.payload
+        known = payload.get("failing_tests")
+        tests = frozenset(str(t) for t in known) if isinstance(known, list) and known else None
+        tests = tests or failing_tests(str(payload.get("excerpt", "")))
+        before = Before(int(payload.get("failures") or 1), tests)
+        d = decide(results, before)
+        return Verification(d.status, results, d.reason)

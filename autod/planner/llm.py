@@ -183,6 +183,19 @@ class LLMPlanner:
                 continue
             if reply.others:  # several choices: each stands or falls alone (no repair round)
                 return _choices(reply, max_tokens)
+            if reply.finish_reason == "length" and _cut_by_context(reply, max_tokens):
+                # Cut well before autod's own cap: the server's context is full (llama-cpp-python
+                # shortens the reply silently and states its window nowhere). Its size is what this
+                # request used; the cycle fits the prompt to it and asks again.
+                window = (reply.prompt_tokens or 0) + (reply.completion_tokens or 0)
+                endpoint.context_tokens = window
+                log.info("llm.context_size_learnt", endpoint=endpoint.url, context_tokens=window,
+                         how="a reply cut before the token cap")
+                raise ContextTooLong(
+                    f"the reply was cut at {reply.completion_tokens} tokens by the server's context of"
+                    f" {window} tokens at {endpoint.url}",
+                    limit=window, prompt_tokens=reply.prompt_tokens, reply_tokens=max_tokens,
+                )
             if reply.finish_reason == "length":
                 # A cut-off reply may still parse into a plan that silently lost its tail: never use it.
                 if continued:
@@ -259,3 +272,9 @@ def _choices(reply: Completion, max_tokens: int) -> PlanResult:
     if not plans:
         raise PlanInvalid(f"none of {len(invalid)} choices was a valid plan: {invalid[0]}")
     return PlanResult(plans[0], alternatives=plans[1:], invalid=invalid)
+
+
+def _cut_by_context(reply: Completion, max_tokens: int) -> bool:
+    """A reply stopped for length with (counted) tokens well under the cap autod asked for."""
+    done = reply.completion_tokens
+    return reply.prompt_tokens is not None and done is not None and done < max_tokens * 0.9

@@ -19,7 +19,7 @@ from autod.checks import CheckResult, run_check
 from autod.config import Settings
 from autod.events import Event, EventKind, fingerprint
 from autod.logs import redact_text
-from autod.modes.debug import count_failures
+from autod.modes.outcome import count_failures, failing_tests
 from autod.sources.parsers import parse_failures, parse_locations
 
 log = structlog.get_logger("autod.sources.check")
@@ -60,6 +60,7 @@ def failure_event(result: CheckResult, *, checked_at: float | None = None) -> Ev
             "excerpt": output[-EXCERPT_CHARS:],
             "locations": parse_locations(output)[:50],
             "failures": count_failures(result),
+            "failing_tests": sorted(failing_tests(output) or ()),  # pytest node ids, for `improved`
             "timed_out": result.timed_out,
             "checked_at": time.time() if checked_at is None else checked_at,
         },

@@ -107,3 +107,22 @@ def test_refused_and_unchanged_candidates_are_dropped_before_verification(tmp_pa
     assert [c.outcome for c in found.candidates] == ["refused", "unchanged", "no_change", "fixed"]
     assert len(judge.seen) == 1
     assert "search text not found" in found.candidates[0].reason
+
+
+def test_a_plan_autod_fails_on_is_dropped_and_the_search_goes_on(tmp_path):
+    drawer = Drawer(whole("return a * 1"), whole("return a + b"))
+    search_ = search(tmp_path, drawer, Judge({"a + b": "fixed"}))
+    real = search_.prepare
+    calls = 0
+
+    async def flaky(plan):
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise IndexError("a bug in autod")
+        return await real(plan)
+
+    search_.prepare = flaky
+    found = asyncio.run(search_.attempt(1))
+    assert [c.outcome for c in found.candidates] == ["refused", "fixed"]
+    assert "internal error while applying the plan (IndexError)" in found.candidates[0].reason

@@ -177,3 +177,10 @@ def test_a_long_definition_given_back_cut_short_is_refused_not_truncated():
         replace_definition("m.py", text, "long", "def long():\n    x0 = 1\n    return x0\n")
     fixed = replace_definition("m.py", text, "long", f"def long():\n{body}    return x1\n")
     assert fixed.endswith("    return x1\n")
+
+
+def test_a_class_given_back_around_a_method_with_a_docstring_keeps_it():
+    """Found by bench_reallib: the wrapper's line numbers were used on the unwrapped method."""
+    text = 'class C:\n    def f(self):\n        """Doc."""\n        return 1\n'
+    out = replace_definition("m.py", text, "C.f", "class C:\n    def f(self):\n        return 2\n")
+    assert out == 'class C:\n    def f(self):\n        """Doc."""\n        return 2\n'

@@ -15,7 +15,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from autod.config import LLMConfig, LLMEndpoint
-from autod.errors import CycleError, LLMUnavailable, PlanInvalid
+from autod.errors import ContextTooLong, CycleError, LLMUnavailable, PlanInvalid
 from autod.events import Event, EventKind
 from autod.plan import plan_schema
 from autod.planner import PlanRequest
@@ -302,7 +302,8 @@ def test_still_invalid_after_the_repair_round_raises_plan_invalid():
 
 def test_reply_cut_off_by_length_is_never_parsed_and_asked_again_with_a_nudge_at_the_same_cap():
     cut = {**PLAN, "summary": "cut-off plan that happens to parse"}
-    server = Server(primary=[plan_reply(cut, finish="length"), plan_reply()])
+    # cut at autod's own cap (the counted reply is as long as the cap): the model ran long
+    server = Server(primary=[plan_reply(cut, finish="length", usage=(100, 1000)), plan_reply()])
     result = run(make(server, max_tokens=1000)[0])
     assert result.plan.summary == PLAN["summary"]
     first, second = server.bodies()
@@ -313,7 +314,7 @@ def test_reply_cut_off_by_length_is_never_parsed_and_asked_again_with_a_nudge_at
 
 
 def test_cut_off_twice_raises_plan_invalid():
-    server = Server(primary=[plan_reply(finish="length")])
+    server = Server(primary=[plan_reply(finish="length", usage=(100, 1500))])
     exc = fails(make(server)[0], PlanInvalid)
     assert exc.reason == "reply cut off by the length limit (1500 tokens) twice"
     assert len(server.requests) == 2
@@ -548,3 +549,21 @@ def test_both_endpoints_unavailable_names_both_failures():
     exc = fails(make(server, **fallback_cfg())[0], LLMUnavailable)
     assert "HTTP 502" in exc.reason and "fallback: HTTP 404" in exc.reason
     assert "no such model" in exc.reason
+
+
+def test_a_reply_cut_well_before_the_cap_teaches_the_servers_window():
+    """llama-cpp-python states its context nowhere and shortens a reply silently when the prompt
+    fills it: a reply that stopped for length far under the cap gives the window away."""
+    server = Server(primary=[plan_reply(finish="length", usage=(7400, 790))])
+    planner, _ = make(server, max_tokens=1500)
+    exc = fails(planner, ContextTooLong)
+    assert isinstance(exc, ContextTooLong) and exc.limit == 8190 and exc.prompt_tokens == 7400
+    assert 0.2 <= exc.fit() < 0.9  # the cycle asks again with its context cut to fit
+
+    async def window() -> int | None:
+        return await planner.context_window()
+
+    assert asyncio.run(window()) == 8190
+    # a reply cut at the cap itself is the model's length, not the server's window
+    server = Server(primary=[plan_reply(finish="length", usage=(700, 1500)), plan_reply()])
+    assert run(make(server, max_tokens=1500)[0]).plan.summary == PLAN["summary"]

@@ -71,14 +71,15 @@ def resp(status: int, doc: dict[str, Any]) -> httpx.Response:
 
 
 def sse(
-    content: str, *, usage: bool = True, ctype: str = "text/event-stream", finish: str = "stop"
+    content: str, *, usage: bool = True, ctype: str = "text/event-stream", finish: str = "stop",
+    completion: int = 54,
 ) -> httpx.Response:
     chunks: list[dict[str, Any]] = [{"choices": [{"index": 0, "delta": {"role": "assistant"}}]}]
     chunks += [{"choices": [{"index": 0, "delta": {"content": content[i : i + 5]}, "finish_reason": None}]}
                for i in range(0, len(content), 5)]
     chunks.append({"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
     if usage:
-        chunks.append({"choices": [], "usage": {"prompt_tokens": 321, "completion_tokens": 54}})
+        chunks.append({"choices": [], "usage": {"prompt_tokens": 321, "completion_tokens": completion}})
     text = ": keep-alive\n\n" + "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
     return httpx.Response(200, content=text.encode(), headers={"content-type": ctype})
 
@@ -166,7 +167,8 @@ def test_sse_body_labelled_as_json_is_still_read_and_missing_usage_is_estimated(
 
 
 def test_sse_reply_cut_off_by_length_is_never_parsed():
-    server = Server(primary=[sse(json.dumps(PLAN), finish="length"), sse(json.dumps(PLAN))])
+    # cut at autod's cap (llm.max_tokens_by_mode: 1500 for auto-debug), not by the server's window
+    server = Server(primary=[sse(json.dumps(PLAN), finish="length", completion=1500), sse(json.dumps(PLAN))])
     run(make(server)[0])
     assert len(server.requests) == 2
 
