@@ -23,7 +23,7 @@ from autod.freshness import CheckLedger, Run
 from autod.modes import Verification
 from autod.modes.outcome import changed_sources
 from autod.sources.check import failure_event, result_fingerprint
-from autod.state import State
+from autod.stores.state import State
 
 log = structlog.get_logger("autod.checkbook")
 

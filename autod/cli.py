@@ -51,8 +51,8 @@ def _ask(settings: Settings, cmd: str, *, label: str | None = None, **kw: Any) -
 
 
 def _offline(settings: Settings) -> tuple[Any, Any] | None:
-    from autod.queue import EventQueue
-    from autod.state import State
+    from autod.stores.queue import EventQueue
+    from autod.stores.state import State
 
     sp = settings.state_path
     if not (sp / "state.db").exists():
@@ -325,7 +325,7 @@ def _set_pause(args: argparse.Namespace, paused: bool) -> int:
         off = _offline(settings)
         if off is None:
             settings.state_path.mkdir(parents=True, exist_ok=True)
-            from autod.state import State
+            from autod.stores.state import State
 
             off = (State(settings.state_path / "state.db"), None)
         off[0].set_kv("paused", paused)

@@ -29,9 +29,9 @@ from autod.memory.resilient import MemoryUnavailable, ResilientMemory
 from autod.modes import Mode
 from autod.notify import Notifier
 from autod.plan import Plan
-from autod.queue import EventQueue
 from autod.sourceset import SourceSet
-from autod.state import State
+from autod.stores.queue import EventQueue
+from autod.stores.state import State
 from autod.waiting import retry_now, start_waiting, waiting_rows
 
 log = structlog.get_logger("autod.commands")

@@ -36,7 +36,7 @@ from autod.reflect import (
     log_reflection,
     teaches,
 )
-from autod.state import day_key
+from autod.stores.state import day_key
 
 if TYPE_CHECKING:
     from autod.isolation import Isolation

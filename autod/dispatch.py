@@ -26,9 +26,9 @@ from autod.modes import Mode
 from autod.notify import Notifier
 from autod.plan import Plan
 from autod.progress import STEP_S, Progress, cycle_budget
-from autod.queue import EventQueue, Leased
 from autod.retry import RetryPolicy
-from autod.state import State
+from autod.stores.queue import EventQueue, Leased
+from autod.stores.state import State
 from autod.waiting import Hold
 
 log = structlog.get_logger("autod.dispatch")

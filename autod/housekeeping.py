@@ -9,7 +9,7 @@ from collections.abc import Callable
 import structlog
 
 from autod.memory import Memory
-from autod.state import State
+from autod.stores.state import State
 
 log = structlog.get_logger("autod.supervisor")
 

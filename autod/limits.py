@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from autod.act.edits import Caps
 from autod.config import Limits
 from autod.events import FAILURE_KINDS, Event, EventKind
-from autod.state import State, day_key
+from autod.stores.state import State, day_key
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
 `probe` asks `GET {base_url}/models` under a short deadline (`llm.probe_timeout_s`): `autod config
 check` and start-up use it to say when the LLM is unreachable. `watch_llm` runs beside the dispatcher:
-while events wait out an LLM outage (retry kind `outage`, autod.queue_retries) or the circuit breaker
+while events wait out an LLM outage (retry kind `outage`, autod.stores.queue_retries) or the circuit breaker
 is open, it probes every `llm.probe_interval_s`. Once it has seen the LLM down, the first probe that
 finds it answering again makes those retries due now and half-opens the breaker, so the fix comes
 within one probe interval of the LLM's return instead of after a backed-off delay or a cooldown.
@@ -23,7 +23,7 @@ import structlog
 
 from autod.config import Settings
 from autod.limits import CircuitBreaker
-from autod.queue_retries import OUTAGE
+from autod.stores.queue_retries import OUTAGE
 
 log = structlog.get_logger("autod.outage")
 
@@ -93,7 +93,7 @@ def unreachable_now(settings: Settings) -> str | None:
 
 
 class Waiting(Protocol):
-    """The queue's deferred events, as the watch sees them (autod.queue_retries)."""
+    """The queue's deferred events, as the watch sees them (autod.stores.queue_retries)."""
 
     async def awaiting_on(self, kind: str) -> int: ...
 

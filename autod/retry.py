@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from autod.config import Limits
 from autod.errors import CycleError, LLMUnavailable
 from autod.events import Event, EventKind
-from autod.queue_retries import AGAIN, OUTAGE, OUTSIDE
 from autod.reflect import Reflection
+from autod.stores.queue_retries import AGAIN, OUTAGE, OUTSIDE
 
 JITTER = 0.2  # each delay is drawn from +-20 % around its nominal value, so retries do not march in step
 STILL_FAILING = frozenset({"rolled_back", "rejected", "no_change"})
@@ -37,7 +37,7 @@ class Decision:
     action: str
     delay_s: float = 0.0
     reason: str = ""
-    kind: str = ""  # a retry's: what it waits for (autod.queue_retries: outage, outside, again)
+    kind: str = ""  # a retry's: what it waits for (autod.stores.queue_retries: outage, outside, again)
 
     @property
     def retry(self) -> bool:

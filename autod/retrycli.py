@@ -14,7 +14,7 @@ from autod.config import Settings
 
 
 def _queue(settings: Settings, *, create: bool) -> Any:
-    from autod.queue import EventQueue
+    from autod.stores.queue import EventQueue
 
     path = settings.state_path / "queue.db"
     if not path.exists() and not create:

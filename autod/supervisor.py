@@ -43,11 +43,11 @@ from autod.modes import Mode, ModeEnv
 from autod.notify import Notifier
 from autod.ownwrites import OwnWrites
 from autod.preflight import check_problems
-from autod.queue import EventQueue
 from autod.retry import RetryPolicy
 from autod.sources.check import CheckSource
 from autod.sourceset import SourceSet, source_specs
-from autod.state import State
+from autod.stores.queue import EventQueue
+from autod.stores.state import State
 from autod.threads import IO_POOL, IO_POOL_WORKERS, named_pool
 from autod.transcripts import TranscriptStore
 from autod.undo.ledger import KeptLedger, kept_hook

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from autod.events import Event
-from autod.queue import EventQueue
+from autod.stores.queue import EventQueue
 
 
 @dataclass(frozen=True)

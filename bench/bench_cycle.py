@@ -146,7 +146,7 @@ async def in_process(root: Path, n: int) -> dict[str, Any]:
     from autod.modes import ModeEnv
     from autod.modes.debug import DebugMode
     from autod.ownwrites import OwnWrites
-    from autod.state import State
+    from autod.stores.state import State
 
     ws = make_workspace(root)
     cfg_path = root / "autod.yaml"
@@ -245,7 +245,7 @@ async def metrics_ab(root: Path, n: int) -> dict[str, Any]:
     from autod.modes import ModeEnv
     from autod.modes.debug import DebugMode
     from autod.ownwrites import OwnWrites
-    from autod.state import State
+    from autod.stores.state import State
 
     ws = make_workspace(root)
     cfg_path = root / "autod.yaml"

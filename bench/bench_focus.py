@@ -42,7 +42,7 @@ from autod.ownwrites import OwnWrites  # noqa: E402
 from autod.plan import Edit, Plan  # noqa: E402
 from autod.planner import PlanResult, TokenUsage  # noqa: E402
 from autod.sources.check import failure_event  # noqa: E402
-from autod.state import State  # noqa: E402
+from autod.stores.state import State  # noqa: E402
 
 PICK = [
     "t-tail-off-by-one",

@@ -50,7 +50,7 @@ from autod.config import load_config  # noqa: E402
 from autod.modes import ModeEnv  # noqa: E402
 from autod.modes.debug import DebugMode  # noqa: E402
 from autod.sources.check import failure_event  # noqa: E402
-from autod.state import State  # noqa: E402
+from autod.stores.state import State  # noqa: E402
 
 GOAL_FUNC = 0.90
 GOAL_MEDIAN_TOKENS = 8000

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from autod.events import Event, EventKind, fingerprint
-from autod.queue import EventQueue
+from autod.stores.queue import EventQueue
 
 BATCH = 1000
 SEED = 1234

@@ -60,7 +60,7 @@ from autod.localize.render import LONG  # noqa: E402
 from autod.modes import ModeEnv  # noqa: E402
 from autod.modes.debug import DebugMode  # noqa: E402
 from autod.sources.check import failure_event  # noqa: E402
-from autod.state import State  # noqa: E402
+from autod.stores.state import State  # noqa: E402
 
 GOAL_FUNC = 0.90
 GOAL_MEDIAN_TOKENS = 8000

@@ -16,8 +16,8 @@ def offline_exposition(settings: Settings) -> bytes:
     m = Metrics()
     sp = settings.state_path
     if (sp / "state.db").exists():
-        from autod.queue import EventQueue
-        from autod.state import State
+        from autod.stores.queue import EventQueue
+        from autod.stores.state import State
 
         state, queue = State(sp / "state.db"), EventQueue(sp / "queue.db")
         try:

@@ -20,8 +20,8 @@ MEMORY_TIMEOUT_S = 5.0
 class Sampled(Protocol):
     """What the sampler reads from the running daemon."""
 
-    queue: Any  # autod.queue.EventQueue
-    state: Any  # autod.state.State
+    queue: Any  # autod.stores.queue.EventQueue
+    state: Any  # autod.stores.state.State
     memory: Any  # autod.memory.resilient.ResilientMemory | None
     paused: bool
     dispatcher: Any  # autod.dispatch.Dispatcher

@@ -20,7 +20,7 @@ from autod.events import Event, EventKind
 from autod.logs import redact_text
 from autod.memory import Memory, Recalled
 from autod.plan import Plan
-from autod.state import State
+from autod.stores.state import State
 
 
 @dataclass

@@ -22,7 +22,7 @@ class NotFound(Exception):
 
 def gather(settings: Settings, cycle: str) -> dict[str, Any]:
     """{"cycle": the history row with its record, "transcript": entries}; NotFound naming why."""
-    from autod.state import State
+    from autod.stores.state import State
 
     db = settings.state_path / "state.db"
     rows = State(db).cycle_record(cycle.strip().lower()) if db.exists() else []

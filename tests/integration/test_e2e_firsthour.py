@@ -249,8 +249,8 @@ def test_retry_and_trigger_run_the_waiting_event_and_a_failure_fixed_by_hand_sto
 
 def test_with_the_daemon_down_retry_and_trigger_are_stored_for_the_next_start(tmp_path, calc_repo):
     from autod.events import Event, EventKind
-    from autod.queue import EventQueue
-    from autod.state import State
+    from autod.stores.queue import EventQueue
+    from autod.stores.state import State
 
     config = configure(tmp_path, calc_repo, "http://127.0.0.1:9/v1")
     (tmp_path / "state").mkdir()

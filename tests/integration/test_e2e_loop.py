@@ -131,7 +131,7 @@ def test_an_outage_is_retried_a_quarantine_lifts_when_green_and_a_different_bug_
 
 
 def test_quarantine_lists_and_clears_with_the_daemon_down(tmp_path):
-    from autod.state import State
+    from autod.stores.state import State
 
     state_dir = tmp_path / "state"
     config = write_config(tmp_path / "autod.yaml", {"workspace": str(tmp_path), "state_dir": str(state_dir)})
@@ -349,7 +349,7 @@ def test_one_pending_proposal_per_failure_withdrawn_when_it_resolves(tmp_path, c
 
 
 def test_run_once_exits_2_at_once_when_the_hourly_cap_is_spent(tmp_path, calc_repo):
-    from autod.state import State
+    from autod.stores.state import State
 
     config = configure(tmp_path, calc_repo, None, limits={"min_interval_s": 0, "max_cycles_per_hour": 1})
     s = State(tmp_path / "state" / "state.db")  # one cycle a minute ago: the hour's only slot is taken

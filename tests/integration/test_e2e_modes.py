@@ -26,8 +26,8 @@ from llmserver import ScriptedLLM
 from autod.config import CronSource as CronConfig
 from autod.events import Event
 from autod.modes.doc import only_docstrings_changed
-from autod.queue import EventQueue
 from autod.sources.cron import CronSource
+from autod.stores.queue import EventQueue
 
 pytestmark = pytest.mark.slow
 

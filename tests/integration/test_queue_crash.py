@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from autod.queue import EventQueue
+from autod.stores.queue import EventQueue
 
 pytestmark = pytest.mark.slow
 
@@ -31,7 +31,7 @@ CHILD = textwrap.dedent(
     import random, sys
     from pathlib import Path
     from autod.events import Event, EventKind, fingerprint
-    from autod.queue import EventQueue
+    from autod.stores.queue import EventQueue
 
     q = EventQueue(Path(sys.argv[1]), max_pending=1_000_000)
     rng = random.Random(int(sys.argv[2]))

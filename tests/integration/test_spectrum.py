@@ -15,7 +15,7 @@ from autod.config import load_config
 from autod.events import Event, EventKind
 from autod.modes import ModeEnv
 from autod.modes.debug import DebugMode
-from autod.state import State
+from autod.stores.state import State
 
 pytestmark = pytest.mark.slow
 

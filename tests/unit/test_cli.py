@@ -223,8 +223,8 @@ def test_status_without_a_daemon_or_state_says_so_and_names_what_it_looked_at(co
 
 
 def test_pause_and_trigger_without_a_daemon_are_kept_for_its_next_start(config, capsys):
-    from autod.queue import EventQueue
-    from autod.state import State
+    from autod.stores.queue import EventQueue
+    from autod.stores.state import State
 
     assert cli.main(["pause", "-c", str(config)]) == 0
     assert cli.main(["trigger", "auto-debug", "--message", "look at this", "-c", str(config)]) == 0

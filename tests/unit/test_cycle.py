@@ -21,7 +21,7 @@ from autod.modes.debug import DebugMode
 from autod.ownwrites import OwnWrites
 from autod.plan import Edit, Plan
 from autod.planner import PlanResult, TokenUsage
-from autod.state import State
+from autod.stores.state import State
 
 BUGGY = "def add(a, b):\n    return a - b\n"
 CHECK = (

@@ -9,7 +9,7 @@ import pytest
 from autod.config import Limits
 from autod.events import Event, EventKind
 from autod.limits import CircuitBreaker, Gate
-from autod.state import State, day_key
+from autod.stores.state import State, day_key
 
 
 @pytest.fixture

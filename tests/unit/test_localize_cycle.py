@@ -20,7 +20,7 @@ from autod.modes.debug import DebugMode
 from autod.ownwrites import OwnWrites
 from autod.plan import Edit, Plan
 from autod.planner import PlanResult, TokenUsage
-from autod.state import State
+from autod.stores.state import State
 
 CALC = 'SCALE = 1\n\n\ndef add(a, b):\n    """Add two numbers."""\n    return (a - b) * SCALE\n'
 OTHER = "def unrelated():\n    return 42\n"

@@ -14,7 +14,7 @@ from autod.modes.plan import PlanReportMode
 from autod.modes.report import find_todos, gather_facts, render_report, rule_actions
 from autod.ownwrites import OwnWrites
 from autod.plan import Plan
-from autod.state import State
+from autod.stores.state import State
 
 SECTIONS = [
     "## Recurring failures",

@@ -13,7 +13,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from autod.events import Event, EventKind, fingerprint
-from autod.queue import MAX_PATHS, EventQueue, QueueSchemaError, paths_fingerprint
+from autod.stores.queue import MAX_PATHS, EventQueue, QueueSchemaError, paths_fingerprint
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 POOL = [f"src/m{i}.py" for i in range(700)]
@@ -167,7 +167,7 @@ def test_a_deferred_event_waits_until_due_and_status_sees_its_retries(queue: Eve
 
 
 def test_a_version_1_queue_is_migrated_keeping_its_events(qpath: Path) -> None:
-    import autod.queue_schema as q
+    import autod.stores.queue_schema as q
 
     qpath.parent.mkdir(parents=True)
     con = sqlite3.connect(qpath)

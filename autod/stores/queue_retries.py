@@ -28,7 +28,7 @@ _WAITING = "status = 'pending' AND retries > 0"
 
 
 class Deferrals:
-    """Deferred events in the queue db (mixed into `autod.queue.EventQueue`)."""
+    """Deferred events in the queue db (mixed into `autod.stores.queue.EventQueue`)."""
 
     _tx: Callable[[], AbstractContextManager[sqlite3.Connection]]
     _read: Callable[[], AbstractContextManager[sqlite3.Connection]]

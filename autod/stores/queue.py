@@ -27,13 +27,15 @@ import structlog
 
 from autod.events import FAILURE_KINDS, PRIORITY, Event, EventKind
 from autod.filemodes import private_file
-from autod.queue_paths import MAX_PATHS as MAX_PATHS  # re-exported: importers of autod.queue use it
-from autod.queue_paths import PathUnion
-from autod.queue_paths import paths_fingerprint as paths_fingerprint  # re-exported, as MAX_PATHS
-from autod.queue_retries import Deferrals
-from autod.queue_schema import SCHEMA_VERSION as SCHEMA_VERSION  # re-exported, as MAX_PATHS
-from autod.queue_schema import QueueSchemaError as QueueSchemaError  # re-exported, as MAX_PATHS
-from autod.queue_schema import migrate
+from autod.stores.queue_paths import (
+    MAX_PATHS as MAX_PATHS,  # re-exported: importers of autod.stores.queue use it
+)
+from autod.stores.queue_paths import PathUnion
+from autod.stores.queue_paths import paths_fingerprint as paths_fingerprint  # re-exported, as MAX_PATHS
+from autod.stores.queue_retries import Deferrals
+from autod.stores.queue_schema import SCHEMA_VERSION as SCHEMA_VERSION  # re-exported, as MAX_PATHS
+from autod.stores.queue_schema import QueueSchemaError as QueueSchemaError  # re-exported, as MAX_PATHS
+from autod.stores.queue_schema import migrate
 from autod.threads import named_pool
 
 log = structlog.get_logger(__name__)
@@ -81,7 +83,7 @@ def _row_event(row: sqlite3.Row) -> Event:
 
 class EventQueue(Deferrals):
     """The durable queue. Sync methods for tests and the CLI; `a*` wrappers for the daemon's event loop.
-    Deferred events (retries) are handled by `autod.queue_retries.Deferrals`."""
+    Deferred events (retries) are handled by `autod.stores.queue_retries.Deferrals`."""
 
     def __init__(self, path: Path, *, max_pending: int = 10_000) -> None:
         if max_pending < 1:
