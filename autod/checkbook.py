@@ -17,11 +17,11 @@ from pathlib import Path
 import structlog
 
 from autod import gitsafe
-from autod.checks import CheckResult
+from autod.checks.outcome import changed_sources
+from autod.checks.run import CheckResult
 from autod.events import Event
 from autod.freshness import CheckLedger, Run
 from autod.modes import Verification
-from autod.modes.outcome import changed_sources
 from autod.sources.check import failure_event, result_fingerprint
 from autod.stores.state import State
 
@@ -29,7 +29,7 @@ log = structlog.get_logger("autod.checkbook")
 
 
 def unjournaled(verification: Verification) -> Verification:
-    """A kept verification whose checks changed the workspace's source fails (autod.modes.outcome's
+    """A kept verification whose checks changed the workspace's source fails (autod.checks.outcome's
     rule, for the modes whose own verification does not apply it); the files stay as the check left
     them (logged)."""
     if verification.status not in ("fixed", "improved", "no_change"):

@@ -95,7 +95,7 @@ def cmd_config_check(args: argparse.Namespace) -> int:
     where = find_config(args.config) or "(no file: defaults)"
     modes = ", ".join(settings.modes.enabled()) or "none"
     planner = "llm" if settings.llm.base_url else "rules"
-    from autod import sandbox
+    from autod.checks import sandbox
 
     st = sandbox.status(settings)
     refused = list(st["refused_checks"])  # type: ignore[call-overload]
@@ -143,7 +143,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             state, queue = off
             data |= offline_status(state, queue)
             data["paused"] = bool(state.get_kv("paused", False))
-        from autod import sandbox
+        from autod.checks import sandbox
 
         data["sandbox"] = sandbox.status(settings)
     # which config and state dir this answer is about (the daemon's own, or what the CLI looked at)

@@ -156,7 +156,7 @@ def down_lines(data: dict[str, Any]) -> list[str]:
 def sandbox_lines(data: dict[str, Any]) -> list[str]:
     if not data.get("sandbox"):
         return []
-    from autod.sandbox import describe
+    from autod.checks.sandbox import describe
 
     return [f"  {describe(data['sandbox'])}"]
 

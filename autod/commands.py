@@ -16,8 +16,8 @@ from typing import Any, Protocol
 
 import structlog
 
-from autod import sandbox
 from autod.checkbook import CheckBook
+from autod.checks import sandbox
 from autod.config import Settings
 from autod.cycle import CycleDeps
 from autod.dispatch import Dispatcher

@@ -50,8 +50,8 @@ CronStr = Annotated[str, Field(min_length=9, max_length=200)]
 
 
 def validate_expose(p: Path) -> Path:
-    """A `checks.expose` entry (the rule lives with the mount table: autod.mounts.expose_error)."""
-    from autod.mounts import expose_error
+    """A `checks.expose` entry (the rule lives with the mount table: autod.checks.mounts.expose_error)."""
+    from autod.checks.mounts import expose_error
 
     why = expose_error(p)
     if why:
@@ -169,7 +169,7 @@ class CheckConfig(Strict):
     @field_validator("env")
     @classmethod
     def _env_names(cls, v: dict[str, str]) -> dict[str, str]:
-        from autod.checkenv import env_name_denied
+        from autod.checks.env import env_name_denied
 
         bad = sorted(k for k in v if env_name_denied(k))
         if bad:

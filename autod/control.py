@@ -19,7 +19,8 @@ from typing import Any
 
 import structlog
 
-from autod import peers, process
+from autod import peers
+from autod.checks import process
 from autod.config import Settings
 
 log = structlog.get_logger("autod.control")

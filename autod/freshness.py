@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from autod.checks import CheckResult
+from autod.checks.run import CheckResult
 from autod.config import CheckConfig
 from autod.events import Event, EventKind
 

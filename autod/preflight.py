@@ -12,7 +12,7 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from autod.checks import ProgramError, find_venv, resolve_program
+from autod.checks.run import ProgramError, find_venv, resolve_program
 from autod.config import CronSource, Settings, WatchSource, key_lines
 
 
@@ -38,7 +38,7 @@ def check_problems(settings: Settings, *, probe: bool = False) -> list[Problem]:
     """Checks whose command cannot start: its program is not found, the line cannot be split, or (with
     a working bwrap: probed when `probe`, else only if already known) it leads into a place the
     sandbox hides."""
-    from autod.checks import sandbox_problem
+    from autod.checks.run import sandbox_problem
 
     out: list[Problem] = []
     for name, check in settings.checks.items():

@@ -17,8 +17,8 @@ from typing import Any
 
 import structlog
 
+from autod.checks.process import KILL_GRACE_S
 from autod.config import Settings
-from autod.process import KILL_GRACE_S
 
 log = structlog.get_logger("autod.progress")
 

@@ -15,11 +15,12 @@ from typing import Any
 
 import structlog
 
-from autod import isolation, logs, once, outage, sandbox
+from autod import isolation, logs, once, outage
 from autod.act.journal import recover
 from autod.boundary import config_inside_workspace
 from autod.checkbook import CheckBook
-from autod.checks import CheckResult
+from autod.checks import sandbox
+from autod.checks.run import CheckResult
 from autod.commands import Commands
 from autod.config import ConfigError, Settings, load_config
 from autod.control import ControlServer, socket_path
@@ -231,7 +232,7 @@ class Daemon:
         run: the check's focus command instead of its own; extra: run_check's extra_args, extra_env,
         output_dir. Only a plain run is the check's latest result.
         """
-        from autod.checks import run_check
+        from autod.checks.run import run_check
 
         check = self.settings.checks[name]
         if run is not None:

@@ -158,7 +158,7 @@ async def in_process(root: Path, n: int) -> dict[str, Any]:
     assert await memory.wait_open(60), memory.summary()
 
     async def run_check(name: str) -> Any:
-        from autod.checks import run_check as rc
+        from autod.checks.run import run_check as rc
 
         return await rc(name, settings.checks[name], settings.workspace, settings=settings)
 
@@ -259,7 +259,7 @@ async def metrics_ab(root: Path, n: int) -> dict[str, Any]:
     metered = {"on": False}
 
     async def run_check(name: str, **kw: Any) -> Any:
-        from autod.checks import run_check as rc
+        from autod.checks.run import run_check as rc
 
         result = await rc(name, settings.checks[name], settings.workspace, settings=settings, **kw)
         if metered["on"]:

@@ -32,7 +32,7 @@ import yaml  # noqa: E402
 from bench_localize import commit_all, extract, fetch, log  # noqa: E402
 from localize_bugs import BUGS, LIBRARIES  # noqa: E402
 
-from autod.checks import run_check  # noqa: E402
+from autod.checks.run import run_check  # noqa: E402
 from autod.config import load_config  # noqa: E402
 from autod.cycle import Cycle, CycleDeps  # noqa: E402
 from autod.limits import Gate  # noqa: E402

@@ -32,7 +32,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from autod import sandbox  # noqa: E402
+from autod.checks import sandbox  # noqa: E402
 from autod.config import Settings  # noqa: E402
 from autod.isolation import Isolation  # noqa: E402
 
@@ -91,7 +91,7 @@ async def rounds(ws: Path, n: int) -> dict[str, Any]:
     run = f"{sys.executable} -m pytest -q -p no:cacheprovider tests"
     settings = Settings(workspace=ws, state_dir=ws.parent / "state", checks={"tests": {"run": run}})
     iso = Isolation(settings)
-    from autod.checks import run_check
+    from autod.checks.run import run_check
 
     ways = ("check", "stage", "check_mirror", "cp_a", "git_worktree")
     times: dict[str, list[float]] = {k: [] for k in ways}

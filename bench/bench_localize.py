@@ -45,7 +45,7 @@ import localize_baseline as baseline  # noqa: E402
 import yaml  # noqa: E402
 from localize_bugs import BUGS, HELD_OUT, LIBRARIES  # noqa: E402
 
-from autod.checks import run_check  # noqa: E402
+from autod.checks.run import run_check  # noqa: E402
 from autod.config import load_config  # noqa: E402
 from autod.modes import ModeEnv  # noqa: E402
 from autod.modes.debug import DebugMode  # noqa: E402

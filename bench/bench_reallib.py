@@ -7,7 +7,7 @@ library's own suite then fails 1-20 tests), each with its depth: the call distan
 failing test to the mutated definition.
 
 Localization (no model), per bug: the library's tests run through autod's check runner
-(`autod.checks.run_check`, the check an operator would configure: `python -m pytest -q <tests>`),
+(`autod.checks.run.run_check`, the check an operator would configure: `python -m pytest -q <tests>`),
 the output becomes autod's real `check_failed` event (`autod.sources.check.failure_event`), and the
 auto-debug prompt is built by the real `DebugMode().context()` / `messages()`:
   - committed (the headline): the bug is in the repository's only commit, so there is no diff, no
@@ -54,7 +54,7 @@ import yaml  # noqa: E402
 from bench_localize import _raised_in_tests_only, commit_all, contains_run, pct, qwen_tokens  # noqa: E402
 from reallib_seed import LIBRARIES, Library, apply_bug, extract, fresh_tree, load_bugs  # noqa: E402
 
-from autod.checks import run_check  # noqa: E402
+from autod.checks.run import run_check  # noqa: E402
 from autod.config import CheckConfig, load_config  # noqa: E402
 from autod.localize.render import LONG  # noqa: E402
 from autod.modes import ModeEnv  # noqa: E402

@@ -23,8 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from autod import sandbox
-from autod.checks import run_check
+from autod.checks import sandbox
+from autod.checks.run import run_check
 from autod.config import CheckConfig
 
 GOAL_MS = 50.0

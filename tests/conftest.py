@@ -37,7 +37,7 @@ def inside_a_check_sandbox() -> bool:
 def real_bwrap() -> None:
     """bubblewrap must work here (CI installs it: its absence fails, never skips), except inside
     autod's own check sandbox, where root keeps no capability and bwrap cannot nest."""
-    from autod import sandbox
+    from autod.checks import sandbox
 
     verdict = sandbox.probe()
     if not verdict.works and inside_a_check_sandbox():

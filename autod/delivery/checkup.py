@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 
 def problems(settings: Settings) -> list[Problem]:
-    from autod import sandbox
+    from autod.checks import sandbox
     from autod.preflight import Problem
 
     out: list[Problem] = []

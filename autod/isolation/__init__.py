@@ -24,7 +24,7 @@ import structlog
 from autod.isolation.mirror import Mirror, Stopped, SyncStats, TooLarge
 
 if TYPE_CHECKING:
-    from autod.checks import CheckResult
+    from autod.checks.run import CheckResult
     from autod.config import Settings
 
 __all__ = ["Isolation", "Mirror", "Stopped", "SyncStats", "TooLarge", "mirror_dir", "recover"]
@@ -50,7 +50,7 @@ class Isolation:
     """The mirror of one workspace and the checks run on it. One per daemon (rebuilt on reload)."""
 
     def __init__(self, settings: Settings) -> None:
-        from autod.sandbox import Policy
+        from autod.checks.sandbox import Policy
 
         self.settings = settings
         cfg = settings.candidates
@@ -69,7 +69,7 @@ class Isolation:
 
     async def unavailable(self) -> str | None:
         """Why candidates cannot be verified in isolation here, or None when they can."""
-        from autod import sandbox
+        from autod.checks import sandbox
 
         s = self.settings
         if s.candidates.isolation == "off":
@@ -112,7 +112,7 @@ class Isolation:
 
     async def run_check(self, name: str, *, run: str | None = None, **extra: Any) -> CheckResult:
         """A configured check (or its focus command) on the mirror; never counted as the tree's result."""
-        from autod.checks import run_check
+        from autod.checks.run import run_check
 
         check = self.settings.checks[name]
         if run is not None:

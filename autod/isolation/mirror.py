@@ -1,7 +1,7 @@
 """A copy of the workspace under the state dir, kept in step with it file by file.
 
 Candidates are verified here, never in the operator's working tree: the mirror is mounted at the
-workspace's own path inside the check's sandbox (`autod.checks.run_check(..., mount_at=...)`), so
+workspace's own path inside the check's sandbox (`autod.checks.run.run_check(..., mount_at=...)`), so
 absolute paths, editable installs and the project's venv all behave as in the real tree.
 
 What it holds: every workspace file but `.git`, autod's state dir and own files, venvs, `node_modules`

@@ -11,7 +11,7 @@ from autod.errors import ContextTooLong, CycleError, LLMUnavailable, PlanInvalid
 from autod.metrics.registry import Metrics
 
 if TYPE_CHECKING:
-    from autod.checks import CheckResult
+    from autod.checks.run import CheckResult
     from autod.cycle import Cycle
     from autod.planner import Planner, PlanRequest, PlanResult
 

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 from autod.act.edits import FileChange, ScopeCheck
 from autod.boundary import Boundary
-from autod.checks import CheckResult
+from autod.checks.run import CheckResult
 from autod.config import Settings
 from autod.errors import PlanRejected
 from autod.events import Event, EventKind
@@ -57,7 +57,7 @@ class ModeEnv:
     state: State
     memory: Memory | None
     # run_check(name) runs a configured check for verification; run_check(name, run=CMD) runs its
-    # `focus` command instead, and extra_args/extra_env/output_dir reach autod.checks.run_check (the
+    # `focus` command instead, and extra_args/extra_env/output_dir reach autod.checks.run.run_check (the
     # coverage re-run). Only a plain run counts as the check's latest result.
     run_check: Callable[..., Awaitable[CheckResult]]
     # the latest result of each check (the daemon's own dict): what was already failing before a cycle

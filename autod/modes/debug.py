@@ -6,6 +6,7 @@ import dataclasses
 
 from autod.act.edits import ScopeCheck
 from autod.act.judges import Judges
+from autod.checks.outcome import Before, decide, failing_tests
 from autod.events import Event, EventKind
 from autod.localize.context import localize
 from autod.localize.excerpt import trim_failure
@@ -23,7 +24,6 @@ from autod.modes import (
     render,
     tokens,
 )
-from autod.modes.outcome import Before, decide, failing_tests
 from autod.plan import Plan
 
 EXCERPT_SHARE = 0.25  # of the context budget, at most, for the failure output

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import structlog
 
-from autod.checks import run_check
+from autod.checks.run import run_check
 from autod.config import Settings
 from autod.errors import PlanInvalid
 from autod.paths import NOT_SOURCE_DIRS

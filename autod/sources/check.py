@@ -15,11 +15,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import structlog
 
-from autod.checks import CheckResult, run_check
+from autod.checks.outcome import count_failures, failing_tests
+from autod.checks.run import CheckResult, run_check
 from autod.config import Settings
 from autod.events import Event, EventKind, fingerprint
 from autod.logs import redact_text
-from autod.modes.outcome import count_failures, failing_tests
 from autod.sources.parsers import parse_failures, parse_locations
 
 log = structlog.get_logger("autod.sources.check")

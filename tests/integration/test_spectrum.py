@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from autod.checks import run_check
+from autod.checks.run import run_check
 from autod.config import load_config
 from autod.events import Event, EventKind
 from autod.modes import ModeEnv

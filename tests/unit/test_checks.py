@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from procs import alive_with, wait_gone
 
-from autod import sandbox
-from autod.checks import find_venv, resolve_program, run_check
+from autod.checks import sandbox
+from autod.checks.run import find_venv, resolve_program, run_check
 from autod.config import CheckConfig
 
 
@@ -130,7 +130,7 @@ def test_a_check_that_changes_workspace_files_is_reported_caches_aside(tmp_path,
     (tmp_path / "__pycache__").mkdir()
     script = "echo y >> src.py; echo new > made.txt; echo c > __pycache__/c.pyc"
     r = run(CheckConfig(run=f"sh -c '{script}'", sandbox=mode), tmp_path)
-    # no git here: the Python file is source, the text file output (autod.sourcefiles)
+    # no git here: the Python file is source, the text file output (autod.checks.sourcefiles)
     assert r.ok and r.changed == ["src.py"] and r.outputs == ["made.txt"]
     assert run(CheckConfig(run="true", sandbox=mode), tmp_path).changed == []
 

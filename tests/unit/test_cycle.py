@@ -96,7 +96,7 @@ def make(ws: Path, planner: ScriptedPlanner, *, memory: ScriptedMemory | None = 
     breaker = CircuitBreaker(2, 60)
 
     async def run_check(name: str):
-        from autod.checks import run_check as rc
+        from autod.checks.run import run_check as rc
 
         return await rc(name, settings.checks[name], settings.workspace, settings=settings)
 
@@ -286,7 +286,7 @@ def test_a_rollback_that_leaves_an_operators_save_says_so_and_stops_replanning(w
 
 def test_a_verification_check_that_edits_the_workspace_fails_the_verification(ws):
     # its edits are in no journal: the cycle must not be kept as if its own edits made the checks pass
-    # (no git in this workspace: a Python file the check writes is source, autod.sourcefiles)
+    # (no git in this workspace: a Python file the check writes is source, autod.checks.sourcefiles)
     tidy = f"{sys.executable} -c \"open('src/tidied.py', 'a').write('# tidied')\""
     planner = ScriptedPlanner(Plan(summary=FIX.summary, edits=FIX.edits, verify=["calc", "tidy"]))
     deps, state = make(

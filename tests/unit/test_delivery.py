@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from autod.act.edits import FileChange
-from autod.checks import CheckResult
+from autod.checks.run import CheckResult
 from autod.config import Settings
 from autod.delivery.deliver import Delivery, DeliveryHeld
 from autod.delivery.gate import DeliveryGate

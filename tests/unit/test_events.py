@@ -48,7 +48,7 @@ FAILED tests/test_{mod}.py::{test} - assert {got}
 
 
 def _one_failure_run(mod: str, test: str, expr: str, got: str):
-    from autod.checks import CheckResult
+    from autod.checks.run import CheckResult
 
     out = PYTEST_ONE_FAILURE.format(mod=mod, test=test, expr=expr, got=got)
     return CheckResult("tests", 1, out, 20)

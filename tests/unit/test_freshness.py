@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from autod.checks import CheckResult
+from autod.checks.run import CheckResult
 from autod.config import CheckConfig
 from autod.events import Event, EventKind
 from autod.freshness import CheckLedger, Run, judge

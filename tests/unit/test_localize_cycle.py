@@ -62,7 +62,7 @@ def make(ws: Path, planner: ScriptedPlanner, checks: dict[str, Any] | None = Non
     ran: list[str] = []
 
     async def run_check(name: str, *, run: str | None = None, **extra: Any):
-        from autod.checks import run_check as rc
+        from autod.checks.run import run_check as rc
 
         check = settings.checks[name]
         ran.append(f"{name}:focus" if run else name)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from autod.act.edits import FileChange
-from autod.checks import CheckResult
+from autod.checks.run import CheckResult
 from autod.config import Settings
 from autod.errors import PlanRejected
 from autod.events import Event, EventKind

@@ -6,7 +6,7 @@ import asyncio
 import sys
 from pathlib import Path
 
-from autod.checks import CheckResult
+from autod.checks.run import CheckResult
 from autod.config import CheckConfig, load_config
 from autod.freshness import CheckLedger, Run
 from autod.once import ERROR, FAILING, GREEN, settle, stale, verdict

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from autod.checks import CheckResult
-from autod.modes.outcome import Before, broken, count_failures, counted_failures, decide, failing_tests
+from autod.checks.outcome import Before, broken, count_failures, counted_failures, decide, failing_tests
+from autod.checks.run import CheckResult
 
 
 def run(output: str, exit_code: int = 1, **kw: object) -> CheckResult:

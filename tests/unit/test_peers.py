@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 from procs import alive_with
 
-from autod import peers, process
+from autod import peers
+from autod.checks import process
 from autod.control import ControlServer
 
 CLIENT = (

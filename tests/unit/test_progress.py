@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from structlog.testing import capture_logs
 
+from autod.checks.process import KILL_GRACE_S
 from autod.config import load_config
-from autod.process import KILL_GRACE_S
 from autod.progress import Progress, cycle_budget
 
 

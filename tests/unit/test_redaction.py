@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from autod import logs
-from autod.checks import CheckResult
+from autod.checks.run import CheckResult
 from autod.config import load_config
 from autod.modes import Verification
 from autod.sources.check import failure_event

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from autod import sandbox
+from autod.checks import sandbox
+from autod.checks.sandbox import Policy, bwrap_argv, check_env
 from autod.config import ConfigError, load_config
-from autod.sandbox import Policy, bwrap_argv, check_env
 
 
 def argv_for(ws: Path, policy: Policy | None = None, **kw) -> list[str]:

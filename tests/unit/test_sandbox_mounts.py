@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from autod import sandbox
-from autod.checks import run_check
+from autod.checks import sandbox
+from autod.checks.run import run_check
+from autod.checks.sandbox import Policy
 from autod.config import CheckConfig, load_config
-from autod.sandbox import Policy
 
 PROBE = (
     "import json, os, sys\n"
@@ -232,7 +232,7 @@ def test_python_module_checks_cannot_be_shadowed_from_the_current_directory(
     ],
 )
 def test_only_python_dash_m_commands_get_a_safe_path(argv: list[str], module: bool) -> None:
-    from autod.programs import runs_module
+    from autod.checks.programs import runs_module
 
     assert runs_module(argv) is module
 

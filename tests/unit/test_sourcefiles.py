@@ -1,6 +1,6 @@
 """What a check wrote: the workspace's source (fails a verification) or only its output (harmless).
 
-Real git repositories, real checks (autod.checks.run_check, sandbox off so the tests need no bwrap)."""
+Real git repositories, real checks (autod.checks.run.run_check, sandbox off so the tests need no bwrap)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import sys
 from pathlib import Path
 
 from autod.checkbook import unjournaled
-from autod.checks import CheckResult, run_check
+from autod.checks.run import CheckResult, run_check
+from autod.checks.sourcefiles import classify
 from autod.config import CheckConfig
 from autod.modes import Verification
-from autod.sourcefiles import classify
 
 
 def repo(root: Path) -> Path:

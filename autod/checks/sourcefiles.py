@@ -29,7 +29,7 @@ import structlog
 
 from autod import gitsafe
 
-log = structlog.get_logger("autod.sourcefiles")
+log = structlog.get_logger("autod.checks.sourcefiles")
 
 GIT_TIMEOUT_S = 10.0  # each git call; gitsafe adds its own bounded read of the repository's config
 # What Python may import or execute on a later run, wherever it lies in a source directory.

@@ -22,7 +22,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from autod.checks import CheckResult
+from autod.checks.run import CheckResult
 
 _PYTEST_COUNTS = re.compile(r"(\d+) (failed|errors?)\b")
 _PYTEST_SUMMARY = re.compile(r"=+ .*\b(passed|failed|errors?|skipped|no tests ran)\b.* in [\d.]+m?s", re.I)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from autod.mounts import MountTable
+    from autod.checks.mounts import MountTable
 
 __all__ = [
     "VENV_DIRS",

@@ -1,6 +1,6 @@
 """Run configured checks, and only those: the program resolved in the workspace's venv first
-(`autod.programs`), the sandbox (`autod.sandbox`), a timeout that kills everything the check started,
-an output cap, and a report of the workspace files the check changed."""
+(`autod.checks.programs`), the sandbox (`autod.checks.sandbox`), a timeout that kills everything the
+check started, an output cap, and a report of the workspace files the check changed."""
 
 from __future__ import annotations
 
@@ -19,11 +19,10 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from autod import mounts, reaper, sandbox, sourcefiles, tally
-from autod.config import CheckConfig
-from autod.paths import NOT_SOURCE_DIRS
-from autod.process import CannotStart, run_session
-from autod.programs import (
+from autod import tally
+from autod.checks import mounts, reaper, sandbox, sourcefiles
+from autod.checks.process import CannotStart, run_session
+from autod.checks.programs import (
     VENV_DIRS,
     ProgramError,
     exposures,
@@ -33,6 +32,8 @@ from autod.programs import (
     runs_module,
     runtime_paths,
 )
+from autod.config import CheckConfig
+from autod.paths import NOT_SOURCE_DIRS
 
 __all__ = [
     "VENV_DIRS",
@@ -47,7 +48,7 @@ __all__ = [
 if TYPE_CHECKING:
     from autod.config import Settings
 
-log = structlog.get_logger("autod.checks")
+log = structlog.get_logger("autod.checks.run")
 
 REAPER = str(Path(reaper.__file__).resolve())
 MAX_SNAPSHOT_ENTRIES = 50_000  # past this the change report is skipped rather than slow
@@ -64,7 +65,7 @@ class CheckResult:
     # Set when the check could not start at all (program not found, not executable, sandbox refused):
     # a configuration error for `status` and `config check`, never a failure for a debug cycle.
     error: str | None = None
-    # Source files (relative paths) the run created, changed or deleted (autod.sourcefiles): tracked by
+    # Source files (relative paths) the run created, changed or deleted (autod.checks.sourcefiles): tracked by
     # git, or new files that look like the source beside them. A verification that ran it fails.
     changed: list[str] = field(default_factory=list)
     # Other files it wrote: ignored by git, or untracked output (coverage reports, logs). Harmless.

@@ -10,7 +10,7 @@ live (homes, /run, /etc/autod) and over everything autod owns (state dir, config
 files, logs, runtime dir and control socket), hidden again after every bind; a fresh /dev and /proc in
 its own PID namespace that dies with it; no network unless the check opts in; and an environment
 built from an allow-list (see `check_env`). What is mounted comes from the config and autod's own
-interpreter only, never from the workspace (`autod.mounts`).
+interpreter only, never from the workspace (`autod.checks.mounts`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from autod.checkenv import (
+from autod.checks.env import (
     ENV_ALLOW,
     ENV_ALLOW_PREFIXES,
     ENV_DENY,
@@ -36,7 +36,7 @@ from autod.checkenv import (
     check_env,
     env_name_denied,
 )
-from autod.mounts import HIDDEN_DIRS, MountTable, exposable, real, under, workspace_venvs
+from autod.checks.mounts import HIDDEN_DIRS, MountTable, exposable, real, under, workspace_venvs
 
 __all__ = [
     "ENV_ALLOW",
@@ -162,7 +162,7 @@ def mount_table(
     mount_at: Path | None = None,
     bind_back: Sequence[str] = (),
 ) -> MountTable:
-    """What a check in `workspace` sees (autod.mounts has the order and why). `expose`: host paths the
+    """What a check in `workspace` sees (autod.checks.mounts has the order and why). `expose`: host paths the
     configured command names (its program, absolute paths in its `run`), bound back read-only where
     they are hidden; `writable`: autod-owned scratch directories outside the workspace.
 
@@ -354,7 +354,7 @@ def log_startup(st: Mapping[str, object]) -> None:
     """At start-up: a warning, loud and once, when any check will run without the sandbox."""
     import structlog
 
-    log = structlog.get_logger("autod.sandbox")
+    log = structlog.get_logger("autod.checks.sandbox")
     if not st["works"] and (st["unsandboxed_checks"] or st["refused_checks"]):
         log.warning(
             "sandbox.unavailable",
