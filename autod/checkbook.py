@@ -16,11 +16,11 @@ from pathlib import Path
 
 import structlog
 
-from autod import gitsafe
 from autod.checks.outcome import changed_sources
 from autod.checks.run import CheckResult
 from autod.events import Event
 from autod.freshness import CheckLedger, Run
+from autod.git import safe as gitsafe
 from autod.modes import Verification
 from autod.sources.check import failure_event, result_fingerprint
 from autod.stores.state import State
@@ -108,7 +108,7 @@ class CheckBook:
 async def _git_head(workspace: Path) -> str | None:
     if not (workspace / ".git").exists():
         return None
-    try:  # git as a tool: none of the repository's hooks, filters or fsmonitor (autod.gitsafe)
+    try:  # git as a tool: none of the repository's hooks, filters or fsmonitor (autod.git.safe)
         proc = await gitsafe.arun(workspace, "rev-parse", "HEAD", timeout=10)
     except (OSError, subprocess.TimeoutExpired):
         return None

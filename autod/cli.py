@@ -13,10 +13,11 @@ from typing import Any
 os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 
-from autod import __version__, termsafe
+from autod import __version__
 from autod.cliview import Progress, ago, quarantine_lines, status_lines
 from autod.config import EXIT_CONFIG, ConfigError, Settings, find_config, load_config
-from autod.filemodes import private_files
+from autod.safety import termsafe
+from autod.safety.filemodes import private_files
 
 MODES = ("auto-debug", "auto-doc", "auto-plan")
 FOLLOW_LINES = 10  # `autod logs -f` starts from the last lines, as `tail -f` does
@@ -121,7 +122,7 @@ def cmd_config_check(args: argparse.Namespace) -> int:
 
 def _warnings(settings: Settings) -> list[str]:
     """Print on stderr (and return) what the operator should know about this config, one line each."""
-    from autod.boundary import config_inside_workspace
+    from autod.safety.boundary import config_inside_workspace
 
     found = [w for w in (config_inside_workspace(settings),) if w]
     for warning in found:
@@ -150,7 +151,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     data.setdefault("config_file", str(settings.config_file) if settings.config_file else None)
     data.setdefault("state_dir", str(settings.state_path))
     if args.json:
-        from autod.boundary import config_inside_workspace
+        from autod.safety.boundary import config_inside_workspace
 
         _emit(data | {"warnings": [w for w in (config_inside_workspace(settings),) if w]})
         return 0
@@ -515,7 +516,7 @@ def main(argv: list[str] | None = None) -> int:
     heap.scrub_freed()
     args = build_parser().parse_args(argv)
     try:
-        with private_files():  # whatever a command creates for autod is 0700/0600 (autod.filemodes)
+        with private_files():  # whatever a command creates for autod is 0700/0600 (autod.safety.filemodes)
             return int(args.fn(args))
     except ConfigError as exc:
         return _die(str(exc), EXIT_CONFIG)

@@ -338,7 +338,7 @@ class Limits(Strict):
     )
     deny_globs: Globs = Field(
         default_factory=list,
-        description="never read or edited, on top of the built-in credential globs (autod.protected)",
+        description="never read or edited, on top of the built-in credential globs (autod.safety.protected)",
     )
     no_write_globs: Globs = Field(
         default_factory=list,

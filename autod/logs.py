@@ -26,7 +26,7 @@ from typing import Any
 import structlog
 from structlog.typing import EventDict, Processor, WrappedLogger
 
-from autod import secretforms, termsafe
+from autod.safety import secretforms, termsafe
 
 __all__ = [
     "PHASES",
@@ -81,7 +81,7 @@ _secret_re: re.Pattern[str] | None = None
 
 def set_secrets(secrets: Sequence[str]) -> None:
     """Replace the secrets redacted from every log line, event, prompt and memory item (on start and
-    reload): each value exactly and in the forms a check can print it (`autod.secretforms`: base64 at
+    reload): each value exactly and in the forms a check can print it (`autod.safety.secretforms`: base64 at
     any alignment, hex, URL-encoded, reversed, separated...)."""
     global _secret_re
     _secret_re = secretforms.pattern(secrets)

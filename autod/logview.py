@@ -3,7 +3,7 @@
 Lines that are not JSON objects (a torn write, an editor's scratch, a binary blob) are
 skipped, never fatal. `--json` prints matching lines as they are in the file (re-encoded with
 `\\uXXXX` escapes when one holds a character a terminal would act on); the human format puts one
-record on one line, the cycle's reflection record included. Both are terminal-safe (autod.termsafe).
+record on one line, the cycle's reflection record included. Both are terminal-safe (autod.safety.termsafe).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, BinaryIO, TextIO
 
-from autod import termsafe
+from autod.safety import termsafe
 
 __all__ = ["LogFilter", "follow", "format_record", "parse_since", "read_records", "run_logs"]
 
@@ -333,7 +333,7 @@ _REFLECT_KEYS = {"status", "edits", "checks", "durations_ms", "tokens", "memory_
 
 def _clean(text: str) -> str:
     # One record, one line; and no terminal escapes, C1 controls, bidi overrides or line separators
-    # smuggled in from a build log excerpt or an LLM's summary (autod.termsafe).
+    # smuggled in from a build log excerpt or an LLM's summary (autod.safety.termsafe).
     return termsafe.line(text)
 
 

@@ -17,7 +17,6 @@ import structlog
 
 from autod import isolation, logs, once, outage
 from autod.act.journal import recover
-from autod.boundary import config_inside_workspace
 from autod.checkbook import CheckBook
 from autod.checks import sandbox
 from autod.checks.run import CheckResult
@@ -32,7 +31,7 @@ from autod.delivery.verify import MirrorVerifier
 from autod.dispatch import Dispatcher
 from autod.events import Event, EventKind
 from autod.freshness import Run
-from autod.gitexclude import exclude_state_dir
+from autod.git.exclude import exclude_state_dir
 from autod.housekeeping import housekeeping
 from autod.limits import CircuitBreaker, Gate
 from autod.memory.resilient import ResilientMemory
@@ -45,6 +44,7 @@ from autod.notify import Notifier
 from autod.ownwrites import OwnWrites
 from autod.preflight import check_problems
 from autod.retry import RetryPolicy
+from autod.safety.boundary import config_inside_workspace
 from autod.sources.check import CheckSource
 from autod.sourceset import SourceSet, source_specs
 from autod.stores.queue import EventQueue
@@ -186,7 +186,7 @@ class Daemon:
             self.planner_name = "rules"
         hooks: list[Any] = []
         if s.git.commit:
-            from autod.gitops import commit_cycle
+            from autod.git.ops import commit_cycle
 
             hooks.append(commit_cycle)
         hooks.append(kept_hook(self.kept))  # after the commit: `autod undo` knows it

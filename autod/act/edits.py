@@ -24,8 +24,8 @@ from autod.act.definition import replace_definition
 from autod.act.imports import add_missing_imports
 from autod.act.quotes import requote
 from autod.act.search import Stopped, apply_edit
-from autod.boundary import TMP_MARKER, Boundary, check_chain, glob_match
-from autod.filemodes import workspace_umask
+from autod.safety.boundary import TMP_MARKER, Boundary, check_chain, glob_match
+from autod.safety.filemodes import workspace_umask
 
 __all__ = [
     "TMP_MARKER",
@@ -224,5 +224,5 @@ def _check(stop: threading.Event | None) -> None:
 
 def new_file_mode() -> int:
     """0o644 less the umask autod was started with: a new workspace file gets the workspace's usual mode
-    (autod's own files are private under its umask 077, autod.filemodes)."""
+    (autod's own files are private under its umask 077, autod.safety.filemodes)."""
     return 0o644 & ~workspace_umask()

@@ -11,7 +11,7 @@ A weak model asked to make a failing test pass will, often enough, edit the test
   the test/dev extras and dependency groups. Other pyproject edits pass.
 
 - whatever the operator's globs say, pytest's own configuration and entry points
-  (`autod.protected.RUNNER_GLOBS`: pytest.ini, .pytest.ini, pytest.toml, .pytest.toml, tox.ini,
+  (`autod.safety.protected.RUNNER_GLOBS`: pytest.ini, .pytest.ini, pytest.toml, .pytest.toml, tox.ini,
   setup.cfg, every conftest.py, a pytest/_pytest/pluggy module anywhere importable, *.pth,
   site/usercustomize), and pyproject's `[build-system]`, entry points and scripts;
 - a Python edit to the code under test that adds a reach into the test runner (`autod.act.reach`:
@@ -32,16 +32,16 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from autod.act.reach import introduced
-from autod.boundary import glob_match
 from autod.errors import PlanRejected
-from autod.protected import RUNNER_GLOBS
+from autod.safety.boundary import glob_match
+from autod.safety.protected import RUNNER_GLOBS
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from autod.act.edits import FileChange, ScopeCheck
-    from autod.boundary import Boundary
     from autod.config import Settings
+    from autod.safety.boundary import Boundary
 
 __all__ = ["Judges", "editable_paths", "requires_approval"]
 
@@ -323,8 +323,8 @@ def _get(doc: dict[str, Any], *keys: str) -> Any:
 
 def rule_lines(settings: Settings) -> list[str]:
     """The effective file rules, one line each: what no plan edits or prompt reads, and the judges."""
-    from autod.boundary import own_files
-    from autod.protected import CREDENTIAL_GLOBS, RUNS_CODE_GLOBS
+    from autod.safety.boundary import own_files
+    from autod.safety.protected import CREDENTIAL_GLOBS, RUNS_CODE_GLOBS
 
     lim = settings.limits
 

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from autod.filemodes import workspace_umask
+from autod.safety.filemodes import workspace_umask
 
 KILL_GRACE_S = 3.0  # SIGTERM -> SIGKILL; longer than the reaper's own grace, so it can sweep first
 

@@ -315,8 +315,8 @@ async def _sources_and_outputs(name: str, cwd: Path, changed: list[str]) -> tupl
 def _runs_code(changed: Sequence[str], settings: Settings | None) -> list[str]:
     """The changed files a plan could never have written (they make tools run code later, or hold
     credentials, like .envrc or .npmrc)."""
-    from autod.boundary import glob_match
-    from autod.protected import CREDENTIAL_GLOBS, RUNS_CODE_GLOBS
+    from autod.safety.boundary import glob_match
+    from autod.safety.protected import CREDENTIAL_GLOBS, RUNS_CODE_GLOBS
 
     allow = settings.limits.allow_globs if settings is not None else []
     globs = (*RUNS_CODE_GLOBS, *CREDENTIAL_GLOBS)

@@ -212,8 +212,8 @@ def mount_table(
 @functools.lru_cache(maxsize=1024)
 def _credential(path: Path) -> bool:
     """Never bound back, whoever names it: a path through a credential file or directory (~/.aws...)."""
-    from autod.boundary import glob_match
-    from autod.protected import CREDENTIAL_GLOBS
+    from autod.safety.boundary import glob_match
+    from autod.safety.protected import CREDENTIAL_GLOBS
 
     rel = path.as_posix().lstrip("/")
     return any(glob_match(g, rel) for g in CREDENTIAL_GLOBS)

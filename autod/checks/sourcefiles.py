@@ -3,7 +3,7 @@
 Checks write files as they run: coverage reports (`htmlcov/`, `.coverage`, `coverage.xml`), logs,
 caches, build output. Those are not the code under test, so they never fail a verification or roll
 back a fix. A check that changes the *source* does: its change is in no journal, so autod could
-neither take it back nor tell it from the fix. The rule, asked of git (through `autod.gitsafe`: no
+neither take it back nor tell it from the fix. The rule, asked of git (through `autod.git.safe`: no
 hooks, filters or fsmonitor, each call under a deadline):
 
 - a file git tracks (it is in the index) is source, whatever the check did to it;
@@ -27,7 +27,7 @@ from pathlib import Path, PurePosixPath
 
 import structlog
 
-from autod import gitsafe
+from autod.git import safe as gitsafe
 
 log = structlog.get_logger("autod.checks.sourcefiles")
 

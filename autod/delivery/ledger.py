@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from autod.filemodes import private_file
+from autod.safety.filemodes import private_file
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS deliveries (

@@ -1,4 +1,4 @@
-"""git plumbing for delivery, every call through autod.gitsafe (no hook, filter, fsmonitor or driver
+"""git plumbing for delivery, every call through autod.git.safe (no hook, filter, fsmonitor or driver
 runs; each call has a deadline). A commit is built in an index file of autod's own (GIT_INDEX_FILE in
 the state dir), never the repository's, so the operator's working tree and index are not touched:
 read-tree PARENT, hash-object -w each file, update-index, write-tree, commit-tree, update-ref (with the
@@ -14,7 +14,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from autod import gitsafe
+from autod.git import safe as gitsafe
 
 ZERO = "0" * 40
 PUSH_PROTOCOLS = ("file", "ssh", "https")  # transports a push may use (gitsafe allows none by default)

@@ -21,8 +21,8 @@ from autod.localize.index import Definition, Index, build_index
 from autod.localize.rank import Site, rank
 
 if TYPE_CHECKING:
-    from autod.boundary import Boundary
     from autod.config import Settings
+    from autod.safety.boundary import Boundary
 
 log = structlog.get_logger("autod.localize")
 

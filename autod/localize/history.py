@@ -1,6 +1,6 @@
 """What changed: the diff since the last green revision, or the recent history of the failing files.
 
-git runs as a tool only (autod.gitsafe: no hooks, drivers, external diff, textconv or pager from the
+git runs as a tool only (autod.git.safe: no hooks, drivers, external diff, textconv or pager from the
 repository's config), with a deadline on every call.
 """
 
@@ -11,7 +11,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autod import gitsafe
+from autod.git import safe as gitsafe
 
 GIT_TIMEOUT_S = 20
 MAX_GIT_OUTPUT = 4_000_000  # bytes read from one git command, at most
@@ -27,7 +27,7 @@ class FileDiff:
 
 
 async def git(workspace: Path, *args: str) -> str:
-    """stdout of one git command in the workspace, run as a tool (autod.gitsafe); '' on any trouble."""
+    """stdout of one git command in the workspace, run as a tool (autod.git.safe); '' on any trouble."""
     if not (workspace / ".git").exists():
         return ""
     try:

@@ -16,9 +16,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autod.boundary import Boundary
 from autod.localize.uses import dotted, dunders, uses
 from autod.paths import GENERATED_DIRS, NOT_SOURCE_DIRS
+from autod.safety.boundary import Boundary
 
 SKIP_DIRS = NOT_SOURCE_DIRS | GENERATED_DIRS
 CACHE_MODULES = 20_000  # parsed modules kept across cycles (a few kB each)

@@ -18,8 +18,8 @@ from autod.localize.index import Definition, Index, build_index
 from autod.localize.rank import Piece
 
 if TYPE_CHECKING:
-    from autod.boundary import Boundary
     from autod.config import Settings
+    from autod.safety.boundary import Boundary
 
 _QUAL = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*){0,5}")
 PER_NAME = 2  # definitions shown for one ambiguous name, at most

@@ -25,8 +25,8 @@ from autod.localize.frames import is_test_path, parse_test_ids
 from autod.localize.index import Index, build_index
 
 if TYPE_CHECKING:
-    from autod.boundary import Boundary
     from autod.modes import ModeEnv
+    from autod.safety.boundary import Boundary
 
 log = structlog.get_logger("autod.localize")
 

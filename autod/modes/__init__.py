@@ -12,7 +12,6 @@ from string import Template
 from typing import Any, Protocol
 
 from autod.act.edits import FileChange, ScopeCheck
-from autod.boundary import Boundary
 from autod.checks.run import CheckResult
 from autod.config import Settings
 from autod.errors import PlanRejected
@@ -20,6 +19,7 @@ from autod.events import Event, EventKind
 from autod.logs import redact_text
 from autod.memory import Memory, Recalled
 from autod.plan import Plan
+from autod.safety.boundary import Boundary
 from autod.stores.state import State
 
 

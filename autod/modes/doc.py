@@ -18,7 +18,6 @@ from typing import Any
 
 from autod.act.edits import FileChange, ScopeCheck
 from autod.act.judges import Judges
-from autod.boundary import Boundary
 from autod.config import Limits
 from autod.errors import NothingToDo, PlanRejected
 from autod.events import Event, EventKind
@@ -37,6 +36,7 @@ from autod.modes import (
 from autod.modes.plan import _atomic_write
 from autod.ownwrites import OwnWrites
 from autod.plan import Plan
+from autod.safety.boundary import Boundary
 
 CONTEXT_TOKENS = 6000
 _GOOGLE_SECTION = re.compile(

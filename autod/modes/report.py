@@ -11,12 +11,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from autod import gitsafe
-from autod.boundary import Boundary
 from autod.config import Limits
+from autod.git import safe as gitsafe
 from autod.memory import Tier
 from autod.modes import ModeEnv
 from autod.paths import GENERATED_DIRS, NOT_SOURCE_DIRS
+from autod.safety.boundary import Boundary
 
 SKIP_DIRS = NOT_SOURCE_DIRS | GENERATED_DIRS
 TEXT_SUFFIXES = {

@@ -24,9 +24,9 @@ import structlog
 import watchfiles
 from watchfiles import Change, DefaultFilter
 
-from autod import gitsafe
 from autod.config import WatchSource as WatchConfig
 from autod.events import Event, EventKind, fingerprint
+from autod.git import safe as gitsafe
 from autod.ownwrites import OwnWrites
 
 log = structlog.get_logger(__name__)

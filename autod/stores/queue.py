@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 import structlog
 
 from autod.events import FAILURE_KINDS, PRIORITY, Event, EventKind
-from autod.filemodes import private_file
+from autod.safety.filemodes import private_file
 from autod.stores.queue_paths import (
     MAX_PATHS as MAX_PATHS,  # re-exported: importers of autod.stores.queue use it
 )

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from autod import logs
-from autod.filemodes import private_file
+from autod.safety.filemodes import private_file
 from autod.stores.state_schema import _SCHEMA, DECISION_STATUS, RESOLVED, SCHEMA_VERSION, StateError, migrate
 from autod.threads import named_pool
 
@@ -73,7 +73,7 @@ class State:
 
     def cycle_finished(self, cycle_id: str, status: str, reason: str | None, record: dict[str, Any]) -> None:
         # The state db's choke point: nothing a record quotes (a plan's summary, a check's words in a
-        # reason) is stored with a configured secret in it, in any form (autod.secretforms).
+        # reason) is stored with a configured secret in it, in any form (autod.safety.secretforms).
         reason = logs.redact_secrets(reason) if reason else reason
         self._tx(
             "UPDATE cycles SET status=?, reason=?, finished_at=?, record=? WHERE id=?",

@@ -16,12 +16,12 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autod import gitsafe
 from autod.act import atomic, linediff
 from autod.act.edits import FileChange, check_chain
 from autod.act.journal import Journal
 from autod.errors import PlanRejected
-from autod.gitops import was_clean
+from autod.git import safe as gitsafe
+from autod.git.ops import was_clean
 from autod.undo.ledger import KeptCycle
 
 

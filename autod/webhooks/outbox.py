@@ -12,7 +12,7 @@ from pathlib import Path
 
 import structlog
 
-from autod.filemodes import private_file
+from autod.safety.filemodes import private_file
 
 log = structlog.get_logger("autod.webhooks")
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from autod.boundary import Boundary, own_files
 from autod.config import load_config
 from autod.errors import PlanRejected
+from autod.safety.boundary import Boundary, own_files
 
 DENY = [".env", "**/*.pem", "**/id_rsa*", "**/secrets/**"]
 

@@ -7,12 +7,12 @@ from pathlib import Path
 from typing import Any
 
 from autod.act.edits import Caps, FileChange, prepare
-from autod.boundary import Boundary
 from autod.candidates.search import MAX_TEMPERATURE, CandidateSearch
 from autod.config import CandidatesConfig
 from autod.modes import Verification
 from autod.plan import Edit, Plan
 from autod.planner import PlanResult, TokenUsage
+from autod.safety.boundary import Boundary
 
 SRC = "def add(a, b):\n    return a - b\n"
 

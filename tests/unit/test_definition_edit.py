@@ -9,9 +9,9 @@ import pytest
 
 from autod.act.definition import normalise_symbol, replace_definition
 from autod.act.edits import Caps, prepare
-from autod.boundary import Boundary
 from autod.errors import PlanRejected
 from autod.plan import Plan, plan_schema
+from autod.safety.boundary import Boundary
 
 SHAPES = '''import functools
 

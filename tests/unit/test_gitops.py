@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from autod.act.edits import FileChange
-from autod.gitops import commit_changes
+from autod.git.ops import commit_changes
 
 
 def git(repo: Path, *args: str) -> str:

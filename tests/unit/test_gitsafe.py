@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from autod import gitsafe
 from autod.act.edits import FileChange
-from autod.gitops import commit_changes
+from autod.git import safe as gitsafe
+from autod.git.ops import commit_changes
 from autod.localize.history import diff_text, recent_history
 
 

@@ -12,12 +12,12 @@ import yaml
 
 from autod.act import FileChange
 from autod.act.judges import Judges, editable_paths, requires_approval
-from autod.boundary import Boundary
 from autod.config import Settings, load_config
 from autod.cycle import Cycle
 from autod.errors import PlanRejected
 from autod.modes.debug import DebugMode
 from autod.plan import Edit, Plan
+from autod.safety.boundary import Boundary
 
 
 def settings(ws: Path, checks: dict[str, str] | None = None, **debug: Any) -> Settings:

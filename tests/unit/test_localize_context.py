@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from autod.boundary import Boundary
 from autod.config import load_config
 from autod.localize.context import localize
 from autod.localize.index import build_index
 from autod.localize.need import lookup
+from autod.safety.boundary import Boundary
 
 LIB = '''\
 RATE = 3

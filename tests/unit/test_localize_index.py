@@ -5,10 +5,10 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-from autod.boundary import Boundary
 from autod.localize.frames import parse_frames, parse_test_ids
 from autod.localize.index import build_index
 from autod.localize.resolve import Resolver
+from autod.safety.boundary import Boundary
 
 PKG_INIT = "from .core import *\nfrom .util import helper as _helper\n"
 CORE = '''\
@@ -165,9 +165,9 @@ def test_pytest_and_python_frames_and_failing_test_ids_are_parsed():
 def test_a_branch_only_the_failing_tests_take_makes_its_function_the_most_suspicious(tmp_path):
     """Ochiai per line, a function scoring its worst line: `parse` runs in every test, but its error
     branch only in the failing one; per function it would tie with `helper`, which every test runs."""
-    from autod.boundary import Boundary
     from autod.localize.index import build_index
     from autod.localize.spectrum import scores
+    from autod.safety.boundary import Boundary
 
     src = "def parse(x):\n    if x < 0:\n        return -x\n    return helper(x)\n\n\n"
     src += "def helper(x):\n    return x\n"

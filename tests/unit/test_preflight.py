@@ -10,7 +10,7 @@ import pytest
 
 from autod import cli
 from autod.config import ConfigError, load_config
-from autod.gitexclude import exclude_state_dir
+from autod.git.exclude import exclude_state_dir
 from autod.preflight import program_error
 
 

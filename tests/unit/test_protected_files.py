@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from autod.boundary import Boundary
 from autod.config import load_config
 from autod.errors import PlanRejected
+from autod.safety.boundary import Boundary
 
 CREDENTIAL = "a credential file is never read or edited"
 RUNS_CODE = "a file that makes tools run code later is never edited"
@@ -186,7 +186,7 @@ def test_config_check_prints_the_effective_deny_no_write_allow_and_judge_lists(w
 
 
 def test_the_security_page_shows_the_built_in_lists_as_the_code_has_them() -> None:
-    from autod.protected import markdown
+    from autod.safety.protected import markdown
 
     page = (Path(__file__).resolve().parents[2] / "docs" / "SECURITY.md").read_text()
     block = page.split("<!-- lists:begin -->\n", 1)[1].split("<!-- lists:end -->", 1)[0]

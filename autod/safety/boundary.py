@@ -4,11 +4,11 @@ One set of rules serves both directions (the architecture's act rules, applied t
 - the resolved real path lies inside the workspace (no `..`, absolute paths or symlinks for writes;
   reads follow a symlink only to a target that passes every rule itself);
 - never `.git`, never autod's temp files;
-- never a credential file: the built-in list (`autod.protected.CREDENTIAL_GLOBS`: `.env`, keys,
+- never a credential file: the built-in list (`autod.safety.protected.CREDENTIAL_GLOBS`: `.env`, keys,
   cloud, registry and cluster credentials, ...) and the operator's `limits.deny_globs`;
 - never autod's own files: the state dir, the config file it loaded and every file on the config
   search path, the installed units and the environment/credential files;
-- for writes only: never a file that makes a tool run code later (`autod.protected.RUNS_CODE_GLOBS`:
+- for writes only: never a file that makes a tool run code later (`autod.safety.protected.RUNS_CODE_GLOBS`:
   `*.pth`, virtualenvs, editor/CI/build/container files, ...) nor the operator's
   `limits.no_write_globs`.
 `limits.allow_globs` exempts a path from the two built-in lists, never from the rest.
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from autod.errors import PlanRejected
-from autod.protected import CREDENTIAL_GLOBS, RUNS_CODE_GLOBS
+from autod.safety.protected import CREDENTIAL_GLOBS, RUNS_CODE_GLOBS
 
 if TYPE_CHECKING:
     from autod.config import Settings

@@ -10,7 +10,7 @@ models, the boundary and the judges all read it from below.
 - RUNNER_GLOBS: pytest's whole configuration and entry-point surface. Always judges of a fix in a
   writing mode, whatever `judge_globs` says.
 
-Globs follow `autod.boundary.glob_match`: a glob without "/" matches any path component (so
+Globs follow `autod.safety.boundary.glob_match`: a glob without "/" matches any path component (so
 ".venv" covers everything below a `.venv` directory), case-insensitively. An operator exempts a
 file from the first two lists with `limits.allow_globs`, and adds to them with `limits.deny_globs`
 and `limits.no_write_globs`; `autod config check` prints the effective lists.

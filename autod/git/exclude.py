@@ -11,7 +11,7 @@ from pathlib import Path
 
 import structlog
 
-from autod import gitsafe
+from autod.git import safe as gitsafe
 
 log = structlog.get_logger("autod.supervisor")
 

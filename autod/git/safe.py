@@ -26,7 +26,7 @@ import stat
 import subprocess
 from pathlib import Path
 
-from autod.filemodes import workspace_umask
+from autod.safety.filemodes import workspace_umask
 
 TIMEOUT_S = 60.0
 CONFIG_TIMEOUT_S = 10.0

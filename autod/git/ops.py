@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from autod import gitsafe
 from autod.act.edits import FileChange
+from autod.git import safe as gitsafe
 
 if TYPE_CHECKING:
     from autod.cycle import Cycle
