@@ -66,7 +66,7 @@ def _offline(settings: Settings) -> tuple[Any, Any] | None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from autod import heap, logs
-    from autod.supervisor import Daemon, DaemonAlreadyRunning
+    from autod.runtime.supervisor import Daemon, DaemonAlreadyRunning
 
     settings = _settings(args)
     heap.limit_arenas()  # before chromadb, onnxruntime and our pools start threads (autod.heap)
@@ -113,7 +113,7 @@ def cmd_config_check(args: argparse.Namespace) -> int:
     for line in rule_lines(settings):  # the effective deny, no-write, allow and judge lists
         _out(line)
     _warnings(settings)
-    from autod.outage import unreachable_now
+    from autod.runtime.outage import unreachable_now
 
     if said := unreachable_now(settings):  # a warning: the config is valid all the same
         _out(f"autod: warning: {said}", file=sys.stderr)

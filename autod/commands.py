@@ -16,20 +16,20 @@ from typing import Any, Protocol
 
 import structlog
 
-from autod.checkbook import CheckBook
 from autod.checks import sandbox
 from autod.config import Settings
 from autod.cycle import CycleDeps
-from autod.dispatch import Dispatcher
 from autod.events import Event, EventKind, fingerprint
-from autod.limits import CircuitBreaker, Gate
 from autod.memory import Tier
 from autod.memory.report import hits_to_json
 from autod.memory.resilient import MemoryUnavailable, ResilientMemory
 from autod.modes import Mode
-from autod.notify import Notifier
 from autod.plan import Plan
-from autod.sourceset import SourceSet
+from autod.runtime.checkbook import CheckBook
+from autod.runtime.dispatch import Dispatcher
+from autod.runtime.limits import CircuitBreaker, Gate
+from autod.runtime.notify import Notifier
+from autod.runtime.sourceset import SourceSet
 from autod.stores.queue import EventQueue
 from autod.stores.state import State
 from autod.waiting import retry_now, start_waiting, waiting_rows

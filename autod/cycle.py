@@ -19,10 +19,8 @@ from autod.act.edits import FileChange, prepare, unified_diff
 from autod.act.journal import Journal
 from autod.act.judges import requires_approval
 from autod.candidates import Asker, AttemptResult, CandidateSearch, InPlace, Isolated
-from autod.checkbook import unjournaled
 from autod.errors import BudgetExhausted, CycleError
 from autod.events import FAILURE_KINDS, Event
-from autod.limits import CircuitBreaker, Gate
 from autod.memory import Memory, Recalled
 from autod.modes import Attempt, Mode, ModeEnv, Verification, chain
 from autod.ownwrites import OwnWrites
@@ -36,6 +34,8 @@ from autod.reflect import (
     log_reflection,
     teaches,
 )
+from autod.runtime.checkbook import unjournaled
+from autod.runtime.limits import CircuitBreaker, Gate
 from autod.stores.state import day_key
 
 if TYPE_CHECKING:
@@ -396,7 +396,7 @@ class Cycle:
     async def prepare(self, plan: Plan) -> tuple[list[FileChange], str]:
         """The plan's changes and their diff, computed in a worker thread (never on the event loop)."""
         caps = await self.state.call(self.deps.gate.caps)
-        if caps.max_edits <= 0:  # the day's budget, not the plan: the event waits (autod.retry)
+        if caps.max_edits <= 0:  # the day's budget, not the plan: the event waits (autod.runtime.retry)
             raise BudgetExhausted("max_edits_per_day reached")
         scope = chain(self.mode.scope(self.deps.env))
         boundary = self.deps.env.boundary

@@ -8,7 +8,7 @@ class CycleError(Exception):
 
     status = "failed"
     # True when the cause lies outside the repository (the LLM, a budget): the event is not the
-    # problem, so it stays queued and is tried again later (autod.retry) instead of being dropped.
+    # problem, so it stays queued and is tried again later (autod.runtime.retry) instead of being dropped.
     external = False
     tokens: dict[str, int] | None = None  # LLM tokens spent before the error: booked all the same
 

@@ -16,7 +16,8 @@ class OwnWrites:
         self._lock = threading.Lock()
         self._ttl = ttl_s
         # wall-clock time of autod's latest write to the workspace (an edit or a rollback): a check
-        # result from before it describes files that have changed since (autod.freshness, autod.once)
+        # result from before it describes files that have changed since (autod.runtime.freshness,
+        # autod.runtime.once)
         self.last_at = 0.0
 
     def record(self, path: Path, data: bytes | None) -> None:

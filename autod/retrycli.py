@@ -101,7 +101,7 @@ def cmd_trigger(args: argparse.Namespace) -> int:
 
 
 def _start_waiting_offline(settings: Settings, queue: Any, mode: str) -> list[dict[str, Any]]:
-    from autod.supervisor import build_modes
+    from autod.runtime.supervisor import build_modes
     from autod.waiting import start_waiting
 
     takes = next((m.handles for m in build_modes(settings) if m.name == mode), None)

@@ -141,11 +141,11 @@ def failure_event(i: int) -> Event:
 async def in_process(root: Path, n: int) -> dict[str, Any]:
     from autod import logs
     from autod.cycle import Cycle, CycleDeps
-    from autod.limits import CircuitBreaker, Gate
     from autod.memory.resilient import ResilientMemory
     from autod.modes import ModeEnv
     from autod.modes.debug import DebugMode
     from autod.ownwrites import OwnWrites
+    from autod.runtime.limits import CircuitBreaker, Gate
     from autod.stores.state import State
 
     ws = make_workspace(root)
@@ -238,13 +238,13 @@ async def metrics_ab(root: Path, n: int) -> dict[str, Any]:
     drift hits both alike. Also the raw cost of one cycle's metric updates."""
     from autod import logs
     from autod.cycle import Cycle, CycleDeps
-    from autod.limits import CircuitBreaker, Gate
     from autod.memory.resilient import ResilientMemory
     from autod.metrics.observe import CycleMetrics, MeteredPlanner, TimedMode, check_ran
     from autod.metrics.registry import Metrics
     from autod.modes import ModeEnv
     from autod.modes.debug import DebugMode
     from autod.ownwrites import OwnWrites
+    from autod.runtime.limits import CircuitBreaker, Gate
     from autod.stores.state import State
 
     ws = make_workspace(root)

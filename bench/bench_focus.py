@@ -35,12 +35,12 @@ from localize_bugs import BUGS, LIBRARIES  # noqa: E402
 from autod.checks.run import run_check  # noqa: E402
 from autod.config import load_config  # noqa: E402
 from autod.cycle import Cycle, CycleDeps  # noqa: E402
-from autod.limits import Gate  # noqa: E402
 from autod.modes import ModeEnv  # noqa: E402
 from autod.modes.debug import DebugMode  # noqa: E402
 from autod.ownwrites import OwnWrites  # noqa: E402
 from autod.plan import Edit, Plan  # noqa: E402
 from autod.planner import PlanResult, TokenUsage  # noqa: E402
+from autod.runtime.limits import Gate  # noqa: E402
 from autod.sources.check import failure_event  # noqa: E402
 from autod.stores.state import State  # noqa: E402
 

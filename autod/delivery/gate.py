@@ -11,7 +11,7 @@ from typing import Any
 
 from autod.delivery.deliver import Delivery
 from autod.events import FAILURE_KINDS, Event
-from autod.limits import Verdict
+from autod.runtime.limits import Verdict
 
 CAP_WAIT_S = 60.0  # a held failure is looked at again at least this often
 DEBUG = "auto-debug"  # the mode that takes failures

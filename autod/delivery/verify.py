@@ -9,9 +9,9 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Protocol
 
-from autod.checkbook import unjournaled
 from autod.delivery.rebase import OnHead
 from autod.modes import Mode, ModeEnv, Verification
+from autod.runtime.checkbook import unjournaled
 
 if TYPE_CHECKING:
     from autod.events import Event

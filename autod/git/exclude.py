@@ -13,7 +13,7 @@ import structlog
 
 from autod.git import safe as gitsafe
 
-log = structlog.get_logger("autod.supervisor")
+log = structlog.get_logger("autod.runtime.supervisor")
 
 MARK = "# autod's state dir (added by autod)"
 

@@ -24,7 +24,7 @@ class Sampled(Protocol):
     state: Any  # autod.stores.state.State
     memory: Any  # autod.memory.resilient.ResilientMemory | None
     paused: bool
-    dispatcher: Any  # autod.dispatch.Dispatcher
+    dispatcher: Any  # autod.runtime.dispatch.Dispatcher
 
 
 async def sample_once(daemon: Sampled, metrics: Metrics, extra: list[Callable[[], Awaitable[None]]]) -> None:

@@ -86,7 +86,8 @@ class CheckSource:
         self.lock = lock or asyncio.Lock()
         self.on_result = on_result
         self.run_start = run_start
-        self.start_all = start_all  # `run --once`: every check (fixers aside) runs at start-up (autod.once)
+        # `run --once`: every check (fixers aside) runs at start-up (autod.runtime.once)
+        self.start_all = start_all
         self._triggers: asyncio.Queue[tuple[str, list[str]]] = asyncio.Queue()
         self.started = asyncio.Event()  # set once the start-up checks have run
 

@@ -64,7 +64,7 @@ class Leased:
     event: Event  # .merged = how many events merged into it
     attempts: int  # times this event was handed out (>1 after a crash mid-cycle)
     done_modes: list[str] = field(default_factory=list)  # modes whose cycle already completed
-    retries: int = 0  # times it was deferred to be tried again (autod.retry)
+    retries: int = 0  # times it was deferred to be tried again (autod.runtime.retry)
     deferred_at: float | None = None  # when it was last deferred: cycles before that do not count as done
 
 

@@ -1,11 +1,11 @@
-"""The queue's deferred events: tried again later (autod.retry), listed for `autod status`, made due
+"""The queue's deferred events: tried again later (autod.runtime.retry), listed for `autod status`, made due
 at once (the LLM answers again, `autod retry`, `autod trigger`), dropped when their news is stale.
 
 A deferred event is a pending row with `not_before` (leasable from then), `retries` (times deferred),
 `last_error` (why) and `retry_kind`, what it waits for:
 
 - `outage`: the LLM could not be reached (`LLMUnavailable`); it is made due as soon as the LLM is
-  seen answering again (autod.outage), not only after its backed-off delay;
+  seen answering again (autod.runtime.outage), not only after its backed-off delay;
 - `outside`: another reason outside the repository (a spent budget): backoff only;
 - `again`: a failure still failing after a cycle that could not fix it, attempted again later.
 

@@ -54,7 +54,7 @@ CREATE TABLE IF NOT EXISTS proposals (
 );
 CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
-# Rows in `cycles` with this status are events resolved without a cycle (autod.freshness): listed in
+# Rows in `cycles` with this status are events resolved without a cycle (autod.runtime.freshness): listed in
 # history, never counted by the rate limits.
 RESOLVED = "resolved"
 # What the row of a cycle whose plan became a proposal says once the operator (or time) decided.

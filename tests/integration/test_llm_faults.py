@@ -126,7 +126,8 @@ def test_every_llm_fault_is_recorded_writes_nothing_and_the_daemon_serves_the_ne
             "max_retries": 2,
             "circuit_failures": 100,
         },
-        # each fault's event is retried later (autod.retry): not within this test, which serves one at a time
+        # each fault's event is retried later (autod.runtime.retry): not within this test, which serves
+        # one at a time
         limits={
             "min_interval_s": 0, "max_cycles_per_hour": 1000, "max_edits_per_cycle": 10, "retry_base_s": 3600
         },

@@ -14,13 +14,13 @@ from autod.config import load_config
 from autod.cycle import Cycle, CycleDeps
 from autod.errors import ContextTooLong, LLMUnavailable, PlanInvalid
 from autod.events import Event, EventKind
-from autod.limits import CircuitBreaker, Gate
 from autod.memory import Recalled, Tier
 from autod.modes import ModeEnv
 from autod.modes.debug import DebugMode
 from autod.ownwrites import OwnWrites
 from autod.plan import Edit, Plan
 from autod.planner import PlanResult, TokenUsage
+from autod.runtime.limits import CircuitBreaker, Gate
 from autod.stores.state import State
 
 BUGGY = "def add(a, b):\n    return a - b\n"

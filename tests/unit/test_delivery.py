@@ -20,10 +20,10 @@ from autod.delivery.ledger import DeliveryLedger
 from autod.delivery.rebase import OnHead
 from autod.errors import PlanRejected
 from autod.events import Event, EventKind
-from autod.limits import Verdict
 from autod.modes import Verification
 from autod.plan import Edit, Plan
 from autod.reflect import Reflection
+from autod.runtime.limits import Verdict
 
 BUGGY = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n"
 FIXED = BUGGY.replace("a - b", "a + b")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from autod.checks.run import CheckResult
 from autod.config import CheckConfig
 from autod.events import Event, EventKind
-from autod.freshness import CheckLedger, Run, judge
+from autod.runtime.freshness import CheckLedger, Run, judge
 
 CHECKS = {"tests": CheckConfig(run="pytest")}
 

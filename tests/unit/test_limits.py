@@ -8,7 +8,7 @@ import pytest
 
 from autod.config import Limits
 from autod.events import Event, EventKind
-from autod.limits import CircuitBreaker, Gate
+from autod.runtime.limits import CircuitBreaker, Gate
 from autod.stores.state import State, day_key
 
 

@@ -14,12 +14,12 @@ import yaml
 from autod.config import load_config
 from autod.cycle import Cycle, CycleDeps
 from autod.events import Event, EventKind
-from autod.limits import CircuitBreaker, Gate
 from autod.modes import ModeEnv
 from autod.modes.debug import DebugMode
 from autod.ownwrites import OwnWrites
 from autod.plan import Edit, Plan
 from autod.planner import PlanResult, TokenUsage
+from autod.runtime.limits import CircuitBreaker, Gate
 from autod.stores.state import State
 
 CALC = 'SCALE = 1\n\n\ndef add(a, b):\n    """Add two numbers."""\n    return (a - b) * SCALE\n'

@@ -375,7 +375,7 @@ def test_start_up_waits_for_the_first_attempt_only_and_keeps_systemd_informed(tm
 def test_a_slow_first_open_keeps_extending_the_start_timeout_over_sd_notify(tmp_path: Path) -> None:
     import socket
 
-    from autod.notify import Notifier
+    from autod.runtime.notify import Notifier
 
     path = str(tmp_path / "notify.sock")
     sink = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from autod.notify import Notifier
+from autod.runtime.notify import Notifier
 
 
 class FakeManager:

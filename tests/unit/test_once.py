@@ -8,8 +8,8 @@ from pathlib import Path
 
 from autod.checks.run import CheckResult
 from autod.config import CheckConfig, load_config
-from autod.freshness import CheckLedger, Run
-from autod.once import ERROR, FAILING, GREEN, settle, stale, verdict
+from autod.runtime.freshness import CheckLedger, Run
+from autod.runtime.once import ERROR, FAILING, GREEN, settle, stale, verdict
 from autod.sources.check import CheckSource
 
 CHECKS = {

@@ -6,7 +6,7 @@ from structlog.testing import capture_logs
 
 from autod.checks.process import KILL_GRACE_S
 from autod.config import load_config
-from autod.progress import Progress, cycle_budget
+from autod.runtime.progress import Progress, cycle_budget
 
 
 class Clock:

@@ -8,7 +8,7 @@ from autod.config import Limits
 from autod.errors import BudgetExhausted, LLMUnavailable, PlanInvalid, PlanRejected
 from autod.events import Event, EventKind
 from autod.reflect import Reflection
-from autod.retry import JITTER, RetryPolicy
+from autod.runtime.retry import JITTER, RetryPolicy
 
 
 def event(kind: EventKind = EventKind.CHECK_FAILED) -> Event:

@@ -9,11 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from autod.checkbook import unjournaled
 from autod.checks.run import CheckResult, run_check
 from autod.checks.sourcefiles import classify
 from autod.config import CheckConfig
 from autod.modes import Verification
+from autod.runtime.checkbook import unjournaled
 
 
 def repo(root: Path) -> Path:

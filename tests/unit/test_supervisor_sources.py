@@ -7,9 +7,9 @@ from pathlib import Path
 
 import structlog
 
-from autod import sourceset
 from autod.events import Event, EventKind
-from autod.sourceset import SourceSet, SourceState
+from autod.runtime import sourceset
+from autod.runtime.sourceset import SourceSet, SourceState
 
 
 class Crashing:

@@ -16,8 +16,8 @@ from structlog.testing import capture_logs
 from autod.cliview import retry_lines
 from autod.config import load_config
 from autod.events import Event, EventKind
-from autod.limits import CircuitBreaker
-from autod.outage import probe, watch_llm
+from autod.runtime.limits import CircuitBreaker
+from autod.runtime.outage import probe, watch_llm
 from autod.stores.queue import EventQueue
 from autod.stores.queue_retries import AGAIN, OUTAGE, OUTSIDE
 from autod.waiting import Hold, retry_now, start_waiting, waiting_rows

@@ -20,7 +20,7 @@ import structlog
 from autod.checks.process import KILL_GRACE_S
 from autod.config import Settings
 
-log = structlog.get_logger("autod.progress")
+log = structlog.get_logger("autod.runtime.progress")
 
 STEP_S = 120.0  # a dispatcher step outside a cycle (a queue or state call): sqlite waits 30 s at most
 # An attempt may ask the planner twice, each under the plan timeout: again with less context after a

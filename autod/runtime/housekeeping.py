@@ -11,7 +11,7 @@ import structlog
 from autod.memory import Memory
 from autod.stores.state import State
 
-log = structlog.get_logger("autod.supervisor")
+log = structlog.get_logger("autod.runtime.supervisor")
 
 EXPIRE_EVERY_S = 60.0
 

@@ -1,11 +1,11 @@
 """What a check run means beyond its own result.
 
-Every run (by the check source, a probe, or verification inside a cycle) is recorded here. A run that
-counts (see `autod.freshness.CheckLedger`) has consequences: a check that passes resolves every failure
-it had, so their quarantine lifts and the proposals made for them are withdrawn; all checks green
-marks the revision the debug prompt diffs against; and a failure that a kept cycle's verification
-found, other than the one the cycle worked on, becomes an event of its own (nothing else would report
-it: autod's own writes do not trigger the watcher).
+Every run (by the check source, a probe, or verification inside a cycle) is recorded here. A run
+that counts (see `autod.runtime.freshness.CheckLedger`) has consequences: a check that passes
+resolves every failure it had, so their quarantine lifts and the proposals made for them are
+withdrawn; all checks green marks the revision the debug prompt diffs against; and a failure that a
+kept cycle's verification found, other than the one the cycle worked on, becomes an event of its own
+(nothing else would report it: autod's own writes do not trigger the watcher).
 """
 
 from __future__ import annotations
@@ -19,13 +19,13 @@ import structlog
 from autod.checks.outcome import changed_sources
 from autod.checks.run import CheckResult
 from autod.events import Event
-from autod.freshness import CheckLedger, Run
 from autod.git import safe as gitsafe
 from autod.modes import Verification
+from autod.runtime.freshness import CheckLedger, Run
 from autod.sources.check import failure_event, result_fingerprint
 from autod.stores.state import State
 
-log = structlog.get_logger("autod.checkbook")
+log = structlog.get_logger("autod.runtime.checkbook")
 
 
 def unjournaled(verification: Verification) -> Verification:

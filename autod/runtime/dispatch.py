@@ -4,7 +4,7 @@ cycle per enabled mode that takes them, and decide what happens to them after (d
 The supervisor owns the task this runs in; what it needs from the daemon (queue, state, modes, the
 gate, the cycle's dependencies, flags) is the small `Host` protocol below, read live on every turn so a
 config reload takes effect at the next event. Every step runs under a deadline kept in `progress`, which
-the watchdog reads (autod.progress).
+the watchdog reads (autod.runtime.progress).
 """
 
 from __future__ import annotations
@@ -20,18 +20,18 @@ from autod import heap
 from autod.config import Settings
 from autod.cycle import Cycle, CycleDeps
 from autod.events import Event, EventKind
-from autod.freshness import CheckLedger, Judgement, Run, judge
-from autod.limits import Gate
 from autod.modes import Mode
-from autod.notify import Notifier
 from autod.plan import Plan
-from autod.progress import STEP_S, Progress, cycle_budget
-from autod.retry import RetryPolicy
+from autod.runtime.freshness import CheckLedger, Judgement, Run, judge
+from autod.runtime.limits import Gate
+from autod.runtime.notify import Notifier
+from autod.runtime.progress import STEP_S, Progress, cycle_budget
+from autod.runtime.retry import RetryPolicy
 from autod.stores.queue import EventQueue, Leased
 from autod.stores.state import State
 from autod.waiting import Hold
 
-log = structlog.get_logger("autod.dispatch")
+log = structlog.get_logger("autod.runtime.dispatch")
 
 IDLE_WAIT_S = 30.0  # a safety net only: events wake the dispatcher at once
 GATE_WAIT_MAX_S = 60.0  # a held event is looked at again at least this often (limits may change on reload)
@@ -67,7 +67,7 @@ class Host(Protocol):
         ...
 
     async def runs_counted(self, runs: list[Run], event: Event | None) -> None:
-        """Verification runs of a kept cycle now describe the workspace (autod.checkbook)."""
+        """Verification runs of a kept cycle now describe the workspace (autod.runtime.checkbook)."""
         ...
 
 

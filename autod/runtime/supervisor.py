@@ -15,9 +15,8 @@ from typing import Any
 
 import structlog
 
-from autod import isolation, logs, once, outage
+from autod import isolation, logs
 from autod.act.journal import recover
-from autod.checkbook import CheckBook
 from autod.checks import sandbox
 from autod.checks.run import CheckResult
 from autod.commands import Commands
@@ -28,25 +27,27 @@ from autod.delivery.deliver import Delivery
 from autod.delivery.gate import DeliveryGate
 from autod.delivery.ledger import DeliveryLedger
 from autod.delivery.verify import MirrorVerifier
-from autod.dispatch import Dispatcher
 from autod.events import Event, EventKind
-from autod.freshness import Run
 from autod.git.exclude import exclude_state_dir
-from autod.housekeeping import housekeeping
-from autod.limits import CircuitBreaker, Gate
 from autod.memory.resilient import ResilientMemory
 from autod.metrics.observe import CycleMetrics, MeteredPlanner, TimedMode, check_ran, describe
 from autod.metrics.registry import Metrics
 from autod.metrics.sampler import sampler
 from autod.metrics.server import MetricsServer
 from autod.modes import Mode, ModeEnv
-from autod.notify import Notifier
 from autod.ownwrites import OwnWrites
 from autod.preflight import check_problems
-from autod.retry import RetryPolicy
+from autod.runtime import once, outage
+from autod.runtime.checkbook import CheckBook
+from autod.runtime.dispatch import Dispatcher
+from autod.runtime.freshness import Run
+from autod.runtime.housekeeping import housekeeping
+from autod.runtime.limits import CircuitBreaker, Gate
+from autod.runtime.notify import Notifier
+from autod.runtime.retry import RetryPolicy
+from autod.runtime.sourceset import SourceSet, source_specs
 from autod.safety.boundary import config_inside_workspace
 from autod.sources.check import CheckSource
-from autod.sourceset import SourceSet, source_specs
 from autod.stores.queue import EventQueue
 from autod.stores.state import State
 from autod.threads import IO_POOL, IO_POOL_WORKERS, named_pool
@@ -56,7 +57,7 @@ from autod.webhooks.announce import CycleAnnouncer, watch_daemon
 from autod.webhooks.courier import Courier
 from autod.webhooks.outbox import Outbox
 
-log = structlog.get_logger("autod.supervisor")
+log = structlog.get_logger("autod.runtime.supervisor")
 
 
 class DaemonAlreadyRunning(Exception):
@@ -354,7 +355,7 @@ class Daemon:
 
     # -- main ---------------------------------------------------------------------------
     def healthy(self, dispatcher: asyncio.Task[None]) -> bool:
-        """The watchdog pings only while the dispatcher lives and makes progress (autod.progress)."""
+        """The watchdog pings only while the dispatcher lives and makes progress (autod.runtime.progress)."""
         return not dispatcher.done() and self.dispatcher.progress.healthy()
 
     async def run(self) -> int:

@@ -22,10 +22,10 @@ import httpx
 import structlog
 
 from autod.config import Settings
-from autod.limits import CircuitBreaker
+from autod.runtime.limits import CircuitBreaker
 from autod.stores.queue_retries import OUTAGE
 
-log = structlog.get_logger("autod.outage")
+log = structlog.get_logger("autod.runtime.outage")
 
 REFUSED_AUTH = frozenset({401, 403, 407})
 

@@ -10,7 +10,7 @@ Two kinds of event come back:
   cycles counts an attempt on the fingerprint, which is quarantined when they are spent.
 
 Before a deferred event is planned again the dispatcher checks it against the present
-(`autod.freshness`), so a failure fixed meanwhile is resolved without a cycle. `run --once` does not
+(`autod.runtime.freshness`), so a failure fixed meanwhile is resolved without a cycle. `run --once` does not
 wait to attempt a still-failing failure again: it exits 1, and the next run's start-up check reports it.
 """
 
@@ -63,7 +63,7 @@ class RetryPolicy:
             why = f"{r.status}: {r.reason or type(error).__name__}"
             if retries >= self.limits.max_retries:
                 return Decision("give_up", reason=f"{why}; tried {retries + 1} times (limits.max_retries)")
-            # an unreachable LLM is retried as soon as it answers again (autod.outage), not only later
+            # an unreachable LLM is retried as soon as it answers again (autod.runtime.outage), not only later
             kind = OUTAGE if isinstance(error, LLMUnavailable) else OUTSIDE
             return Decision("retry", self.delay(retries), why, kind)
         if (

@@ -23,9 +23,9 @@ from collections.abc import Awaitable, Callable, Mapping
 import structlog
 
 from autod.config import CheckConfig
-from autod.freshness import CheckLedger
+from autod.runtime.freshness import CheckLedger
 
-log = structlog.get_logger("autod.once")
+log = structlog.get_logger("autod.runtime.once")
 
 GREEN, FAILING, ERROR = 0, 1, 2
 

@@ -17,7 +17,7 @@ from autod.config import CronSource, LogtailSource, Settings, WatchSource
 from autod.events import Event
 from autod.ownwrites import OwnWrites
 
-log = structlog.get_logger("autod.supervisor")
+log = structlog.get_logger("autod.runtime.supervisor")
 
 RESTART_BASE_S = 1.0
 RESTART_MAX_S = 60.0

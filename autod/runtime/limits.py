@@ -51,7 +51,7 @@ class CircuitBreaker:
         return True, 0.0
 
     def half_open(self) -> None:
-        """The LLM answers again (autod.outage, `autod retry`): let one cycle try now, not after the
+        """The LLM answers again (autod.runtime.outage, `autod retry`): let one cycle try now, not after the
         cooldown; a failure re-opens the breaker at once."""
         if self.state == "open":
             self.opened_at = time.time() - self.cooldown_s
