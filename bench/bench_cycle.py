@@ -458,7 +458,7 @@ def wait_for(pred: Any, timeout: float, proc: subprocess.Popen[bytes], what: str
 def end_to_end(root: Path, n: int) -> dict[str, Any]:
     from llmserver import ScriptedLLM
 
-    from autod.control import request
+    from autod.control.socket import request
 
     ws = make_workspace(root)
     llm = ScriptedLLM().start()
@@ -469,7 +469,7 @@ def end_to_end(root: Path, n: int) -> dict[str, Any]:
         env = {**os.environ, "ORT_DISABLE_TELEMETRY": "1"}
         env.pop("NOTIFY_SOCKET", None)
         proc = subprocess.Popen(
-            [sys.executable, "-m", "autod.cli", "run", "-c", str(cfg_path)],
+            [sys.executable, "-m", "autod.cli.main", "run", "-c", str(cfg_path)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             env=env,

@@ -153,7 +153,7 @@ def main() -> None:
             daemons[name] = cfg_path
         procs = {
             name: subprocess.Popen(
-                [sys.executable, "-m", "autod.cli", "run", "-c", str(path)],
+                [sys.executable, "-m", "autod.cli.main", "run", "-c", str(path)],
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
                 env=env,

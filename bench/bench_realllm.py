@@ -152,7 +152,7 @@ def run_autod(config: Path, repo: Path, timeout_s: float) -> dict[str, Any]:
         env.pop(var, None)
     started = time.monotonic()
     try:
-        cmd = [PYTHON, "-m", "autod.cli", "run", "-c", str(config), "--once"]
+        cmd = [PYTHON, "-m", "autod.cli.main", "run", "-c", str(config), "--once"]
         proc = subprocess.run(cmd, cwd=repo.parent, env=env, capture_output=True, text=True,
                               timeout=timeout_s)
         rc, tail = proc.returncode, proc.stderr[-1500:]

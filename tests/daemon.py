@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 PYTHON = sys.executable
-AUTOD = [PYTHON, "-m", "autod.cli"]
+AUTOD = [PYTHON, "-m", "autod.cli.main"]
 SYSTEMD_VARS = frozenset({"NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "RUNTIME_DIRECTORY"})
 
 CALC_BUGGY = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n"

@@ -37,7 +37,7 @@ class CannotStart(Exception):
 
 
 # The session leaders (bwrap, or the reaper) of the checks running now: the control socket refuses
-# any peer that descends from one or shares its session (autod.peers).
+# any peer that descends from one or shares its session (autod.control.peers).
 _running: set[int] = set()
 
 

@@ -143,7 +143,7 @@ def _runtime(settings: Settings | None) -> tuple[Path, ...]:
     """systemd's runtime directory and the control socket (wherever the settings put it)."""
     out = [Path(d) for d in os.environ.get("RUNTIME_DIRECTORY", "").split(":") if d]
     if settings is not None:
-        from autod.control import socket_path
+        from autod.control.socket import socket_path
 
         out.append(socket_path(settings))
     return tuple(out)

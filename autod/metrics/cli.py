@@ -48,7 +48,7 @@ def offline_exposition(settings: Settings) -> bytes:
 
 def run(settings: Settings, ask: Any) -> int:
     """Print the exposition; `ask(settings, cmd)` reaches the daemon (raises DaemonDown when it is not up)."""
-    from autod.control import DaemonDown
+    from autod.control.socket import DaemonDown
 
     try:
         resp = ask(settings, "metrics")

@@ -18,6 +18,7 @@ import structlog
 
 from autod import heap
 from autod.config import Settings
+from autod.control.waiting import Hold
 from autod.cycle import Cycle, CycleDeps
 from autod.events import Event, EventKind
 from autod.modes import Mode
@@ -29,7 +30,6 @@ from autod.runtime.progress import STEP_S, Progress, cycle_budget
 from autod.runtime.retry import RetryPolicy
 from autod.stores.queue import EventQueue, Leased
 from autod.stores.state import State
-from autod.waiting import Hold
 
 log = structlog.get_logger("autod.runtime.dispatch")
 

@@ -13,7 +13,7 @@ tree, whatever the cycles did or said:
   paused, limits or a retry would hold it over `ONCE_MAX_WAIT_S` in total, a check cannot start (a
   configuration error), a signal stopped it before it finished, or the dispatcher crashed.
 
-(78 for an invalid config and 130 for Ctrl-C come from `autod.cli`, before or around all of this.)
+(78 for an invalid config and 130 for Ctrl-C come from `autod.cli.main`, before or around all of this.)
 """
 
 from __future__ import annotations

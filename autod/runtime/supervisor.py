@@ -19,9 +19,9 @@ from autod import isolation, logs
 from autod.act.journal import recover
 from autod.checks import sandbox
 from autod.checks.run import CheckResult
-from autod.commands import Commands
 from autod.config import ConfigError, Settings, load_config
-from autod.control import ControlServer, socket_path
+from autod.control.commands import Commands
+from autod.control.socket import ControlServer, socket_path
 from autod.cycle import CycleDeps
 from autod.delivery.deliver import Delivery
 from autod.delivery.gate import DeliveryGate

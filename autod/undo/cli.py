@@ -12,7 +12,7 @@ def run(
     settings: Settings, cycle: str, reason: str | None, as_json: bool, ask: Any, out: Any, die: Any
 ) -> int:
     """Exit 0 undone, 1 refused (nothing written; the message names each changed file), 3 daemon down."""
-    from autod.control import DaemonDown
+    from autod.control.socket import DaemonDown
 
     try:
         resp = ask(settings, "undo", cycle=cycle, reason=reason, timeout=600)

@@ -22,7 +22,7 @@ from daemon import FIX_PLAN, Autod, base_config, run_cli, write_config
 from llmserver import ScriptedLLM
 
 from autod.config import load_config
-from autod.control import socket_path
+from autod.control.socket import socket_path
 
 pytestmark = pytest.mark.slow
 

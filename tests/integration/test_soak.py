@@ -21,7 +21,7 @@ import yaml
 from daemon import Autod, run_cli
 
 from autod.config import load_config
-from autod.control import request
+from autod.control.socket import request
 from autod.threads import IO_POOL, IO_POOL_WORKERS
 
 FULL = os.environ.get("AUTOD_SOAK_FULL") == "1"

@@ -179,7 +179,7 @@ class Scenario:
 
     def ask(self, cmd: str, **kw: Any) -> dict[str, Any]:
         from autod.config import load_config
-        from autod.control import request
+        from autod.control.socket import request
 
         with mock.patch.dict(os.environ):
             os.environ.pop("RUNTIME_DIRECTORY", None)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from autod import cli
+from autod.cli import main as cli
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 

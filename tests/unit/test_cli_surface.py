@@ -6,7 +6,7 @@ import argparse
 import subprocess
 import sys
 
-from autod.cli import build_parser
+from autod.cli.main import build_parser
 
 
 def walk(parser: argparse.ArgumentParser, path: str = "autod") -> list[tuple[str, argparse.Action]]:
@@ -36,6 +36,6 @@ def test_every_command_option_and_argument_has_help_text():
 def test_version_prints_the_installed_version():
     from importlib.metadata import version
 
-    out = subprocess.run([sys.executable, "-m", "autod.cli", "--version"], capture_output=True, text=True,
-                         timeout=60)
+    cmd = [sys.executable, "-m", "autod.cli.main", "--version"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.strip() == f"autod {version('autod')}", out

@@ -211,7 +211,7 @@ def test_cli_config_check_exits_0_or_78_on_generated_files(tmp_path):
         path = tmp_path / f"case{i}.yaml"
         path.write_bytes(data)
         out = subprocess.run(
-            [sys.executable, "-m", "autod.cli", "config", "check", "-c", str(path)],
+            [sys.executable, "-m", "autod.cli.main", "config", "check", "-c", str(path)],
             capture_output=True,
             text=True,
             timeout=60,

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from autod.commands import Commands
 from autod.config import Settings, load_config
-from autod.control import (
+from autod.control.commands import Commands
+from autod.control.socket import (
     MAX_REQUEST,
     ControlPathError,
     ControlServer,

@@ -264,7 +264,7 @@ def test_a_refused_plan_is_replanned_with_the_reason(ws):
 
 
 def test_a_rollback_that_leaves_an_operators_save_says_so_and_stops_replanning(ws, capsys):
-    from autod import cli
+    from autod.cli import main as cli
 
     # the operator saves src/calc.py while the check verifying autod's edit runs (and it fails)
     saves = (

@@ -380,7 +380,7 @@ def test_autods_branch_checked_out_in_a_worktree_is_not_moved_under_it(repo, tmp
 
 
 def test_config_check_refuses_a_push_remote_the_repository_lacks_and_a_bad_delivery_value(repo, capsys):
-    from autod import cli
+    from autod.cli import main as cli
 
     cfg = repo.parent / "autod.yaml"
     cfg.write_text(
@@ -395,7 +395,7 @@ def test_config_check_refuses_a_push_remote_the_repository_lacks_and_a_bad_deliv
 
 
 def test_config_check_refuses_branch_delivery_outside_a_git_repository(tmp_path, capsys):
-    from autod import cli
+    from autod.cli import main as cli
 
     cfg = tmp_path / "autod.yaml"
     cfg.write_text(f"workspace: {tmp_path}\nmodes:\n  auto-debug: {{enabled: true, delivery: patch}}\n")

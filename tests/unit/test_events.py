@@ -73,7 +73,7 @@ def test_exact_parts_are_hashed_as_they_are_and_no_exact_parts_keep_the_old_valu
 
 
 def test_each_manual_trigger_is_its_own_event():
-    from autod.commands import manual_event
+    from autod.control.commands import manual_event
 
     one, two = manual_event("auto-debug", None, "again"), manual_event("auto-debug", None, "again")
     assert one.fingerprint != two.fingerprint

@@ -16,7 +16,7 @@ import pytest
 import structlog
 
 from autod import logs
-from autod.logview import LogFilter, follow, format_record, parse_since, read_records, run_logs
+from autod.cli.logview import LogFilter, follow, format_record, parse_since, read_records, run_logs
 
 HANG_GUARD_S = 10  # only stops a broken follower from hanging the suite
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from autod import cli
+from autod.cli import main as cli
 from autod.config import ConfigError, LLMConfig, load_config
 from autod.errors import LLMUnavailable
 from autod.events import Event, EventKind

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from autod import cli
+from autod.cli import main as cli
 
 
 def make_config(cfg: Path, ws: Path, state: Path | None = None) -> Path:

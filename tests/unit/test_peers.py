@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 from procs import alive_with
 
-from autod import peers
 from autod.checks import process
-from autod.control import ControlServer
+from autod.control import peers
+from autod.control.socket import ControlServer
 
 CLIENT = (
     "import json, socket, sys\n"

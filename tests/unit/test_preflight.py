@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from autod import cli
+from autod.cli import main as cli
 from autod.config import ConfigError, load_config
 from autod.git.exclude import exclude_state_dir
 from autod.preflight import program_error
@@ -117,7 +117,7 @@ def test_logs_follow_starts_from_the_last_lines_like_tail(tmp_path, monkeypatch)
         seen["n"] = n
         return 0
 
-    monkeypatch.setattr("autod.logview.run_logs", fake_run_logs)
+    monkeypatch.setattr("autod.cli.logview.run_logs", fake_run_logs)
     cfg = write(tmp_path / "autod.yaml", f"workspace: {tmp_path}\n")
     cli.main(["logs", "-f", "-c", str(cfg)])
     assert seen["n"] == cli.FOLLOW_LINES == 10

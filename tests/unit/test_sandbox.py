@@ -184,7 +184,7 @@ def test_the_policy_hides_the_key_file_credentials_config_and_logs(tmp_path, mon
 def test_config_check_and_status_say_loudly_when_bwrap_is_missing(tmp_path):
     cfg = write(tmp_path, "workspace: WS\nchecks:\n  t: {run: pytest}\n")
     env = {**os.environ, "PATH": str(Path(sys.executable).parent)}  # python, but no bwrap
-    run = [sys.executable, "-m", "autod.cli"]
+    run = [sys.executable, "-m", "autod.cli.main"]
     r = subprocess.run([*run, "config", "check", "-c", str(cfg)], capture_output=True, text=True, env=env)
     assert r.returncode == 0 and "sandbox: UNAVAILABLE (bwrap not found" in r.stdout
     assert "run UNSANDBOXED: t" in r.stdout

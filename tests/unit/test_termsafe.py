@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from autod import cli, logs
-from autod.logview import LogFilter, run_logs
+from autod import logs
+from autod.cli import main as cli
+from autod.cli.logview import LogFilter, run_logs
 from autod.safety import termsafe
 from autod.stores.state import State
 
@@ -126,9 +127,9 @@ def test_approve_and_reject_messages_are_escaped(
         "approve": {"ok": False, "proposal": "p1", "status": "rolled_back", "reason": f"\u202eok{HIDE_LINE}",
                     "edits": [{"path": "a\x1b[2K.py", "added": 1, "removed": 0}], "checks": []},
     }
-    import autod.control
+    import autod.control.socket
 
-    monkeypatch.setattr(autod.control, "request", lambda settings, cmd, **kw: answers[cmd])
+    monkeypatch.setattr(autod.control.socket, "request", lambda settings, cmd, **kw: answers[cmd])
     cfg = str(state_with_hostile_proposal)
     assert cli.main(["reject", "p1", "-c", cfg]) == 0
     assert cli.main(["approve", "p1", "-c", cfg]) == 1

@@ -13,14 +13,14 @@ import pytest
 from llmserver import ScriptedLLM
 from structlog.testing import capture_logs
 
-from autod.cliview import retry_lines
+from autod.cli.view import retry_lines
 from autod.config import load_config
+from autod.control.waiting import Hold, retry_now, start_waiting, waiting_rows
 from autod.events import Event, EventKind
 from autod.runtime.limits import CircuitBreaker
 from autod.runtime.outage import probe, watch_llm
 from autod.stores.queue import EventQueue
 from autod.stores.queue_retries import AGAIN, OUTAGE, OUTSIDE
-from autod.waiting import Hold, retry_now, start_waiting, waiting_rows
 
 
 def failure(name: str) -> Event:

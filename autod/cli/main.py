@@ -14,7 +14,7 @@ os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 
 from autod import __version__
-from autod.cliview import Progress, ago, quarantine_lines, status_lines
+from autod.cli.view import Progress, ago, quarantine_lines, status_lines
 from autod.config import EXIT_CONFIG, ConfigError, Settings, find_config, load_config
 from autod.safety import termsafe
 from autod.safety.filemodes import private_files
@@ -43,7 +43,7 @@ def _emit(data: Any) -> None:
 
 
 def _ask(settings: Settings, cmd: str, *, label: str | None = None, **kw: Any) -> dict[str, Any]:
-    from autod.control import request
+    from autod.control.socket import request
 
     if label:
         with Progress(label):
@@ -131,8 +131,8 @@ def _warnings(settings: Settings) -> list[str]:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from autod.commands import offline_status
-    from autod.control import DaemonDown
+    from autod.control.commands import offline_status
+    from autod.control.socket import DaemonDown
 
     settings = _settings(args)
     try:
@@ -203,7 +203,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
-    from autod.logview import LogFilter, parse_since, run_logs
+    from autod.cli.logview import LogFilter, parse_since, run_logs
 
     settings = _settings(args)
     if args.n is None:  # like tail: -f starts from the last few lines, a plain read shows more
@@ -222,8 +222,8 @@ def cmd_logs(args: argparse.Namespace) -> int:
 
 
 def cmd_proposals(args: argparse.Namespace) -> int:
-    from autod.commands import offline_status
-    from autod.control import DaemonDown
+    from autod.control.commands import offline_status
+    from autod.control.socket import DaemonDown
 
     settings = _settings(args)
     try:
@@ -245,8 +245,8 @@ def cmd_proposals(args: argparse.Namespace) -> int:
 
 
 def cmd_quarantine(args: argparse.Namespace) -> int:
-    from autod.commands import quarantine_clear
-    from autod.control import DaemonDown
+    from autod.control.commands import quarantine_clear
+    from autod.control.socket import DaemonDown
 
     settings = _settings(args)
     clear = args.quarantine_cmd == "clear"
@@ -276,7 +276,7 @@ def cmd_quarantine(args: argparse.Namespace) -> int:
 
 
 def _daemon_call(args: argparse.Namespace, cmd: str, label: str | None = None, **kw: Any) -> int:
-    from autod.control import DaemonDown
+    from autod.control.socket import DaemonDown
 
     settings = _settings(args)
     if cmd == "approve":  # it waits for a cycle in flight, then its own checks, each up to its timeout
@@ -315,7 +315,7 @@ def cmd_reject(args: argparse.Namespace) -> int:
 
 
 def _set_pause(args: argparse.Namespace, paused: bool) -> int:
-    from autod.control import DaemonDown
+    from autod.control.socket import DaemonDown
 
     settings = _settings(args)
     try:
@@ -350,7 +350,7 @@ def cmd_undo(args: argparse.Namespace) -> int:
 
 
 def cmd_memory(args: argparse.Namespace) -> int:
-    from autod.control import DaemonDown
+    from autod.control.socket import DaemonDown
 
     settings = _settings(args)
     cmd = f"memory_{args.memory_cmd}"
@@ -414,7 +414,7 @@ JSON_HELP = "print one JSON document on stdout (for scripts)"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from autod.retrycli import cmd_retry, cmd_trigger
+    from autod.cli.retry import cmd_retry, cmd_trigger
 
     p = argparse.ArgumentParser(prog="autod", description="autonomous developer daemon")
     p.add_argument("--version", action="version", version=f"autod {__version__}",

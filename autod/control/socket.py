@@ -19,11 +19,11 @@ from typing import Any
 
 import structlog
 
-from autod import peers
 from autod.checks import process
 from autod.config import Settings
+from autod.control import peers
 
-log = structlog.get_logger("autod.control")
+log = structlog.get_logger("autod.control.socket")
 
 MAX_REQUEST = 1 << 20
 _SUN_PATH_MAX = 107  # bytes of a path in sockaddr_un (108 with its NUL)
@@ -176,7 +176,7 @@ class ControlServer:
 
     @staticmethod
     def _refused(writer: asyncio.StreamWriter) -> str | None:
-        """Why the peer may not talk to the daemon (autod.peers), logged; None when it may."""
+        """Why the peer may not talk to the daemon (autod.control.peers), logged; None when it may."""
         sock = writer.get_extra_info("socket")
         try:
             pid, uid, _ = peers.peer_credentials(sock)

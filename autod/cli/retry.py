@@ -1,4 +1,4 @@
-"""`autod retry` and `autod trigger`: the operator moves waiting events (autod.waiting).
+"""`autod retry` and `autod trigger`: the operator moves waiting events (autod.control.waiting).
 
 With the daemon up both go over the control socket; with it down they change the queue db, so the
 next start sees them (as `pause` and `quarantine clear` do).
@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from autod.cli import _ask, _die, _emit, _out, _settings
+from autod.cli.main import _ask, _die, _emit, _out, _settings
 from autod.config import Settings
 
 
@@ -28,8 +28,8 @@ def _shown(row: dict[str, Any]) -> str:
 
 
 def cmd_retry(args: argparse.Namespace) -> int:
-    from autod.control import DaemonDown
-    from autod.waiting import retry_now
+    from autod.control.socket import DaemonDown
+    from autod.control.waiting import retry_now
 
     if not args.all and not args.event:
         return _die("retry: name a waiting event (a prefix of its id, from `autod status`), or --all", 2)
@@ -69,8 +69,8 @@ def _nothing_waits(event: str | None, everything: bool) -> dict[str, Any]:
 
 
 def cmd_trigger(args: argparse.Namespace) -> int:
-    from autod.commands import manual_event
-    from autod.control import DaemonDown
+    from autod.control.commands import manual_event
+    from autod.control.socket import DaemonDown
 
     settings = _settings(args)
     try:
@@ -101,8 +101,8 @@ def cmd_trigger(args: argparse.Namespace) -> int:
 
 
 def _start_waiting_offline(settings: Settings, queue: Any, mode: str) -> list[dict[str, Any]]:
+    from autod.control.waiting import start_waiting
     from autod.runtime.supervisor import build_modes
-    from autod.waiting import start_waiting
 
     takes = next((m.handles for m in build_modes(settings) if m.name == mode), None)
     return start_waiting(queue, takes) if takes is not None else []

@@ -18,6 +18,7 @@ import structlog
 
 from autod.checks import sandbox
 from autod.config import Settings
+from autod.control.waiting import retry_now, start_waiting, waiting_rows
 from autod.cycle import CycleDeps
 from autod.events import Event, EventKind, fingerprint
 from autod.memory import Tier
@@ -32,9 +33,8 @@ from autod.runtime.notify import Notifier
 from autod.runtime.sourceset import SourceSet
 from autod.stores.queue import EventQueue
 from autod.stores.state import State
-from autod.waiting import retry_now, start_waiting, waiting_rows
 
-log = structlog.get_logger("autod.commands")
+log = structlog.get_logger("autod.control.commands")
 
 
 class DaemonView(Protocol):
