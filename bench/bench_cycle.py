@@ -43,7 +43,7 @@ sys.path.insert(0, str(ROOT / "tests"))  # the scripted loopback LLM used by the
 
 import yaml  # noqa: E402
 
-from autod.config import Settings, load_config  # noqa: E402
+from autod.config.settings import Settings, load_config  # noqa: E402
 from autod.events import Event, EventKind, fingerprint  # noqa: E402
 from autod.plan import Edit, Plan  # noqa: E402
 from autod.planner import PlanRequest, PlanResult, TokenUsage  # noqa: E402
@@ -140,7 +140,7 @@ def failure_event(i: int) -> Event:
 # -- in process ----------------------------------------------------------------------------------
 async def in_process(root: Path, n: int) -> dict[str, Any]:
     from autod import logs
-    from autod.cycle import Cycle, CycleDeps
+    from autod.cycle.phases import Cycle, CycleDeps
     from autod.memory.resilient import ResilientMemory
     from autod.modes import ModeEnv
     from autod.modes.debug import DebugMode
@@ -237,7 +237,7 @@ async def metrics_ab(root: Path, n: int) -> dict[str, Any]:
     and mode wrappers, the check counter, the dispatcher's observer), on one store and workspace, so
     drift hits both alike. Also the raw cost of one cycle's metric updates."""
     from autod import logs
-    from autod.cycle import Cycle, CycleDeps
+    from autod.cycle.phases import Cycle, CycleDeps
     from autod.memory.resilient import ResilientMemory
     from autod.metrics.observe import CycleMetrics, MeteredPlanner, TimedMode, check_ran
     from autod.metrics.registry import Metrics

@@ -33,8 +33,8 @@ from bench_localize import commit_all, extract, fetch, log  # noqa: E402
 from localize_bugs import BUGS, LIBRARIES  # noqa: E402
 
 from autod.checks.run import run_check  # noqa: E402
-from autod.config import load_config  # noqa: E402
-from autod.cycle import Cycle, CycleDeps  # noqa: E402
+from autod.config.settings import load_config  # noqa: E402
+from autod.cycle.phases import Cycle, CycleDeps  # noqa: E402
 from autod.modes import ModeEnv  # noqa: E402
 from autod.modes.debug import DebugMode  # noqa: E402
 from autod.ownwrites import OwnWrites  # noqa: E402
@@ -112,7 +112,7 @@ async def measure(work: Path, pristine: Path, bug: tuple[str, ...], tests: str) 
     full = f"{sys.executable} -m pytest -q {tests}"
     focus = f"{sys.executable} -m pytest --lf -x -q {tests}"
     base = {"run": full, "timeout_s": 300}
-    from autod.config import CheckConfig
+    from autod.config.settings import CheckConfig
 
     buggy = target.read_text()
     last = [ln for ln in new.splitlines() if ln.strip()][-1]

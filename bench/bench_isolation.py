@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from autod.checks import sandbox  # noqa: E402
-from autod.config import Settings  # noqa: E402
+from autod.config.settings import Settings  # noqa: E402
 from autod.isolation import Isolation  # noqa: E402
 
 GOAL = 0.10

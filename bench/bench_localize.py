@@ -46,7 +46,7 @@ import yaml  # noqa: E402
 from localize_bugs import BUGS, HELD_OUT, LIBRARIES  # noqa: E402
 
 from autod.checks.run import run_check  # noqa: E402
-from autod.config import load_config  # noqa: E402
+from autod.config.settings import load_config  # noqa: E402
 from autod.modes import ModeEnv  # noqa: E402
 from autod.modes.debug import DebugMode  # noqa: E402
 from autod.sources.check import failure_event  # noqa: E402
@@ -231,7 +231,7 @@ async def measure_bug(
     buggy = text.replace(old, new)
     bug_lines, func_lines = buggy_spans(buggy, new, text.index(old))
     check = {"run": f"{sys.executable} -m pytest -q -p no:cacheprovider {tests}", "timeout_s": 120}
-    from autod.config import CheckConfig
+    from autod.config.settings import CheckConfig
 
     cfg = CheckConfig(**check)
     # uncommitted: pristine committed and green, the bug in the working tree

@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from autod.config import LogtailSource as LogtailConfig
+from autod.config.settings import LogtailSource as LogtailConfig
 from autod.sources.logtail import LogtailSource, state_file
 
 NOISE = [

@@ -33,7 +33,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from autod.config import MemoryConfig, Retention
+from autod.config.settings import MemoryConfig, Retention
 from autod.memory import Tier
 from autod.memory.embed import LocalEmbedder
 from autod.memory.identity import Identity

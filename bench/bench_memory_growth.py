@@ -111,7 +111,7 @@ def _raw(path: Path, variant: str, n: int) -> dict[str, Any]:
 
 
 def _autod(path: Path, n: int) -> dict[str, Any]:
-    from autod.config import MemoryConfig, Retention
+    from autod.config.settings import MemoryConfig, Retention
     from autod.memory.resilient import ResilientMemory
 
     cfg = MemoryConfig(n0=Retention(max_items=LIVE))

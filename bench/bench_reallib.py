@@ -55,7 +55,7 @@ from bench_localize import _raised_in_tests_only, commit_all, contains_run, pct,
 from reallib_seed import LIBRARIES, Library, apply_bug, extract, fresh_tree, load_bugs  # noqa: E402
 
 from autod.checks.run import run_check  # noqa: E402
-from autod.config import CheckConfig, load_config  # noqa: E402
+from autod.config.settings import CheckConfig, load_config  # noqa: E402
 from autod.localize.render import LONG  # noqa: E402
 from autod.modes import ModeEnv  # noqa: E402
 from autod.modes.debug import DebugMode  # noqa: E402

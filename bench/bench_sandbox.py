@@ -25,7 +25,7 @@ from typing import Any
 
 from autod.checks import sandbox
 from autod.checks.run import run_check
-from autod.config import CheckConfig
+from autod.config.settings import CheckConfig
 
 GOAL_MS = 50.0
 FILES = 300  # a small repository: run_check stats the tree before and after, both ways alike

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import watchfiles
 
-from autod.config import WatchSource as WatchConfig
+from autod.config.settings import WatchSource as WatchConfig
 from autod.ownwrites import OwnWrites
 from autod.sources.watch import WatchSource
 

@@ -41,7 +41,7 @@ from bench_reallib import bug_spans, check_for
 from reallib_seed import LIBRARIES, Library, apply_bug, extract, fresh_tree, run_suite
 
 from autod.act.definition import replace_definition
-from autod.config import CandidatesConfig, LLMConfig, LocalizeConfig
+from autod.config.settings import CandidatesConfig, LLMConfig, LocalizeConfig
 from autod.errors import PlanRejected
 from autod.localize.excerpt import trim_failure
 from autod.localize.frames import is_test_path

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from autod.act.edits import FileChange, ScopeCheck
-    from autod.config import Settings
+    from autod.config.settings import Settings
     from autod.safety.boundary import Boundary
 
 __all__ = ["Judges", "editable_paths", "requires_approval"]

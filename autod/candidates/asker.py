@@ -23,9 +23,9 @@ from autod.modes import Attempt, Mode, pack, render, tokens
 from autod.planner import PlanRequest, PlanResult
 
 if TYPE_CHECKING:
+    from autod.cycle.reflect import Reflection
     from autod.events import Event
     from autod.plan import Plan
-    from autod.reflect import Reflection
 
 log = structlog.get_logger("autod.candidates")
 
@@ -40,7 +40,7 @@ class Asker:
 
     def __init__(
         self,
-        deps: Any,  # autod.cycle.CycleDeps (planner, breaker, env)
+        deps: Any,  # autod.cycle.phases.CycleDeps (planner, breaker, env)
         mode: Mode,
         event: Event,
         r: Reflection,

@@ -30,7 +30,7 @@ from typing import Any, Protocol
 import structlog
 
 from autod.act.edits import FileChange
-from autod.config import CandidatesConfig
+from autod.config.settings import CandidatesConfig
 from autod.errors import BudgetExhausted, CycleError, PlanInvalid, PlanRejected
 from autod.modes import Verification
 from autod.plan import Plan

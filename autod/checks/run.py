@@ -32,7 +32,7 @@ from autod.checks.programs import (
     runs_module,
     runtime_paths,
 )
-from autod.config import CheckConfig
+from autod.config.settings import CheckConfig
 from autod.paths import NOT_SOURCE_DIRS
 
 __all__ = [
@@ -46,7 +46,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from autod.config import Settings
+    from autod.config.settings import Settings
 
 log = structlog.get_logger("autod.checks.run")
 

@@ -56,7 +56,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from autod.config import CheckConfig, Settings
+    from autod.config.settings import CheckConfig, Settings
 
 SandboxMode = Literal["auto", "bwrap", "off"]
 PROBE_TIMEOUT_S = 10.0
@@ -86,7 +86,7 @@ class Policy:
         if settings is None:  # a bare run_check (tests, tools): the default state dir is still hidden
             return cls(state_dir=workspace / ".autod", hidden=_env_hidden(), last=_runtime(None),
                        homes=homes, expose=tuple(expose))
-        from autod.config import SEARCH_PATHS
+        from autod.config.settings import SEARCH_PATHS
 
         hidden = [*_env_hidden(), *(Path(p) for p in SEARCH_PATHS), Path("~/.config/autod").expanduser()]
         for f in (settings.config_file, os.environ.get("AUTOD_CONFIG"), settings.llm.api_key_file,

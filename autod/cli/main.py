@@ -15,7 +15,7 @@ os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 
 from autod import __version__
 from autod.cli.view import Progress, ago, quarantine_lines, status_lines
-from autod.config import EXIT_CONFIG, ConfigError, Settings, find_config, load_config
+from autod.config.settings import EXIT_CONFIG, ConfigError, Settings, find_config, load_config
 from autod.safety import termsafe
 from autod.safety.filemodes import private_files
 
@@ -84,7 +84,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_config_check(args: argparse.Namespace) -> int:
-    from autod.preflight import format_problem, problems
+    from autod.config.preflight import format_problem, problems
 
     settings = _settings(args)
     found = problems(settings)

@@ -10,7 +10,7 @@ import argparse
 from typing import Any
 
 from autod.cli.main import _ask, _die, _emit, _out, _settings
-from autod.config import Settings
+from autod.config.settings import Settings
 
 
 def _queue(settings: Settings, *, create: bool) -> Any:

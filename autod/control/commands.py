@@ -17,9 +17,9 @@ from typing import Any, Protocol
 import structlog
 
 from autod.checks import sandbox
-from autod.config import Settings
+from autod.config.settings import Settings
 from autod.control.waiting import retry_now, start_waiting, waiting_rows
-from autod.cycle import CycleDeps
+from autod.cycle.phases import CycleDeps
 from autod.events import Event, EventKind, fingerprint
 from autod.memory import Tier
 from autod.memory.report import hits_to_json

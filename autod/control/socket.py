@@ -20,7 +20,7 @@ from typing import Any
 import structlog
 
 from autod.checks import process
-from autod.config import Settings
+from autod.config.settings import Settings
 from autod.control import peers
 
 log = structlog.get_logger("autod.control.socket")

@@ -6,16 +6,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from autod.config import Settings
+from autod.config.settings import Settings
 from autod.delivery import plumbing as g
 
 if TYPE_CHECKING:
-    from autod.preflight import Problem
+    from autod.config.preflight import Problem
 
 
 def problems(settings: Settings) -> list[Problem]:
     from autod.checks import sandbox
-    from autod.preflight import Problem
+    from autod.config.preflight import Problem
 
     out: list[Problem] = []
     isolated = [

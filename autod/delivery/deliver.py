@@ -33,7 +33,7 @@ from autod.errors import CycleError
 from autod.modes import Verification
 
 if TYPE_CHECKING:
-    from autod.cycle import Cycle
+    from autod.cycle.phases import Cycle
     from autod.plan import Plan
 
 log = structlog.get_logger("autod.delivery")

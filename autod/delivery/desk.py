@@ -9,7 +9,7 @@ from typing import Any
 
 import structlog
 
-from autod.config import Settings
+from autod.config.settings import Settings
 from autod.delivery import plumbing as g
 from autod.delivery.ledger import DeliveryLedger
 from autod.delivery.verify import Verifier

@@ -13,7 +13,7 @@ from autod.act.edits import FileChange
 from autod.git import safe as gitsafe
 
 if TYPE_CHECKING:
-    from autod.cycle import Cycle
+    from autod.cycle.phases import Cycle
 
 log = structlog.get_logger("autod.git")
 

@@ -25,7 +25,7 @@ from autod.isolation.mirror import Mirror, Stopped, SyncStats, TooLarge
 
 if TYPE_CHECKING:
     from autod.checks.run import CheckResult
-    from autod.config import Settings
+    from autod.config.settings import Settings
 
 __all__ = ["Isolation", "Mirror", "Stopped", "SyncStats", "TooLarge", "mirror_dir", "recover"]
 

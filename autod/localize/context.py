@@ -21,7 +21,7 @@ from autod.localize.index import Definition, Index, build_index
 from autod.localize.rank import Site, rank
 
 if TYPE_CHECKING:
-    from autod.config import Settings
+    from autod.config.settings import Settings
     from autod.safety.boundary import Boundary
 
 log = structlog.get_logger("autod.localize")

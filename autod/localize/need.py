@@ -18,7 +18,7 @@ from autod.localize.index import Definition, Index, build_index
 from autod.localize.rank import Piece
 
 if TYPE_CHECKING:
-    from autod.config import Settings
+    from autod.config.settings import Settings
     from autod.safety.boundary import Boundary
 
 _QUAL = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*){0,5}")

@@ -12,7 +12,7 @@ from autod.localize.rank import Piece
 from autod.localize.resolve import Resolver
 
 if TYPE_CHECKING:
-    from autod.config import Settings
+    from autod.config.settings import Settings
     from autod.safety.boundary import Boundary
 
 PER_TARGET = 3  # callers shown for one definition, at most

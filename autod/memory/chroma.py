@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from autod.config import MemoryConfig
+from autod.config.settings import MemoryConfig
 from autod.memory import Tier
 
 TIERS = (Tier.N0, Tier.N1, Tier.N2)

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 import structlog
 
-from autod.config import MemoryConfig
+from autod.config.settings import MemoryConfig
 from autod.memory import Recalled, Tier
 from autod.memory.worker import StoreTimeout
 

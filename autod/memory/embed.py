@@ -26,7 +26,7 @@ from autod.memory import Embedder
 if TYPE_CHECKING:
     import httpx
 
-    from autod.config import MemoryConfig
+    from autod.config.settings import MemoryConfig
 
 # onnxruntime reads this at import time; set it before anything imports onnxruntime.
 os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")

@@ -67,7 +67,7 @@ def score(hit: Hit, now: float) -> float:
     )
 
 
-# How the episode and lesson texts of a failed cycle read (autod.reflect; older autods stored them).
+# How the episode and lesson texts of a failed cycle read (autod.cycle.reflect; older autods stored them).
 FAILED_OUTCOMES = ("Outcome: the cycle failed", "Outcome: failed")
 
 

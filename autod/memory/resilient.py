@@ -30,7 +30,7 @@ from typing import Any
 
 import structlog
 
-from autod.config import MemoryConfig
+from autod.config.settings import MemoryConfig
 from autod.memory import Embedder, Recalled, Tier
 from autod.memory.chroma import TIERS, clean_metadata, collection_names
 from autod.memory.connection import (

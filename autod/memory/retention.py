@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import structlog
 
-from autod.config import MemoryConfig, Retention
+from autod.config.settings import MemoryConfig, Retention
 from autod.memory import Tier
 from autod.memory.chroma import PAGE, TIERS, both, page
 from autod.memory.spool import Spool

@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 import structlog
 
-from autod.config import MemoryConfig
+from autod.config.settings import MemoryConfig
 from autod.memory import Embedder, Recalled, Tier, lessons
 from autod.memory.chroma import (
     TIERS,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from autod.config import Settings
+from autod.config.settings import Settings
 
 
 def offline_exposition(settings: Settings) -> bytes:

@@ -12,7 +12,7 @@ from autod.metrics.registry import Metrics
 
 if TYPE_CHECKING:
     from autod.checks.run import CheckResult
-    from autod.cycle import Cycle
+    from autod.cycle.phases import Cycle
     from autod.planner import Planner, PlanRequest, PlanResult
 
 

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 from autod.act.edits import FileChange, ScopeCheck
 from autod.checks.run import CheckResult
-from autod.config import Settings
+from autod.config.settings import Settings
 from autod.errors import PlanRejected
 from autod.events import Event, EventKind
 from autod.logs import redact_text

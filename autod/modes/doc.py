@@ -18,7 +18,7 @@ from typing import Any
 
 from autod.act.edits import FileChange, ScopeCheck
 from autod.act.judges import Judges
-from autod.config import Limits
+from autod.config.settings import Limits
 from autod.errors import NothingToDo, PlanRejected
 from autod.events import Event, EventKind
 from autod.localize.usage import callers_text

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from autod.config import Limits
+from autod.config.settings import Limits
 from autod.git import safe as gitsafe
 from autod.memory import Tier
 from autod.modes import ModeEnv

@@ -23,7 +23,7 @@ import httpx
 import structlog
 
 from autod import tally
-from autod.config import LLMConfig
+from autod.config.settings import LLMConfig
 from autod.errors import ContextTooLong, LLMUnavailable, PlanInvalid
 from autod.planner import TokenUsage, wire
 

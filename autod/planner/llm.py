@@ -16,7 +16,7 @@ from collections.abc import Callable
 import httpx
 import structlog
 
-from autod.config import LLMConfig
+from autod.config.settings import LLMConfig
 from autod.errors import ContextTooLong, CycleError, LLMUnavailable, PlanInvalid
 from autod.plan import Plan
 from autod.planner import PlanRequest, PlanResult, TokenUsage

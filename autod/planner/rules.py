@@ -18,7 +18,7 @@ from pathlib import Path
 import structlog
 
 from autod.checks.run import run_check
-from autod.config import Settings
+from autod.config.settings import Settings
 from autod.errors import PlanInvalid
 from autod.paths import NOT_SOURCE_DIRS
 from autod.plan import Edit, Plan

@@ -17,9 +17,9 @@ from typing import Protocol
 import structlog
 
 from autod import heap
-from autod.config import Settings
+from autod.config.settings import Settings
 from autod.control.waiting import Hold
-from autod.cycle import Cycle, CycleDeps
+from autod.cycle.phases import Cycle, CycleDeps
 from autod.events import Event, EventKind
 from autod.modes import Mode
 from autod.plan import Plan

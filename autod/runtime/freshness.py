@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from autod.checks.run import CheckResult
-from autod.config import CheckConfig
+from autod.config.settings import CheckConfig
 from autod.events import Event, EventKind
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from autod.act.edits import Caps
-from autod.config import Limits
+from autod.config.settings import Limits
 from autod.events import FAILURE_KINDS, Event, EventKind
 from autod.stores.state import State, day_key
 

@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable, Mapping
 
 import structlog
 
-from autod.config import CheckConfig
+from autod.config.settings import CheckConfig
 from autod.runtime.freshness import CheckLedger
 
 log = structlog.get_logger("autod.runtime.once")

@@ -21,7 +21,7 @@ from typing import Protocol
 import httpx
 import structlog
 
-from autod.config import Settings
+from autod.config.settings import Settings
 from autod.runtime.limits import CircuitBreaker
 from autod.stores.queue_retries import OUTAGE
 

@@ -18,7 +18,7 @@ from typing import Any
 import structlog
 
 from autod.checks.process import KILL_GRACE_S
-from autod.config import Settings
+from autod.config.settings import Settings
 
 log = structlog.get_logger("autod.runtime.progress")
 

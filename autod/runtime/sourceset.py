@@ -13,7 +13,7 @@ from typing import Any
 
 import structlog
 
-from autod.config import CronSource, LogtailSource, Settings, WatchSource
+from autod.config.settings import CronSource, LogtailSource, Settings, WatchSource
 from autod.events import Event
 from autod.ownwrites import OwnWrites
 

@@ -19,10 +19,11 @@ from autod import isolation, logs
 from autod.act.journal import recover
 from autod.checks import sandbox
 from autod.checks.run import CheckResult
-from autod.config import ConfigError, Settings, load_config
+from autod.config.preflight import check_problems
+from autod.config.settings import ConfigError, Settings, load_config
 from autod.control.commands import Commands
 from autod.control.socket import ControlServer, socket_path
-from autod.cycle import CycleDeps
+from autod.cycle.phases import CycleDeps
 from autod.delivery.deliver import Delivery
 from autod.delivery.gate import DeliveryGate
 from autod.delivery.ledger import DeliveryLedger
@@ -36,7 +37,6 @@ from autod.metrics.sampler import sampler
 from autod.metrics.server import MetricsServer
 from autod.modes import Mode, ModeEnv
 from autod.ownwrites import OwnWrites
-from autod.preflight import check_problems
 from autod.runtime import once, outage
 from autod.runtime.checkbook import CheckBook
 from autod.runtime.dispatch import Dispatcher

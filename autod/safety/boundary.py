@@ -31,7 +31,7 @@ from autod.errors import PlanRejected
 from autod.safety.protected import CREDENTIAL_GLOBS, RUNS_CODE_GLOBS
 
 if TYPE_CHECKING:
-    from autod.config import Settings
+    from autod.config.settings import Settings
 
 TMP_MARKER = ".autod-tmp-"
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -106,7 +106,7 @@ def glob_match(pattern: str, rel: str) -> bool:
 
 def own_files(settings: Settings) -> list[Path]:
     """autod's own files and directories for these settings (absolute, not necessarily existing)."""
-    from autod.config import SEARCH_PATHS
+    from autod.config.settings import SEARCH_PATHS
 
     paths: list[Path] = [settings.state_path, settings.log_file]
     if settings.config_file is not None:

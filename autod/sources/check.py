@@ -17,7 +17,7 @@ import structlog
 
 from autod.checks.outcome import count_failures, failing_tests
 from autod.checks.run import CheckResult, run_check
-from autod.config import Settings
+from autod.config.settings import Settings
 from autod.events import Event, EventKind, fingerprint
 from autod.logs import redact_text
 from autod.sources.parsers import parse_failures, parse_locations

@@ -17,7 +17,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.base import BaseTrigger
 from apscheduler.triggers.cron import CronTrigger
 
-from autod.config import CronSource as CronConfig
+from autod.config.settings import CronSource as CronConfig
 from autod.events import Event, EventKind, fingerprint
 
 log = structlog.get_logger(__name__)

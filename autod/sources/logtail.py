@@ -17,7 +17,7 @@ from typing import BinaryIO
 
 import structlog
 
-from autod.config import LogtailSource as LogtailConfig
+from autod.config.settings import LogtailSource as LogtailConfig
 from autod.events import Event, EventKind
 from autod.logs import redact_text
 from autod.sources.parsers import Failure, may_continue, scan_bytes, strip_ansi

@@ -24,7 +24,7 @@ import structlog
 import watchfiles
 from watchfiles import Change, DefaultFilter
 
-from autod.config import WatchSource as WatchConfig
+from autod.config.settings import WatchSource as WatchConfig
 from autod.events import Event, EventKind, fingerprint
 from autod.git import safe as gitsafe
 from autod.ownwrites import OwnWrites

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from autod.config import Settings
+from autod.config.settings import Settings
 from autod.transcripts import TranscriptStore
 
 SHOWN_CHARS = 1500  # of a reply or an edit's text in the human view (--json has all of it)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from autod.config import Settings
+from autod.config.settings import Settings
 
 
 def run(

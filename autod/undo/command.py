@@ -14,9 +14,9 @@ from typing import Any, Protocol
 import structlog
 
 from autod import logs
+from autod.cycle.reflect import Reflection, log_reflection
 from autod.errors import PlanRejected
 from autod.events import Event, EventKind
-from autod.reflect import Reflection, log_reflection
 from autod.undo.ledger import KeptLedger
 from autod.undo.revert import UndoRefused, commit_revert, revert
 

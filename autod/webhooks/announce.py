@@ -15,7 +15,7 @@ from autod.webhooks import payload
 from autod.webhooks.courier import Courier
 
 if TYPE_CHECKING:
-    from autod.cycle import Cycle
+    from autod.cycle.phases import Cycle
 
 log = structlog.get_logger("autod.webhooks")
 

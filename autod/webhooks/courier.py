@@ -21,8 +21,8 @@ from typing import Any
 import httpx
 import structlog
 
-from autod.config import Settings
-from autod.config_models import Webhook, read_secret
+from autod.config.models import Webhook, read_secret
+from autod.config.settings import Settings
 from autod.webhooks.outbox import Item, Outbox
 from autod.webhooks.payload import Notification, render
 

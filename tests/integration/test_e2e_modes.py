@@ -23,7 +23,7 @@ from apscheduler.triggers.cron import CronTrigger
 from daemon import Autod, base_config, git, make_calc_repo, run_cli, write_config
 from llmserver import ScriptedLLM
 
-from autod.config import CronSource as CronConfig
+from autod.config.settings import CronSource as CronConfig
 from autod.events import Event
 from autod.modes.doc import only_docstrings_changed
 from autod.sources.cron import CronSource

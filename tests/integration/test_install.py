@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from autod.config import load_config
+from autod.config.settings import load_config
 
 pytestmark = pytest.mark.slow
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from autod.config import Settings
+from autod.config.settings import Settings
 from autod.isolation import Isolation, recover
 
 pytestmark = pytest.mark.slow

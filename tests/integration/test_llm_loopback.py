@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from autod.config import LLMConfig, LLMEndpoint
+from autod.config.settings import LLMConfig, LLMEndpoint
 from autod.errors import LLMUnavailable
 from autod.events import Event, EventKind
 from autod.planner import PlanRequest, PlanResult

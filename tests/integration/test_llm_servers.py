@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from autod.config import LLMConfig
+from autod.config.settings import LLMConfig
 from autod.errors import ContextTooLong
 from autod.events import Event, EventKind
 from autod.plan import plan_schema

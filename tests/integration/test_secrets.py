@@ -21,7 +21,7 @@ import pytest
 from daemon import FIX_PLAN, Autod, base_config, run_cli, write_config
 from llmserver import ScriptedLLM
 
-from autod.config import load_config
+from autod.config.settings import load_config
 from autod.control.socket import socket_path
 
 pytestmark = pytest.mark.slow

@@ -20,7 +20,7 @@ import pytest
 import yaml
 from daemon import Autod, run_cli
 
-from autod.config import load_config
+from autod.config.settings import load_config
 from autod.control.socket import request
 from autod.threads import IO_POOL, IO_POOL_WORKERS
 

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from autod.checks.run import run_check
-from autod.config import load_config
+from autod.config.settings import load_config
 from autod.events import Event, EventKind
 from autod.modes import ModeEnv
 from autod.modes.debug import DebugMode

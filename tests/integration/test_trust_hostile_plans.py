@@ -167,7 +167,7 @@ class Scenario:
                        "retry_base_s": 3600},
             "logging": {"level": "debug"},
         })
-        from autod.config import Settings
+        from autod.config.settings import Settings
 
         if "candidates" in Settings.model_fields:  # issue 19's several plans per attempt: one here,
             doc = yaml.safe_load(self.config.read_text())  # so each scripted plan is one attempt
@@ -178,7 +178,7 @@ class Scenario:
         self.variants: list[tuple[str, str]] = []  # (family, path) of each manual-cycle plan, in order
 
     def ask(self, cmd: str, **kw: Any) -> dict[str, Any]:
-        from autod.config import load_config
+        from autod.config.settings import load_config
         from autod.control.socket import request
 
         with mock.patch.dict(os.environ):

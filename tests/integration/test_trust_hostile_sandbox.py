@@ -199,7 +199,7 @@ class Scenario:
 
     def ask(self, cmd: str, **kw: Any) -> dict[str, Any]:
         """The control socket from this (the operator's) process: quicker than a CLI process."""
-        from autod.config import load_config
+        from autod.config.settings import load_config
         from autod.control.socket import request
 
         with mock.patch.dict(os.environ, {"RUNTIME_DIRECTORY": self.env["RUNTIME_DIRECTORY"]}):

@@ -15,7 +15,7 @@ import structlog
 import structlog.testing
 from sourcerun import SourceRun
 
-from autod.config import WatchSource as WatchConfig
+from autod.config.settings import WatchSource as WatchConfig
 from autod.events import EventKind
 from autod.ownwrites import OwnWrites
 from autod.sources.watch import WatchSource

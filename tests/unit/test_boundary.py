@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from autod.config import load_config
+from autod.config.settings import load_config
 from autod.errors import PlanRejected
 from autod.safety.boundary import Boundary, own_files
 
@@ -106,7 +106,7 @@ def test_a_diff_loses_the_sections_of_files_that_may_not_be_read(ws: Path) -> No
 def test_debug_context_reads_no_file_the_boundary_refuses(ws: Path) -> None:
     import asyncio
 
-    from autod.config import Settings
+    from autod.config.settings import Settings
     from autod.localize.context import localize
 
     (ws / "src" / "secrets").mkdir()

@@ -8,7 +8,7 @@ from typing import Any
 
 from autod.act.edits import Caps, FileChange, prepare
 from autod.candidates.search import MAX_TEMPERATURE, CandidateSearch
-from autod.config import CandidatesConfig
+from autod.config.settings import CandidatesConfig
 from autod.modes import Verification
 from autod.plan import Edit, Plan
 from autod.planner import PlanResult, TokenUsage

@@ -19,7 +19,7 @@ from procs import alive_with, wait_gone
 
 from autod.checks import sandbox
 from autod.checks.run import find_venv, resolve_program, run_check
-from autod.config import CheckConfig
+from autod.config.settings import CheckConfig
 
 
 @pytest.fixture(params=["bwrap", "off"])
@@ -245,7 +245,7 @@ def test_a_program_in_a_hidden_place_is_bound_back_read_only(tmp_path, real_bwra
 def test_start_up_says_loudly_when_checks_run_unsandboxed(tmp_path):
     from structlog.testing import capture_logs
 
-    from autod.config import Settings
+    from autod.config.settings import Settings
 
     settings = Settings(workspace=tmp_path, checks={"tests": {"run": "pytest"}, "lint": {"run": "ruff"}})
     st = {"mode": "auto", "bwrap": None, "works": False, "why": "bwrap not found on PATH",

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from autod.config import ConfigError, load_config
+from autod.config.settings import ConfigError, load_config
 
 
 def write(tmp_path: Path, text: str) -> Path:

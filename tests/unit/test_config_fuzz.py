@@ -21,7 +21,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from autod.config import ConfigError, load_config
+from autod.config.settings import ConfigError, load_config
 
 EXAMPLE = (Path(__file__).resolve().parents[2] / "config" / "autod.yaml").read_text()
 SECRET = "sk-fuzzsecret-7f3a9c2e41"

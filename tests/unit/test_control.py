@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from autod.config import Settings, load_config
+from autod.config.settings import Settings, load_config
 from autod.control.commands import Commands
 from autod.control.socket import (
     MAX_REQUEST,

@@ -10,7 +10,7 @@ from apscheduler.triggers.base import BaseTrigger
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.date import DateTrigger
 
-from autod.config import CronSource as CronConfig
+from autod.config.settings import CronSource as CronConfig
 from autod.events import EventKind
 from autod.sources.cron import CronSource, cron_ticks, trigger_ticks
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
-from autod.config import load_config
-from autod.cycle import Cycle, CycleDeps
+from autod.config.settings import load_config
+from autod.cycle.phases import Cycle, CycleDeps
 from autod.errors import ContextTooLong, LLMUnavailable, PlanInvalid
 from autod.events import Event, EventKind
 from autod.memory import Recalled, Tier

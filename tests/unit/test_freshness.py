@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from autod.checks.run import CheckResult
-from autod.config import CheckConfig
+from autod.config.settings import CheckConfig
 from autod.events import Event, EventKind
 from autod.runtime.freshness import CheckLedger, Run, judge
 

@@ -12,8 +12,8 @@ import yaml
 
 from autod.act import FileChange
 from autod.act.judges import Judges, editable_paths, requires_approval
-from autod.config import Settings, load_config
-from autod.cycle import Cycle
+from autod.config.settings import Settings, load_config
+from autod.cycle.phases import Cycle
 from autod.errors import PlanRejected
 from autod.modes.debug import DebugMode
 from autod.plan import Edit, Plan

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from autod.config import Limits
+from autod.config.settings import Limits
 from autod.events import Event, EventKind
 from autod.runtime.limits import CircuitBreaker, Gate
 from autod.stores.state import State, day_key

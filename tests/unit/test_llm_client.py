@@ -14,7 +14,7 @@ import httpx
 import pytest
 from structlog.testing import capture_logs
 
-from autod.config import LLMConfig, LLMEndpoint
+from autod.config.settings import LLMConfig, LLMEndpoint
 from autod.errors import ContextTooLong, CycleError, LLMUnavailable, PlanInvalid
 from autod.events import Event, EventKind
 from autod.plan import plan_schema

@@ -14,7 +14,7 @@ import pytest
 from structlog.testing import capture_logs
 from test_llm_client import PLAN, Server, completion, fails, make, plan_reply, request, run, run_many
 
-from autod.config import LLMConfig
+from autod.config.settings import LLMConfig
 from autod.errors import ContextTooLong, LLMUnavailable, PlanInvalid
 from autod.plan import plan_schema
 from autod.planner import wire

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from autod.config import load_config
+from autod.config.settings import load_config
 from autod.localize.context import localize
 from autod.localize.index import build_index
 from autod.localize.need import lookup

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
-from autod.config import load_config
-from autod.cycle import Cycle, CycleDeps
+from autod.config.settings import load_config
+from autod.cycle.phases import Cycle, CycleDeps
 from autod.events import Event, EventKind
 from autod.modes import ModeEnv
 from autod.modes.debug import DebugMode

@@ -132,7 +132,7 @@ def test_set_secrets_replaces_the_list(logfile: Path) -> None:
 
 def test_every_line_of_a_cycle_carries_its_context(logfile: Path) -> None:
     logs.configure_logging(file=logfile, stderr=False)
-    log = logs.get_logger("autod.cycle")
+    log = logs.get_logger("autod.cycle.phases")
     log.info("before")
     logs.bind_cycle("c0ffee00" * 4, "e" * 32, "auto-debug")
     for phase in logs.PHASES:
@@ -155,7 +155,7 @@ def test_every_line_of_a_cycle_carries_its_context(logfile: Path) -> None:
 
 def test_concurrent_tasks_keep_their_own_cycle_context(logfile: Path) -> None:
     logs.configure_logging(file=logfile, stderr=False)
-    log = logs.get_logger("autod.cycle")
+    log = logs.get_logger("autod.cycle.phases")
 
     async def cycle(cycle_id: str, gate: asyncio.Event, other: asyncio.Event) -> None:
         logs.bind_cycle(cycle_id, "ev-" + cycle_id, "auto-doc")

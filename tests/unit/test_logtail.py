@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from sourcerun import SourceRun
 
-from autod.config import LogtailSource as LogtailConfig
+from autod.config.settings import LogtailSource as LogtailConfig
 from autod.events import EventKind
 from autod.sources.logtail import KEEP_OF_LONG_LINE, MAX_LINE, FileFollower, LogtailSource, state_file
 

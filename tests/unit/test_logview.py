@@ -401,7 +401,7 @@ def test_lines_written_by_autod_logs_are_read_and_filtered(tmp_path: Path) -> No
     saved = root.handlers[:], root.level
     try:
         logs.configure_logging(file=path, stderr=False, secrets=["s3cr3t-key"])
-        log = logs.get_logger("autod.cycle")
+        log = logs.get_logger("autod.cycle.phases")
         logs.bind_cycle("abcd" * 8, "e" * 32, "auto-debug")
         logs.set_phase("plan")
         log.info("planning", key="s3cr3t-key")

@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from autod import logs
-from autod.config import MemoryConfig, Settings
+from autod.config.settings import MemoryConfig, Settings
 
 
 def settings(tmp_path: Path, **memory: object) -> Settings:

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from autod.config import MemoryConfig
+from autod.config.settings import MemoryConfig
 from autod.memory.embed import (
     DIM,
     TOKENIZER_PATH,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from autod.config import MemoryConfig
+from autod.config.settings import MemoryConfig
 from autod.memory.lock import MemoryLocked, OwnerLock
 from autod.memory.store import ChromaMemory
 
@@ -19,7 +19,7 @@ OWNER = textwrap.dedent(
     """
     import asyncio, sys
     from pathlib import Path
-    from autod.config import MemoryConfig
+    from autod.config.settings import MemoryConfig
     from autod.memory.store import ChromaMemory
 
     class Zero:

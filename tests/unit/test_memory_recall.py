@@ -151,7 +151,7 @@ def test_an_old_json_episode_is_shown_as_sentences_not_as_a_shape_to_copy() -> N
 
 
 def test_memory_never_takes_more_than_its_share_of_the_prompt(tmp_path) -> None:
-    from autod.config import Settings
+    from autod.config.settings import Settings
     from autod.memory.recall import render_recalled
     from autod.modes import memory_budget
 

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import numpy as np
 import pytest
 
-from autod.config import MemoryConfig
+from autod.config.settings import MemoryConfig
 from autod.memory import Tier
 from autod.memory.identity import Identity
 from autod.memory.resilient import DEGRADED, OK, REFUSALS_BEFORE_DROP, MemoryUnavailable, ResilientMemory

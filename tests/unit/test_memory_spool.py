@@ -112,7 +112,7 @@ def test_a_process_exits_although_its_memory_thread_is_stuck_for_good(tmp_path: 
 
 
 def test_the_prune_spread_never_exceeds_half_the_schedule_period() -> None:
-    from autod.config import MemoryConfig
+    from autod.config.settings import MemoryConfig
     from autod.memory.resilient import prune_spread
 
     assert prune_spread(MemoryConfig()) == 3600  # daily: an hour

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 import numpy as np
 import pytest
 
-from autod.config import MemoryConfig, Retention
+from autod.config.settings import MemoryConfig, Retention
 from autod.memory import Tier
 from autod.memory.embed import LocalEmbedder
 from autod.memory.identity import Identity

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from autod.config import ConfigError, load_config
+from autod.config.settings import ConfigError, load_config
 from autod.metrics.address import parse_listen
 from autod.metrics.observe import MeteredPlanner
 from autod.metrics.registry import Metrics

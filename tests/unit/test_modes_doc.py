@@ -9,7 +9,7 @@ import pytest
 
 from autod.act.edits import FileChange
 from autod.checks.run import CheckResult
-from autod.config import Settings
+from autod.config.settings import Settings
 from autod.errors import PlanRejected
 from autod.events import Event, EventKind
 from autod.modes import ModeEnv

@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from autod.config import Settings
+from autod.config.settings import Settings
 from autod.events import Event, EventKind
 from autod.modes import ModeEnv
 from autod.modes.plan import PlanReportMode

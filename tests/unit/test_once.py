@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from autod.checks.run import CheckResult
-from autod.config import CheckConfig, load_config
+from autod.config.settings import CheckConfig, load_config
 from autod.runtime.freshness import CheckLedger, Run
 from autod.runtime.once import ERROR, FAILING, GREEN, settle, stale, verdict
 from autod.sources.check import CheckSource

@@ -11,7 +11,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from autod.cli import main as cli
-from autod.config import ConfigError, LLMConfig, load_config
+from autod.config.settings import ConfigError, LLMConfig, load_config
 from autod.errors import LLMUnavailable
 from autod.events import Event, EventKind
 from autod.planner import PlanRequest

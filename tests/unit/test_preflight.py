@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from autod.cli import main as cli
-from autod.config import ConfigError, load_config
+from autod.config.preflight import program_error
+from autod.config.settings import ConfigError, load_config
 from autod.git.exclude import exclude_state_dir
-from autod.preflight import program_error
 
 
 def write(path: Path, text: str) -> Path:

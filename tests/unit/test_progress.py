@@ -5,7 +5,7 @@ from __future__ import annotations
 from structlog.testing import capture_logs
 
 from autod.checks.process import KILL_GRACE_S
-from autod.config import load_config
+from autod.config.settings import load_config
 from autod.runtime.progress import Progress, cycle_budget
 
 

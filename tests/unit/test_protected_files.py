@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from autod.config import load_config
+from autod.config.settings import load_config
 from autod.errors import PlanRejected
 from autod.safety.boundary import Boundary
 

@@ -10,7 +10,7 @@ import pytest
 
 from autod import logs
 from autod.checks.run import CheckResult
-from autod.config import load_config
+from autod.config.settings import load_config
 from autod.modes import Verification
 from autod.sources.check import failure_event
 

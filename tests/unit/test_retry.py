@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from autod.config import Limits
+from autod.config.settings import Limits
+from autod.cycle.reflect import Reflection
 from autod.errors import BudgetExhausted, LLMUnavailable, PlanInvalid, PlanRejected
 from autod.events import Event, EventKind
-from autod.reflect import Reflection
 from autod.runtime.retry import JITTER, RetryPolicy
 
 

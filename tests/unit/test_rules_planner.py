@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from autod.config import Settings
+from autod.config.settings import Settings
 from autod.events import Event, EventKind
 from autod.planner import PlanRequest
 from autod.planner.rules import RulesPlanner

@@ -12,7 +12,7 @@ import pytest
 
 from autod.checks import sandbox
 from autod.checks.sandbox import Policy, bwrap_argv, check_env
-from autod.config import ConfigError, load_config
+from autod.config.settings import ConfigError, load_config
 
 
 def argv_for(ws: Path, policy: Policy | None = None, **kw) -> list[str]:

@@ -17,7 +17,7 @@ import pytest
 from autod.checks import sandbox
 from autod.checks.run import run_check
 from autod.checks.sandbox import Policy
-from autod.config import CheckConfig, load_config
+from autod.config.settings import CheckConfig, load_config
 
 PROBE = (
     "import json, os, sys\n"
@@ -240,7 +240,7 @@ def test_only_python_dash_m_commands_get_a_safe_path(argv: list[str], module: bo
 def test_config_check_names_a_workspace_venv_the_sandbox_hides_and_checks_expose_mends_it(
     tmp_path: Path, real_bwrap: None
 ) -> None:
-    from autod.preflight import problems
+    from autod.config.preflight import problems
 
     other = tmp_path / "pythons" / "3.99"  # another interpreter in a hidden place (/tmp here)
     (other / "bin").mkdir(parents=True)
@@ -268,7 +268,7 @@ def test_config_check_names_a_workspace_venv_the_sandbox_hides_and_checks_expose
 def test_checks_expose_refuses_homes_and_shared_places_naming_file_line_and_field(
     tmp_path: Path, path: str
 ) -> None:
-    from autod.config import ConfigError
+    from autod.config.settings import ConfigError
 
     cfg = tmp_path / "autod.yaml"
     cfg.write_text(f"workspace: {tmp_path}\nchecks:\n  expose: [{path}]\n")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from autod.checks.run import CheckResult, run_check
 from autod.checks.sourcefiles import classify
-from autod.config import CheckConfig
+from autod.config.settings import CheckConfig
 from autod.modes import Verification
 from autod.runtime.checkbook import unjournaled
 

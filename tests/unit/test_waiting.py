@@ -14,7 +14,7 @@ from llmserver import ScriptedLLM
 from structlog.testing import capture_logs
 
 from autod.cli.view import retry_lines
-from autod.config import load_config
+from autod.config.settings import load_config
 from autod.control.waiting import Hold, retry_now, start_waiting, waiting_rows
 from autod.events import Event, EventKind
 from autod.runtime.limits import CircuitBreaker

@@ -12,7 +12,7 @@ import pytest
 import structlog
 from webhookreceiver import Receiver
 
-from autod.config import ConfigError, Settings, load_config
+from autod.config.settings import ConfigError, Settings, load_config
 from autod.webhooks import payload
 from autod.webhooks.courier import Courier
 from autod.webhooks.outbox import Outbox

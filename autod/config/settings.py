@@ -24,8 +24,8 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from autod.config_errors import env_json_error, format_error, key_lines
-from autod.config_models import (
+from autod.config.errors import env_json_error, format_error, key_lines
+from autod.config.models import (
     CandidatesConfig,
     CheckConfig,
     CronSource,

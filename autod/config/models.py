@@ -1,6 +1,6 @@
 """The config sections an operator edits: one pydantic model per YAML section, unknown keys forbidden.
 
-`autod.config` assembles them into Settings and loads the file; import them from there.
+`autod.config.settings` assembles them into Settings and loads the file; import them from there.
 """
 
 from __future__ import annotations

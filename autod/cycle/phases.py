@@ -19,14 +19,7 @@ from autod.act.edits import FileChange, prepare, unified_diff
 from autod.act.journal import Journal
 from autod.act.judges import requires_approval
 from autod.candidates import Asker, AttemptResult, CandidateSearch, InPlace, Isolated
-from autod.errors import BudgetExhausted, CycleError
-from autod.events import FAILURE_KINDS, Event
-from autod.memory import Memory, Recalled
-from autod.modes import Attempt, Mode, ModeEnv, Verification, chain
-from autod.ownwrites import OwnWrites
-from autod.plan import Plan
-from autod.planner import Planner
-from autod.reflect import (
+from autod.cycle.reflect import (
     Reflection,
     after_earlier_attempts,
     distil_lesson,
@@ -34,6 +27,13 @@ from autod.reflect import (
     log_reflection,
     teaches,
 )
+from autod.errors import BudgetExhausted, CycleError
+from autod.events import FAILURE_KINDS, Event
+from autod.memory import Memory, Recalled
+from autod.modes import Attempt, Mode, ModeEnv, Verification, chain
+from autod.ownwrites import OwnWrites
+from autod.plan import Plan
+from autod.planner import Planner
 from autod.runtime.checkbook import unjournaled
 from autod.runtime.limits import CircuitBreaker, Gate
 from autod.stores.state import day_key
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from autod.isolation import Isolation
     from autod.transcripts import Transcript, TranscriptStore
 
-log = structlog.get_logger("autod.cycle")
+log = structlog.get_logger("autod.cycle.phases")
 
 FAILED_SHOWN = 2  # failed candidates of an attempt shown to the re-plan, the most voted first
 # outcomes that count as an attempt on the failure's fingerprint (toward quarantine)

@@ -9,7 +9,7 @@ import structlog
 
 from autod.events import Event
 
-log = structlog.get_logger("autod.reflect")
+log = structlog.get_logger("autod.cycle.reflect")
 
 STATUSES = (
     "fixed",

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from autod.checks.run import ProgramError, find_venv, resolve_program
-from autod.config import CronSource, Settings, WatchSource, key_lines
+from autod.config.settings import CronSource, Settings, WatchSource, key_lines
 
 
 @dataclass(frozen=True)
