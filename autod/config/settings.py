@@ -25,35 +25,41 @@ from pydantic import (
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from autod.config.errors import env_json_error, format_error, key_lines
-from autod.config.models import (
+from autod.config.llm import (
     CandidatesConfig,
+    LLMConfig,
+    LLMEndpoint,
+    LocalizeConfig,
+    TranscriptsConfig,
+)
+from autod.config.memory import (
+    MemoryConfig,
+    Retention,
+)
+from autod.config.models import (
     CheckConfig,
     CronSource,
     CronStr,
     DebugMode,
-    DeliveryConfig,
     DocMode,
     GitConfig,
     Limits,
-    LLMConfig,
-    LLMEndpoint,
-    LocalizeConfig,
     LoggingConfig,
     LogtailSource,
-    MemoryConfig,
-    MetricsConfig,
     Modes,
-    NotifyConfig,
     PlanMode,
-    Retention,
     SourceConfig,
     Strict,
-    TranscriptsConfig,
-    UndoConfig,
     WatchSource,
     validate_cron,
     validate_expose,
     yaml_off,
+)
+from autod.config.outputs import (
+    DeliveryConfig,
+    MetricsConfig,
+    NotifyConfig,
+    UndoConfig,
 )
 
 __all__ = [

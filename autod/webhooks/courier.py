@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import structlog
 
-from autod.config.models import Webhook, read_secret
+from autod.config.outputs import Webhook, read_secret
 from autod.config.settings import Settings
 from autod.webhooks.outbox import Item, Outbox
 from autod.webhooks.payload import Notification, render
