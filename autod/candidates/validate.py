@@ -62,3 +62,14 @@ class Isolated:
             self.in_place = True
             return await self.fallback.validate(plan, changes)
         return await self.mode.verify(self.event, plan, self.env)
+
+
+async def choose_validator(
+    isolation: Isolation | None, mode: Mode, event: Event, env: ModeEnv, in_place: InPlace
+) -> InPlace | Isolated:
+    """`Isolated` when the workspace's mirror can be used here, else `in_place` (saying why)."""
+    why = "no mirror configured" if isolation is None else await isolation.unavailable()
+    if isolation is None or why is not None:
+        log.info("candidates.verified_in_place", reason=why)
+        return in_place
+    return Isolated(isolation, mode, event, env, in_place)

@@ -19,13 +19,16 @@ from autod.act.edits import FileChange, prepare, unified_diff
 from autod.act.journal import Journal
 from autod.act.judges import requires_approval
 from autod.candidates import Asker, AttemptResult, CandidateSearch, InPlace, Isolated
+from autod.candidates.settle import settle
+from autod.candidates.validate import choose_validator
 from autod.cycle.reflect import (
     Reflection,
     after_earlier_attempts,
     distil_lesson,
-    episode_text,
     log_reflection,
+    remember,
     teaches,
+    timing,
 )
 from autod.errors import BudgetExhausted, CycleError
 from autod.events import FAILURE_KINDS, Event
@@ -44,7 +47,6 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("autod.cycle.phases")
 
-FAILED_SHOWN = 2  # failed candidates of an attempt shown to the re-plan, the most voted first
 # outcomes that count as an attempt on the failure's fingerprint (toward quarantine)
 ATTEMPT_STATUSES = ("fixed", "improved", "rolled_back", "partly_rolled_back", "rejected", "no_change")
 
@@ -234,87 +236,24 @@ class Cycle:
                 return
 
     async def _nothing_kept(self, found: AttemptResult) -> bool:
-        """No candidate of the attempt was kept: the status says why; True when a re-plan is worth it."""
-        tried = [c for c in found.candidates if c.plan is not None and c.outcome != "duplicate"]
-        failed = [c for c in found.candidates if c.outcome in ("rolled_back", "partly_rolled_back")]
-        refused = found.drawn("refused")
+        """No candidate of the attempt was kept: the record says why; True when a re-plan is worth it."""
         if self._left_behind():  # a file someone else changed meanwhile: no second attempt over their work
             return False
-        if found.candidates and all(c.outcome == "duplicate" for c in found.candidates):
-            # every plan repeated one already tried this cycle: never applied twice, the status stands
-            again = "the re-plan repeated a candidate already tried"
-            self.r.reason = f"{self.r.reason}; {again}" if self.r.reason else again
-            return True
-        if failed:
-            ranked = sorted(failed, key=lambda c: (-c.votes, c.diff_lines, c.n))
-            best = ranked[0]
-            assert best.plan is not None and best.verification is not None
-            self.r.plan_summary = best.plan.summary
-            self.r.status = "rolled_back"
-            self.r.reason = f"no candidate passed the checks ({found.summary()}): {best.reason}"
-            self._last_diff = best.diff
-            for c in ranked[:FAILED_SHOWN]:  # two different wrong fixes tell more than one
-                assert c.plan is not None and c.verification is not None
-                self.attempts.append(Attempt(c.plan.summary, c.diff, c.verification.output))
-            self.last_attempt = Attempt(best.plan.summary, best.diff, best.verification.output).as_dict()
-            self._note_unchanged(found)
-        elif refused:
-            self.r.plan_summary = refused[0].plan.summary if refused[0].plan else None
-            self.r.status, self.r.reason = after_earlier_attempts(
-                self.r, "rejected", f"{refused[0].reason} ({found.summary()})"
-            )
-            for c in list({c.reason: c for c in refused}.values())[:3]:  # each distinct reason once
-                why = f"refused by autod's act rules: {c.reason}"
-                self.attempts.append(Attempt(c.plan.summary if c.plan else "", "", why))
-        elif found.drawn("unchanged"):  # rewrote code as it already is: say so, and ask again
-            c = found.drawn("unchanged")[0]
-            self.r.plan_summary = c.plan.summary if c.plan else None
-            self.r.status, self.r.reason = after_earlier_attempts(
-                self.r, "no_change", f"the edits change nothing ({found.summary()})"
-            )
-            self._note_unchanged(found)
-        elif tried:  # only plans without edits: the model has no fix (it may have a report)
-            plan = tried[0].plan
-            self.r.plan_summary = plan.summary if plan else None
-            self.r.status, self.r.reason = after_earlier_attempts(
-                self.r, "no_change", "the planner proposed no edits"
-            )
-            if plan is not None and plan.report:
-                async with self.phase("act"):
-                    await self.write_report(plan)
-            return False
-        elif found.candidates:  # only invalid replies
-            invalid = found.drawn("invalid")
-            why = invalid[0].reason if invalid else ""
-            self.r.status, self.r.reason = after_earlier_attempts(
-                self.r, "rejected", f"no valid plan in {len(invalid)} replies: {why}"
-            )
-            told = f"the reply was not a valid JSON plan: {why}"
-            self.attempts.append(Attempt("(no valid plan)", "", told))
-        else:
-            return False
-        log.info("plan.replanning", outcome=self.r.status, reason=(self.r.reason or "")[:300])
-        return True
-
-    def _note_unchanged(self, found: AttemptResult) -> None:
-        """Tell the re-plan which rewrites changed nothing (the model keeps rewriting correct code)."""
-        same = found.drawn("unchanged")
-        if not same:
-            return
-        where = ", ".join(dict.fromkeys(e.symbol or e.path for x in same if x.plan for e in x.plan.edits))
-        why = (f"the edit of {where} changed nothing: the code is already exactly like that. The failure"
-               " comes from code that differs from what the test expects; change that code")
-        self.attempts.append(Attempt(same[0].plan.summary if same[0].plan else "", "", why))
+        settled = settle(found, self.r)
+        self.attempts += settled.told
+        if settled.last_diff is not None:
+            self._last_diff, self.last_attempt = settled.last_diff, settled.last_attempt
+        if settled.report is not None:
+            async with self.phase("act"):
+                await self.write_report(settled.report)
+        if settled.replan:
+            log.info("plan.replanning", outcome=self.r.status, reason=(self.r.reason or "")[:300])
+        return settled.replan
 
     async def validator(self) -> InPlace | Isolated:
         """Candidates are verified on the workspace's mirror when it can be used, else in place."""
-        in_place = InPlace(self._act_in_place)
-        iso = self.deps.isolation
-        why = "no mirror configured" if iso is None else await iso.unavailable()
-        if iso is None or why is not None:
-            log.info("candidates.verified_in_place", reason=why)
-            return in_place
-        return Isolated(iso, self.mode, self.event, self.deps.env, in_place)
+        return await choose_validator(self.deps.isolation, self.mode, self.event, self.deps.env,
+                                      InPlace(self._act_in_place))
 
     async def _act_in_place(self, plan: Plan) -> Verification | None:
         async with self.phase("act"):
@@ -448,10 +387,7 @@ class Cycle:
     async def reflect(self) -> None:
         async with self.phase("reflect"):
             r = self.r
-            wall = int((time.monotonic() - self._started) * 1000)
-            model, checks = self._spent.get("model", 0), self._spent.get("checks", 0)
-            r.timing = {"wall_ms": wall, "model_ms": model, "checks_ms": checks,
-                        "autod_ms": max(0, wall - model - checks)}
+            r.timing = timing(self._started, self._spent)
             left = self._left_behind()
             if left:  # never a clean `rolled_back` while autod's edit may still be in a file
                 r.status = "partly_rolled_back"
@@ -477,32 +413,12 @@ class Cycle:
             )
             r.lesson = distil_lesson(r, self.event)
             if self.deps.memory is not None and teaches(r):  # an outage teaches nothing about the code
-                await self.remember()
+                await remember(self.deps.memory, r, self._last_diff)
         log_reflection(r)
         await self.state.call(self.state.cycle_finished, r.cycle_id, r.status, r.reason, r.record())
         if self.transcript is not None:
             self.transcript.add({"kind": "outcome", "status": r.status, "reason": r.reason})
             await self.transcript.flush()
-
-    async def remember(self) -> None:
-        r, mem = self.r, self.deps.memory
-        assert mem is not None
-        meta = {
-            "fingerprint": r.fingerprint,
-            "mode": r.mode,
-            "status": r.status,
-            "kind": r.kind,
-            "cycle_id": r.cycle_id,
-        }
-        try:
-            episode = episode_text(r, self._last_diff)
-            # deferred: the memory's writer stores them off the cycle's path; the next recall waits for them
-            await mem.add_episode(logs.redact_text(episode), meta, defer=True)
-            if r.lesson:
-                lesson = logs.redact_text(r.lesson)
-                await mem.add_lesson(lesson, meta, success=r.status in ("fixed", "improved"), defer=True)
-        except Exception as exc:
-            log.warning("memory.write_failed", error=type(exc).__name__)
 
     # -- helpers -----------------------------------------------------------------------
     _last_diff: str = ""

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import structlog
 
+from autod import logs
 from autod.events import Event
+from autod.memory import Memory
 
 log = structlog.get_logger("autod.cycle.reflect")
 
@@ -141,3 +144,26 @@ def log_reflection(r: Reflection) -> None:
         rec.pop(key)
     level = "warning" if r.status in ("failed", "rejected") else "info"
     getattr(log, level)("cycle.finished", phase="reflect", **rec)
+
+
+def timing(started: float, spent: dict[str, int]) -> dict[str, int]:
+    """Where a cycle's wall time went, from its start (monotonic) and its tally (autod.tally)."""
+    wall = int((time.monotonic() - started) * 1000)
+    model, checks = spent.get("model", 0), spent.get("checks", 0)
+    own = max(0, wall - model - checks)
+    return {"wall_ms": wall, "model_ms": model, "checks_ms": checks, "autod_ms": own}
+
+
+async def remember(memory: Memory, r: Reflection, diff: str) -> None:
+    """The cycle's episode (N1) and lesson (N2), redacted, written off the cycle's path (deferred)."""
+    meta = {"fingerprint": r.fingerprint, "mode": r.mode, "status": r.status, "kind": r.kind,
+            "cycle_id": r.cycle_id}
+    try:
+        episode = episode_text(r, diff)
+        # deferred: the memory's writer stores them off the cycle's path; the next recall waits for them
+        await memory.add_episode(logs.redact_text(episode), meta, defer=True)
+        if r.lesson:
+            lesson = logs.redact_text(r.lesson)
+            await memory.add_lesson(lesson, meta, success=r.status in ("fixed", "improved"), defer=True)
+    except Exception as exc:  # memory trouble never fails a cycle
+        log.warning("memory.write_failed", error=type(exc).__name__, cycle_id=r.cycle_id)
