@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from autod.cli.main import _ask, _die, _emit, _out, _settings
+from autod.cli.common import _ask, _die, _emit, _out, _settings
 from autod.config.settings import Settings
 
 

@@ -7,11 +7,22 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import ValidationError
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A part of a valid config that cannot work here (an error) or will surprise (a warning)."""
+
+    key: tuple[str | int, ...]  # where in the YAML, e.g. ("checks", "tests", "run")
+    message: str
+    error: bool = True  # False: a warning (the config works, but not as it reads)
+
 
 _UNION_TAGS = {"watch", "logtail", "cron"}  # the source types: a discriminator, not a key to name
 

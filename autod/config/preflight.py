@@ -9,18 +9,11 @@ from __future__ import annotations
 
 import os
 import shlex
-from dataclasses import dataclass
 from pathlib import Path
 
 from autod.checks.run import ProgramError, find_venv, resolve_program
+from autod.config.errors import Problem
 from autod.config.settings import CronSource, Settings, WatchSource, key_lines
-
-
-@dataclass(frozen=True)
-class Problem:
-    key: tuple[str | int, ...]  # where in the YAML, e.g. ("checks", "tests", "run")
-    message: str
-    error: bool = True  # False: a warning (the config works, but not as it reads)
 
 
 def program_error(program: str, workspace: Path) -> str | None:

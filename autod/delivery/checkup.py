@@ -4,18 +4,13 @@ patch needs a git repository with a commit, the workspace's mirror (bwrap, no ch
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from autod.config.errors import Problem
 from autod.config.settings import Settings
 from autod.delivery import plumbing as g
-
-if TYPE_CHECKING:
-    from autod.config.preflight import Problem
 
 
 def problems(settings: Settings) -> list[Problem]:
     from autod.checks import sandbox
-    from autod.config.preflight import Problem
 
     out: list[Problem] = []
     isolated = [

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from autod.cli import main as cli
+from autod.cli.view import Progress
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
@@ -253,7 +254,7 @@ class FakeTTY(io.StringIO):
 def test_progress_is_silent_when_stderr_is_not_a_terminal(monkeypatch):
     err = io.StringIO()
     monkeypatch.setattr(sys, "stderr", err)
-    with cli.Progress("applying and verifying"):
+    with Progress("applying and verifying"):
         time.sleep(0.5)  # past the spinner's first frame (0.2 s) had it been drawing
     assert err.getvalue() == ""
 
@@ -261,7 +262,7 @@ def test_progress_is_silent_when_stderr_is_not_a_terminal(monkeypatch):
 def test_progress_spins_on_a_terminal_and_clears_its_line(monkeypatch):
     err = FakeTTY()
     monkeypatch.setattr(sys, "stderr", err)
-    with cli.Progress("applying and verifying"):
+    with Progress("applying and verifying"):
         deadline = time.monotonic() + 10  # hang guard only
         while "applying and verifying" not in err.getvalue() and time.monotonic() < deadline:
             time.sleep(0.05)

@@ -1,0 +1,59 @@
+"""What every `autod` command shares: load the config, ask the daemon, print for a human or a script."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from autod.cli.view import Progress
+from autod.config.settings import Settings, load_config
+from autod.safety import termsafe
+
+
+def _out(text: str, *, file: Any = None) -> None:
+    """Print one line for a human, terminal-safe: text from an LLM, a log or a file cannot drive it."""
+    print(termsafe.line(text), file=file)
+
+
+def _die(msg: str, code: int) -> int:
+    _out(f"autod: {msg}", file=sys.stderr)
+    return code
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    return load_config(args.config)
+
+
+def _emit(data: Any) -> None:
+    print(json.dumps(data, indent=2, default=str))
+
+
+def _ask(settings: Settings, cmd: str, *, label: str | None = None, **kw: Any) -> dict[str, Any]:
+    from autod.control.socket import request
+
+    if label:
+        with Progress(label):
+            return request(settings, cmd, **kw)
+    return request(settings, cmd, **kw)
+
+
+def _offline(settings: Settings) -> tuple[Any, Any] | None:
+    from autod.stores.queue import EventQueue
+    from autod.stores.state import State
+
+    sp = settings.state_path
+    if not (sp / "state.db").exists():
+        return None
+    return State(sp / "state.db"), EventQueue(sp / "queue.db")
+
+
+def _warnings(settings: Settings) -> list[str]:
+    """Print on stderr (and return) what the operator should know about this config, one line each."""
+    from autod.safety.boundary import config_inside_workspace
+
+    found = [w for w in (config_inside_workspace(settings),) if w]
+    for warning in found:
+        _out(f"autod: warning: {warning}", file=sys.stderr)
+    return found
