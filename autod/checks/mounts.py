@@ -60,12 +60,13 @@ class MountTable:
         self.ops: list[_Op] = [_Op("ro", Path("/"), Path("/"))]
 
     def covering(self, path: Path) -> str:
-        """The kind of the mount a check sees at `path`: the deepest op containing it, the later of equals."""
-        best, depth = "ro", -1
-        for op in self.ops:
-            if under(path, op.dest) and len(op.dest.parts) >= depth:
-                best, depth = op.kind, len(op.dest.parts)
-        return best
+        """The kind of the mount a check sees at `path`: the last op containing it. A later op wins
+        whatever its depth: a bind of a directory above an earlier, deeper mount shows the host's tree
+        there (bwrap binds recursively from the host), so the earlier mount is gone from sight."""
+        for op in reversed(self.ops):
+            if under(path, op.dest):
+                return op.kind
+        return "ro"
 
     def hidden(self, path: Path) -> bool:
         return self.covering(path) in ("tmpfs", "null")
@@ -113,8 +114,12 @@ class MountTable:
                 out += ["--bind" if op.kind == "rw" else "--ro-bind", str(op.source), str(op.dest)]
         # The empty directories become read-only once everything bound below them is in place
         # (bwrap creates the mount points in them); the private tmp dirs stay the check's scratch space.
-        for op in self.ops[1:]:
-            if op.kind == "tmpfs" and str(op.dest) not in PRIVATE_DIRS:
+        # Only an empty directory still in sight: a later bind above one covered it (remounting what is
+        # no mount point fails) and a later op at the same place is the one to remount.
+        for i, op in enumerate(self.ops):
+            if op.kind == "tmpfs" and str(op.dest) not in PRIVATE_DIRS and not any(
+                under(op.dest, later.dest) for later in self.ops[i + 1 :]
+            ):
                 out += ["--remount-ro", str(op.dest)]
         return out
 

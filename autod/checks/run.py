@@ -142,12 +142,28 @@ def _not_started(name: str, code: int, why: str, mode: str = "") -> CheckResult:
     return CheckResult(name, code, why, 0, error=why, sandbox=mode)
 
 
+# bubblewrap's own messages when it cannot build the sandbox (bubblewrap.c, utils.c: die_with_error);
+# printed before the command runs, so they are never the check's verdict on the code
+BWRAP_SETUP_FAILED = (
+    "bwrap: Can't ",
+    "bwrap: Failed to ",
+    "bwrap: Unable to ",
+    "bwrap: Creating new namespace failed",
+    "bwrap: No permissions to create new namespace",
+    "bwrap: setting up uid map",
+    "bwrap: setting up gid map",
+)
+
+
 def _start_failure(output: str, code: int, wrapper: str, program: Path) -> str | None:
     """bwrap's or the reaper's own message when the program could not be executed after all.
 
-    Only the exact program matters: a check may run bwrap itself, whose messages are its output."""
+    bwrap's setup messages come before the command runs (its execvp failure only for the exact program:
+    a check may run other programs that fail to start); either way the code was not judged."""
     first = (output.lstrip().splitlines() or [""])[0]
-    if wrapper == "bwrap" and code == 1 and first.startswith(f"bwrap: execvp {program}:"):
+    if wrapper == "bwrap" and code == 1 and (
+        first.startswith(f"bwrap: execvp {program}:") or first.startswith(BWRAP_SETUP_FAILED)
+    ):
         return f"the sandbox could not start the check: {first[:300]}"
     if wrapper != "bwrap" and code in (126, 127) and first.startswith(reaper.EXEC_FAILED):
         return first[len("autod-reaper: ") :][:300]

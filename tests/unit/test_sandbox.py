@@ -204,3 +204,18 @@ def test_a_hidden_path_that_is_the_workspace_or_above_it_never_hides_the_workspa
     argv = argv_for(ws, Policy(state_dir=ws, hidden=(ws, tmp_path)))
     bind = index_of(argv, "--bind", str(ws), str(ws))
     assert all(argv[i + 1] != str(ws) for i in range(bind, len(argv) - 1) if argv[i] == "--tmpfs")
+
+
+def test_bwraps_own_setup_failure_is_a_check_that_did_not_start_not_a_verdict() -> None:
+    from autod.checks.run import _start_failure
+
+    python = Path("/usr/bin/python3")
+    setup = ("bwrap: Can't remount readonly on /newroot/srv/app/.autod: Unable to remount destination "
+             '"/newroot/srv/app/.autod" with correct flags: Invalid argument\n')
+    why = _start_failure(setup, 1, "bwrap", python)
+    assert why is not None and why.startswith("the sandbox could not start the check: bwrap: Can't remount")
+    assert _start_failure("bwrap: execvp /usr/bin/python3: No such file or directory\n", 1, "bwrap", python)
+    # the check's own output, and bwrap's words from a run that is not bwrap's, are verdicts
+    assert _start_failure("F\n1 failed in 0.1s\n", 1, "bwrap", python) is None
+    assert _start_failure(setup, 2, "bwrap", python) is None
+    assert _start_failure(setup, 1, "none", python) is None

@@ -305,3 +305,53 @@ def test_a_copy_mounted_at_the_workspace_shows_the_copy_with_the_real_git_and_ve
     assert r.output.count("Read-only file system") == 2 and r.output.rstrip().endswith(str(ws))
     assert (copy / "src" / "made.txt").exists() and not (ws / "src" / "made.txt").exists()
     assert not (ws / ".git" / "evil").exists() and not (ws / ".venv" / "evil").exists()
+
+
+# -- a workspace outside every hidden root, the state dir inside it (autod's default `.autod`) ------
+
+
+@pytest.fixture
+def plain_place() -> Path:
+    """A directory outside /tmp, /var/tmp, /root, /home and /run, where operators keep services' trees
+    (/srv, /opt): no hidden root above the workspace changes the order of the mounts."""
+    import shutil
+    import tempfile
+
+    for parent in ("/srv", "/opt", "/var/lib", "/mnt"):
+        if os.path.isdir(parent) and os.access(parent, os.W_OK):
+            place = Path(tempfile.mkdtemp(prefix="autod-mounts-", dir=parent))
+            yield place
+            shutil.rmtree(place, ignore_errors=True)
+            return
+    pytest.skip("no writable directory outside the hidden roots (this test runs as root in CI)")
+
+
+def test_a_later_bind_above_an_earlier_hide_uncovers_it_and_it_is_hidden_again(tmp_path: Path) -> None:
+    from autod.checks.mounts import MountTable
+
+    ws, state = tmp_path / "ws", tmp_path / "ws" / ".autod"
+    state.mkdir(parents=True)
+    m = MountTable()
+    m.hide(state)
+    assert m.covering(state) == "tmpfs"
+    m.bind(ws, writable=True)
+    assert m.covering(state) == "rw"  # the workspace's bind shows the host's .autod again
+    m.hide(state)
+    assert m.covering(state) == "tmpfs"
+    argv = m.argv()
+    # the first, covered empty dir is not remounted (it is no mount point any more): one remount
+    assert argv.count("--remount-ro") == 1 and argv[-2:] == ["--remount-ro", str(state)]
+
+
+def test_default_state_dir_inside_a_workspace_outside_hidden_roots(
+    plain_place: Path, real_bwrap: None
+) -> None:
+    """autod's default state dir is `<workspace>/.autod`; a workspace in /srv or /opt must run its
+    checks, and they must not see the state dir (found by bench_realllm run from /work: every check
+    failed with bwrap's "Can't remount readonly ... .autod")."""
+    ws = plain_place / "ws"
+    state = ws / ".autod"
+    state.mkdir(parents=True)
+    (state / "state.db").write_text("STATE-CANARY")
+    seen = probe(ws, [state], settings=settings_for(ws, state))
+    assert seen[str(state)] == []
