@@ -102,7 +102,7 @@ def cmd_trigger(args: argparse.Namespace) -> int:
 
 def _start_waiting_offline(settings: Settings, queue: Any, mode: str) -> list[dict[str, Any]]:
     from autod.control.waiting import start_waiting
-    from autod.runtime.supervisor import build_modes
+    from autod.runtime.wiring import build_modes
 
     takes = next((m.handles for m in build_modes(settings) if m.name == mode), None)
     return start_waiting(queue, takes) if takes is not None else []

@@ -1,4 +1,9 @@
-"""The Observe -> Plan -> Act -> Reflect cycle for one event and one mode. Nothing else."""
+"""The Observe -> Plan -> Act -> Reflect cycle for one event and one mode. Nothing else.
+
+Long room: the four phases read top to bottom as the cycle runs, each a short method over one record.
+What a phase calls lives elsewhere (candidate search and settling in autod.candidates, the outcome in
+autod.checks.outcome, memory writes and timing in autod.cycle.reflect); cutting the phases apart
+would hide the one order that matters."""
 
 from __future__ import annotations
 

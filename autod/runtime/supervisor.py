@@ -1,6 +1,7 @@
 """The daemon's task tree: sources -> queue -> dispatcher, control socket, housekeeping, watchdog;
 signals, sd_notify and reload. What each task does lives in its own module (sourceset, dispatch,
-checkbook, housekeeping, commands); this one starts them, owns them and stops them."""
+checkbook, housekeeping, commands), what the config decides is wired in `wiring`; this one starts
+them, owns them and stops them."""
 
 from __future__ import annotations
 
@@ -19,41 +20,31 @@ from autod import isolation, logs
 from autod.act.journal import recover
 from autod.checks import sandbox
 from autod.checks.run import CheckResult
-from autod.config.preflight import check_problems
 from autod.config.settings import ConfigError, Settings, load_config
 from autod.control.commands import Commands
 from autod.control.socket import ControlServer, socket_path
-from autod.cycle.phases import CycleDeps
-from autod.delivery.deliver import Delivery
-from autod.delivery.gate import DeliveryGate
 from autod.delivery.ledger import DeliveryLedger
-from autod.delivery.verify import MirrorVerifier
 from autod.events import Event, EventKind
 from autod.git.exclude import exclude_state_dir
 from autod.memory.resilient import ResilientMemory
-from autod.metrics.observe import CycleMetrics, MeteredPlanner, TimedMode, check_ran, describe
+from autod.metrics.observe import check_ran
 from autod.metrics.registry import Metrics
-from autod.metrics.sampler import sampler
 from autod.metrics.server import MetricsServer
-from autod.modes import Mode, ModeEnv
 from autod.ownwrites import OwnWrites
 from autod.runtime import once, outage
 from autod.runtime.checkbook import CheckBook
 from autod.runtime.dispatch import Dispatcher
 from autod.runtime.freshness import Run
 from autod.runtime.housekeeping import housekeeping
-from autod.runtime.limits import CircuitBreaker, Gate
 from autod.runtime.notify import Notifier
-from autod.runtime.retry import RetryPolicy
 from autod.runtime.sourceset import SourceSet, source_specs
+from autod.runtime.wiring import configure, output_tasks
 from autod.safety.boundary import config_inside_workspace
 from autod.sources.check import CheckSource
 from autod.stores.queue import EventQueue
 from autod.stores.state import State
 from autod.threads import IO_POOL, IO_POOL_WORKERS, named_pool
-from autod.transcripts import TranscriptStore
-from autod.undo.ledger import KeptLedger, kept_hook
-from autod.webhooks.announce import CycleAnnouncer, watch_daemon
+from autod.undo.ledger import KeptLedger
 from autod.webhooks.courier import Courier
 from autod.webhooks.outbox import Outbox
 
@@ -62,19 +53,6 @@ log = structlog.get_logger("autod.runtime.supervisor")
 
 class DaemonAlreadyRunning(Exception):
     pass
-
-
-def build_modes(settings: Settings) -> list[Mode]:
-    from autod.modes.debug import DebugMode
-    from autod.modes.doc import DocMode
-    from autod.modes.plan import PlanReportMode
-
-    all_modes: dict[str, Mode] = {
-        "auto-debug": DebugMode(),
-        "auto-doc": DocMode(),
-        "auto-plan": PlanReportMode(),
-    }
-    return [all_modes[name] for name in settings.modes.enabled()]
 
 
 class Daemon:
@@ -142,7 +120,7 @@ class Daemon:
         self.courier = Courier(lambda: self.settings, self.outbox, self.metrics)
         self.ledger = self.book.ledger
         self.memory = await self._open_memory()
-        self._configure()
+        configure(self)
 
     async def _open_memory(self) -> ResilientMemory:
         # Always a memory: it opens the store in the background and degrades (status says why)
@@ -151,65 +129,6 @@ class Daemon:
         return await ResilientMemory.start(
             s.memory, s.state_path, workspace=s.workspace, token=s.memory_token()
         )
-
-    def _configure(self) -> None:
-        """(Re)build what depends on the config: planner, gate, retry policy, modes."""
-        s = self.settings
-        logs.set_secrets(s.secrets())
-        self.breaker = (
-            CircuitBreaker(s.llm.circuit_failures, s.llm.circuit_cooldown_s) if s.llm.base_url else None
-        )
-        self.isolation = isolation.Isolation(s)  # the mirror branch and patch fixes are verified on
-        self.delivery = Delivery(s, self.delivery_ledger, MirrorVerifier(self.isolation), self.metrics)
-        self.gate = DeliveryGate(Gate(s.limits, self.state, self.breaker), self.delivery)
-        self.retry = RetryPolicy(s.limits, once=self.once)
-        self.modes = [TimedMode(m, self.metrics) for m in build_modes(s)]
-        self.kept.keep_cycles, self.kept.keep_days = s.undo.keep_cycles, s.undo.keep_days
-        self.outbox.max_items = s.notify.outbox_max_items
-        self.book.workspace = s.workspace
-        self.env = ModeEnv(
-            settings=s,
-            state=self.state,
-            memory=self.memory,
-            run_check=self._verify_check,
-            last_results=self.book.results,
-            prompt_room=self._prompt_room,
-        )
-        if s.llm.base_url:
-            from autod.planner.llm import LLMPlanner
-
-            self.planner: Any = LLMPlanner(s.llm, s.api_key())
-            self.planner_name = "llm"
-        else:
-            from autod.planner.rules import RulesPlanner
-
-            self.planner = RulesPlanner(s)
-            self.planner_name = "rules"
-        hooks: list[Any] = []
-        if s.git.commit:
-            from autod.git.ops import commit_cycle
-
-            hooks.append(commit_cycle)
-        hooks.append(kept_hook(self.kept))  # after the commit: `autod undo` knows it
-        tx = s.transcripts
-        self.deps = CycleDeps(
-            env=self.env,
-            gate=self.gate,
-            planner=MeteredPlanner(self.planner, self.metrics) if s.llm.base_url else self.planner,
-            planner_name=self.planner_name,
-            own_writes=self.own_writes,
-            breaker=self.breaker,
-            extra_after_keep=hooks,
-            isolation=self.isolation,  # one mirror: candidates and branch/patch delivery verify on it
-            transcripts=TranscriptStore(s.state_path, keep_days=tx.keep_days, max_mb=tx.max_mb)
-            if tx.enabled else None,
-            delivery=self.delivery,
-        )
-        self.dispatcher.observers = [CycleMetrics(self.metrics), CycleAnnouncer(self.courier)]
-        describe(self.metrics, s, self.planner_name)
-        self.config_problems = [f"{'.'.join(map(str, p.key))}: {p.message}" for p in check_problems(s)]
-        for problem in self.config_problems:
-            log.error("config.check_cannot_start", problem=problem)
 
     async def _prompt_room(self, mode: str) -> tuple[int, float] | None:
         """Tokens a prompt may take at the LLM server (its window less the reply cap), when known."""
@@ -348,7 +267,7 @@ class Daemon:
             logs.configure_logging(level=new.logging.level, file=new.log_file, secrets=new.secrets())
             if self.memory is not None:  # a degraded store is retried now; a changed one reconnected
                 self.memory.reload(new.memory, token=new.memory_token())
-            self._configure()
+            configure(self)
             self._start_sources()
         log.info("config.reloaded", modes=new.modes.enabled(), checks=list(new.checks))
         self.notifier.ready("running (config reloaded)")
@@ -377,7 +296,7 @@ class Daemon:
         watchdog = asyncio.create_task(
             self.notifier.watchdog_loop(lambda: self.healthy(dispatcher)), name="watchdog"
         )
-        outputs = self._start_outputs()
+        outputs = output_tasks(self)
         # an LLM outage's retries run as soon as it answers again; start-up says when it does not
         llm_watch = asyncio.create_task(outage.watch_llm(self), name="llm-watch")
         llm_check = asyncio.create_task(outage.warn_if_unreachable(self.settings), name="llm-check")
@@ -428,32 +347,6 @@ class Daemon:
             return once.verdict(self.dispatcher.error, self.settings.checks, self.ledger,
                                 self.dispatcher.cycles_run)
         return 0
-
-    def _start_outputs(self) -> list[asyncio.Task[None]]:
-        """The metrics server and sampler, the webhook courier and its watch on the daemon (issue 22)."""
-        return [
-            asyncio.create_task(
-                self.metrics_server.run(lambda: self.settings.metrics.listen), name="metrics-server"
-            ),
-            asyncio.create_task(
-                sampler(
-                    self,
-                    self.metrics,
-                    lambda: self.settings.metrics.sample_s,
-                    [self._sample_outputs],
-                    enabled=lambda: self.settings.metrics.listen is not None,
-                ),
-                name="metrics-sampler",
-            ),
-            asyncio.create_task(self.courier.run(), name="webhooks"),
-            asyncio.create_task(watch_daemon(self.courier, self.dispatcher), name="webhooks-watch"),
-        ]
-
-    async def _sample_outputs(self) -> None:
-        await self.courier.status()  # sets the outbox gauges
-        rows = await asyncio.to_thread(self.delivery_ledger.rows, ("open",))
-        for kind in ("branch", "patch"):
-            self.metrics.deliveries_open.labels(kind).set(sum(1 for r in rows if r.kind == kind))
 
     async def _close(self) -> None:
         if self.memory is not None:

@@ -6,6 +6,10 @@ events with the same fingerprint (or files_changed events from one source) merge
 failure merges into the row of the same failure in flight (one cycle works on it, not two); an event
 can be deferred (retried later: `not_before`); the number of pending events is bounded, evicting the
 least important and never a failure.
+
+Long room: one class over one table. Its paths, retries and schema are already their own modules
+(queue_paths, queue_retries, queue_schema); what is left (admission with merging and eviction, lease,
+ack, recovery) shares one transaction discipline, and splitting it would split the invariants above.
 """
 
 from __future__ import annotations
@@ -403,9 +407,6 @@ class EventQueue(Deferrals):
 
     async def aput(self, event: Event) -> PutResult:
         return await self._run(self.put, event)
-
-    async def aput_many(self, events: Sequence[Event]) -> list[PutResult]:
-        return await self._run(self.put_many, events)
 
     async def alease(self, *, kinds: Collection[str] | None = None) -> Leased | None:
         return await self._run(self.lease, kinds=kinds)
