@@ -3,7 +3,7 @@ and tail), a deadline, and nothing it started left alive afterwards.
 
 What "nothing left alive" rests on depends on the wrapper `autod.checks.run` puts in front of the
 command: under bwrap, the check's PID namespace (its init exits with the command and the kernel
-kills the rest); without bwrap, `autod/reaper.py`, a child subreaper that kills every descendant,
+kills the rest); without bwrap, `autod/checks/reaper.py`, a child subreaper that kills every descendant,
 `setsid` and double-forked ones included. Here, the process group is killed on top, as a backstop.
 """
 
