@@ -13,6 +13,7 @@ from typing import Any
 
 import structlog
 
+from autod import logs
 from autod.config.settings import CronSource, LogtailSource, Settings, WatchSource
 from autod.events import Event
 from autod.ownwrites import OwnWrites
@@ -96,7 +97,8 @@ class SourceSet:
         for t in tasks:
             t.cancel()
         for t in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
+            stopped = logs.survive("source.stop_failed", task=t.get_name())
+            with contextlib.suppress(asyncio.CancelledError), stopped:
                 await t
         self.tasks.clear()
         for st in self.states.values():

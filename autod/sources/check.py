@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import structlog
 
+from autod import logs
 from autod.checks.outcome import count_failures, failing_tests
 from autod.checks.run import CheckResult, run_check
 from autod.config.settings import Settings
@@ -157,5 +158,5 @@ class CheckSource:
             for t in crons:
                 t.cancel()
             for t in crons:
-                with contextlib.suppress(asyncio.CancelledError, Exception):
+                with contextlib.suppress(asyncio.CancelledError), logs.survive("check.cron_stop_failed"):
                     await t
