@@ -92,6 +92,7 @@ def boundary(tree: dict[str, Path]) -> Boundary:
         ("deep/dir/KEY.PEM", "(limits.deny_globs)"),
         (".autod/state.db", "inside autod's state dir"),
         (".autod/new", "inside autod's state dir"),
+        ("src/calc.py.autod-tmp-1", "autod temp files are never edited"),
         ("src/calc.py\x00.txt", "path contains a NUL byte"),
         ("src/ca\nlc.py", "path contains control characters"),
         ("src/calc.py/x", "a parent is not a directory"),
