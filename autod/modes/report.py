@@ -112,7 +112,7 @@ async def gather_facts(env: ModeEnv) -> dict[str, Any]:
     lessons: list[str] = []
     search = getattr(env.memory, "search", None)
     if search is not None:
-        with logs.survive("report.lessons_unavailable"):  # a report without lessons is still a report
+        with logs.survive("plan.lessons_unavailable"):  # a report without lessons is still a report
             hits = await search("lessons learned fixes failures", tier=Tier.N2, k=10)
             lessons = [h.text for h in hits]
     return {

@@ -172,6 +172,6 @@ def test_lessons_that_cannot_be_recalled_leave_a_warning_naming_the_cycle(tmp_pa
         logs.clear_cycle()
         state.close()
     assert facts["lessons"] == []  # the report goes on without them
-    (line,) = [e for e in captured if e["event"] == "report.lessons_unavailable"]
+    (line,) = [e for e in captured if e["event"] == "plan.lessons_unavailable"]
     assert line["log_level"] == "warning" and line["cycle_id"] == "c-report"
     assert line["error"] == "ConnectionError: memory server went away"
