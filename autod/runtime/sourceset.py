@@ -84,6 +84,12 @@ class SourceSet:
         self.accept = accept
         self.states: dict[str, SourceState] = {}
         self.tasks: dict[str, asyncio.Task[None]] = {}
+        self._armed: dict[str, asyncio.Event] = {}  # each running source's readiness
+
+    def armed(self, name: str) -> bool:
+        """Whether the source watches now (autod.sources.Source.armed): what `autod status` shows."""
+        ready = self._armed.get(name)
+        return ready is not None and ready.is_set()
 
     def start(self, specs: list[tuple[str, str, Factory]]) -> None:
         self.states.clear()
@@ -111,6 +117,7 @@ class SourceSet:
             try:
                 source = factory()
                 st.state = "running"
+                self._armed[st.name] = getattr(source, "armed", None) or asyncio.Event()
                 events: AsyncIterator[Event] = source.events()
                 async for event in events:
                     st.events += 1
