@@ -19,7 +19,7 @@ import logging.handlers
 import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,7 @@ __all__ = [
     "redact_tree",
     "set_phase",
     "set_secrets",
+    "survive",
 ]
 
 PHASES = ("observe", "plan", "act", "reflect")
@@ -370,3 +371,24 @@ def set_phase(phase: str) -> None:
 def clear_cycle() -> None:
     """Drop the cycle context (other bound context vars are kept)."""
     structlog.contextvars.unbind_contextvars(*_CYCLE_KEYS)
+
+
+# ---------------------------------------------------------------------------------------
+# Errors the daemon survives
+
+
+@contextlib.contextmanager
+def survive(event: str, **fields: Any) -> Iterator[None]:
+    """`contextlib.suppress(Exception)` that leaves a warning line: `event`, the error and `fields`.
+
+    Where a cycle is bound its cycle_id is named on the line itself, so the line still says which
+    cycle lost what even where the bound context is not merged (a test capturing logs, a thread)."""
+    try:
+        yield
+    except Exception as exc:
+        cycle_id = structlog.contextvars.get_contextvars().get("cycle_id")
+        if cycle_id is not None:
+            fields.setdefault("cycle_id", cycle_id)
+        get_logger("survived").warning(
+            event, error=f"{type(exc).__name__}: {str(exc)[:200]}", exc_info=exc, **fields
+        )

@@ -9,6 +9,8 @@ from autod.events import Event
 
 
 class Source(Protocol):
+    armed: asyncio.Event  # set while the source is watching (autod.sources.Source)
+
     def events(self) -> object: ...  # an async iterator of Event
 
 
@@ -22,6 +24,10 @@ class SourceRun:
     async def pump(self) -> None:
         async for event in self.source.events():  # type: ignore[attr-defined]
             await self.queue.put(event)
+
+    async def armed(self) -> None:
+        """Until the source watches: a change made after this returns is reported (no "let it arm" sleep)."""
+        await asyncio.wait_for(self.source.armed.wait(), self.hang_guard_s)
 
     async def next(self) -> Event:
         return await asyncio.wait_for(self.queue.get(), self.hang_guard_s)

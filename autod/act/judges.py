@@ -17,6 +17,10 @@ A weak model asked to make a failing test pass will, often enough, edit the test
 - a Python edit to the code under test that adds a reach into the test runner (`autod.act.reach`:
   imports pytest, defines hooks, touches sys.modules or the runner's frames, ends the process...).
 
+Paths are compared normalised (`normal_rel`): `src/../scripts/check.sh` and `./scripts//check.sh`
+are `scripts/check.sh`, and an existing path is spelled as the filesystem has it (on a case-insensitive
+one, `Scripts/Check.sh` is `scripts/check.sh`), whatever rule upstream let the spelling through.
+
 By default such a plan is refused with a reason that teaches the re-plan what to do instead. With
 `allow_judge_edits: true` it is not refused, but `requires_approval` makes the cycle store it as a
 proposal even when confirmation is off: a human looks at every edit to a judge.
@@ -25,6 +29,7 @@ proposal even when confirmation is off: a human looks at every edit to a judge.
 from __future__ import annotations
 
 import os
+import posixpath
 import shlex
 import tomllib
 from dataclasses import dataclass
@@ -43,7 +48,7 @@ if TYPE_CHECKING:
     from autod.config.settings import Settings
     from autod.safety.boundary import Boundary
 
-__all__ = ["Judges", "editable_paths", "requires_approval"]
+__all__ = ["Judges", "editable_paths", "normal_rel", "requires_approval"]
 
 # Globs whose files configure the checks (the rest of the defaults are tests themselves).
 _CONFIG_NAMES = frozenset({"conftest.py", "pytest.ini", "tox.ini", "setup.cfg", "noxfile.py", ".coveragerc"})
@@ -86,6 +91,7 @@ class Judges:
     scripts: tuple[_Script, ...]
     tools: frozenset[str]
     allow: bool
+    workspace: Path | None = None  # where paths are spelled as the filesystem has them
 
     @classmethod
     def for_settings(cls, settings: Settings, mode: str) -> Judges | None:
@@ -105,11 +111,13 @@ class Judges:
             if tool:
                 tools.add(tool)
         globs = list(globs) + [f for t in sorted(tools) for f in _TOOL_FILES.get(t, ())]
-        return cls(mode, tuple(globs), tuple(scripts), frozenset(tools), bool(cfg.allow_judge_edits))
+        ws = Path(os.path.realpath(settings.workspace))
+        scripts = [_Script(normal_rel(s.rel, ws), s.is_dir, s.check) for s in scripts]
+        return cls(mode, tuple(globs), tuple(scripts), frozenset(tools), bool(cfg.allow_judge_edits), ws)
 
     def judged(self, change: FileChange) -> str | None:
         """Why the change edits a judge (a reason that tells the re-plan what to do instead), or None."""
-        rel = change.rel
+        rel = normal_rel(change.rel, self.workspace)
         why = self.judged_path(rel)
         if why:
             return why
@@ -135,6 +143,7 @@ class Judges:
 
     def judged_path(self, rel: str) -> str | None:
         """Why any edit of `rel` edits a judge, or None (pyproject.toml is judged by content instead)."""
+        rel = normal_rel(rel, self.workspace)
         for pattern in self.globs:
             if glob_match(pattern, rel):
                 if PurePosixPath(rel).name.lower() in _CONFIG_NAMES or "/" not in pattern.strip("/"):
@@ -203,6 +212,37 @@ def requires_approval(settings: Settings, mode: str, changes: list[FileChange]) 
     if judges is None or not judges.allow:
         return []
     return judges.touched(changes)
+
+
+# -- paths as the judges compare them -----------------------------------------------------------
+
+
+def normal_rel(rel: str, workspace: Path | None = None) -> str:
+    """`rel` as a judge compares it: posix-normalised (no `.` or `..` parts, no duplicate, leading or
+    trailing slashes) and, under `workspace`, each existing part spelled as the filesystem has it."""
+    norm = posixpath.normpath(rel).lstrip("/")
+    if norm in ("", "."):
+        return ""
+    return _as_on_disk(workspace, norm) if workspace is not None else norm
+
+
+def _as_on_disk(workspace: Path, rel: str) -> str:
+    """A case-insensitive filesystem takes `Tests/X.py` for `tests/x.py`: use the names it has."""
+    parts = rel.split("/")
+    cur = workspace
+    for i, part in enumerate(parts):
+        if part == "..":
+            return rel  # above the workspace: nothing of ours to spell
+        try:
+            names = os.listdir(cur)
+        except OSError:
+            return "/".join(parts)  # not a directory (yet): the rest is spelled as given
+        if part not in names:
+            same = [n for n in names if n.casefold() == part.casefold()]
+            if len(same) == 1 and os.path.lexists(cur / part):  # the filesystem folds case
+                parts[i] = same[0]
+        cur = cur / parts[i]
+    return "/".join(parts)
 
 
 # -- the checks' own scripts ------------------------------------------------------------------

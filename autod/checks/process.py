@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from autod import logs
 from autod.safety.filemodes import workspace_umask
 
 KILL_GRACE_S = 3.0  # SIGTERM -> SIGKILL; longer than the reaper's own grace, so it can sweep first
@@ -158,7 +159,7 @@ async def _wait(
         return True
     except asyncio.CancelledError:
         # SIGTERM first even now: the reaper needs a moment to kill what escaped the group.
-        with contextlib.suppress(Exception):
+        with logs.survive("check.stop_failed", pid=proc.pid):
             await asyncio.shield(_stop(proc))
         reader.cancel()
         raise

@@ -81,10 +81,6 @@ class CheckResult:
         return {"name": self.name, "exit_code": self.exit_code, "duration_ms": self.duration_ms}
 
 
-class CheckNotConfigured(KeyError):
-    pass
-
-
 # ---------------------------------------------------------------------------------------------
 # What a check changed
 

@@ -169,7 +169,8 @@ class Commands:
             "state_dir": str(d.settings.state_path),
             "config_problems": d.config_problems,
             "sources": [
-                {k: v for k, v in asdict(s).items() if k != "crashes"} for s in d.sources.states.values()
+                {**{k: v for k, v in asdict(s).items() if k != "crashes"}, "armed": d.sources.armed(s.name)}
+                for s in d.sources.states.values()
             ],
             "checks": {
                 n: {"exit_code": r.exit_code, "ok": r.ok, "error": errors.get(n), "changed": r.changed[:50],

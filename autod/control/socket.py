@@ -19,6 +19,7 @@ from typing import Any
 
 import structlog
 
+from autod import logs
 from autod.checks import process
 from autod.config.settings import Settings
 from autod.control import peers
@@ -136,7 +137,7 @@ class ControlServer:
     async def stop(self) -> None:
         if self._server is not None:
             self._server.close()
-            with contextlib.suppress(Exception):
+            with logs.survive("control.stop_failed"):
                 await asyncio.wait_for(self._server.wait_closed(), 2)
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()
@@ -171,8 +172,8 @@ class ControlServer:
             pass
         finally:
             writer.close()
-            with contextlib.suppress(Exception):
-                await writer.wait_closed()
+            with contextlib.suppress(ConnectionError), logs.survive("control.close_failed"):
+                await writer.wait_closed()  # a peer that hung up first is the common case, not news
 
     @staticmethod
     def _refused(writer: asyncio.StreamWriter) -> str | None:

@@ -128,7 +128,9 @@ class Cycle:
             self.r.status, self.r.reason = "failed", f"internal error: {type(exc).__name__}"
             log.exception("cycle.crashed")
         finally:
-            with contextlib.suppress(Exception):
+            # a reflect that fails loses the cycle record, the attempt count and the token booking:
+            # never the daemon, but never silently either
+            with logs.survive("cycle.reflect_failed", cycle_id=self.r.cycle_id, status=self.r.status):
                 await asyncio.shield(self.reflect())
             logs.clear_cycle()
         return self.r

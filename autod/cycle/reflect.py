@@ -14,19 +14,6 @@ from autod.memory import Memory
 
 log = structlog.get_logger("autod.cycle.reflect")
 
-STATUSES = (
-    "fixed",
-    "improved",
-    "no_change",
-    "rolled_back",
-    "partly_rolled_back",  # a rollback left a file someone else changed since autod wrote it
-    "rejected",
-    "pending_approval",
-    "failed",
-    "reported",
-    "undone",  # the record of `autod undo CYCLE` (autod.undo): the operator took a kept cycle back
-)
-
 
 @dataclass
 class Reflection:

@@ -43,11 +43,6 @@ async def diff_text(workspace: Path, rev: str | None) -> str:
     return await git(workspace, "diff", "--no-color", "--no-ext-diff", "--no-textconv", base, "--")
 
 
-async def diff_since(workspace: Path, rev: str | None) -> list[FileDiff]:
-    """Per-file diff of the working tree against `rev` (or HEAD)."""
-    return split_diff(await diff_text(workspace, rev))
-
-
 async def recent_history(workspace: Path, paths: list[str], commits: int, max_lines: int = 400) -> str:
     """`git log -p` of the last commits touching these files, without patches too large to read."""
     if commits <= 0 or not paths:

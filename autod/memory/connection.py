@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 import structlog
 
+from autod import logs
 from autod.config.settings import MemoryConfig
 from autod.memory import Recalled, Tier
 from autod.memory.worker import StoreTimeout
@@ -221,11 +222,12 @@ class StoreConnection:
         if store is not None:
             await _close_quietly(store)
         for task in self._closing:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
+            with contextlib.suppress(asyncio.CancelledError), logs.survive("memory.close_failed"):
                 await task
         self.set_state(CLOSED, None)
 
 
 async def _close_quietly(store: Store) -> None:
-    with contextlib.suppress(Exception):
+    """Close a store already given up on: its trouble was logged when it was dropped, this adds one line."""
+    with logs.survive("memory.close_failed"):
         await store.close()

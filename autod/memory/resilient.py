@@ -30,6 +30,7 @@ from typing import Any
 
 import structlog
 
+from autod import logs
 from autod.config.settings import MemoryConfig
 from autod.memory import Embedder, Recalled, Tier
 from autod.memory.chroma import TIERS, clean_metadata, collection_names
@@ -155,7 +156,7 @@ class ResilientMemory:
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
+            with contextlib.suppress(asyncio.CancelledError), logs.survive("memory.stop_failed"):
                 await task
         await self._conn.close()
         if left := len(self._spool):

@@ -4,12 +4,12 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 import structlog
 
+from autod import logs
 from autod.metrics.registry import Metrics
 
 log = structlog.get_logger("autod.metrics")
@@ -54,7 +54,7 @@ async def sample_once(daemon: Sampled, metrics: Metrics, extra: list[Callable[[]
         except Exception as exc:  # memory trouble is the memory's to report (status says degraded)
             log.debug("metrics.sample_failed", part="memory", error=type(exc).__name__)
     for fn in extra:
-        with contextlib.suppress(Exception):
+        with logs.survive("metrics.sample_failed", part=getattr(fn, "__name__", "extra")):
             await fn()
 
 

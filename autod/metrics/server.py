@@ -7,7 +7,6 @@ keeps running and the server tries again with backoff, and picks up a changed `m
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -16,6 +15,7 @@ from typing import Any
 import structlog
 from prometheus_client import start_http_server
 
+from autod import logs
 from autod.metrics.address import parse_listen
 from autod.metrics.registry import Metrics
 
@@ -106,7 +106,7 @@ class MetricsServer:
         self.address = None
         if server is None:
             return
-        with contextlib.suppress(Exception):
+        with logs.survive("metrics.stop_failed"):
             await asyncio.to_thread(server.shutdown)
             server.server_close()
         if thread is not None:

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from autod import logs
 from autod.config.settings import Limits
 from autod.git import safe as gitsafe
 from autod.memory import Tier
@@ -111,11 +112,9 @@ async def gather_facts(env: ModeEnv) -> dict[str, Any]:
     lessons: list[str] = []
     search = getattr(env.memory, "search", None)
     if search is not None:
-        try:
+        with logs.survive("plan.lessons_unavailable"):  # a report without lessons is still a report
             hits = await search("lessons learned fixes failures", tier=Tier.N2, k=10)
             lessons = [h.text for h in hits]
-        except Exception:
-            lessons = []
     return {
         "recurring": recurring,
         "quarantined": quarantined,

@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import structlog
 
+from autod import logs
 from autod.memory import Memory
 from autod.stores.state import State
 
@@ -43,5 +44,5 @@ async def housekeeping(
             await asyncio.sleep(EXPIRE_EVERY_S)
     finally:
         prune_task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
+        with contextlib.suppress(asyncio.CancelledError), logs.survive("memory.prune_stop_failed"):
             await prune_task

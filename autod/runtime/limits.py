@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -29,32 +30,38 @@ def _seconds_to_next_utc_day(now: float) -> float:
 
 
 class CircuitBreaker:
-    """Opens after `threshold` consecutive LLM failures; half-opens after `cooldown_s`."""
+    """Opens after `threshold` consecutive LLM failures; half-opens after `cooldown_s`.
 
-    def __init__(self, threshold: int, cooldown_s: float) -> None:
+    `clock` gives monotonic seconds (a wall-clock step must not open or close it); tests pass their own.
+    """
+
+    def __init__(
+        self, threshold: int, cooldown_s: float, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.threshold = threshold
         self.cooldown_s = cooldown_s
         self.failures = 0
-        self.opened_at: float | None = None
+        self.opened_at: float | None = None  # on `clock`
+        self._clock = clock
 
     @property
     def state(self) -> str:
         if self.opened_at is None:
             return "closed"
-        return "half-open" if time.time() - self.opened_at >= self.cooldown_s else "open"
+        return "half-open" if self._clock() - self.opened_at >= self.cooldown_s else "open"
 
     def allow(self) -> tuple[bool, float]:
         st = self.state
         if st == "open":
             assert self.opened_at is not None
-            return False, self.cooldown_s - (time.time() - self.opened_at)
+            return False, self.cooldown_s - (self._clock() - self.opened_at)
         return True, 0.0
 
     def half_open(self) -> None:
         """The LLM answers again (autod.runtime.outage, `autod retry`): let one cycle try now, not after the
         cooldown; a failure re-opens the breaker at once."""
         if self.state == "open":
-            self.opened_at = time.time() - self.cooldown_s
+            self.opened_at = self._clock() - self.cooldown_s
 
     def success(self) -> None:
         self.failures = 0
@@ -63,10 +70,12 @@ class CircuitBreaker:
     def failure(self) -> None:
         self.failures += 1
         if self.state == "half-open" or self.failures >= self.threshold:
-            self.opened_at = time.time()
+            self.opened_at = self._clock()
 
     def snapshot(self) -> dict[str, object]:
-        return {"state": self.state, "consecutive_failures": self.failures, "opened_at": self.opened_at}
+        """What `autod status` shows; `opened_at` as wall-clock epoch seconds, whatever the clock."""
+        opened = None if self.opened_at is None else time.time() - (self._clock() - self.opened_at)
+        return {"state": self.state, "consecutive_failures": self.failures, "opened_at": opened}
 
 
 class Gate:

@@ -13,6 +13,7 @@ from typing import Any
 
 import structlog
 
+from autod import logs
 from autod.config.settings import CronSource, LogtailSource, Settings, WatchSource
 from autod.events import Event
 from autod.ownwrites import OwnWrites
@@ -83,6 +84,12 @@ class SourceSet:
         self.accept = accept
         self.states: dict[str, SourceState] = {}
         self.tasks: dict[str, asyncio.Task[None]] = {}
+        self._armed: dict[str, asyncio.Event] = {}  # each running source's readiness
+
+    def armed(self, name: str) -> bool:
+        """Whether the source watches now (autod.sources.Source.armed): what `autod status` shows."""
+        ready = self._armed.get(name)
+        return ready is not None and ready.is_set()
 
     def start(self, specs: list[tuple[str, str, Factory]]) -> None:
         self.states.clear()
@@ -96,7 +103,8 @@ class SourceSet:
         for t in tasks:
             t.cancel()
         for t in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
+            stopped = logs.survive("source.stop_failed", task=t.get_name())
+            with contextlib.suppress(asyncio.CancelledError), stopped:
                 await t
         self.tasks.clear()
         for st in self.states.values():
@@ -109,6 +117,7 @@ class SourceSet:
             try:
                 source = factory()
                 st.state = "running"
+                self._armed[st.name] = getattr(source, "armed", None) or asyncio.Event()
                 events: AsyncIterator[Event] = source.events()
                 async for event in events:
                     st.events += 1

@@ -339,7 +339,7 @@ class Daemon:
             for t in tasks:
                 t.cancel()
             for t in tasks:
-                with contextlib.suppress(asyncio.CancelledError, Exception):
+                with contextlib.suppress(asyncio.CancelledError), logs.survive("daemon.stop_failed"):
                     await t
             await control.stop()
             await self._close()
@@ -350,11 +350,11 @@ class Daemon:
 
     async def _close(self) -> None:
         if self.memory is not None:
-            with contextlib.suppress(Exception):
+            with logs.survive("memory.close_failed"):
                 await self.memory.close()
         planner_close = getattr(self.planner, "aclose", None)
         if planner_close is not None:
-            with contextlib.suppress(Exception):
+            with logs.survive("llm.close_failed"):
                 await planner_close()
         await asyncio.to_thread(self.queue.close)
         self.outbox.close()

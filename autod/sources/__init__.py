@@ -1,7 +1,8 @@
-"""Event sources: each exposes one async iterator of Events and nothing else."""
+"""Event sources: each exposes one async iterator of Events, and says when it is armed."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Protocol
 
@@ -10,6 +11,10 @@ from autod.events import Event
 
 class Source(Protocol):
     name: str
+    # Set once `events()` is actually watching: a change made while it is set is reported. A source that
+    # has to re-arm (a watched root deleted and re-created) clears it until it watches again. Tests wait
+    # on it instead of sleeping "long enough".
+    armed: asyncio.Event
 
     def events(self) -> AsyncIterator[Event]:
         """Yield events until cancelled. Raising means the source crashed (it is restarted)."""

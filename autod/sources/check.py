@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import structlog
 
+from autod import logs
 from autod.checks.outcome import count_failures, failing_tests
 from autod.checks.run import CheckResult, run_check
 from autod.config.settings import Settings
@@ -89,7 +90,8 @@ class CheckSource:
         # `run --once`: every check (fixers aside) runs at start-up (autod.runtime.once)
         self.start_all = start_all
         self._triggers: asyncio.Queue[tuple[str, list[str]]] = asyncio.Queue()
-        self.started = asyncio.Event()  # set once the start-up checks have run
+        self.started = asyncio.Event()  # set once the start-up checks have run (or they were stopped)
+        self.armed = asyncio.Event()  # set once the start-up checks have run and triggers are taken
 
     def notify_change(self, paths: list[str]) -> None:
         """Files settled: queue the `change` checks (coalesced: one run per burst)."""
@@ -145,6 +147,7 @@ class CheckSource:
                     if event is not None:
                         yield event
             self.started.set()
+            self.armed.set()
             while True:
                 why, names = await self._triggers.get()
                 for name in names:
@@ -157,5 +160,5 @@ class CheckSource:
             for t in crons:
                 t.cancel()
             for t in crons:
-                with contextlib.suppress(asyncio.CancelledError, Exception):
+                with contextlib.suppress(asyncio.CancelledError), logs.survive("check.cron_stop_failed"):
                     await t

@@ -7,12 +7,18 @@ Events, so a slow consumer never blocks the scheduler and nothing runs half-done
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator
 from datetime import datetime
 
 import structlog
-from apscheduler.events import EVENT_JOB_EXECUTED, JobExecutionEvent
+from apscheduler.events import (
+    EVENT_JOB_ERROR,
+    EVENT_JOB_EXECUTED,
+    EVENT_JOB_MISSED,
+    EVENT_JOB_SUBMITTED,
+    JobExecutionEvent,
+    JobSubmissionEvent,
+)
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.base import BaseTrigger
 from apscheduler.triggers.cron import CronTrigger
@@ -30,11 +36,19 @@ async def _fired() -> None:
 
 
 async def trigger_ticks(
-    trigger: BaseTrigger, *, timezone: str = "UTC", misfire_grace_s: int = 300, coalesce: bool = True
+    trigger: BaseTrigger,
+    *,
+    timezone: str = "UTC",
+    misfire_grace_s: int = 300,
+    coalesce: bool = True,
+    armed: asyncio.Event | None = None,
 ) -> AsyncIterator[datetime]:
-    """Yield each scheduled fire time of `trigger` (the seam tests drive with fast triggers)."""
+    """Yield each scheduled fire time of `trigger` (the seam tests drive with fast triggers).
+
+    `armed` is set once the job is scheduled."""
     queue: asyncio.Queue[datetime] = asyncio.Queue()
     scheduler = AsyncIOScheduler(timezone=timezone, event_loop=asyncio.get_running_loop())
+    runs = _Runs()
 
     def on_executed(event: JobExecutionEvent) -> None:
         # Executed, not submitted: APScheduler decides a misfire inside the executor, after
@@ -42,6 +56,8 @@ async def trigger_ticks(
         queue.put_nowait(event.scheduled_run_time)
 
     scheduler.add_listener(on_executed, EVENT_JOB_EXECUTED)
+    scheduler.add_listener(runs.submitted, EVENT_JOB_SUBMITTED)
+    scheduler.add_listener(runs.finished, EVENT_JOB_EXECUTED | EVENT_JOB_ERROR | EVENT_JOB_MISSED)
     scheduler.start()
     scheduler.add_job(
         _fired,
@@ -51,23 +67,45 @@ async def trigger_ticks(
         coalesce=coalesce,
         max_instances=1,
     )
+    if armed is not None:
+        armed.set()
     try:
         while True:
             yield await queue.get()
     finally:
-        await _stop(scheduler)
+        await _stop(scheduler, runs)
 
 
-async def _stop(scheduler: AsyncIOScheduler) -> None:
+class _Runs:
+    """Job runs submitted and not yet finished, counted from the scheduler's public events.
+
+    Each run time of a submission ends in exactly one executed, error or missed event."""
+
+    def __init__(self) -> None:
+        self.open = 0
+        self.idle = asyncio.Event()
+        self.idle.set()
+
+    def submitted(self, event: JobSubmissionEvent) -> None:
+        self.open += len(event.scheduled_run_times)
+        if self.open:
+            self.idle.clear()
+
+    def finished(self, event: JobExecutionEvent) -> None:
+        self.open = max(0, self.open - 1)
+        if not self.open:
+            self.idle.set()
+
+
+async def _stop(scheduler: AsyncIOScheduler, runs: _Runs) -> None:
     """Pause, let running jobs finish (bounded), then shut down without waiting on the loop."""
     if not scheduler.running:
         return
     scheduler.pause()
-    executor = scheduler._lookup_executor("default")
-    pending = set(getattr(executor, "_pending_futures", ()))
-    if pending:
-        with contextlib.suppress(Exception):
-            await asyncio.wait(pending, timeout=STOP_WAIT_S)
+    try:
+        await asyncio.wait_for(runs.idle.wait(), STOP_WAIT_S)
+    except TimeoutError:
+        log.warning("cron.stop_timeout", runs_left=runs.open, waited_s=STOP_WAIT_S)
     scheduler.shutdown(wait=False)
 
 
@@ -90,12 +128,17 @@ class CronSource:
         self._label = cfg.name or cfg.mode
         self.name = f"cron:{self._label}"
         self._trigger = trigger
+        self.armed = asyncio.Event()  # set once the job is scheduled
 
     async def events(self) -> AsyncIterator[Event]:
         cfg = self.cfg
         trigger = self._trigger or CronTrigger.from_crontab(cfg.schedule, timezone=cfg.timezone)
         ticks = trigger_ticks(
-            trigger, timezone=cfg.timezone, misfire_grace_s=cfg.misfire_grace_s, coalesce=cfg.coalesce
+            trigger,
+            timezone=cfg.timezone,
+            misfire_grace_s=cfg.misfire_grace_s,
+            coalesce=cfg.coalesce,
+            armed=self.armed,
         )
         try:
             async for tick in ticks:

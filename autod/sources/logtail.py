@@ -271,6 +271,7 @@ class LogtailSource:
         self.name = f"logtail:{cfg.name or self.path.name}"
         self._state = state_file(state_dir, self.path)
         self._settle_s = min(0.2, cfg.poll_s)
+        self.armed = asyncio.Event()  # set after the first look at the file: later lines are reported
 
     async def events(self) -> AsyncIterator[Event]:
         saved = await asyncio.to_thread(_load_position, self._state)
@@ -294,6 +295,8 @@ class LogtailSource:
             # looks different (grown, truncated, replaced, deleted or created) from before the read.
             seen = _signature(self.path)
             data = await asyncio.to_thread(follower.read, MAX_CHUNK)
+            # the first read opened the file at its end (or found none: it is then read from its start)
+            self.armed.set()
             if data:
                 break
             if not follower.drained:

@@ -99,6 +99,7 @@ class WatchSource:
         self._filter = WatchFilter(self.workspace, state_dir.resolve(), cfg.ignore)
         self._force_polling = cfg.force_polling
         self._git = cfg.use_gitignore and (self.workspace / ".git").exists()
+        self.armed = asyncio.Event()
 
     async def events(self) -> AsyncIterator[Event]:
         known = [r for r in self.roots if r.exists()]
@@ -106,11 +107,13 @@ class WatchSource:
             present = [r for r in self.roots if r.exists()]
             if not present:
                 known = []
+                self.armed.set()  # no root yet: one that appears is reported whole
                 await asyncio.sleep(ROOT_POLL_S)
                 continue
             reappeared = [r for r in present if r not in known]
             known = present
             if reappeared:  # inotify went silent when it was deleted: report the tree as it is now
+                self.armed.clear()  # until the new watcher is up: a consumer of this event may wait for it
                 walked = await asyncio.to_thread(self._walk_all, reappeared)
                 tree = {str(p) for p in walked}
                 ev = await self._batch_event(tree or {str(r) for r in reappeared})
@@ -137,6 +140,7 @@ class WatchSource:
         step_ms = min(self.cfg.settle_ms, MAX_STEP_MS)
         rest_ms = self.cfg.settle_ms - step_ms
         stop = asyncio.Event()
+        self.armed.clear()
         changes = self._awatch(
             *roots,
             watch_filter=self._filter,
@@ -150,8 +154,25 @@ class WatchSource:
         )
         pending: set[str] = set()
         last = time.monotonic()
+        batches = aiter(changes)
+        # awatch creates its watcher (the inotify watches, or the poller's first look at the tree) in
+        # the first step of its first __anext__, before it waits for changes in a thread; changes are
+        # kept from then on. So: run that step, and once it is past, the source is armed.
+        # (test_watch.py::test_awatch_creates_its_watcher_in_its_first_step says so if that changes.)
+        first: asyncio.Future[set[tuple[Change, str]] | None] | None = asyncio.ensure_future(
+            anext(batches, None)
+        )
         try:
-            async for batch in changes:
+            await asyncio.sleep(0)  # the task above takes its first step before this returns (FIFO)
+            if first is not None and not first.done():  # done: it failed to start (a watch limit)
+                self.armed.set()
+            while True:
+                if first is not None:
+                    batch, first = await first, None
+                else:
+                    batch = await anext(batches, None)
+                if batch is None:
+                    return
                 if batch:
                     pending.update(path for _, path in batch)
                     # watchfiles yields a batch after `step` ms without changes: count that quiet
@@ -170,6 +191,9 @@ class WatchSource:
                     return
         finally:
             stop.set()
+            if first is not None and not first.done():
+                first.cancel()
+                await asyncio.gather(first, return_exceptions=True)
             aclose = getattr(changes, "aclose", None)
             if aclose is not None:
                 await aclose()

@@ -157,10 +157,10 @@ def test_log_garbage_binary_huge_line_invalid_utf8_then_a_real_error_is_still_de
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             status = json.loads(run_cli("status", "--json", "-c", str(config)).stdout)
-            if any(s["name"] == "build" and s["state"] == "running" for s in status["sources"]):
+            # armed: the tailer has opened the file at its end, so what is written next is read
+            if any(s["name"] == "build" and s["armed"] for s in status["sources"]):
                 break
             time.sleep(0.1)
-        time.sleep(0.5)  # the tailer has opened the file at its end
         assert d.proc is not None
         before = rss_kb(d.proc.pid)
         rng = random.Random(7)

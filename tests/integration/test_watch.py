@@ -34,8 +34,8 @@ async def watching(ws: Path, own: OwnWrites | None = None, **kw: object) -> Asyn
     source = WatchSource(cfg, ws, ws / ".state", own or OwnWrites(), **extra)
     run = SourceRun(source, hang_guard_s=HANG_GUARD_S, quiet_s=QUIET_S)
     task = asyncio.create_task(run.pump())
-    await asyncio.sleep(0.4)  # let the watcher arm
     try:
+        await run.armed()
         yield run
     finally:
         task.cancel()
@@ -131,12 +131,14 @@ def test_deleted_and_recreated_root_recovers(tmp_path):
             shutil.rmtree(ws / "src")
             gone = await run.next()
             assert "src/a.py" in gone.payload["paths"]
+            # what is tested: a root re-created some time after it went (within the settle time of its
+            # deletion, the dead watcher would still be waiting for the batch to settle)
             await asyncio.sleep(0.5)
             (ws / "src").mkdir()
             (ws / "src" / "new.py").write_text("n = 1\n")
             back = await run.next()
             assert back.payload["paths"] == ["src/new.py"]
-            await asyncio.sleep(0.5)
+            await run.armed()  # cleared before `back` was reported, set again once a new watcher is up
             (ws / "src" / "new.py").write_text("n = 2\n")  # the re-armed watcher sees edits again
             assert (await run.next()).payload["paths"] == ["src/new.py"]
 
@@ -171,5 +173,32 @@ def test_watch_limit_falls_back_to_polling_with_one_warning(tmp_path):
         warnings = [e for e in logs if e["log_level"] == "warning"]
         assert [w["event"] for w in warnings] == ["watch.limit_reached_polling"]
         assert calls[:2] == [False, True]
+
+    asyncio.run(main())
+
+
+def test_awatch_creates_its_watcher_in_its_first_step(tmp_path, monkeypatch):
+    """WatchSource.armed rests on this: watchfiles makes its Rust watcher (and so starts keeping
+    changes) synchronously in the first step of awatch's first __anext__. If a watchfiles release
+    moves that, this fails, rather than the watch tests turning flaky."""
+    import watchfiles.main
+
+    made: list[object] = []
+    real = watchfiles.main.RustNotify
+
+    def recording(*args: object) -> object:
+        made.append(args)
+        return real(*args)
+
+    monkeypatch.setattr(watchfiles.main, "RustNotify", recording)
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        gen = watchfiles.awatch(tmp_path, stop_event=stop)
+        first = asyncio.ensure_future(anext(gen, None))
+        await asyncio.sleep(0)
+        assert len(made) == 1 and not first.done()
+        stop.set()
+        assert await asyncio.wait_for(first, HANG_GUARD_S) is None
 
     asyncio.run(main())

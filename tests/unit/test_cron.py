@@ -95,3 +95,39 @@ def test_cron_ticks_accepts_crontab_and_cancels_cleanly():
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # "event loop is closed" and similar would fail here
         asyncio.run(main())
+
+
+def test_the_source_is_armed_once_its_job_is_scheduled():
+    cfg = CronConfig(type="cron", name="nightly", schedule="0 3 * * mon-fri", mode="auto-plan")
+
+    async def main() -> None:
+        source = CronSource(cfg)
+        assert not source.armed.is_set()
+        gen = source.events()
+        pending = asyncio.ensure_future(anext(gen))
+        await asyncio.wait_for(source.armed.wait(), HANG_GUARD_S)
+        pending.cancel()
+        await asyncio.gather(pending, return_exceptions=True)
+        await gen.aclose()
+
+    asyncio.run(main())
+
+
+def test_a_stop_right_after_a_backlog_waits_for_its_runs_and_leaves_no_task_behind():
+    import structlog.testing
+
+    async def main() -> None:
+        now = datetime.now(UTC)
+        backlog = PastTimes([now - timedelta(seconds=s) for s in (50, 40, 30, 20, 10)])
+        armed = asyncio.Event()
+        gen = trigger_ticks(backlog, misfire_grace_s=60, coalesce=False, armed=armed)
+        first = await asyncio.wait_for(anext(gen), HANG_GUARD_S)
+        assert armed.is_set() and first == min(backlog.times)
+        with structlog.testing.capture_logs() as logs:
+            await asyncio.wait_for(gen.aclose(), HANG_GUARD_S)
+        assert [e["event"] for e in logs if e["log_level"] == "warning"] == []  # no run was given up on
+        assert [t for t in asyncio.all_tasks() if t is not asyncio.current_task()] == []
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        asyncio.run(main())

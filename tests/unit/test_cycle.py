@@ -360,3 +360,20 @@ def test_the_record_says_where_the_time_went(ws):
     t = r.timing
     assert r.status == "fixed" and t["checks_ms"] > 0 and t["model_ms"] == 0  # a scripted planner
     assert t["wall_ms"] >= t["checks_ms"] and t["autod_ms"] == t["wall_ms"] - t["checks_ms"]
+
+
+def test_a_reflect_that_fails_is_a_warning_naming_the_cycle_not_silence(ws):
+    import structlog.testing
+
+    deps, _state = make(ws, ScriptedPlanner(FIX))
+
+    def book(**_: int) -> None:
+        raise RuntimeError("state db is gone")
+
+    deps.gate.book = book  # type: ignore[method-assign]
+    with structlog.testing.capture_logs() as logs:
+        r = run(deps)  # the cycle still ends (the daemon lives on) ...
+    lost = [e for e in logs if e["event"] == "cycle.reflect_failed"]
+    # ... but its lost record, attempt count and token booking leave a line that says which cycle
+    assert len(lost) == 1 and lost[0]["log_level"] == "warning"
+    assert lost[0]["cycle_id"] == r.cycle_id and lost[0]["error"] == "RuntimeError: state db is gone"

@@ -58,6 +58,9 @@ def _events() -> list[tuple[str, str]]:
                 name = target.id if isinstance(target, ast.Name) else getattr(target, "attr", "")
                 if "log" in name:
                     out.append((first.value, f"{path.relative_to(root)}:{node.lineno}"))
+            elif isinstance(func, ast.Attribute) and func.attr == "survive":
+                # with logs.survive("cycle.reflect_failed", ...): the warning it logs on an error
+                out.append((first.value, f"{path.relative_to(root)}:{node.lineno}"))
             elif isinstance(func, ast.Call) and getattr(func.func, "id", "") == "getattr":
                 # getattr(log, level)("cycle.finished", ...)
                 out.append((first.value, f"{path.relative_to(root)}:{node.lineno}"))
@@ -69,6 +72,10 @@ def test_every_log_event_follows_area_dot_snake_case() -> None:
     assert len(events) > 80  # the walk found the log calls (a broken walk must not pass vacuously)
     bad = [(e, where) for e, where in events if not (m := NAME.match(e)) or m.group(1) not in AREAS]
     assert not bad, bad
+
+
+def test_the_walk_sees_the_errors_the_daemon_survives() -> None:
+    assert "cycle.reflect_failed" in {e for e, _ in _events()}
 
 
 def test_the_reflection_record_is_cycle_finished() -> None:

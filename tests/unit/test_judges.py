@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ import yaml
 
 from autod.act import FileChange
 from autod.act.judges import Judges, editable_paths, requires_approval
+from autod.act.reach import introduced
 from autod.config.settings import Settings, load_config
 from autod.cycle.phases import Cycle
 from autod.errors import PlanRejected
@@ -96,6 +98,36 @@ def test_the_checks_own_scripts_and_test_runner_targets_are_judges(ws: Path) -> 
     # mypy's targets are the code under check, not a judge; nor is the workspace as a whole (`ruff .`)
     assert verdict(ws, "src/calc.py", checks={**checks, "ruff": "ruff check ."}) is None
     assert "configures the checks" in (verdict(ws, "ruff.toml", checks={"ruff": "ruff check ."}) or "")
+
+
+LINT = {"lint": "./scripts/check.sh --strict"}
+LINT_RULE = (
+    "scripts/check.sh is run by check 'lint' to judge this fix; auto-debug may not edit it"
+    " - change the code so the check passes as it is"
+)
+
+
+@pytest.mark.parametrize(
+    "rel", ["src/../scripts/check.sh", "./scripts//check.sh", "scripts/./check.sh", "/scripts/check.sh"]
+)
+def test_a_check_script_is_judged_however_its_path_is_spelled(ws: Path, rel: str) -> None:
+    # judges compare normalised paths: whatever rule upstream let this spelling through, the script is
+    # named as it is (the reason's path is the normalised one, not the input repeated)
+    assert verdict(ws, rel, checks=LINT) == LINT_RULE
+
+
+def test_on_a_case_insensitive_filesystem_a_path_is_judged_as_the_filesystem_spells_it(
+    ws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = os.path.lexists
+
+    def folding(path: str | os.PathLike[str]) -> bool:  # a filesystem that folds case (macOS, Windows)
+        p = Path(path)
+        return real(p) or any(n.casefold() == p.name.casefold() for n in os.listdir(p.parent))
+
+    assert verdict(ws, "Scripts/CHECK.sh", checks=LINT) is None  # case-sensitive: another file
+    monkeypatch.setattr(os.path, "lexists", folding)
+    assert verdict(ws, "Scripts/CHECK.sh", checks=LINT) == LINT_RULE
 
 
 PYPROJECT = """[project]
@@ -262,6 +294,24 @@ REACHES = {
     "the import machinery": CALC + "import sys\nsys.meta_path.insert(0, object())\n",
     "the garbage collector's object graph": CALC + "import gc\n",
 }
+# The feature each case is about: its own rule must find it (another rule finding something else in the
+# same code would keep the verdict, and hide that the rule under test was gone).
+FEATURE = {
+    "a plugin that rewrites reports": "def pytest_runtest_makereport (a pytest hook)",
+    "a plugin registered through pytest_plugins": "pytest_plugins",
+    "sys.modules of the runner": "sys.modules",
+    "an aliased import of the runner": "import _pytest.runner",
+    "pluggy": "from pluggy import ...",
+    "the process ends with 0": "os._exit()",
+    "an aliased exit": "os._exit()",
+    "the process is replaced": "os.execv()",
+    "the runner's frames": ".f_back",
+    "builtins": "import builtins",
+    "code hidden in exec": "exec()",
+    "a computed attribute": "getattr() with a computed name",
+    "the import machinery": "sys.meta_path",
+    "the garbage collector's object graph": "import gc",
+}
 
 
 @pytest.mark.parametrize("how", sorted(REACHES))
@@ -271,6 +321,7 @@ def test_an_edit_that_reaches_into_the_test_runner_is_refused_with_a_reason_that
     why = verdict(ws, "src/calc.py", CALC, REACHES[how])
     assert why is not None and REACH_RULE in why
     assert "fix the code under test itself" in why
+    assert FEATURE[how] in introduced(CALC, REACHES[how])
 
 
 def test_only_what_the_edit_introduces_counts(ws: Path) -> None:

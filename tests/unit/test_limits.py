@@ -88,19 +88,43 @@ def test_non_failure_events_are_never_quarantined(state):
     assert gate.record_attempt(ev, "rolled_back", None) is False
 
 
+class Clock:
+    """Monotonic seconds that move only when the test says so."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def test_circuit_breaker_opens_half_opens_and_closes():
-    b = CircuitBreaker(threshold=2, cooldown_s=0.2)
+    clock = Clock()
+    b = CircuitBreaker(threshold=2, cooldown_s=30, clock=clock)
     b.failure()
     assert b.state == "closed" and b.allow()[0]
     b.failure()
-    assert b.state == "open" and not b.allow()[0]
-    time.sleep(0.25)
+    assert b.state == "open" and b.allow() == (False, 30)
+    clock.now += 29.5
+    assert b.state == "open" and b.allow() == (False, 0.5)
+    clock.now += 0.5
     assert b.state == "half-open" and b.allow()[0]
     b.failure()  # a failure while half-open opens it again at once
     assert b.state == "open"
-    time.sleep(0.25)
+    clock.now += 30
     b.success()
     assert b.state == "closed" and b.snapshot()["consecutive_failures"] == 0
+
+
+def test_the_breaker_keeps_its_own_time_and_shows_wall_time():
+    clock = Clock()
+    b = CircuitBreaker(threshold=1, cooldown_s=60, clock=clock)
+    b.failure()
+    clock.now += 10
+    # status shows when it opened on the wall clock, whatever clock the breaker counts on
+    assert b.snapshot()["opened_at"] == pytest.approx(time.time() - 10, abs=1)
+    b.half_open()  # the LLM answers again: one cycle may try now
+    assert b.state == "half-open" and b.allow() == (True, 0.0)
 
 
 def test_open_breaker_blocks_llm_cycles_in_the_gate(state):

@@ -333,3 +333,23 @@ def test_a_stderr_that_is_not_the_journal_stream_gets_no_priority_prefix(
         redirected.seek(0)
         text = redirected.read()
     assert "failed" in text and not text.startswith("<")
+
+
+def test_survive_turns_a_swallowed_error_into_a_warning_and_lets_cancellation_through():
+    import structlog.testing
+
+    with structlog.testing.capture_logs() as captured:
+        with logs.survive("area.thing_failed", part="x"):
+            raise OSError("disk full")
+        logs.bind_cycle("c-42", "e-1", "auto-debug")
+        try:
+            with logs.survive("area.other_failed"):
+                raise ValueError("bad")
+        finally:
+            logs.clear_cycle()
+    first, second = captured
+    assert (first["event"], first["log_level"], first["part"]) == ("area.thing_failed", "warning", "x")
+    assert first["error"] == "OSError: disk full" and "cycle_id" not in first
+    assert second["event"] == "area.other_failed" and second["cycle_id"] == "c-42"
+    with pytest.raises(asyncio.CancelledError), logs.survive("area.never"):
+        raise asyncio.CancelledError

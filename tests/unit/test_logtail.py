@@ -30,8 +30,8 @@ async def tailing(tmp_path: Path, **cfg: object) -> AsyncIterator[SourceRun]:
     source = LogtailSource(config, tmp_path, tmp_path / "state")
     run = SourceRun(source, hang_guard_s=HANG_GUARD_S, quiet_s=QUIET_S)
     task = asyncio.create_task(run.pump())
-    await asyncio.sleep(0.15)  # let it take its first look at the file
     try:
+        await run.armed()  # it took its first look at the file
         yield run
     finally:
         task.cancel()

@@ -149,3 +149,29 @@ def test_an_empty_llm_list_falls_back_to_rule_derived_actions(tmp_path):
         assert path == ws / ".autod" / "reports" / path.name
     finally:
         state.close()
+
+
+def test_lessons_that_cannot_be_recalled_leave_a_warning_naming_the_cycle(tmp_path):
+    import structlog.testing
+
+    from autod import logs
+
+    class BrokenMemory:
+        async def search(self, *_: Any, **__: Any) -> list[Any]:
+            raise ConnectionError("memory server went away")
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    state = State(tmp_path / "state.db")
+    try:
+        env = ModeEnv(Settings(workspace=ws), state, BrokenMemory(), run_check=None)  # type: ignore[arg-type]
+        logs.bind_cycle("c-report", "e1", "auto-plan")
+        with structlog.testing.capture_logs() as captured:
+            facts = asyncio.run(gather_facts(env))
+    finally:
+        logs.clear_cycle()
+        state.close()
+    assert facts["lessons"] == []  # the report goes on without them
+    (line,) = [e for e in captured if e["event"] == "plan.lessons_unavailable"]
+    assert line["log_level"] == "warning" and line["cycle_id"] == "c-report"
+    assert line["error"] == "ConnectionError: memory server went away"

@@ -64,3 +64,32 @@ def test_a_source_that_finishes_is_done_not_restarted(tmp_path):
     st = SourceState("finite", "test")
     asyncio.run(asyncio.wait_for(d.run_source(st, Finite), 5))
     assert st.state == "done" and st.events == 1 and st.restarts == 0
+
+
+def test_status_says_a_source_is_armed_only_once_it_says_so(tmp_path):
+    d = daemon(tmp_path)
+    go = asyncio.Event()
+
+    class Slow:
+        def __init__(self) -> None:
+            self.armed = asyncio.Event()
+
+        async def events(self):
+            await go.wait()
+            self.armed.set()  # watching from here on
+            await asyncio.Event().wait()
+            yield  # pragma: no cover
+
+    async def main() -> None:
+        d.start([("slow", "test", Slow)])
+        await asyncio.sleep(0)
+        assert d.states["slow"].state == "running" and d.armed("slow") is False  # running, not yet armed
+        go.set()
+        for _ in range(100):
+            if d.armed("slow"):
+                break
+            await asyncio.sleep(0.01)
+        assert d.armed("slow") is True and d.armed("unknown") is False
+        await d.stop()
+
+    asyncio.run(asyncio.wait_for(main(), 10))
