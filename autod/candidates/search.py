@@ -126,7 +126,12 @@ class CandidateSearch:
         tokens_left: Callable[[], Awaitable[bool]] | None = None,
         record: Callable[[dict[str, Any]], None] | None = None,
         phase: Callable[[str], AbstractAsyncContextManager[None]] | None = None,
+        same_code_is_unchanged: bool = False,
     ) -> None:
+        """`same_code_is_unchanged`: a candidate whose Python files parse to the same code as before
+        (only quotes, spacing or comments differ) changes no behaviour, so it is `unchanged` without a
+        check run (for modes judged by what the code does: fixing a failure)."""
+        self.same_code_is_unchanged = same_code_is_unchanged
         self.phase = phase or (lambda _name: contextlib.nullcontext())  # type: ignore[return-value,arg-type]
         self.cfg = cfg
         self.drawer = drawer
@@ -229,6 +234,9 @@ class CandidateSearch:
         if not c.changes:  # e.g. a definition rewritten exactly as it is
             c.outcome, c.reason = "unchanged", "the edits change nothing: the code is already like that"
             return False
+        if self.same_code_is_unchanged and all(same_code(ch) for ch in c.changes):
+            c.outcome, c.reason = "unchanged", SAME_CODE
+            return False
         c.key = change_key(c.changes)
         seen = self._seen.get(c.key)
         if seen is not None:
@@ -271,6 +279,21 @@ class CandidateSearch:
         if c.verification is not None:
             entry["output"] = c.verification.output[-4000:]
         self.record(entry)
+
+
+SAME_CODE = "the edits change only quotes, spacing or comments: the code does exactly what it did"
+
+
+def same_code(change: FileChange) -> bool:
+    """Whether `change` leaves a Python file's code as it was (the same AST: quotes, spacing and
+    comments aside). A new file, a non-Python file or one that does not parse is a change."""
+    if change.old is None or not change.rel.endswith(".py"):
+        return False
+    try:
+        before, after = (ast.parse(b.decode("utf-8")) for b in (change.old, change.new))
+    except (SyntaxError, ValueError, UnicodeDecodeError):
+        return False
+    return ast.dump(before) == ast.dump(after)
 
 
 def change_key(changes: list[FileChange]) -> str:

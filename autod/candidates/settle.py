@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from autod.candidates.search import AttemptResult
+from autod.candidates.search import SAME_CODE, AttemptResult
 from autod.cycle.reflect import Reflection, after_earlier_attempts
 from autod.modes import Attempt
 from autod.plan import Plan
@@ -80,6 +80,9 @@ def unchanged(found: AttemptResult) -> list[Attempt]:
     if not same:
         return []
     where = ", ".join(dict.fromkeys(e.symbol or e.path for x in same if x.plan for e in x.plan.edits))
-    why = (f"the edit of {where} changed nothing: the code is already exactly like that. The failure"
-           " comes from code that differs from what the test expects; change that code")
+    did = "changed nothing: the code is already exactly like that"
+    if all(x.reason == SAME_CODE for x in same):
+        did = "changed only quotes, spacing or comments: the code behaves exactly as before"
+    why = (f"the edit of {where} {did}. The failure comes from code that differs from what the test"
+           " expects; change that code")
     return [Attempt(same[0].plan.summary if same[0].plan else "", "", why)]

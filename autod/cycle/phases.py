@@ -212,7 +212,8 @@ class Cycle:
         search = CandidateSearch(cfg, asker, self.prepare_changes, validator,
                                  tokens_left=self.tokens_left,
                                  record=self.transcript.add if self.transcript is not None else None,
-                                 phase=self.phase)
+                                 phase=self.phase,
+                                 same_code_is_unchanged=bool(self.mode.kinds & FAILURE_KINDS))
         max_attempts = getattr(self.settings.modes.get(self.mode.name), "max_attempts_per_cycle", 1)
         for attempt in range(1, max_attempts + 1):
             self.r.attempts += 1

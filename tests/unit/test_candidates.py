@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from autod.act.edits import Caps, FileChange, prepare
-from autod.candidates.search import MAX_TEMPERATURE, CandidateSearch
+from autod.candidates.search import MAX_TEMPERATURE, SAME_CODE, CandidateSearch
 from autod.config.settings import CandidatesConfig
 from autod.modes import Verification
 from autod.plan import Edit, Plan
@@ -57,7 +57,9 @@ def search(tmp_path: Path, drawer: Drawer, judge: Judge, **cfg: Any) -> Candidat
     async def prep(plan: Plan) -> tuple[list[FileChange], str]:
         return prepare(plan, boundary, Caps(10, 100, 100_000)), ""
 
-    return CandidateSearch(CandidatesConfig(**{"n": 4, "seed": 10, **cfg}), drawer, prep, judge)
+    same = cfg.pop("same_code_is_unchanged", False)
+    return CandidateSearch(CandidatesConfig(**{"n": 4, "seed": 10, **cfg}), drawer, prep, judge,
+                           same_code_is_unchanged=same)
 
 
 def test_the_first_candidate_that_fixes_everything_stops_the_search(tmp_path):
@@ -126,3 +128,26 @@ def test_a_plan_autod_fails_on_is_dropped_and_the_search_goes_on(tmp_path):
     found = asyncio.run(search_.attempt(1))
     assert [c.outcome for c in found.candidates] == ["refused", "fixed"]
     assert "internal error while applying the plan (IndexError)" in found.candidates[0].reason
+
+
+def test_a_rewrite_that_changes_only_quotes_or_spacing_is_unchanged_and_never_verified(tmp_path):
+    (tmp_path / "calc.py").write_text(SRC)
+    quotes = Plan(summary="q", edits=[Edit(path="calc.py", symbol="add",
+                                           replace="def add(a, b):\n    return a  -  b  # fixed?\n")])
+    drawer = Drawer(quotes, whole("return a + b"))
+    judge = Judge({"a + b": "fixed"})
+    found = asyncio.run(search(tmp_path, drawer, judge, same_code_is_unchanged=True).attempt(1))
+    assert [c.outcome for c in found.candidates] == ["unchanged", "fixed"]
+    assert found.candidates[0].reason == SAME_CODE and len(judge.seen) == 1
+    from autod.candidates.settle import unchanged
+
+    told = unchanged(found)[0].output
+    assert "changed only quotes, spacing or comments" in told and "a  -  b" not in told
+
+
+def test_without_the_flag_a_comment_is_a_change_worth_verifying(tmp_path):
+    commented = Plan(summary="c", edits=[Edit(path="calc.py", symbol="add",
+                                              replace="def add(a, b):\n    return a - b  # why\n")])
+    drawer = Drawer(commented, whole("return a + b"))
+    found = asyncio.run(search(tmp_path, drawer, Judge({"a + b": "fixed"})).attempt(1))
+    assert found.candidates[0].outcome == "rolled_back"
