@@ -25,11 +25,13 @@ import time
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
 import structlog
 
 from autod.act.edits import FileChange
+from autod.act.inlined import inlined_constants
 from autod.config.settings import CandidatesConfig
 from autod.errors import BudgetExhausted, CycleError, PlanInvalid, PlanRejected
 from autod.modes import Verification
@@ -79,6 +81,7 @@ class Candidate:
     model_ms: int = 0
     checks_ms: int = 0
     verification: Verification | None = None
+    suspect: str = ""  # why a fix may be a symptom patch (autod.act.inlined); kept only as a fallback
 
     @property
     def diff_lines(self) -> int:
@@ -94,6 +97,8 @@ class Candidate:
             out["votes"] = self.votes
         if self.reason:
             out["reason"] = self.reason[:300]
+        if self.suspect:
+            out["suspect"] = self.suspect[:300]
         return out
 
 
@@ -126,12 +131,14 @@ class CandidateSearch:
         tokens_left: Callable[[], Awaitable[bool]] | None = None,
         record: Callable[[dict[str, Any]], None] | None = None,
         phase: Callable[[str], AbstractAsyncContextManager[None]] | None = None,
-        same_code_is_unchanged: bool = False,
+        judged_by_behaviour: bool = False,
     ) -> None:
-        """`same_code_is_unchanged`: a candidate whose Python files parse to the same code as before
-        (only quotes, spacing or comments differ) changes no behaviour, so it is `unchanged` without a
-        check run (for modes judged by what the code does: fixing a failure)."""
-        self.same_code_is_unchanged = same_code_is_unchanged
+        """`judged_by_behaviour` (modes that fix a failure): a candidate whose Python files parse to
+        the same code as before (only quotes, spacing or comments differ) is `unchanged` without a
+        check run; one that writes a literal where a function used a workspace constant is a
+        `suspect` (autod.act.inlined): verified like any other, but a fix of that kind does not end
+        the search, and it wins only when no other candidate fixes everything."""
+        self.judged_by_behaviour = judged_by_behaviour
         self.phase = phase or (lambda _name: contextlib.nullcontext())  # type: ignore[return-value,arg-type]
         self.cfg = cfg
         self.drawer = drawer
@@ -184,7 +191,8 @@ class CandidateSearch:
                 break
         kept = [c for c in result.candidates if c.outcome in KEPT]
         if kept and not self.validator.in_place:
-            result.winner = min(kept, key=lambda c: (c.outcome != "fixed", -c.votes, c.diff_lines, c.n))
+            result.winner = min(kept, key=lambda c: (c.outcome != "fixed", bool(c.suspect), -c.votes,
+                                                     c.diff_lines, c.n))
         return result
 
     def _new(self, attempt: int, seed: int, temperature: float, tokens: int, ms: int) -> Candidate:
@@ -234,7 +242,7 @@ class CandidateSearch:
         if not c.changes:  # e.g. a definition rewritten exactly as it is
             c.outcome, c.reason = "unchanged", "the edits change nothing: the code is already like that"
             return False
-        if self.same_code_is_unchanged and all(same_code(ch) for ch in c.changes):
+        if self.judged_by_behaviour and all(same_code(ch) for ch in c.changes):
             c.outcome, c.reason = "unchanged", SAME_CODE
             return False
         c.key = change_key(c.changes)
@@ -244,6 +252,8 @@ class CandidateSearch:
             c.outcome, c.reason = "duplicate", f"the same change as candidate {seen.n} ({seen.outcome})"
             return False
         self._seen[c.key] = c
+        if self.judged_by_behaviour and not self.validator.in_place:  # in place a fix is kept at once
+            c.suspect = inlined_constant(c.changes) or ""
         started = time.monotonic()
         if self.validator.in_place:  # the act step has a phase of its own
             verification = await self.validator.validate(c.plan, c.changes)
@@ -261,6 +271,8 @@ class CandidateSearch:
             return True
         if verification.status == "partly_rolled_back":
             return True  # in place, a rollback left someone's save: nothing more over their work
+        if verification.status == "fixed" and c.suspect:
+            return False  # a fix, but maybe of the symptom: the other candidates are still drawn
         if verification.status == "fixed":
             result.winner = c
             return True
@@ -294,6 +306,32 @@ def same_code(change: FileChange) -> bool:
     except (SyntaxError, ValueError, UnicodeDecodeError):
         return False
     return ast.dump(before) == ast.dump(after)
+
+
+def inlined_constant(changes: list[FileChange]) -> str | None:
+    """Why a candidate is a symptom patch (a constant replaced by a literal), or None."""
+    for ch in changes:
+        if ch.old is None or not ch.rel.endswith(".py"):
+            continue
+        root = ch.path.parents[len(PurePosixPath(ch.rel).parts) - 1]
+
+        def read(rel: str, root: Path = root) -> str | None:
+            target = root / rel
+            try:
+                if ".." in PurePosixPath(rel).parts or not target.is_file():
+                    return None
+                return target.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                return None
+
+        try:
+            old, new = ch.old.decode("utf-8"), ch.new.decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        found = inlined_constants(ch.rel, old, new, read)
+        if found:
+            return found[0].reason()
+    return None
 
 
 def change_key(changes: list[FileChange]) -> str:

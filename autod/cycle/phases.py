@@ -24,6 +24,7 @@ from autod.act.edits import FileChange, prepare, unified_diff
 from autod.act.journal import Journal
 from autod.act.judges import requires_approval
 from autod.candidates import Asker, AttemptResult, CandidateSearch, InPlace, Isolated
+from autod.candidates.search import Candidate
 from autod.candidates.settle import settle
 from autod.candidates.validate import choose_validator
 from autod.cycle.reflect import (
@@ -213,9 +214,12 @@ class Cycle:
                                  tokens_left=self.tokens_left,
                                  record=self.transcript.add if self.transcript is not None else None,
                                  phase=self.phase,
-                                 same_code_is_unchanged=bool(self.mode.kinds & FAILURE_KINDS))
+                                 judged_by_behaviour=bool(self.mode.kinds & FAILURE_KINDS))
         max_attempts = getattr(self.settings.modes.get(self.mode.name), "max_attempts_per_cycle", 1)
-        for attempt in range(1, max_attempts + 1):
+        fallback: Candidate | None = None  # a fix that may patch the symptom (candidates' `suspect`)
+        attempt = 0
+        while attempt < max_attempts:
+            attempt += 1
             self.r.attempts += 1
             found = await search.attempt(attempt)
             self.r.candidates = [c.record() for c in search.all]
@@ -223,6 +227,15 @@ class Cycle:
             w = found.winner
             if found.proposed:
                 return
+            if w is not None and w.suspect and fallback is None and w.plan is not None:
+                # With this fix in hand, one more attempt is told why it may patch the symptom; the
+                # fix is kept when that attempt finds nothing better, so it is never lost.
+                fallback, max_attempts = w, max(max_attempts, attempt + 1)
+                self.attempts.append(Attempt(w.plan.summary, w.diff, w.suspect))
+                log.info("candidates.suspect_fix", n=w.n, why=w.suspect[:300])
+                continue
+            if fallback is not None and (w is None or w.outcome != "fixed"):
+                w = fallback
             if w is not None and w.plan is not None:
                 self.r.plan_summary = w.plan.summary
                 if validator.in_place:  # already written, verified and kept by the act step

@@ -141,3 +141,50 @@ def test_a_server_that_takes_n_gets_the_sampled_candidates_in_one_request(
         assert [c["outcome"] for c in r["candidates"]] == ["rolled_back", "refused", "fixed"]
     finally:
         assert d.stop() == 0
+
+
+def constant_repo(repo: Path) -> None:
+    """mul() multiplies by a workspace constant whose value is wrong: the fix belongs in scale.py."""
+    from daemon import git
+
+    (repo / "src" / "calc.py").write_text(
+        "from scale import FACTOR\n\n\ndef add(a, b):\n    return a + b\n\n\n"
+        "def mul(a, b):\n    return a * b * FACTOR\n"
+    )
+    (repo / "src" / "scale.py").write_text('"""Scale factors."""\n\nFACTOR = 2\n')
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "a wrong factor")
+
+
+INLINED = {**FIX_PLAN, "summary": "mul must not double", "edits": [
+    {"path": "src/calc.py", "symbol": "mul", "replace": "def mul(a, b):\n    return a * b * 1\n"}]}
+AT_THE_ROOT = {**FIX_PLAN, "summary": "FACTOR is wrong", "edits": [
+    {"path": "src/scale.py", "symbol": "FACTOR", "replace": "FACTOR = 1\n"}]}
+NO_IDEA = {**FIX_PLAN, "summary": "no better idea", "edits": []}
+
+
+@pytest.mark.parametrize("second", ["root", "nothing"])
+def test_a_fix_that_writes_a_literal_for_a_constant_earns_one_more_attempt_and_is_never_lost(
+    tmp_path, calc_repo, scripted_llm, real_bwrap, second
+):
+    constant_repo(calc_repo)
+    scripted_llm.push_plan(INLINED)
+    scripted_llm.push_plan(AT_THE_ROOT if second == "root" else NO_IDEA)
+    d = start(tmp_path, calc_repo, scripted_llm.base_url, candidates={"n": 1},
+              modes={"auto-debug": {"enabled": True, "max_attempts_per_cycle": 1}})
+    try:
+        (r,) = d.wait_reflections(1)
+        assert r["status"] == "fixed", r
+        assert r["attempts"] == 2  # one more than configured: a fix was in hand, but of the symptom
+        first, where = r["candidates"][0], "where it is defined (src/scale.py · FACTOR)"
+        assert first["outcome"] == "fixed" and where in first["suspect"]
+        # the second request told the model why
+        assert where in json.dumps(scripted_llm.requests[1]["messages"], ensure_ascii=False)
+        calc = (calc_repo / "src" / "calc.py").read_text()
+        scale = (calc_repo / "src" / "scale.py").read_text()
+        if second == "root":
+            assert "FACTOR = 1" in scale and "a * b * FACTOR" in calc
+        else:  # nothing better: the fix in hand is kept
+            assert "FACTOR = 2" in scale and "a * b * 1" in calc
+    finally:
+        assert d.stop() == 0

@@ -57,9 +57,9 @@ def search(tmp_path: Path, drawer: Drawer, judge: Judge, **cfg: Any) -> Candidat
     async def prep(plan: Plan) -> tuple[list[FileChange], str]:
         return prepare(plan, boundary, Caps(10, 100, 100_000)), ""
 
-    same = cfg.pop("same_code_is_unchanged", False)
+    same = cfg.pop("judged_by_behaviour", False)
     return CandidateSearch(CandidatesConfig(**{"n": 4, "seed": 10, **cfg}), drawer, prep, judge,
-                           same_code_is_unchanged=same)
+                           judged_by_behaviour=same)
 
 
 def test_the_first_candidate_that_fixes_everything_stops_the_search(tmp_path):
@@ -136,7 +136,7 @@ def test_a_rewrite_that_changes_only_quotes_or_spacing_is_unchanged_and_never_ve
                                            replace="def add(a, b):\n    return a  -  b  # fixed?\n")])
     drawer = Drawer(quotes, whole("return a + b"))
     judge = Judge({"a + b": "fixed"})
-    found = asyncio.run(search(tmp_path, drawer, judge, same_code_is_unchanged=True).attempt(1))
+    found = asyncio.run(search(tmp_path, drawer, judge, judged_by_behaviour=True).attempt(1))
     assert [c.outcome for c in found.candidates] == ["unchanged", "fixed"]
     assert found.candidates[0].reason == SAME_CODE and len(judge.seen) == 1
     from autod.candidates.settle import unchanged
@@ -151,3 +151,22 @@ def test_without_the_flag_a_comment_is_a_change_worth_verifying(tmp_path):
     drawer = Drawer(commented, whole("return a + b"))
     found = asyncio.run(search(tmp_path, drawer, Judge({"a + b": "fixed"})).attempt(1))
     assert found.candidates[0].outcome == "rolled_back"
+
+
+def test_a_fix_that_inlines_a_constant_does_not_end_the_search_and_wins_only_alone(tmp_path):
+    def scaled(body: str) -> Plan:
+        return Plan(summary=body, edits=[Edit(path="calc.py", symbol="add",
+                                              replace=f"def add(a, b):\n    {body}\n")])
+
+    def run(*plans: Plan) -> Any:
+        s = search(tmp_path, Drawer(*plans), Judge({"b * 1": "fixed", "+ b": "fixed"}),
+                   judged_by_behaviour=True)
+        (tmp_path / "calc.py").write_text("K = 2\n\n\ndef add(a, b):\n    return a - b * K\n")
+        return asyncio.run(s.attempt(1))
+
+    found = run(scaled("return a - b * 1"), scaled("return a + b"), scaled("return b"), scaled("return a"))
+    assert [c.outcome for c in found.candidates] == ["fixed", "fixed"]  # the clean fix ends the search
+    assert "K" in found.candidates[0].suspect and found.winner is found.candidates[1]
+    alone = run(scaled("return a - b * 1"), scaled("return b"), scaled("return a"), scaled("return 0"))
+    assert [c.outcome for c in alone.candidates] == ["fixed", "rolled_back", "rolled_back", "rolled_back"]
+    assert alone.winner is alone.candidates[0]  # nothing better: the fix in hand is kept
