@@ -24,7 +24,7 @@ from autod.act.edits import FileChange, prepare, unified_diff
 from autod.act.journal import Journal
 from autod.act.judges import requires_approval
 from autod.candidates import Asker, AttemptResult, CandidateSearch, InPlace, Isolated
-from autod.candidates.search import Candidate
+from autod.candidates.search import KEPT, Candidate
 from autod.candidates.settle import settle
 from autod.candidates.validate import choose_validator
 from autod.cycle.reflect import (
@@ -248,6 +248,9 @@ class Cycle:
                     self.r.reason = f"verified on a copy of the workspace: {w.outcome}; {self.r.reason or ''}"
                     return
                 self.r.status, self.r.reason = verification.status, verification.reason or None
+                if w.suspect and verification.status in KEPT:  # the operator reads what to look at
+                    note = f"kept a suspect fix: {w.suspect}"
+                    self.r.reason = f"{self.r.reason}; {note}" if self.r.reason else note
                 if verification.status != "rolled_back" or self._left_behind():
                     return  # a file someone else changed meanwhile: no second attempt over their work
                 self.attempts.append(Attempt(w.plan.summary, self._last_diff, verification.output))

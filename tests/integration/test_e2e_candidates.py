@@ -184,7 +184,9 @@ def test_a_fix_that_writes_a_literal_for_a_constant_earns_one_more_attempt_and_i
         scale = (calc_repo / "src" / "scale.py").read_text()
         if second == "root":
             assert "FACTOR = 1" in scale and "a * b * FACTOR" in calc
-        else:  # nothing better: the fix in hand is kept
+            assert "suspect" not in (r["reason"] or "")
+        else:  # nothing better: the fix in hand is kept, and the record says what to look at
             assert "FACTOR = 2" in scale and "a * b * 1" in calc
+            assert "kept a suspect fix" in r["reason"] and "src/scale.py · FACTOR" in r["reason"]
     finally:
         assert d.stop() == 0
