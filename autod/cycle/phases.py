@@ -227,7 +227,7 @@ class Cycle:
             w = found.winner
             if found.proposed:
                 return
-            if w is not None and w.suspect and fallback is None and w.plan is not None:
+            if w is not None and w.suspect and w.outcome == "fixed" and fallback is None and w.plan:
                 # With this fix in hand, one more attempt is told why it may patch the symptom; the
                 # fix is kept when that attempt finds nothing better, so it is never lost.
                 fallback, max_attempts = w, max(max_attempts, attempt + 1)
