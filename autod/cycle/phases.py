@@ -24,7 +24,7 @@ from autod.act.edits import FileChange, prepare, unified_diff
 from autod.act.journal import Journal
 from autod.act.judges import requires_approval
 from autod.candidates import Asker, AttemptResult, CandidateSearch, InPlace, Isolated
-from autod.candidates.search import KEPT, Candidate
+from autod.candidates.search import Candidate
 from autod.candidates.settle import settle
 from autod.candidates.validate import choose_validator
 from autod.cycle.reflect import (
@@ -228,8 +228,8 @@ class Cycle:
             if found.proposed:
                 return
             if w is not None and w.suspect and w.outcome == "fixed" and fallback is None and w.plan:
-                # With this fix in hand, one more attempt is told why it may patch the symptom; the
-                # fix is kept when that attempt finds nothing better, so it is never lost.
+                # With this fix in hand, one more attempt is told why it may patch the symptom; when
+                # that attempt finds nothing better the fix waits for `autod approve`, never lost.
                 fallback, max_attempts = w, max(max_attempts, attempt + 1)
                 self.attempts.append(Attempt(w.plan.summary, w.diff, w.suspect))
                 log.info("candidates.suspect_fix", n=w.n, why=w.suspect[:300])
@@ -242,15 +242,15 @@ class Cycle:
                     assert w.verification is not None
                     self.r.status, self.r.reason = w.verification.status, w.verification.reason or None
                     return
+                # a suspect fix (nothing better found) is held for a person: kept as a proposal, the
+                # tree untouched, never lost
+                hold = f"a fix that may patch the symptom: {w.suspect}" if w.suspect else ""
                 async with self.phase("act"):
-                    verification = await self.act(w.plan)  # into the tree, verified once more there
+                    verification = await self.act(w.plan, hold=hold)  # into the tree, verified there
                 if verification is None:  # stored as a proposal (verified on the mirror)
                     self.r.reason = f"verified on a copy of the workspace: {w.outcome}; {self.r.reason or ''}"
                     return
                 self.r.status, self.r.reason = verification.status, verification.reason or None
-                if w.suspect and verification.status in KEPT:  # the operator reads what to look at
-                    note = f"kept a suspect fix: {w.suspect}"
-                    self.r.reason = f"{self.r.reason}; {note}" if self.r.reason else note
                 if verification.status != "rolled_back" or self._left_behind():
                     return  # a file someone else changed meanwhile: no second attempt over their work
                 self.attempts.append(Attempt(w.plan.summary, self._last_diff, verification.output))
@@ -318,17 +318,21 @@ class Cycle:
             return None
         return Attempt(last.get("summary", ""), last.get("diff", ""), last.get("output", ""))
 
-    async def act(self, plan: Plan) -> Verification | None:
-        """Apply under every act rule, verify, keep or roll back. None: stored as a proposal."""
+    async def act(self, plan: Plan, *, hold: str = "") -> Verification | None:
+        """Apply under every act rule, verify, keep or roll back. None: stored as a proposal (also
+        when `hold` says why this plan needs a person's yes)."""
         changes, self._last_diff = await self.prepare(plan)
         judged = requires_approval(self.settings, self.mode.name, changes)  # allowed judge edits
-        if self.approved is None and (judged or self.settings.mode_requires_confirmation(self.mode.name)):
+        confirm = self.settings.mode_requires_confirmation(self.mode.name)
+        if self.approved is None and (judged or hold or confirm):
             await self.propose(plan, changes)
             if judged:
                 self.r.reason = (
                     f"the plan edits {', '.join(judged)}, which judge the fix: with "
                     f"modes.{self.mode.name}.allow_judge_edits it waits for `autod approve`"
                 )
+            elif hold:
+                self.r.reason = f"{hold}; it waits for `autod approve {self.r.proposal_id}`"
             return None
         if self.deps.delivery is not None and self.deps.delivery.isolated(self.mode.name):
             return await self.deps.delivery.act(self, plan, changes)  # verified elsewhere: branch or patch
