@@ -305,3 +305,20 @@ def test_a_copy_mounted_at_the_workspace_shows_the_copy_with_the_real_git_and_ve
     assert r.output.count("Read-only file system") == 2 and r.output.rstrip().endswith(str(ws))
     assert (copy / "src" / "made.txt").exists() and not (ws / "src" / "made.txt").exists()
     assert not (ws / ".git" / "evil").exists() and not (ws / ".venv" / "evil").exists()
+
+
+def test_a_mirror_binds_back_read_only_only_inside_the_workspace_and_git_once_from_the_real_tree(
+    tmp_path: Path,
+) -> None:
+    root = Path(os.path.realpath(tmp_path))
+    ws, copy = root / "ws", root / "state" / "mirror"
+    (ws / "web" / "node_modules").mkdir(parents=True)
+    (ws / ".git").mkdir()
+    (root / "up").mkdir()
+    copy.mkdir(parents=True)
+    table = sandbox.mount_table(copy, Policy(), mount_at=ws, bind_back=["web/node_modules", ".git", "../up"])
+    ops = [(op.kind, op.dest, op.source) for op in table.ops]
+    assert ("ro", ws / "web" / "node_modules", ws / "web" / "node_modules") in ops
+    assert ("rw", ws, copy) in ops
+    assert not any("up" in op.dest.parts for op in table.ops)
+    assert [(kind, source) for kind, dest, source in ops if dest == ws / ".git"] == [("ro", ws / ".git")]
