@@ -154,7 +154,9 @@ def list_mutants(room: str) -> dict[str, dict[str, Any]]:
             for op in difflib.SequenceMatcher(None, orig, mut, autojunk=False).get_opcodes()
             if op[0] != "equal"
         ]
-        entry: dict[str, Any] = {"function": base.removeprefix("x_").replace("\u01c1", ".").lstrip("x.")}
+        # mutmut's names: x_FUNCTION, or x\u01c1CLASS\u01c1METHOD
+        shown = ".".join(base.split("\u01c1")[1:]) if "\u01c1" in base else base.removeprefix("x_")
+        entry: dict[str, Any] = {"function": shown}
         if ops:
             _, i1, i2, j1, j2 = ops[0]
             entry["line"] = defs.get(base, 0) + i1

@@ -171,3 +171,17 @@ def test_an_open_breaker_says_how_long_is_left_and_half_open_lets_one_cycle_try(
     assert b.state == "half-open" and b.allow()[0]
     b.failure()
     assert b.state == "open"
+
+
+def test_a_spent_budget_waits_exactly_until_the_next_utc_midnight(state):
+    from datetime import UTC, datetime
+
+    now = datetime(2026, 3, 4, 22, 59, 30, tzinfo=UTC).timestamp()
+    gate = Gate(Limits(min_interval_s=0, max_tokens_per_day=1000), state, None)
+    gate.book(edits=0, tokens=1000, now=now)
+    assert gate.admit(failure(), uses_llm=True, now=now).wait_s == 3630
+
+
+def test_a_fixed_attempt_is_never_reported_as_a_quarantine(state):
+    gate = Gate(Limits(max_attempts_per_fingerprint=1), state, None)
+    assert gate.record_attempt(failure(), "fixed", None) is False
