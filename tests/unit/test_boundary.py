@@ -131,3 +131,91 @@ def test_debug_context_reads_no_file_the_boundary_refuses(ws: Path) -> None:
     for leak in ("hunter2", "BEGIN KEY", "[core]", "VAULT-CANARY"):
         assert leak not in shown
     assert {e["path"] for e in found.entries} == {"src/app.py"}
+
+
+def test_dot_dot_is_refused_by_its_own_rule(ws: Path) -> None:
+    # Asserted by the rule's message, not by the path: "src/../src/app.py" stays inside the workspace,
+    # so without the rule nothing else would refuse it (and judges compare paths as strings).
+    b = Boundary(ws, ws / ".autod", DENY)
+    for rel in ("../x", "a/../../x", "src/../src/app.py"):
+        with pytest.raises(PlanRejected, match=r"'\.\.' is not allowed in paths"):
+            b.resolve(rel)
+
+
+def test_an_empty_path_is_refused_as_empty(ws: Path) -> None:
+    b = Boundary(ws, ws / ".autod", DENY)
+    for rel in ("", "   "):
+        with pytest.raises(PlanRejected, match=r"^edit path is empty$"):
+            b.resolve(rel)
+
+
+def test_a_symlink_in_the_workspace_cannot_launder_autods_own_file_into_a_read(ws: Path) -> None:
+    own = ws / "config" / "autod.yaml"
+    os.symlink(own, ws / "src" / "settings.txt")
+    b = Boundary(ws, ws / ".autod", DENY, own=[own])
+    assert b.readable("config/autod.yaml") is None
+    assert b.readable("src/settings.txt") is None  # its own path passes, its target does not
+    assert b.read_text("src/settings.txt") is None
+
+
+def test_a_nul_byte_in_a_read_path_is_refused_not_raised(ws: Path) -> None:
+    assert Boundary(ws, ws / ".autod", DENY).readable("src/app.py\x00.txt") is None
+
+
+def test_read_text_refuses_directories_and_files_over_the_cap_and_replaces_bad_utf8(ws: Path) -> None:
+    b = Boundary(ws, ws / ".autod", DENY)
+    assert b.read_text("src") is None
+    (ws / "src" / "latin.txt").write_bytes(b"caf\xe9\n")
+    assert b.read_text("src/latin.txt") == "caf\ufffd\n"
+    assert b.read_text("src/latin.txt", max_bytes=5) == "caf\ufffd\n"  # exactly the cap: read whole
+    assert b.read_text("src/latin.txt", max_bytes=4) is None
+
+
+def test_the_operators_no_write_and_allow_globs_reach_the_boundary(ws: Path, monkeypatch) -> None:
+    monkeypatch.chdir(ws)
+    cfg = ws / "config" / "autod.yaml"
+    cfg.write_text(
+        f"workspace: {ws}\nlimits:\n  no_write_globs: ['deploy/*.sh']\n  allow_globs: ['.env.example']\n"
+    )
+    b = Boundary.for_settings(load_config(cfg))
+    with pytest.raises(PlanRejected, match=r"limits\.no_write_globs"):
+        b.resolve("deploy/release.sh")
+    assert b.resolve(".env.example")[0] == ".env.example"
+    with pytest.raises(PlanRejected, match="a credential file is never read or edited"):
+        b.resolve(".env.local")
+
+
+def test_own_files_name_autod_config_from_the_environment_and_the_key_file(
+    ws: Path, monkeypatch, tmp_path: Path
+) -> None:
+    key = tmp_path / "llm.key"
+    elsewhere = tmp_path / "other.yaml"
+    monkeypatch.setenv("AUTOD_CONFIG", str(elsewhere))
+    cfg = ws / "config" / "autod.yaml"
+    cfg.write_text(f"workspace: {ws}\nllm:\n  api_key_file: {key}\n")
+    own = own_files(load_config(cfg))
+    assert elsewhere.resolve() in own
+    assert key.resolve() in own
+
+
+def test_glob_match_empty_patterns_match_nothing_and_a_leading_doublestar_matches_the_top() -> None:
+    from autod.safety.boundary import glob_match
+
+    assert not glob_match("", "src/app.py") and not glob_match("/", "src/app.py")
+    assert glob_match("**/secrets", "secrets/vault.py")
+    assert glob_match("**/secrets", "src/secrets/vault.py")
+
+
+def test_a_diff_keeps_allowed_sections_byte_for_byte_and_judges_both_sides_of_a_rename(ws: Path) -> None:
+    b = Boundary(ws, ws / ".autod", DENY)
+    allowed = (
+        "diff --git a/src/app.py b/src/app.py\n--- a/src/app.py\n+++ b/src/app.py\n"
+        "@@ -1 +1 @@\n-x = 1\n+x = 2\n"
+    )
+    renamed = "diff --git a/src/old.py b/src/new.py\nsimilarity index 90%\n+kept\n"
+    assert b.filter_diff(allowed + renamed) == allowed + renamed
+    to_denied = "diff --git a/src/app.py b/.env\n+TOKEN=hunter2\n"
+    quoted_from_denied = 'diff --git "a/deploy/id_rsa\\tx" "b/src/plain\\tname.py"\n+-----BEGIN KEY-----\n'
+    no_second_path = "diff --git a/lonely\n+hidden\n"
+    out = b.filter_diff(to_denied + quoted_from_denied + no_second_path + allowed)
+    assert out == allowed

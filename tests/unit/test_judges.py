@@ -361,3 +361,22 @@ def test_ordinary_dynamic_code_in_a_fix_is_not_a_reach(ws: Path) -> None:
     old = "def handle(obj, kind):\n    return None\n"
     new = "def handle(obj, kind):\n    setattr(obj, 'seen', kind)\n    return getattr(obj, f'on_{kind}')()\n"
     assert verdict(ws, "src/calc.py", old, new) is None
+
+
+def test_every_way_a_check_names_its_script_or_target_makes_it_a_judge(ws: Path) -> None:
+    (ws / "checks").mkdir()
+    (ws / "checks" / "smoke.py").write_text("def test_x():\n    pass\n")
+    checks = {
+        "env": "env python ci.py",  # the interpreter behind env, then its script
+        "unbuffered": "python -u scripts/check.sh --config=mypy-strict.ini",  # an option first, one after
+        "runner": "python -m pytest spec/unit checks/smoke.py::test_x",  # -m, then the runner's targets
+    }
+    assert "run by check 'env'" in (verdict(ws, "ci.py", checks=checks) or "")
+    assert "run by check 'unbuffered'" in (verdict(ws, "scripts/check.sh", checks=checks) or "")
+    assert "run by check 'unbuffered'" in (verdict(ws, "mypy-strict.ini", checks=checks) or "")
+    assert "run by check 'runner'" in (verdict(ws, "spec/unit/helpers.py", checks=checks) or "")
+    assert "run by check 'runner'" in (verdict(ws, "checks/smoke.py", checks=checks) or "")
+
+
+def test_a_new_pyproject_that_sets_test_options_is_judged(ws: Path) -> None:
+    assert "[tool.pytest]" in (verdict(ws, "pyproject.toml", old=None, new=PYPROJECT) or "")

@@ -143,3 +143,69 @@ def test_the_hourly_cap_says_exactly_when_a_slot_frees(state):
     gate = Gate(Limits(max_cycles_per_hour=2, min_interval_s=0), state, None)
     v = gate.admit(failure(), uses_llm=False, now=now)
     assert not v.ok and v.wait_s == pytest.approx(600, abs=1) and "max_cycles_per_hour (2/2)" in v.reason
+
+
+def test_limits_hold_at_their_exact_edges(state):
+    now = time.time()
+    gate = Gate(Limits(min_interval_s=30, max_tokens_per_day=1000), state, None)
+    start_cycles(state, 1, now - 30)
+    assert gate.admit(failure(), uses_llm=False, now=now).ok  # exactly the interval: may start
+    v = gate.admit(failure(), uses_llm=False, now=now - 1)
+    assert v.ok is False and v.reason == "min_interval_s"
+    gate.book(edits=0, tokens=1000, now=now)  # exactly the budget: spent
+    v = gate.admit(failure(), uses_llm=True, now=now)
+    assert v.ok is False and v.reason.startswith("max_tokens_per_day spent (1000/1000)")
+
+
+def test_a_refusal_is_false_not_merely_falsy_and_names_its_limit(state):
+    now = time.time()
+    gate = Gate(Limits(min_interval_s=0, max_edits_per_day=2), state, None)
+    gate.book(edits=2, tokens=0, now=now)
+    v = gate.admit(failure(), uses_llm=False, now=now)
+    assert v.ok is False and v.reason == "max_edits_per_day reached" and 0 < v.wait_s <= 86400
+    gate.record_attempt(failure(), "rolled_back", None)
+    b = CircuitBreaker(threshold=1, cooldown_s=60)
+    b.failure()
+    assert Gate(Limits(min_interval_s=0), state, b).admit(failure(), uses_llm=True, now=now).ok is False
+
+
+def test_caps_carry_the_line_and_file_size_limits(state):
+    caps = Gate(Limits(max_lines_per_cycle=77, max_file_bytes=4096), state, None).caps()
+    assert (caps.max_lines, caps.max_file_bytes) == (77, 4096)
+
+
+def test_an_attempt_records_its_status_and_the_check_that_found_it(state):
+    gate = Gate(Limits(max_attempts_per_fingerprint=5), state, None)
+    ev = Event(
+        source="check:tests", kind=EventKind.CHECK_FAILED, summary="t failed", fingerprint="fp9",
+        payload={"check": "tests"},
+    )
+    assert gate.record_attempt(ev, "rolled_back", None) is False
+    fp = state.fingerprint("fp9")
+    assert (fp["last_status"], fp["check_name"]) == ("rolled_back", "tests")
+
+
+def test_an_open_breaker_says_how_long_is_left_and_half_open_lets_one_cycle_try():
+    b = CircuitBreaker(threshold=1, cooldown_s=60)
+    assert b.allow() == (True, 0.0)
+    b.failure()
+    ok, wait = b.allow()
+    assert not ok and 59 <= wait <= 60
+    b.half_open()
+    assert b.state == "half-open" and b.allow()[0]
+    b.failure()
+    assert b.state == "open"
+
+
+def test_a_spent_budget_waits_exactly_until_the_next_utc_midnight(state):
+    from datetime import UTC, datetime
+
+    now = datetime(2026, 3, 4, 22, 59, 30, tzinfo=UTC).timestamp()
+    gate = Gate(Limits(min_interval_s=0, max_tokens_per_day=1000), state, None)
+    gate.book(edits=0, tokens=1000, now=now)
+    assert gate.admit(failure(), uses_llm=True, now=now).wait_s == 3630
+
+
+def test_a_fixed_attempt_is_never_reported_as_a_quarantine(state):
+    gate = Gate(Limits(max_attempts_per_fingerprint=1), state, None)
+    assert gate.record_attempt(failure(), "fixed", None) is False

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from autod.checks.outcome import Before, broken, count_failures, counted_failures, decide, failing_tests
+from autod.checks.outcome import (
+    Before,
+    Decision,
+    broken,
+    count_failures,
+    counted_failures,
+    decide,
+    failing_tests,
+)
 from autod.checks.run import CheckResult
 
 
@@ -77,3 +85,63 @@ def test_failing_tests_reads_pytests_summary_with_parameters():
     out = pytest_out("tests/t.py::test_a[1]", "tests/t.py::TestX::test_b")
     assert failing_tests(out) == frozenset({"tests/t.py::test_a[1]", "tests/t.py::TestX::test_b"})
     assert failing_tests("no summary here") is None
+
+
+def test_no_check_to_verify_with_is_a_rollback_with_its_own_reason():
+    assert decide([], BEFORE) == Decision("rolled_back", "no configured check to verify the edits with")
+
+
+def test_a_passing_check_does_not_hide_the_named_failures_of_the_next_one():
+    """Counted over every failing run: a passing run first must not end the count (`continue`, not
+    `break`), or the empty set left would be fewer failures than before, and the edit kept."""
+    still = run(pytest_out("tests/t.py::test_a", "tests/t.py::test_b", "tests/t.py::test_c"))
+    d = decide([run("5 passed", 0), still], BEFORE)
+    assert d == Decision("rolled_back", "checks still fail (3 failures, before 3)")
+
+
+def test_counted_failures_that_did_not_fall_say_how_many_remain():
+    d = decide([run("=== 3 failed, 1 passed in 0.2s ===")], Before(3))
+    assert d == Decision("rolled_back", "checks still fail (3 failures, before 3)")
+    d = decide([run("=== 1 failed in 0.2s ==="), run("something went wrong")], Before(3))
+    assert d == Decision("rolled_back", "checks still fail (uncounted failures, before 3)")
+
+
+def test_count_failures_takes_the_summarys_count_and_a_pass_counts_zero():
+    assert count_failures(run("=== 2 failed, 1 error in 0.3s ===")) == 3
+    assert count_failures(run("5 passed", 0)) == 0
+
+
+def test_a_long_list_of_changed_sources_shows_ten_and_counts_the_rest():
+    files = [f"src/m{i:02}.py" for i in range(12)]
+    d = decide([run("5 passed", 0, changed=files)], BEFORE)
+    assert f"({', '.join(files[:10])} (+2 more))" in d.reason
+    files = files[:11]
+    d = decide([run("5 passed", 0, changed=files)], BEFORE)
+    assert f"({', '.join(files[:10])} (+1 more))" in d.reason
+
+
+def test_named_failures_are_the_union_over_every_failing_run():
+    # the second run's names must not replace the first's, or the new failure in the first is lost
+    d = decide([run(pytest_out("tests/t.py::test_new")), run(pytest_out("tests/t.py::test_a"))], BEFORE)
+    assert d == Decision("rolled_back", "new failures: tests/t.py::test_new")
+
+
+def test_names_after_but_none_before_compare_counts():
+    d = decide([run(pytest_out("tests/t.py::test_a"))], Before(3))
+    assert d == Decision("improved", "failures 3 -> 1")
+    counted = decide([run("=== 1 failed, 4 passed in 0.2s ===")], Before(3))
+    assert counted == Decision("improved", "failures 3 -> 1")
+
+
+def test_an_interrupted_pytest_ran_no_test_and_another_tools_exit_2_is_just_a_failure():
+    interrupted = run("!!!!!!!!!! KeyboardInterrupt !!!!!!!!!!\n==== 2 passed in 0.10s ====\n", 2)
+    assert broken(interrupted) == "ran no test (pytest exit 2)"
+    assert decide([interrupted], Before(3)).reason == (
+        "check tests ran no test (pytest exit 2): that proves nothing, no improvement"
+    )
+    assert broken(run("error: unknown option --frobnicate\n", 2)) is None
+
+
+def test_failures_without_a_summary_are_counted_from_the_lines_a_parser_knows():
+    out = "src/a.py:3:1: F401 `os` imported but unused\nsrc/b.py:4:1: E501 line too long\n"
+    assert counted_failures(run(out)) == 2

@@ -355,3 +355,20 @@ def test_default_state_dir_inside_a_workspace_outside_hidden_roots(
     (state / "state.db").write_text("STATE-CANARY")
     seen = probe(ws, [state], settings=settings_for(ws, state))
     assert seen[str(state)] == []
+
+
+def test_a_mirror_binds_back_read_only_only_inside_the_workspace_and_git_once_from_the_real_tree(
+    tmp_path: Path,
+) -> None:
+    root = Path(os.path.realpath(tmp_path))
+    ws, copy = root / "ws", root / "state" / "mirror"
+    (ws / "web" / "node_modules").mkdir(parents=True)
+    (ws / ".git").mkdir()
+    (root / "up").mkdir()
+    copy.mkdir(parents=True)
+    table = sandbox.mount_table(copy, Policy(), mount_at=ws, bind_back=["web/node_modules", ".git", "../up"])
+    ops = [(op.kind, op.dest, op.source) for op in table.ops]
+    assert ("ro", ws / "web" / "node_modules", ws / "web" / "node_modules") in ops
+    assert ("rw", ws, copy) in ops
+    assert not any("up" in op.dest.parts for op in table.ops)
+    assert [(kind, source) for kind, dest, source in ops if dest == ws / ".git"] == [("ro", ws / ".git")]
