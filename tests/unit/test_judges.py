@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ import yaml
 
 from autod.act import FileChange
 from autod.act.judges import Judges, editable_paths, requires_approval
-from autod.act.reach import introduced
+from autod.act.reach import introduced, runner_features
 from autod.config.settings import Settings, load_config
 from autod.cycle.phases import Cycle
 from autod.errors import PlanRejected
@@ -380,3 +381,220 @@ def test_every_way_a_check_names_its_script_or_target_makes_it_a_judge(ws: Path)
 
 def test_a_new_pyproject_that_sets_test_options_is_judged(ws: Path) -> None:
     assert "[tool.pytest]" in (verdict(ws, "pyproject.toml", old=None, new=PYPROJECT) or "")
+
+
+# -- the reach finder, form by form: each rule finds its own feature, and ordinary code nothing ----
+
+# Module roots whose import is a reach (the runner and its plugins; the interpreter's machinery).
+REACH_MODULES = ["pytest", "_pytest", "pluggy", "py", "iniconfig", "xdist"]
+REACH_MODULES += ["builtins", "__builtin__", "ctypes", "_ctypes", "cffi", "gc", "posix"]
+REACH_SYS_ATTRS = ["modules", "meta_path", "path_hooks", "path_importer_cache", "settrace", "setprofile"]
+REACH_SYS_ATTRS += ["_getframe", "_current_frames", "addaudithook", "monitoring", "excepthook"]
+REACH_OS_CALLS = ["_exit", "abort", "kill", "killpg", "execv", "execvpe", "execlp"]
+REACH_TELLTALES = ["f_back", "f_globals", "f_locals", "f_builtins", "tb_frame", "gi_frame", "cr_frame"]
+REACH_TELLTALES += ["ag_frame", "TestReport", "CollectReport", "BaseReport", "longrepr", "longreprtext"]
+REACH_TELLTALES += ["pluginmanager", "hookimpl", "hookspec"]
+EXIT_FROM = "from os import (process exit/exec)"
+COMPUTED = "getattr() with a computed name"
+RUNNER_STRING = "a string naming the test runner"
+
+# (source, the features runner_features counts in it, exactly). Exact, so a rule that stops firing,
+# fires on ordinary code, counts wrong or renames its feature fails; never text the source contains.
+FORMS = [
+    # imports of the runner's plugins by prefix, and of ordinary modules
+    pytest.param("import pytest_asyncio\n", {"import pytest_asyncio": 1}, id="import pytest_*"),
+    pytest.param("from pytest_mock import mocker\n", {"from pytest_mock import ...": 1}, id="from pytest_*"),
+    pytest.param("import os, sys, json\nimport os.path\nfrom json import loads\n", {}, id="ordinary imports"),
+    pytest.param("from ctypes import CDLL\n", {"from ctypes import ...": 1}, id="from machinery"),
+    # from sys / os / importlib: only the names that reach
+    pytest.param(
+        "from sys import argv, modules, settrace\n", {"from sys import modules, settrace": 1}, id="from sys"
+    ),
+    pytest.param("from sys import argv, version_info\nargv\n", {}, id="from sys, ordinary names"),
+    pytest.param("from os import _exit\n", {EXIT_FROM: 1}, id="from os import _exit"),
+    pytest.param("from os import getcwd, execv\n", {EXIT_FROM: 1}, id="from os import exec*"),
+    pytest.param("from os import path, getcwd\ngetcwd()\n", {}, id="from os, ordinary names"),
+    pytest.param(
+        "from importlib import import_module\n",
+        {"from importlib import import_module": 1},
+        id="from importlib",
+    ),
+    pytest.param("from importlib import resources, reload\n", {}, id="from importlib, other names"),
+    pytest.param(
+        "from app import modules, import_module\nfrom db import kill, execute\n"
+        "modules.clear()\nkill()\nexecute('select 1')\nimport_module('x')\n",
+        {},
+        id="the same names from other modules",
+    ),
+    # a from-import used under its own name or an alias
+    pytest.param(
+        "from sys import modules as m\nm['x'] = 1\n",
+        {"from sys import modules": 1, "sys.modules": 1},
+        id="sys alias",
+    ),
+    pytest.param(
+        "from sys import _getframe\n_getframe(1)\n",
+        {"from sys import _getframe": 1, "sys._getframe": 1},
+        id="sys name",
+    ),
+    pytest.param("from os import _exit as done\ndone(0)\n", {EXIT_FROM: 1, "os._exit()": 1}, id="os alias"),
+    pytest.param(
+        "from os import execv\nexecv('/bin/true', [])\n", {EXIT_FROM: 1, "os.execv()": 1}, id="os exec name"
+    ),
+    # an alias bound after its use, in a function that runs later ("aliases first, wherever the import sits")
+    pytest.param(
+        "def f():\n    return s.modules\n\nimport sys as s\n", {"sys.modules": 1}, id="import as, bound later"
+    ),
+    pytest.param(
+        "def stop():\n    done(0)\n\nfrom os import _exit as done\n",
+        {EXIT_FROM: 1, "os._exit()": 1},
+        id="from-import as, bound later",
+    ),
+    pytest.param(
+        "def stop():\n    os._exit(0)\n\nimport os.path\n", {"os._exit()": 1}, id="os after import os.path"
+    ),
+    pytest.param("import os.path\nos._exit(0)\n", {"os._exit()": 1}, id="import os.path, then os"),
+    # names that are not the module they look like
+    pytest.param("import json as sys\nimport sys as real\nsys.modules\n", {}, id="another module named sys"),
+    pytest.param(
+        "from . import sys\nfrom x import y as os\nsys.modules\nos._exit(0)\n", {}, id="local sys and os"
+    ),
+    # sys / os / importlib attributes, imported or not, and under an alias
+    pytest.param("sys.modules['x'] = 1\nsys.argv\n", {"sys.modules": 1}, id="sys.modules, no import"),
+    pytest.param("import sys as s\ns.settrace(None)\n", {"sys.settrace": 1}, id="sys as s"),
+    pytest.param(
+        "os._exit(0)\nos.getcwd()\nos.path.join('a')\n", {"os._exit()": 1}, id="os._exit, no import"
+    ),
+    pytest.param("import os as o\no.kill(1, 9)\n", {"os.kill()": 1}, id="os as o"),
+    pytest.param(
+        "importlib.import_module('x')\n", {"importlib.import_module()": 1}, id="importlib.import_module"
+    ),
+    pytest.param("importlib.__import__('x')\n", {"importlib.__import__()": 1}, id="importlib.__import__"),
+    pytest.param(
+        "import importlib as il\nil.reload(m)\nil.resources\n",
+        {"importlib.reload()": 1},
+        id="importlib.reload",
+    ),
+    pytest.param(
+        "self.modules = []\nproc.kill()\ncursor.execute('select 1')\nself.reload()\nx.import_module\n",
+        {},
+        id="the same attribute names on ordinary objects",
+    ),
+    pytest.param("inspect.currentframe().f_back.f_locals\n", {".f_back": 1, ".f_locals": 1}, id="frames"),
+    # hooks, plugins, builtins
+    pytest.param(
+        "def pytest_configure(config):\n    pass\n", {"def pytest_configure (a pytest hook)": 1}, id="hook"
+    ),
+    pytest.param(
+        "class P:\n    async def pytest_runtest_call(self, item):\n        sys.modules\n",
+        {"def pytest_runtest_call (a pytest hook)": 1, "sys.modules": 1},
+        id="async hook method, and its body",
+    ),
+    pytest.param("pytest_plugins = ['calc_plugin']\n", {"pytest_plugins": 1}, id="pytest_plugins"),
+    pytest.param("__builtins__['len'] = None\n", {"__builtins__": 1}, id="__builtins__"),
+    # decorators that register hooks, however spelled
+    pytest.param(
+        "@pytest.hookimpl(tryfirst=True)\ndef f():\n    pass\n",
+        {"@hookimpl": 1, ".hookimpl": 1},
+        id="@pytest.hookimpl()",
+    ),
+    pytest.param("@hookimpl\ndef f():\n    pass\n", {"@hookimpl": 1}, id="@hookimpl"),
+    pytest.param(
+        "@hookspec(firstresult=True)\nasync def f():\n    pass\n", {"@hookspec": 1}, id="@hookspec()"
+    ),
+    pytest.param("@hookimpl\nclass Plugin:\n    pass\n", {"@hookimpl": 1}, id="a class decorator"),
+    pytest.param(
+        "@functools.cache\n@handlers[0]\n@route('/x')\ndef f():\n    pass\n", {}, id="ordinary decorators"
+    ),
+    # exec and friends, and attribute access by name
+    pytest.param("exec('x = 1')\n", {"exec()": 1}, id="exec"),
+    pytest.param("eval('1')\n", {"eval()": 1}, id="eval"),
+    pytest.param("compile('1', 'f', 'eval')\n", {"compile()": 1}, id="compile"),
+    pytest.param("__import__('os')\n", {"__import__()": 1}, id="__import__"),
+    pytest.param("setattr(sys, 'excepthook', h)\n", {"setattr(..., 'excepthook')": 1}, id="setattr"),
+    pytest.param("delattr(os, '_exit')\n", {"delattr(..., '_exit')": 1}, id="delattr"),
+    pytest.param("getattr(frame, 'f_back')\n", {"getattr(..., 'f_back')": 1}, id="getattr telltale"),
+    pytest.param("getattr(os, 'execv')\n", {"getattr(..., 'execv')": 1}, id="getattr exec"),
+    pytest.param("getattr(obj, 'name')\ngetattr(sys, 'argv')\ngetattr(sys)\n", {}, id="ordinary getattr"),
+    pytest.param(
+        "getattr(__import__('sys'), n)\n", {"__import__()": 1, COMPUTED: 1}, id="computed on a call"
+    ),
+    pytest.param("getattr(vars(m), n)\n", {COMPUTED: 1}, id="computed on vars()"),
+    pytest.param(
+        "import ctypes as c\ngetattr(c, n)\n", {"import ctypes": 1, COMPUTED: 1}, id="computed on an alias"
+    ),
+    pytest.param("getattr(pytest, n)\n", {COMPUTED: 1}, id="computed on the runner"),
+    pytest.param("getattr(os, n)\n", {COMPUTED: 1}, id="computed on os"),
+    pytest.param(
+        "setattr(importlib, n, v)\n", {"setattr() with a computed name": 1}, id="computed on importlib"
+    ),
+    pytest.param("delattr(inspect, n)\n", {"delattr() with a computed name": 1}, id="computed on inspect"),
+    pytest.param("getattr(self.handler, n)\ngetattr(obj, n)\nprint(sys, n)\n", {}, id="computed, ordinary"),
+    # strings that name the runner, and docstrings that are prose
+    pytest.param("x = 'pytest'\n", {RUNNER_STRING: 1}, id="string"),
+    pytest.param("os.environ['PYTEST_CURRENT_TEST']\n", {RUNNER_STRING: 1}, id="string env"),
+    pytest.param("x = f'{a} pytest_runtest_call'\n", {RUNNER_STRING: 1}, id="f-string"),
+    pytest.param(
+        '"""Checked by pytest."""\n\ndef f():\n    """pytest and pluggy."""\n    return b"pytest"\n',
+        {},
+        id="prose",
+    ),
+]
+
+
+@pytest.mark.parametrize(("source", "features"), FORMS)
+def test_each_form_of_reaching_into_the_runner_is_found_by_its_own_rule(source: str, features: dict) -> None:
+    assert runner_features(source) == Counter(features)
+
+
+@pytest.mark.parametrize(("source", "features"), FORMS)
+def test_a_second_occurrence_of_a_form_counts_and_is_new(source: str, features: dict) -> None:
+    twice = source + "\n" + source
+    assert runner_features(twice) == Counter({k: 2 * n for k, n in features.items()})
+    assert introduced(source, twice) == sorted(features)  # what was there once is there again: new
+    assert introduced(twice, source) == []
+
+
+@pytest.mark.parametrize("module", REACH_MODULES)
+def test_every_runner_and_machinery_module_is_found_however_imported(module: str) -> None:
+    assert runner_features(f"import {module}\n") == Counter({f"import {module}": 1})
+    assert runner_features(f"import {module}.sub as s\n") == Counter({f"import {module}.sub": 1})
+    assert runner_features(f"from {module}.sub import x\n") == Counter({f"from {module}.sub import ...": 1})
+
+
+@pytest.mark.parametrize("attr", REACH_SYS_ATTRS)
+def test_every_sys_attribute_that_reaches_is_found_in_each_spelling(attr: str) -> None:
+    assert runner_features(f"sys.{attr}\n") == Counter({f"sys.{attr}": 1})
+    assert runner_features(f"getattr(sys, {attr!r})\n") == Counter({f"getattr(..., {attr!r})": 1})
+    assert runner_features(f"from sys import {attr}\n") == Counter({f"from sys import {attr}": 1})
+
+
+@pytest.mark.parametrize("call", REACH_OS_CALLS)
+def test_every_os_call_that_ends_or_replaces_the_process_is_found(call: str) -> None:
+    assert runner_features(f"os.{call}(0)\n") == Counter({f"os.{call}()": 1})
+    assert runner_features(f"from os import {call} as f\nf(0)\n") == Counter(
+        {EXIT_FROM: 1, f"os.{call}()": 1}
+    )
+
+
+@pytest.mark.parametrize("attr", REACH_TELLTALES)
+def test_every_telltale_attribute_is_found_on_any_object(attr: str) -> None:
+    assert runner_features(f"obj.{attr}\n") == Counter({f".{attr}": 1})
+    assert runner_features(f"setattr(obj, {attr!r}, v)\n") == Counter({f"setattr(..., {attr!r})": 1})
+
+
+def test_source_that_does_not_parse_has_no_features_and_cannot_hide_old_ones() -> None:
+    assert runner_features("def (:\n") is None
+    assert runner_features("x = 1\0\n") is None  # a NUL byte: ValueError on 3.11, SyntaxError later
+    assert introduced("x = 1\n", "def (:\n") == []  # the syntax rule refuses it elsewhere
+    # an old version that did not parse hides nothing the new one adds
+    assert introduced("def (:\n", "import sys\nsys.modules\n") == ["sys.modules"]
+    assert introduced(None, "import gc\nimport pytest\n") == ["import gc", "import pytest"]
+
+
+def test_only_the_features_the_edit_adds_are_introduced() -> None:
+    old = "import sys\n\ndef f():\n    return sys.modules\n"
+    assert introduced(old, old) == []
+    assert introduced(old, old.replace("sys.modules", "sys.argv")) == []  # one taken away
+    assert introduced(old, old + "import gc\n") == ["import gc"]  # one new kind, the old one kept
+    assert introduced("import gc\n", "import pytest\n") == ["import pytest"]  # swapped: the new one
