@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
+import re
 import stat
+import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -313,6 +317,77 @@ def swap(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str
     elif atomic._renameat2_fn() is None:
         pytest.skip("no renameat2 in this libc")
     return str(request.param)
+
+
+@pytest.fixture
+def renameat2() -> ModuleType:
+    """autod.act.atomic, where the kernel and libc have renameat2: asserted on Linux 3.15+, not assumed."""
+    from autod.act import atomic
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("renameat2 is Linux's")
+    release = os.uname().release
+    found = re.match(r"(\d+)\.(\d+)", release)
+    assert found is not None and (int(found[1]), int(found[2])) >= (3, 15), f"Linux {release} predates 3.15"
+    assert atomic._renameat2_fn() is not None, "this libc has no renameat2 (glibc 2.28+ has)"
+    return atomic
+
+
+def test_where_the_kernel_has_renameat2_the_exchange_is_used_not_the_fallback(
+    ws: Path, renameat2: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fallback is correct too (the swap fixture runs both), so only this notices if autod stops
+    using the race-free exchange on a kernel that has it, and quietly reopens the check-then-rename window."""
+    atomic = renameat2
+    used: list[tuple[int, bool]] = []
+    real = atomic._renameat2
+
+    def spy(src: Path, dst: Path, flags: int) -> bool:
+        ok = real(src, dst, flags)
+        used.append((flags, ok))
+        return ok
+
+    def fallback(*args: object) -> None:
+        raise AssertionError("fell back to a plain rename while renameat2 works")
+
+    monkeypatch.setattr(atomic, "_renameat2", spy)
+    monkeypatch.setattr(atomic.os, "replace", fallback)
+    monkeypatch.setattr(atomic.os, "link", fallback)
+    atomic.swap_in(ws / "src/a.py", b"A = 2\n", 0o644, expected=atomic.sha(b"A = 1\n"), on_write=None)
+    atomic.swap_in(ws / "src/c.py", b"C = 1\n", 0o644, expected=None, on_write=None)
+    assert used == [(atomic._RENAME_EXCHANGE, True), (atomic._RENAME_NOREPLACE, True)]
+    assert (ws / "src/a.py").read_bytes() == b"A = 2\n"
+    assert (ws / "src/c.py").read_bytes() == b"C = 1\n"
+    assert not [p for p in (ws / "src").iterdir() if ".autod-tmp-" in p.name]
+
+
+def test_renameat2_says_unavailable_only_when_it_is_and_raises_real_errors(
+    ws: Path, renameat2: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    atomic = renameat2
+    a, b = ws / "src/a.py", ws / "src/b.py"
+    # a flag this kernel refuses (EINVAL, as a filesystem without the exchange answers): fall back
+    assert atomic._renameat2(a, b, atomic._RENAME_EXCHANGE | atomic._RENAME_NOREPLACE) is False
+    assert (a.read_text(), b.read_text()) == ("A = 1\n", "B = 1\n")
+    # any other failure is an error, with the errno, its text and the target's path
+    with pytest.raises(FileNotFoundError) as raised:
+        atomic._renameat2(ws / "src/gone.py", b, atomic._RENAME_EXCHANGE)
+    assert (raised.value.errno, raised.value.strerror) == (errno.ENOENT, os.strerror(errno.ENOENT))
+    assert raised.value.filename == str(b)
+    monkeypatch.setattr(atomic, "_renameat2_fn", lambda: None)  # a libc without it
+    assert atomic._renameat2(a, b, atomic._RENAME_EXCHANGE) is False
+    assert (a.read_text(), b.read_text()) == ("A = 1\n", "B = 1\n")
+
+
+def test_placing_a_new_file_never_replaces_one_that_appeared_meanwhile(ws: Path, swap: str) -> None:
+    from autod.act import atomic
+
+    mine = ws / "src/.c.py.tmp"
+    mine.write_text("C = 1\n")
+    assert atomic.place_new(mine, ws / "src/a.py") is False  # EEXIST from renameat2, or from link()
+    assert ((ws / "src/a.py").read_text(), mine.read_text()) == ("A = 1\n", "C = 1\n")
+    assert atomic.place_new(mine, ws / "src/c.py") is True
+    assert (ws / "src/c.py").read_text() == "C = 1\n" and not mine.exists()
 
 
 def saves_once(target: Path, text: str):
