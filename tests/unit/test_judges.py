@@ -454,6 +454,17 @@ FORMS = [
         "def stop():\n    os._exit(0)\n\nimport os.path\n", {"os._exit()": 1}, id="os after import os.path"
     ),
     pytest.param("import os.path\nos._exit(0)\n", {"os._exit()": 1}, id="import os.path, then os"),
+    # a name means what it is bound to where it is used: rebinding it later does not hide the use
+    pytest.param(
+        "from sys import modules\nmodules.clear()\nfrom app import modules\nmodules.clear()\n",
+        {"from sys import modules": 1, "sys.modules": 1},
+        id="from-import rebound after its use",
+    ),
+    pytest.param(
+        "import sys as s\ns.modules.clear()\nimport json as s\ns.modules\n",
+        {"sys.modules": 1},
+        id="import as, rebound after its use",
+    ),
     # names that are not the module they look like
     pytest.param("import json as sys\nimport sys as real\nsys.modules\n", {}, id="another module named sys"),
     pytest.param(
