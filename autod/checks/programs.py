@@ -26,9 +26,11 @@ __all__ = [
     "exposures",
     "find_venv",
     "hidden_hop",
+    "module_run",
     "resolve_program",
     "runs_module",
     "runtime_paths",
+    "shadowed_module",
 ]
 
 VENV_DIRS = (".venv", "venv")
@@ -76,20 +78,50 @@ def resolve_program(name: str, *, cwd: Path, venv: Path | None, path: str) -> Pa
     raise ProgramError(127, f"{name}: not found in {where}")
 
 
-def runs_module(argv: Sequence[str]) -> bool:
-    """`python [options] -m MODULE ...`: the current directory would come first on sys.path."""
+def module_run(argv: Sequence[str]) -> str | None:
+    """MODULE of `python [options] -m MODULE ...` (the current directory comes first on its sys.path)."""
     if not argv or not Path(argv[0]).name.startswith("python"):
-        return False
+        return None
     takes_value = {"-X", "-W", "-Q"}
     i = 1
     while i < len(argv) and argv[i].startswith("-") and argv[i] != "-":
         tok = argv[i]
-        if tok == "-m" or (tok.startswith("-m") and not tok.startswith("--")):
-            return True
+        if tok == "-m":
+            return argv[i + 1] if i + 1 < len(argv) else None
+        if tok.startswith("-m") and not tok.startswith("--"):
+            return tok[2:] or None
         if tok == "-c" or tok.startswith("--"):
-            return False
+            return None
         i += 2 if tok in takes_value else 1
-    return False
+    return None
+
+
+def runs_module(argv: Sequence[str]) -> bool:
+    """`python [options] -m MODULE ...`: the current directory would come first on sys.path."""
+    return module_run(argv) is not None
+
+
+def shadowed_module(module: str, cwd: Path) -> str | None:
+    """What in `cwd` would be imported for `python -m MODULE` instead of the installed module (a
+    `pytest.py`, a `pytest/` package, a compiled `pytest.*.so` or `.pyc`), or None. A directory
+    without `__init__` (a namespace portion) loses to the installed module and is no threat.
+
+    `python -m` puts the current directory first on sys.path, and the project's own tests need it
+    there (a flat layout imports the package from the root), so the directory stays; what must not
+    be there is a stand-in for the runner itself, which could print any verdict."""
+    import importlib.machinery
+
+    top = module.split(".", 1)[0]
+    if not top.isidentifier():
+        return None
+    try:
+        spec = importlib.machinery.PathFinder.find_spec(top, [str(cwd)])
+    except (ImportError, OSError, ValueError):
+        return None
+    if spec is None or spec.loader is None:
+        return None
+    origin = spec.origin or top
+    return os.path.relpath(origin, cwd) if os.path.isabs(origin) else origin
 
 
 # -- following a configured program -----------------------------------------------------------

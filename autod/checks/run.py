@@ -28,9 +28,10 @@ from autod.checks.programs import (
     exposures,
     find_venv,
     hidden_hop,
+    module_run,
     resolve_program,
-    runs_module,
     runtime_paths,
+    shadowed_module,
 )
 from autod.config.settings import CheckConfig
 from autod.paths import NOT_SOURCE_DIRS
@@ -221,11 +222,18 @@ async def run_check(
     if mount_at is not None and wrapper != "bwrap":
         why = f"check {name!r} cannot run on a copy of the workspace without the bwrap sandbox"
         return _not_started(name, 126, why, wrapper)
+    # `python -m MODULE`: a pytest.py (or pytest/) in the current directory would stand in for the
+    # runner and print any verdict; the directory itself stays on sys.path (the project imports from it)
+    module = module_run(argv)
+    stand_in = await asyncio.to_thread(shadowed_module, module, cwd) if module else None
+    if stand_in is not None:
+        why = (f"cannot start check {name!r}: {stand_in} in the workspace would run instead of the "
+               f"installed `{module}` (`python -m` imports from the current directory first); "
+               f"remove or rename it")
+        return _not_started(name, 126, why, wrapper)
     private = None if wrapper == "bwrap" else await asyncio.to_thread(_private_dirs)
     env = sandbox.check_env(
         os.environ,
-        # `python -m MODULE`: a pytest.py in the current directory must not stand in for the runner
-        fixed={"PYTHONSAFEPATH": "1"} if runs_module(argv) else {},
         own={**check.env, **extra_env},
         secrets=policy.secrets,
         path_first=venv / "bin" if venv is not None else None,

@@ -208,16 +208,36 @@ def test_python_module_checks_cannot_be_shadowed_from_the_current_directory(
 ) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()
-    (ws / "json.py").write_text("print('SHADOWED'); raise SystemExit(0)\n")
     (ws / "pytest.py").write_text("print('2 passed'); raise SystemExit(0)\n")
-    r = run(CheckConfig(run=f"{sys.executable} -m json.tool --help", sandbox="bwrap"), ws)
-    assert r.ok and "SHADOWED" not in r.output and "usage" in r.output
     r = run(CheckConfig(run=f"{sys.executable} -m pytest --version", sandbox="bwrap"), ws)
-    assert "2 passed" not in r.output and "pytest" in r.output, r.output
-    # the operator may opt out per check (tests that import the project from the current directory)
-    opt_out = CheckConfig(run=f"{sys.executable} -m json.tool", sandbox="bwrap", env={"PYTHONSAFEPATH": ""})
-    r = run(opt_out, ws)
-    assert "SHADOWED" in r.output
+    assert not r.ok and r.error and "2 passed" not in r.output
+    assert "pytest.py in the workspace would run instead of the installed `pytest`" in r.error
+    (ws / "pytest.py").unlink()
+    (ws / "json").mkdir()
+    (ws / "json" / "__init__.py").write_text("print('SHADOWED'); raise SystemExit(0)\n")
+    r = run(CheckConfig(run=f"{sys.executable} -m json.tool --help", sandbox="bwrap"), ws)
+    assert r.error and "json/__init__.py in the workspace" in r.error and "SHADOWED" not in r.output
+    # a directory without __init__ is a namespace portion: the installed module wins, the check runs
+    (ws / "json" / "__init__.py").unlink()
+    r = run(CheckConfig(run=f"{sys.executable} -m json.tool --help", sandbox="bwrap"), ws)
+    assert r.ok and "usage" in r.output, r.output
+
+
+def test_a_python_dash_m_check_still_imports_the_project_from_the_current_directory(
+    tmp_path: Path, real_bwrap: None
+) -> None:
+    """A flat layout (the package at the root, not installed) is what most projects' `python -m
+    pytest` relies on: the current directory stays on sys.path (PYTHONSAFEPATH broke every such
+    project's tests at collection; bench_reallib's parse bugs were all "not reached")."""
+    ws = tmp_path / "ws"
+    (ws / "mypkg").mkdir(parents=True)
+    (ws / "tests").mkdir()
+    (ws / "mypkg" / "__init__.py").write_text("def answer():\n    return 42\n")
+    (ws / "tests" / "test_it.py").write_text(
+        "import mypkg\n\n\ndef test_answer():\n    assert mypkg.answer() == 42\n"
+    )
+    r = run(CheckConfig(run=f"{sys.executable} -m pytest -q -p no:cacheprovider tests", sandbox="bwrap"), ws)
+    assert r.ok, r.output
 
 
 @pytest.mark.parametrize(
