@@ -416,3 +416,80 @@ def test_the_probe_finds_true_where_path_does_not(monkeypatch):
 def test_the_probe_says_bwrap_works_here(real_bwrap):
     v = sandbox.probe(refresh=True)
     assert v.works and v.why is None and v.bwrap and Path(v.bwrap).name == "bwrap"
+
+
+# -- what status, config check and the start-up log say ----------------------------------------
+
+BROKEN = sandbox.Verdict(False, "/usr/bin/bwrap", "bwrap does not work here: no namespaces")
+WORKS = sandbox.Verdict(True, "/usr/bin/bwrap")
+
+
+@pytest.mark.parametrize(
+    ("verdict", "mode", "unsandboxed", "refused"),
+    [
+        (WORKS, "auto", ["plain"], []),
+        (BROKEN, "auto", ["auto", "dflt", "plain"], ["bwrap"]),  # auto falls back loudly; bwrap refuses
+        (BROKEN, "bwrap", ["auto", "plain"], ["bwrap", "dflt"]),
+        (BROKEN, "off", ["auto", "dflt", "plain"], ["bwrap"]),
+    ],
+)
+def test_status_names_the_checks_that_run_unsandboxed_and_those_refused(
+    tmp_path, monkeypatch, verdict, mode, unsandboxed, refused
+):
+    monkeypatch.setattr(sandbox, "probe", lambda: verdict)
+    text = (f"workspace: WS\nchecks:\n  sandbox: {mode}\n  dflt: {{run: pytest}}\n"
+            "  auto: {run: pytest, sandbox: auto}\n  plain: {run: pytest, sandbox: off}\n"
+            "  bwrap: {run: pytest, sandbox: bwrap}\n")
+    st = sandbox.status(load_config(write(tmp_path, text)))
+    assert st == {"mode": mode, "bwrap": "/usr/bin/bwrap", "works": verdict.works, "why": verdict.why,
+                  "unsandboxed_checks": unsandboxed, "refused_checks": refused}
+
+
+@pytest.mark.parametrize(
+    ("st", "line"),
+    [
+        ({"mode": "auto", "bwrap": "/b", "works": True, "why": None},
+         "sandbox: bwrap (/b), checks.sandbox: auto"),
+        ({"mode": "auto", "bwrap": "/b", "works": True, "why": None, "unsandboxed_checks": ["a", "b"]},
+         "sandbox: bwrap (/b), checks.sandbox: auto; UNSANDBOXED by config (sandbox: off): a, b"),
+        ({"mode": "bwrap", "bwrap": None, "works": False, "why": "gone", "unsandboxed_checks": ["a", "b"],
+          "refused_checks": ["c", "d"]},
+         "sandbox: UNAVAILABLE (gone), checks.sandbox: bwrap; these checks run UNSANDBOXED: a, b;"
+         " these checks will not run (sandbox: bwrap): c, d"),
+        ({"mode": "off", "bwrap": None, "works": False, "why": "gone", "refused_checks": None},
+         "sandbox: UNAVAILABLE (gone), checks.sandbox: off"),
+    ],
+)
+def test_describe_says_loudly_which_checks_run_without_the_sandbox(st, line):
+    assert sandbox.describe(st) == line
+
+
+@pytest.mark.parametrize(
+    ("works", "unsandboxed", "refused", "event", "level"),
+    [
+        (False, ["a"], [], "sandbox.unavailable", "warning"),
+        (False, [], ["b"], "sandbox.unavailable", "warning"),
+        (False, [], [], "sandbox.ready", "info"),  # nothing configured would use it
+        (True, ["a"], [], "sandbox.disabled", "warning"),
+        (True, [], [], "sandbox.ready", "info"),
+    ],
+)
+def test_start_up_warns_once_when_any_check_runs_without_the_sandbox(
+    works, unsandboxed, refused, event, level
+):
+    from structlog.testing import capture_logs
+
+    st = {"mode": "auto", "bwrap": "/b", "works": works, "why": None if works else "gone",
+          "unsandboxed_checks": unsandboxed, "refused_checks": refused}
+    with capture_logs() as logs:
+        sandbox.log_startup(st)
+    (line,) = logs
+    expected = {"event": event, "log_level": level, "mode": "auto"}
+    if event == "sandbox.unavailable":
+        expected.update(why="gone", unsandboxed_checks=unsandboxed, refused_checks=refused,
+                        fix="install bubblewrap, or allow unprivileged user namespaces (docs/OPERATIONS.md)")
+    elif event == "sandbox.disabled":
+        expected.update(unsandboxed_checks=unsandboxed)
+    else:
+        expected.update(bwrap="/b")
+    assert line == expected
