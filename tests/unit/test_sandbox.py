@@ -318,14 +318,14 @@ def test_a_mirror_without_git_in_the_real_tree_gets_the_copys_git_read_only(tmp_
     assert [(k, s) for k, d, s in ops if d == ws / ".git"] == [("ro", copy / ".git")]
 
 
-def test_bwrap_argv_shows_a_copy_at_the_workspace_with_the_real_venv_read_only(tmp_path):
+def test_bwrap_argv_shows_a_copy_at_the_workspace_with_the_real_trees_bind_backs_read_only(tmp_path):
     root = Path(os.path.realpath(tmp_path))
     ws, copy = root / "ws", root / "mirror"
-    (ws / ".venv").mkdir(parents=True)
+    (ws / "web" / "node_modules").mkdir(parents=True)  # not a venv: only bind_back binds it
     copy.mkdir()
-    argv = argv_for(copy, Policy(), mount_at=ws, bind_back=[".venv"])
-    bind = index_of(argv, "--bind", str(copy), str(ws))
-    assert bind < index_of(argv, "--ro-bind", str(ws / ".venv"), str(ws / ".venv"))
+    argv = argv_for(copy, Policy(), mount_at=ws, bind_back=["web/node_modules"])
+    deps = str(ws / "web" / "node_modules")
+    assert index_of(argv, "--bind", str(copy), str(ws)) < index_of(argv, "--ro-bind", deps, deps)
     index_of(argv, "--chdir", str(ws))
 
 
