@@ -22,7 +22,7 @@ import contextlib
 import os
 import stat
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -208,7 +208,3 @@ def git_placeholder(ws: Path) -> Iterator[Path | None]:
                 del _placeholders[dot]
                 with contextlib.suppress(OSError):  # someone ran `git init` meanwhile: theirs now
                     os.rmdir(dot)
-
-
-def existing(paths: Iterable[Path | None]) -> list[Path]:
-    return [p for p in paths if p is not None]

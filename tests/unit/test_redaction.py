@@ -137,3 +137,100 @@ def test_well_known_credential_formats_are_masked_whoever_configured_them() -> N
                    "wJalrXUtnFEMI", "abc123def"):
         assert leaked not in out
     assert out.count(logs.REDACTED) == 6
+
+
+# -- what the pattern replaces, exactly (secretforms.pattern, without logs' other rules) --------
+
+
+def _redact(secrets: list[str], text: str) -> str:
+    from autod.safety.secretforms import pattern
+
+    found = pattern(secrets)
+    assert found is not None
+    return found.sub("***", text)
+
+
+def _b64(data: bytes) -> str:
+    import base64
+
+    return base64.b64encode(data).decode()
+
+
+KEY_BYTES = ENCODED_KEY.encode()
+
+
+@pytest.mark.parametrize(
+    ("shown", "left"),
+    [
+        # what stays is only the characters that also carry bits of the bytes around the key
+        (_b64(KEY_BYTES), "***"),
+        (_b64(KEY_BYTES).rstrip("="), "***"),
+        (_b64(KEY_BYTES + b"xyz"), "***Z4eXo="),
+        (_b64(b"x" + KEY_BYTES + b"yz"), "eH***eXo="),
+        (_b64(b"xy" + KEY_BYTES + b"z"), "eHl***no="),
+        ("-_90cnVzdC1DQU5BUlktMGQxZTJhM2Q0YjVlNmU3Zv4=", "-_9***v4="),  # urlsafe, 2 bytes in
+    ],
+)
+def test_base64_of_the_key_is_replaced_up_to_the_last_character_its_bytes_decide(
+    shown: str, left: str
+) -> None:
+    assert _redact([ENCODED_KEY], f"[{shown}]") == f"[{left}]"
+
+
+def test_a_url_encoded_key_with_slashes_and_pluses_is_redacted() -> None:
+    from urllib.parse import quote, quote_plus
+
+    key = "sk/live+9f8e7d6c5b4a3928"
+    for shown in (quote(key, safe=""), quote_plus(key)):
+        assert _redact([key], f"key={shown}&x=1") == "key=***&x=1", shown
+
+
+@pytest.mark.parametrize("form", ["exact", "reversed", "rot13", "hex", "base64"])
+def test_a_key_of_exactly_the_fuzzy_length_is_redacted_in_every_form(form: str) -> None:
+    import codecs
+
+    from autod.safety.secretforms import MIN_FUZZY
+
+    key = "k3y-9f8e"
+    assert len(key) == MIN_FUZZY
+    shown = {"exact": key, "reversed": key[::-1], "rot13": codecs.encode(key, "rot13"),
+             "hex": key.encode().hex(), "base64": _b64(key.encode())}[form]
+    assert _redact([key], f"<{shown}>") == "<***>"
+
+
+def test_an_empty_or_short_secret_listed_first_does_not_stop_the_others_being_found() -> None:
+    for first in ("", "   ", "abc12"):
+        assert _redact([first, ENCODED_KEY], f"a {ENCODED_KEY[::-1]} b") == "a *** b", repr(first)
+        assert _redact([first, ENCODED_KEY], f"a {_b64(KEY_BYTES)} b") == "a *** b", repr(first)
+
+
+def test_blank_secrets_are_no_secret_so_whitespace_is_never_redacted() -> None:
+    from autod.safety.secretforms import pattern
+
+    assert pattern(["", " ", "\t\n"]) is None
+    assert _redact(["   ", "abc12"], "a   b abc12") == "a   b ***"
+
+
+@pytest.mark.parametrize(
+    ("secrets", "text"),
+    [
+        (["abc12", "abc12xy"], "abc12xy"),  # short ones, matched exactly
+        (["trust-CANARY-0d1e", "trust-CANARY-0d1e-2a3d"], "trust-CANARY-0d1e-2a3d"),
+        (["zzzz-canary-0d1e", "ZZZZ-CANARY-0D1E-2A3D"], "ZZZZ-CANARY-0D1E-2A3D"),  # case folded
+    ],
+)
+def test_a_secret_that_extends_another_is_replaced_whole(secrets: list[str], text: str) -> None:
+    assert _redact(secrets, f"({text})") == "(***)"
+    assert _redact(secrets[::-1], f"({text})") == "(***)"
+
+
+def test_a_forms_own_punctuation_is_never_a_separator_so_hostile_text_cannot_stall_redaction() -> None:
+    import time
+
+    key = "a-b-c-d-e-f-g-h-i-j-k-l-m-n-o-p-q-r-s"
+    # almost the key, every '-' tripled: were '-' also a separator, each of the 18 gaps could be read
+    # three ways before the last character fails (about 10 s; the real pattern takes milliseconds)
+    hostile = key[:-1].replace("-", "---") + "!"
+    start = time.monotonic()
+    assert _redact([key], hostile) == hostile
+    assert time.monotonic() - start < 2.0

@@ -392,3 +392,164 @@ def test_a_mirror_binds_back_read_only_only_inside_the_workspace_and_git_once_fr
     assert ("rw", ws, copy) in ops
     assert not any("up" in op.dest.parts for op in table.ops)
     assert [(kind, source) for kind, dest, source in ops if dest == ws / ".git"] == [("ro", ws / ".git")]
+
+
+# -- the mount table's rules, as data (no bwrap runs) ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("path", "root", "inside"),
+    [
+        ("/a/b", "/a/b", True),
+        ("/a/b/c", "/a/b", True),
+        ("/a/bc", "/a/b", False),  # a sibling whose name starts the same is not below
+        ("/a", "/a/b", False),
+        ("/srv/x", "/", True),  # everything is below the root
+        ("/", "/", True),
+    ],
+)
+def test_under_is_the_path_or_below_it_never_a_sibling_with_the_same_prefix(
+    path: str, root: str, inside: bool
+) -> None:
+    from autod.checks.mounts import under
+
+    assert under(Path(path), Path(root)) is inside
+
+
+@pytest.mark.parametrize(
+    ("path", "ok"),
+    [
+        ("/", False),  # the whole host
+        ("/tmp", False),  # the check's private scratch space, replaced by the host's
+        ("/var/tmp", False),
+        ("/srv/home", False),  # a home (in `never`)
+        ("/srv", False),  # a directory above one
+        ("/srv/home/.pyenv", True),  # inside a home: the thing a check needs
+        ("/opt/tool", True),
+    ],
+)
+def test_exposable_refuses_the_root_the_private_tmp_dirs_and_homes_and_what_is_above_them(
+    path: str, ok: bool
+) -> None:
+    from autod.checks.mounts import exposable
+
+    assert exposable(Path(path), [Path("/root"), Path("/srv/home")]) is ok
+
+
+def test_an_exposure_of_a_home_a_place_above_one_or_the_private_tmp_binds_nothing(tmp_path: Path) -> None:
+    root = Path(os.path.realpath(tmp_path))
+    home, ws = root / "srv" / "svc", root / "ws"
+    (home / ".pyenv").mkdir(parents=True)
+    ws.mkdir()
+    policy = Policy(homes=(home,))
+    for exposed in (home, root / "srv", Path("/tmp"), Path("/var/tmp")):
+        table = sandbox.mount_table(ws, policy, expose=[exposed])
+        assert not [op for op in table.ops[1:] if op.kind == "ro" and op.dest == exposed], exposed
+    # what may be exposed is, read-only: the test's place is hidden (it is below /tmp)
+    table = sandbox.mount_table(ws, policy, expose=[home / ".pyenv"])
+    assert [op.kind for op in table.ops if op.dest == home / ".pyenv"] == ["ro"]
+
+
+@pytest.mark.parametrize(
+    ("home", "path", "refused"),
+    [
+        ("/srv/svc", "/srv/svc", True),  # the daemon's home, wherever it is
+        ("/srv/svc", "/srv", True),  # a directory above it
+        ("/srv/svc", "/srv/svc/.pyenv/versions/3.12.1", False),
+        ("/srv/svc", "/srv/other", False),
+        (None, "/srv/svc", False),  # no $HOME: nothing more refused, and no crash
+        ("/", "/srv/svc", False),  # HOME=/ is not a home that makes every path one
+        ("relative", "/srv/svc", False),
+        (None, "/etc/autod/keys", True),  # autod's config directory, and anything in it
+        (None, "/run/user/1000/pythons", True),
+    ],
+)
+def test_expose_error_refuses_the_daemons_home_and_what_is_inside_run_or_etc_autod(
+    monkeypatch: pytest.MonkeyPatch, home: str | None, path: str, refused: bool
+) -> None:
+    from autod.checks.mounts import expose_error
+
+    if home is None:
+        monkeypatch.delenv("HOME", raising=False)
+    else:
+        monkeypatch.setenv("HOME", home)
+    assert (expose_error(Path(path)) is not None) is refused
+
+
+def test_a_symlinked_venv_is_not_the_workspaces_own_and_one_odd_entry_does_not_end_the_scan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from autod.checks import mounts
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    ws = tmp_path / "ws"
+    (ws / "venv").mkdir(parents=True)
+    (ws / "aaa.txt").write_text("a file, listed first")
+    os.symlink(elsewhere, ws / ".venv")
+    os.symlink(elsewhere, ws / "env2")
+
+    class Vanished:  # an entry removed between the listing and the look at it
+        name, path = "gone", str(ws / "gone")
+
+        def is_dir(self, follow_symlinks: bool = True) -> bool:
+            raise FileNotFoundError(self.path)
+
+    real_scandir = os.scandir
+
+    def files_first(path):
+        entries = sorted(real_scandir(path), key=lambda e: (e.is_dir(follow_symlinks=False), e.name))
+        return [Vanished(), *entries]
+
+    monkeypatch.setattr(mounts.os, "scandir", files_first)
+    assert mounts.workspace_venvs(ws) == [ws / "venv"]
+
+
+def test_the_root_is_read_only_and_a_hide_is_made_once(tmp_path: Path) -> None:
+    from autod.checks.mounts import MountTable
+
+    d, f = tmp_path / "d", tmp_path / "key"
+    d.mkdir()
+    f.write_text("k")
+    m = MountTable()
+    assert m.covering(Path("/usr")) == "ro" and not m.hidden(Path("/usr"))
+    for _ in range(2):
+        m.hide(d)
+        m.hide(f)
+    assert [(op.kind, op.dest) for op in m.ops[1:]] == [("tmpfs", d), ("null", f)]
+    assert m.hidden(d) and m.hidden(f)
+
+
+@pytest.mark.parametrize("writable", [True, False])
+def test_a_bind_below_a_hidden_dir_is_hidden_again_once_and_a_file_bound_back_too(
+    tmp_path: Path, writable: bool
+) -> None:
+    from autod.checks.mounts import MountTable
+
+    state, key = tmp_path / "state", tmp_path / "key"
+    (state / "scratch").mkdir(parents=True)
+    key.write_text("k")
+    m = MountTable()
+    m.hide(state)
+    m.hide(key)
+    m.bind(state / "scratch", writable=writable)
+    m.bind(key, writable=writable)
+    assert m.covering(state / "scratch") == ("rw" if writable else "ro") and m.covering(key) != "null"
+    for _ in range(2):  # hidden again by the first call; the second has nothing left to hide
+        m.hide(state)
+        m.hide(key)
+    assert m.covering(state / "scratch") == "tmpfs" and m.covering(key) == "null"
+    assert [op.dest for op in m.ops].count(state) == 2 and [op.dest for op in m.ops].count(key) == 3
+
+
+def test_an_empty_dir_covered_by_the_very_next_bind_is_not_remounted(tmp_path: Path) -> None:
+    from autod.checks.mounts import MountTable
+
+    ws, state = tmp_path / "ws", tmp_path / "ws" / ".autod"
+    state.mkdir(parents=True)
+    m = MountTable()
+    m.hide(state)
+    m.bind(ws, writable=True)
+    # bwrap cannot remount what is no longer a mount point: the check would not start
+    assert "--remount-ro" not in m.argv()
