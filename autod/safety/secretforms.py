@@ -9,7 +9,8 @@ exact value, the pattern finds:
 - hex in either case, `\\xNN` escapes, URL-encoding (`%NN` is hex with a separator);
 - the value reversed, and ROT13;
 - any of the above with up to three separator characters (spaces, punctuation, line breaks)
-  between its characters, and case folded where case carries no information.
+  between its characters, its own punctuation repeated, and case folded where case carries no
+  information.
 
 Short values (under MIN_FUZZY characters) are matched exactly only: their encodings are short
 enough to occur by chance. Encodings not listed here (base32, compression, split across lines
@@ -63,7 +64,8 @@ def _spaced(form: str) -> str:
     has two ways to read one character (no backtracking blow-up on hostile text)."""
     own = "".join(sorted({c for c in form if not c.isalnum()}))
     sep = f"[^0-9A-Za-z{re.escape(own)}]{{0,{_SEPARATORS}}}" if own else f"[^0-9A-Za-z]{{0,{_SEPARATORS}}}"
-    return sep.join(re.escape(c) for c in form)
+    # the form's own punctuation may come repeated (`trust--KEY`); possessive, so a run is read once
+    return sep.join(re.escape(c) if c.isalnum() else f"(?:{re.escape(c)})++" for c in form)
 
 
 def pattern(secrets: Iterable[str]) -> re.Pattern[str] | None:

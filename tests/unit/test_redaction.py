@@ -241,3 +241,10 @@ def test_a_forms_own_punctuation_is_never_a_separator_so_hostile_text_cannot_sta
     )
     done = subprocess.run([sys.executable, "-c", code], timeout=120, check=False)
     assert done.returncode == 0
+
+
+@pytest.mark.parametrize(
+    "printed", ["trust--CANARY-0d1e-2a3d", "trust---CANARY--0d1e-2a3d", "TRUST--canary-0D1E-2A3D"]
+)
+def test_a_key_printed_with_its_own_punctuation_repeated_is_redacted(printed: str) -> None:
+    assert _redact(["trust-CANARY-0d1e-2a3d"], f"key={printed};") == "key=***;"
