@@ -74,8 +74,8 @@ def _names(fn: _Func) -> Counter[str]:
     return Counter(n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load))
 
 
-def _literals(fn: _Func) -> Counter[object]:
-    return Counter(repr(n.value) for n in ast.walk(fn) if _literal(n))
+def _literals(fn: _Func) -> Counter[str]:
+    return Counter(ast.unparse(n) for n in ast.walk(fn) if _literal(n))
 
 
 def _visible_constants(rel: str, tree: ast.Module, read: Callable[[str], str | None]) -> dict[str, str]:

@@ -253,7 +253,10 @@ class CandidateSearch:
             return False
         self._seen[c.key] = c
         if self.judged_by_behaviour and not self.validator.in_place:  # in place a fix is kept at once
-            c.suspect = inlined_constant(c.changes) or ""
+            try:
+                c.suspect = inlined_constant(c.changes) or ""
+            except Exception:  # a bug of autod's heuristic never costs the candidate
+                log.exception("candidates.suspect_check_crashed", n=c.n)
         started = time.monotonic()
         if self.validator.in_place:  # the act step has a phase of its own
             verification = await self.validator.validate(c.plan, c.changes)

@@ -170,3 +170,15 @@ def test_a_fix_that_inlines_a_constant_does_not_end_the_search_and_wins_only_alo
     alone = run(scaled("return a - b * 1"), scaled("return b"), scaled("return a"), scaled("return 0"))
     assert [c.outcome for c in alone.candidates] == ["fixed", "rolled_back", "rolled_back", "rolled_back"]
     assert alone.winner is alone.candidates[0]  # nothing better: the fix in hand is kept
+
+
+def test_a_crash_in_the_suspect_check_never_costs_the_candidate(tmp_path, monkeypatch):
+    import autod.candidates.search as search_mod
+
+    def broken(changes):
+        raise AttributeError("a bug in autod's heuristic")
+
+    monkeypatch.setattr(search_mod, "inlined_constant", broken)
+    s = search(tmp_path, Drawer(whole("return a + b")), Judge({"a + b": "fixed"}), judged_by_behaviour=True)
+    found = asyncio.run(s.attempt(1))
+    assert found.winner is not None and found.winner.outcome == "fixed" and not found.winner.suspect

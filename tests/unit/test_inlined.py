@@ -54,3 +54,12 @@ def test_names_that_are_no_literal_constant_of_the_workspace_are_left_alone() ->
 def test_text_that_does_not_parse_or_is_not_python_finds_nothing() -> None:
     assert inlined_constants("convert.py", CONVERT, "def (:", files(units=UNITS)) == []
     assert inlined_constants("notes.txt", "A = 1", "A = 2", files()) == []
+
+
+def test_a_negative_literal_in_the_function_is_read_not_a_crash() -> None:
+    # found by bench_reallib on parse: `return -1` in a method crashed the cycle (UnaryOp has no value)
+    old = "LIMIT = 3\n\n\ndef f(x):\n    if x < 0:\n        return -1\n    return x * LIMIT\n"
+    new = old.replace("x * LIMIT", "x * -3")
+    (found,) = inlined_constants("m.py", old, new, files())
+    assert found.name == "LIMIT"
+    assert inlined_constants("m.py", old, old.replace("return -1", "return -2"), files()) == []
