@@ -5,14 +5,13 @@ problems (a refused push, a branch someone else changed) that `autod status` sho
 from __future__ import annotations
 
 import json
-import sqlite3
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from autod.safety.filemodes import private_file
+from autod.stores.durable import open_durable
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS deliveries (
@@ -91,11 +90,8 @@ class DeliveryLedger:
     """Thread-safe, blocking (callers go through a worker thread)."""
 
     def __init__(self, path: Path) -> None:
-        private_file(path)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=30)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
+        self._db = open_durable(path)
         self._db.executescript(_SCHEMA)
 
     def close(self) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from autod import logs
-from autod.safety.filemodes import private_file
+from autod.stores.durable import open_durable
 from autod.stores.state_schema import _SCHEMA, DECISION_STATUS, RESOLVED, SCHEMA_VERSION, StateError, migrate
 from autod.threads import named_pool
 
@@ -37,13 +37,10 @@ class State:
     """One connection, used from one worker thread; async callers go through :meth:`call`."""
 
     def __init__(self, path: Path) -> None:
-        private_file(path)  # 0600 before sqlite opens it; its -wal/-shm take the same mode
         self.path = path
         self._lock = threading.RLock()
-        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=30)
+        self._db = open_durable(path)  # 0600 before sqlite opens it; its -wal/-shm take the same mode
         self._db.row_factory = sqlite3.Row
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
         self._db.execute("PRAGMA busy_timeout=30000")
         migrate(self._db, path)
         self._pool = named_pool("autod-state", 1)

@@ -4,7 +4,6 @@ remembered for a while, so announcing the same notification again (after a resta
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 import time
 from dataclasses import dataclass
@@ -12,7 +11,7 @@ from pathlib import Path
 
 import structlog
 
-from autod.safety.filemodes import private_file
+from autod.stores.durable import open_durable
 
 log = structlog.get_logger("autod.webhooks")
 
@@ -51,13 +50,10 @@ class Outbox:
     """Thread-safe; every method is blocking (callers go through a worker thread)."""
 
     def __init__(self, path: Path, max_items: int) -> None:
-        private_file(path)
         self.path = path
         self.max_items = max_items
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=30)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
+        self._db = open_durable(path)
         self._db.executescript(_SCHEMA)
 
     def close(self) -> None:
