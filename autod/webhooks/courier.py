@@ -14,7 +14,7 @@ import contextlib
 import random
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,15 +71,7 @@ class Courier:
             dropped = await asyncio.to_thread(self.outbox.add, n.key, hook.name, n.event, body, now)
             taken += 1
             self._count(hook.name, "queued")
-            for d in dropped:
-                self._count(d.hook, "dropped")
-                log.warning(
-                    "webhook.outbox_dropped",
-                    webhook=d.hook,
-                    notification=d.event,
-                    key=d.key,
-                    reason="the outbox is full (notify.outbox_max_items): the oldest goes",
-                )
+            self._dropped(dropped, "the outbox is full (notify.outbox_max_items): the oldest goes")
         if taken:
             self.wakeup.set()
         return taken
@@ -195,15 +187,13 @@ class Courier:
         gone = await asyncio.to_thread(
             self.outbox.expire, time.time() - cfg.max_age_h * 3600, {w.name for w in cfg.webhooks}
         )
-        for d in gone:
+        self._dropped(gone, "older than notify.max_age_h, or its webhook is no longer configured")
+
+    def _dropped(self, items: Iterable[Any], reason: str) -> None:
+        for d in items:
             self._count(d.hook, "dropped")
-            log.warning(
-                "webhook.outbox_dropped",
-                webhook=d.hook,
-                notification=d.event,
-                key=d.key,
-                reason="older than notify.max_age_h, or its webhook is no longer configured",
-            )
+            log.warning("webhook.outbox_dropped", webhook=d.hook, notification=d.event, key=d.key,
+                        reason=reason)
 
     def _count(self, hook: str, outcome: str) -> None:
         if self.metrics is not None:
