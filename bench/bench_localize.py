@@ -172,15 +172,19 @@ def hits(code_text: str, bug: list[str], func: list[str], *, gutter: bool) -> tu
 
 # -- prompts ----------------------------------------------------------------------------------------
 async def autod_prompt(
-    repo: Path, state_dir: Path, check: dict[str, Any], result: Any, last_green: str | None
+    repo: Path, state_dir: Path, check: dict[str, Any], result: Any, last_green: str | None,
+    budget: int | None = None,
 ) -> tuple[str, str, list[dict[str, Any]]]:
-    """(whole prompt, its code sections, the record's context entries) through DebugMode."""
-    cfg = {
+    """(whole prompt, its code sections, the record's context entries) through DebugMode, with
+    autod's defaults but the workspace, the state dir, the one check and (given) the budget."""
+    cfg: dict[str, Any] = {
         "workspace": str(repo),
         "state_dir": str(state_dir),
         "checks": {"tests": check},
         "modes": {"auto-plan": {"enabled": False}},
     }
+    if budget is not None:
+        cfg["localize"] = {"budget_tokens": budget}
     path = state_dir.parent / f"{state_dir.name}.yaml"
     path.write_text(yaml.safe_dump(cfg))
     settings = load_config(path)
@@ -193,7 +197,7 @@ async def autod_prompt(
             c = settings.checks[name]
             if extra.get("run"):
                 c = c.model_copy(update={"run": extra.pop("run")})
-            return await run_check(name, c, settings.workspace, **extra)
+            return await run_check(name, c, settings.workspace, settings=settings, **extra)
 
         env = ModeEnv(settings=settings, state=state, memory=None, run_check=run)
         event = failure_event(result)

@@ -50,17 +50,19 @@ for extra in (ROOT, BENCH):
         sys.path.insert(0, str(extra))
 
 import reallib_mutate as mutate  # noqa: E402
-import yaml  # noqa: E402
-from bench_localize import _raised_in_tests_only, commit_all, contains_run, pct, qwen_tokens  # noqa: E402
+from bench_localize import (  # noqa: E402
+    _raised_in_tests_only,
+    autod_prompt,
+    commit_all,
+    contains_run,
+    pct,
+    qwen_tokens,
+)
 from reallib_seed import LIBRARIES, Library, apply_bug, extract, fresh_tree, load_bugs  # noqa: E402
 
 from autod.checks.run import run_check  # noqa: E402
-from autod.config.settings import CheckConfig, load_config  # noqa: E402
+from autod.config.settings import CheckConfig  # noqa: E402
 from autod.localize.render import LONG  # noqa: E402
-from autod.modes import ModeEnv  # noqa: E402
-from autod.modes.debug import DebugMode  # noqa: E402
-from autod.sources.check import failure_event  # noqa: E402
-from autod.stores.state import State  # noqa: E402
 
 GOAL_FUNC = 0.90
 GOAL_MEDIAN_TOKENS = 8000
@@ -113,41 +115,6 @@ def hits(code: str, bug_lines: list[str], func_lines: list[str]) -> tuple[bool, 
 
 
 # -- the prompt, through autod's real mode ------------------------------------------------------------
-async def autod_prompt(
-    repo: Path, state_dir: Path, check: dict[str, Any], result: Any, last_green: str | None,
-    budget: int | None = None,
-) -> tuple[str, str, list[dict[str, Any]]]:
-    """(whole prompt, its code sections, the context entries) from DebugMode, autod's defaults else."""
-    cfg: dict[str, Any] = {"workspace": str(repo), "state_dir": str(state_dir), "checks": {"tests": check},
-                           "modes": {"auto-debug": {"enabled": True}}}
-    if budget is not None:
-        cfg["localize"] = {"budget_tokens": budget}
-    path = state_dir.parent / f"{state_dir.name}.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    settings = load_config(path)
-    state = State(settings.state_path / "state.db")
-    try:
-        if last_green:
-            state.set_kv("last_green_rev", last_green)
-
-        async def run(name: str, **extra: Any) -> Any:
-            c = settings.checks[name]
-            if extra.get("run"):
-                c = c.model_copy(update={"run": extra.pop("run")})
-            return await run_check(name, c, settings.workspace, settings=settings, **extra)
-
-        env = ModeEnv(settings=settings, state=state, memory=None, run_check=run)
-        event = failure_event(result)
-        mode = DebugMode()
-        context = await mode.context(event, env, [])
-        messages = mode.messages(event, context, [])
-        prompt = "\n\n".join(m["content"] for m in messages)
-        code = f"{context.get('sources', '')}\n\n{context.get('diff', '')}"
-        return prompt, code, list(getattr(context, "used", []))
-    finally:
-        state.close()
-
-
 def position(used: list[dict[str, Any]], bug: dict[str, Any]) -> int | None:
     """1-based position of the bug's definition among the code entries shown (outline left out)."""
     code = [e for e in used if e.get("lines") not in ("outline", "diff")]
