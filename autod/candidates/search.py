@@ -242,7 +242,8 @@ class CandidateSearch:
         if not c.changes:  # e.g. a definition rewritten exactly as it is
             c.outcome, c.reason = "unchanged", "the edits change nothing: the code is already like that"
             return False
-        if self.judged_by_behaviour and all(same_code(ch) for ch in c.changes):
+        # parsing and reading other files happen in a worker thread, never on the event loop
+        if self.judged_by_behaviour and await asyncio.to_thread(lambda: all(map(same_code, c.changes))):
             c.outcome, c.reason = "unchanged", SAME_CODE
             return False
         c.key = change_key(c.changes)
@@ -254,7 +255,7 @@ class CandidateSearch:
         self._seen[c.key] = c
         if self.judged_by_behaviour and not self.validator.in_place:  # in place a fix is kept at once
             try:
-                c.suspect = inlined_constant(c.changes) or ""
+                c.suspect = await asyncio.to_thread(inlined_constant, c.changes) or ""
             except Exception:  # a bug of autod's heuristic never costs the candidate
                 log.exception("candidates.suspect_check_crashed", n=c.n)
         started = time.monotonic()
