@@ -8,6 +8,7 @@ bubblewrap when it works here) and the scripted loopback LLM.
 from __future__ import annotations
 
 import json
+import os
 import socket
 from pathlib import Path
 from typing import Any
@@ -272,3 +273,31 @@ def test_with_the_daemon_down_retry_and_trigger_are_stored_for_the_next_start(tm
     assert out.returncode == 0 and f"due at the next start: {event.id[:12]}" in out.stdout, out
     assert run_cli("retry", "nosuchevent", "-c", str(config)).returncode == 1
     assert run_cli("retry", "-c", str(config)).returncode == 2  # neither an event nor --all
+
+
+def test_run_once_fixes_a_workspace_in_srv_with_the_default_state_dir_inside_it(scripted_llm, real_bwrap):
+    """Where operators keep a service's tree (/srv, /opt) and autod's default state dir
+    (<workspace>/.autod): the sandboxed check must run (it failed with bwrap's "Can't remount
+    readonly ... .autod" when a later bind of the workspace uncovered the hidden state dir)."""
+    import shutil
+    import tempfile
+
+    from daemon import make_calc_repo
+
+    parent = next((p for p in ("/srv", "/opt", "/var/lib", "/mnt") if os.access(p, os.W_OK)), None)
+    if parent is None:
+        pytest.skip("no writable directory outside the hidden roots (CI runs as root)")
+    place = Path(tempfile.mkdtemp(prefix="autod-e2e-", dir=parent))
+    try:
+        repo = make_calc_repo(place / "repo")
+        scripted_llm.push_plan(FIX_PLAN)
+        cfg = base_config(repo)
+        cfg["checks"]["tests"]["sandbox"] = "bwrap"
+        cfg["llm"]["base_url"] = scripted_llm.base_url
+        config = write_config(place / "autod.yaml", cfg)  # no state_dir: <workspace>/.autod
+        out = run_cli("run", "--once", "-c", str(config), timeout=180)
+        assert out.returncode == 0, out.stderr[-3000:]
+        assert (repo / "src" / "calc.py").read_text() == CALC_FIXED
+        assert (repo / ".autod" / "state.db").exists()
+    finally:
+        shutil.rmtree(place, ignore_errors=True)
