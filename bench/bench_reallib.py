@@ -250,6 +250,11 @@ def pick(bugs: list[dict[str, Any]], args: argparse.Namespace) -> list[dict[str,
     if args.quick:  # three bugs from three libraries, always the same ones
         libs = list(dict.fromkeys(b["library"] for b in bugs))[:3]
         return [next(b for b in bugs if b["library"] == lib) for lib in libs]
+    if args.per_library:  # the first N of every library, round by round: a stopped run still spans them
+        by_lib: dict[str, list[dict[str, Any]]] = {}
+        for b in bugs:
+            by_lib.setdefault(b["library"], []).append(b)
+        return [lib[k] for k in range(args.per_library) for lib in by_lib.values() if k < len(lib)]
     return bugs[: args.limit] if args.limit else bugs
 
 
@@ -309,6 +314,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", nargs="+", metavar="BUG", help="bug ids (reallib_bugs.json)")
     ap.add_argument("--library", nargs="+", help="only these libraries' bugs")
     ap.add_argument("--limit", type=int, help="the first N bugs")
+    ap.add_argument("--per-library", type=int, metavar="N",
+                    help="the first N bugs of every library, one of each library per round")
     ap.add_argument("--gguf", help="a GGUF model whose tokenizer counts the prompts too")
     ap.add_argument("--gguf-python", default=sys.executable, help="a python with llama_cpp installed")
     ap.add_argument("--dump", help="write every prompt to this JSON file")

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import json
 import os
 import re
 import shutil
@@ -308,6 +309,8 @@ def model_runs(bugs: list[dict[str, Any]], args: argparse.Namespace) -> dict[str
                 o = oracle[-1]
                 log(f"    oracle {'fixed' if o['fixed'] else 'not fixed'}: "
                     f"{[c['outcome'] for c in o['candidates']]} {o['wall_s']} s")
+            if args.keep:  # a long run stopped half way still has its figures
+                (parent / "partial.json").write_text(json.dumps({"autod": autod, "oracle": oracle}, indent=1))
     finally:
         if not args.keep:
             shutil.rmtree(parent, ignore_errors=True)
