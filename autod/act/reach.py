@@ -59,10 +59,12 @@ TELLTALE_ATTRS = frozenset(
         "pluginmanager",
         "hookimpl",
         "hookspec",
+        "__globals__",  # any function's module namespace: f.__globals__["sys"].modules
+        "__subclasses__",  # every class in the process: object.__subclasses__()
     }
 )
 DYNAMIC_CALLS = frozenset({"exec", "eval", "compile", "__import__"})
-_RUNNER_TEXT = re.compile(r"(?i)\b_?pytest\b|\bpytest_\w+|\bpluggy\b|PYTEST_[A-Z_]+")
+_RUNNER_TEXT = re.compile(r"(?i)\b_?pytest(?:\d+)?\b|\bpytest_\w+|\bpluggy\b|PYTEST_[A-Z_]+")
 
 
 def _root(name: str) -> str:
@@ -140,6 +142,9 @@ class _Finder(ast.NodeVisitor):
             self.found[f"importlib.{node.attr}()"] += 1
         elif node.attr in TELLTALE_ATTRS:
             self.found[f".{node.attr}"] += 1
+        elif node.attr == "__dict__" and isinstance(node.value, ast.Name) and self._machinery(node.value):
+            # sys.__dict__["modules"], os.__dict__["_exit"]: the same reach, spelled as a lookup
+            self.found[f"{_root(self.aliases.get(node.value.id, node.value.id))}.__dict__"] += 1
         self.generic_visit(node)
 
     def visit_Call(self, node: ast.Call) -> None:
@@ -153,6 +158,9 @@ class _Finder(ast.NodeVisitor):
                     self.found[f"{f.id}(..., {name.value!r})"] += 1
             elif self._machinery(node.args[0]):  # a computed name on sys, os, builtins, the runner...
                 self.found[f"{f.id}() with a computed name"] += 1
+        elif (isinstance(f, ast.Name) and f.id == "vars" and len(node.args) == 1
+              and isinstance(node.args[0], ast.Name) and self._machinery(node.args[0])):
+            self.found["vars() of the interpreter's or the runner's modules"] += 1  # vars(sys)["modules"]
         self.generic_visit(node)
 
     def visit_Constant(self, node: ast.Constant) -> None:

@@ -294,6 +294,11 @@ REACHES = {
     "a computed attribute": CALC + "import sys\ngetattr(sys, 'mod' + 'ules')\n",
     "the import machinery": CALC + "import sys\nsys.meta_path.insert(0, object())\n",
     "the garbage collector's object graph": CALC + "import gc\n",
+    "sys.modules spelled as a dict lookup": CALC + "import sys\nsys.__dict__['modules'].clear()\n",
+    "a module's namespace through a function": CALC + "def f():\n    pass\n\nf.__globals__['os']._exit(0)\n",
+    "os._exit fetched through vars()": CALC + "import os\nvars(os)['_ex' + 'it'](0)\n",
+    "the runner's entry point group": CALC + "from importlib.metadata import entry_points\n"
+    "[e.load() for e in entry_points(group='pytest11')]\n",
 }
 # The feature each case is about: its own rule must find it (another rule finding something else in the
 # same code would keep the verdict, and hide that the rule under test was gone).
@@ -312,6 +317,10 @@ FEATURE = {
     "a computed attribute": "getattr() with a computed name",
     "the import machinery": "sys.meta_path",
     "the garbage collector's object graph": "import gc",
+    "sys.modules spelled as a dict lookup": "sys.__dict__",
+    "a module's namespace through a function": ".__globals__",
+    "os._exit fetched through vars()": "vars() of the interpreter's or the runner's modules",
+    "the runner's entry point group": "a string naming the test runner",
 }
 
 
@@ -393,10 +402,11 @@ REACH_SYS_ATTRS += ["_getframe", "_current_frames", "addaudithook", "monitoring"
 REACH_OS_CALLS = ["_exit", "abort", "kill", "killpg", "execv", "execvpe", "execlp"]
 REACH_TELLTALES = ["f_back", "f_globals", "f_locals", "f_builtins", "tb_frame", "gi_frame", "cr_frame"]
 REACH_TELLTALES += ["ag_frame", "TestReport", "CollectReport", "BaseReport", "longrepr", "longreprtext"]
-REACH_TELLTALES += ["pluginmanager", "hookimpl", "hookspec"]
+REACH_TELLTALES += ["pluginmanager", "hookimpl", "hookspec", "__globals__", "__subclasses__"]
 EXIT_FROM = "from os import (process exit/exec)"
 COMPUTED = "getattr() with a computed name"
 RUNNER_STRING = "a string naming the test runner"
+VARS = "vars() of the interpreter's or the runner's modules"
 
 # (source, the features runner_features counts in it, exactly). Exact, so a rule that stops firing,
 # fires on ordinary code, counts wrong or renames its feature fails; never text the source contains.
@@ -541,9 +551,20 @@ FORMS = [
     ),
     pytest.param("delattr(inspect, n)\n", {"delattr() with a computed name": 1}, id="computed on inspect"),
     pytest.param("getattr(self.handler, n)\ngetattr(obj, n)\nprint(sys, n)\n", {}, id="computed, ordinary"),
+    # the module's namespace as a dict: the same reach spelled as a lookup
+    pytest.param("import sys as s\ns.__dict__['modules']\n", {"sys.__dict__": 1}, id="sys.__dict__ aliased"),
+    pytest.param("builtins.__dict__['len'] = f\n", {"builtins.__dict__": 1}, id="builtins.__dict__"),
+    pytest.param("vars(os)['_exit'](0)\n", {VARS: 1}, id="vars(os)"),
+    pytest.param(
+        "obj.__dict__.update(d)\nself.__dict__\nvars(self)\nvars(obj)['x']\nvars()\n",
+        {},
+        id="ordinary __dict__",
+    ),
     # strings that name the runner, and docstrings that are prose
     pytest.param("x = 'pytest'\n", {RUNNER_STRING: 1}, id="string"),
     pytest.param("os.environ['PYTEST_CURRENT_TEST']\n", {RUNNER_STRING: 1}, id="string env"),
+    pytest.param("entry_points(group='pytest11')\n", {RUNNER_STRING: 1}, id="the plugin entry point group"),
+    pytest.param("x = 'pytestify'\n", {}, id="a word that only contains pytest"),
     pytest.param("x = f'{a} pytest_runtest_call'\n", {RUNNER_STRING: 1}, id="f-string"),
     pytest.param(
         '"""Checked by pytest."""\n\ndef f():\n    """pytest and pluggy."""\n    return b"pytest"\n',
