@@ -2,7 +2,9 @@
 
 `asker.Asker` builds and sends each request (the need round, the server's context, the schema's paths
 and definitions); `search.CandidateSearch` draws, filters and ranks; `validate` verifies a candidate
-on the workspace's mirror (`Isolated`) or, where that cannot be done, in place (`InPlace`).
+on the workspace's mirror (`Isolated`) or, where that cannot be done, in place (`InPlace`);
+`attempts.run_attempts` asks again after a failed attempt and puts the winner into the tree through
+the cycle (`attempts.Host`); `settle` says what an attempt that kept nothing means.
 """
 
 from autod.candidates.asker import Asker

@@ -1,9 +1,9 @@
 """The Observe -> Plan -> Act -> Reflect cycle for one event and one mode. Nothing else.
 
-Long room: the four phases read top to bottom as the cycle runs, each a short method over one record.
-What a phase calls lives elsewhere (candidate search and settling in autod.candidates, the outcome in
-autod.checks.outcome, memory writes and timing in autod.cycle.reflect); cutting the phases apart
-would hide the one order that matters."""
+The four phases read top to bottom as the cycle runs, each a short method over one record. What a
+phase calls lives elsewhere: candidate search and the attempt loop in autod.candidates (which borrows
+`act`, `write_report` and `phase` from here), the outcome in autod.checks.outcome, memory writes and
+timing in autod.cycle.reflect."""
 
 from __future__ import annotations
 
@@ -23,9 +23,8 @@ from autod import logs, tally
 from autod.act.edits import FileChange, prepare, unified_diff
 from autod.act.journal import Journal
 from autod.act.judges import requires_approval
-from autod.candidates import Asker, AttemptResult, CandidateSearch, InPlace, Isolated
-from autod.candidates.search import Candidate
-from autod.candidates.settle import settle
+from autod.candidates import Asker, CandidateSearch, InPlace, Isolated
+from autod.candidates.attempts import run_attempts
 from autod.candidates.validate import choose_validator
 from autod.cycle.reflect import (
     Reflection,
@@ -216,63 +215,7 @@ class Cycle:
                                  phase=self.phase,
                                  judged_by_behaviour=bool(self.mode.kinds & FAILURE_KINDS))
         max_attempts = getattr(self.settings.modes.get(self.mode.name), "max_attempts_per_cycle", 1)
-        fallback: Candidate | None = None  # a fix that may patch the symptom (candidates' `suspect`)
-        attempt = 0
-        while attempt < max_attempts:
-            attempt += 1
-            self.r.attempts += 1
-            found = await search.attempt(attempt)
-            self.r.candidates = [c.record() for c in search.all]
-            self.r.refusals += [c.reason[:1000] for c in found.drawn("refused")]
-            w = found.winner
-            if found.proposed:
-                return
-            if w is not None and w.suspect and w.outcome == "fixed" and fallback is None and w.plan:
-                # With this fix in hand, one more attempt is told why it may patch the symptom; when
-                # that attempt finds nothing better the fix waits for `autod approve`, never lost.
-                fallback, max_attempts = w, max(max_attempts, attempt + 1)
-                self.attempts.append(Attempt(w.plan.summary, w.diff, w.suspect))
-                log.info("candidates.suspect_fix", n=w.n, why=w.suspect[:300])
-                continue
-            if fallback is not None and (w is None or w.outcome != "fixed"):
-                w = fallback
-            if w is not None and w.plan is not None:
-                self.r.plan_summary = w.plan.summary
-                if validator.in_place:  # already written, verified and kept by the act step
-                    assert w.verification is not None
-                    self.r.status, self.r.reason = w.verification.status, w.verification.reason or None
-                    return
-                # a suspect fix (nothing better found) is held for a person: kept as a proposal, the
-                # tree untouched, never lost
-                hold = f"a fix that may patch the symptom: {w.suspect}" if w.suspect else ""
-                async with self.phase("act"):
-                    verification = await self.act(w.plan, hold=hold)  # into the tree, verified there
-                if verification is None:  # stored as a proposal (verified on the mirror)
-                    self.r.reason = f"verified on a copy of the workspace: {w.outcome}; {self.r.reason or ''}"
-                    return
-                self.r.status, self.r.reason = verification.status, verification.reason or None
-                if verification.status != "rolled_back" or self._left_behind():
-                    return  # a file someone else changed meanwhile: no second attempt over their work
-                self.attempts.append(Attempt(w.plan.summary, self._last_diff, verification.output))
-                self.last_attempt = self.attempts[-1].as_dict()
-                continue
-            if not await self._nothing_kept(found):
-                return
-
-    async def _nothing_kept(self, found: AttemptResult) -> bool:
-        """No candidate of the attempt was kept: the record says why; True when a re-plan is worth it."""
-        if self._left_behind():  # a file someone else changed meanwhile: no second attempt over their work
-            return False
-        settled = settle(found, self.r)
-        self.attempts += settled.told
-        if settled.last_diff is not None:
-            self._last_diff, self.last_attempt = settled.last_diff, settled.last_attempt
-        if settled.report is not None:
-            async with self.phase("act"):
-                await self.write_report(settled.report)
-        if settled.replan:
-            log.info("plan.replanning", outcome=self.r.status, reason=(self.r.reason or "")[:300])
-        return settled.replan
+        await run_attempts(self, search, validator, max_attempts)
 
     async def validator(self) -> InPlace | Isolated:
         """Candidates are verified on the workspace's mirror when it can be used, else in place."""
@@ -282,7 +225,7 @@ class Cycle:
     async def _act_in_place(self, plan: Plan) -> Verification | None:
         async with self.phase("act"):
             v = await self.act(plan)
-        if v is not None and v.status == "rolled_back" and self._left_behind():
+        if v is not None and v.status == "rolled_back" and self.left_behind():
             return Verification("partly_rolled_back", v.checks, v.reason)  # ends the search
         return v
 
@@ -321,7 +264,7 @@ class Cycle:
     async def act(self, plan: Plan, *, hold: str = "") -> Verification | None:
         """Apply under every act rule, verify, keep or roll back. None: stored as a proposal (also
         when `hold` says why this plan needs a person's yes)."""
-        changes, self._last_diff = await self.prepare(plan)
+        changes, self.last_diff = await self.prepare(plan)
         judged = requires_approval(self.settings, self.mode.name, changes)  # allowed judge edits
         confirm = self.settings.mode_requires_confirmation(self.mode.name)
         if self.approved is None and (judged or hold or confirm):
@@ -390,7 +333,7 @@ class Cycle:
                 "mode": self.mode.name,
                 "event": self.event.model_dump_json(),
                 "plan": plan.model_dump_json(),
-                "diff": self._last_diff,
+                "diff": self.last_diff,
                 "created_at": now,
                 "expires_at": now + self.settings.limits.proposal_ttl_h * 3600,
             },
@@ -408,7 +351,7 @@ class Cycle:
         path: Path = await writer(self.event, plan, self.deps.env, self.deps.own_writes)
         self.r.status, self.r.report_path = "reported", str(path)
 
-    def _left_behind(self) -> list[str]:
+    def left_behind(self) -> list[str]:
         """Files a rollback left because someone else changed them after autod wrote them."""
         return list((self.r.rollback or {}).get("left") or [])
 
@@ -416,7 +359,7 @@ class Cycle:
         async with self.phase("reflect"):
             r = self.r
             r.timing = timing(self._started, self._spent)
-            left = self._left_behind()
+            left = self.left_behind()
             if left:  # never a clean `rolled_back` while autod's edit may still be in a file
                 r.status = "partly_rolled_back"
                 why = f"rollback left {', '.join(left)}: changed by someone else after autod wrote it"
@@ -441,7 +384,7 @@ class Cycle:
             )
             r.lesson = distil_lesson(r, self.event)
             if self.deps.memory is not None and teaches(r):  # an outage teaches nothing about the code
-                await remember(self.deps.memory, r, self._last_diff)
+                await remember(self.deps.memory, r, self.last_diff)
         log_reflection(r)
         await self.state.call(self.state.cycle_finished, r.cycle_id, r.status, r.reason, r.record())
         if self.transcript is not None:
@@ -449,7 +392,7 @@ class Cycle:
             await self.transcript.flush()
 
     # -- helpers -----------------------------------------------------------------------
-    _last_diff: str = ""
+    last_diff: str = ""  # the diff of the last plan prepared (the record's episode)
 
     @contextlib.asynccontextmanager
     async def phase(self, name: str) -> AsyncIterator[None]:

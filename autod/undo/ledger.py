@@ -199,7 +199,7 @@ def kept_hook(ledger: KeptLedger) -> Any:
                 cycle.mode.name,
                 event,
                 cycle.r.plan_summary or "",
-                getattr(cycle, "_last_diff", ""),
+                getattr(cycle, "last_diff", ""),
                 cycle.r.commit,
                 list(changes),
             )
