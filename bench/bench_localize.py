@@ -173,10 +173,12 @@ def hits(code_text: str, bug: list[str], func: list[str], *, gutter: bool) -> tu
 # -- prompts ----------------------------------------------------------------------------------------
 async def autod_prompt(
     repo: Path, state_dir: Path, check: dict[str, Any], result: Any, last_green: str | None,
-    budget: int | None = None,
+    budget: int | None = None, views: dict[str, str] | None = None, focus_k: int | None = None,
 ) -> tuple[str, str, list[dict[str, Any]]]:
     """(whole prompt, its code sections, the record's context entries) through DebugMode, with
-    autod's defaults but the workspace, the state dir, the one check and (given) the budget."""
+    autod's defaults but the workspace, the state dir, the one check and (given) the budget.
+    `views`, when given, receives the focused view's code (candidates.focused) under "focused", with
+    `focus_k` top definitions in it (default: autod's)."""
     cfg: dict[str, Any] = {
         "workspace": str(repo),
         "state_dir": str(state_dir),
@@ -184,7 +186,9 @@ async def autod_prompt(
         "modes": {"auto-plan": {"enabled": False}},
     }
     if budget is not None:
-        cfg["localize"] = {"budget_tokens": budget}
+        cfg.setdefault("localize", {})["budget_tokens"] = budget
+    if focus_k is not None:
+        cfg.setdefault("localize", {})["focus_definitions"] = focus_k
     path = state_dir.parent / f"{state_dir.name}.yaml"
     path.write_text(yaml.safe_dump(cfg))
     settings = load_config(path)
@@ -206,6 +210,9 @@ async def autod_prompt(
         messages = mode.messages(event, context, [])
         prompt = "\n\n".join(m["content"] for m in messages)
         code = f"{context.get('sources', '')}\n\n{context.get('diff', '')}"
+        if views is not None:
+            focused = getattr(context, "focused", None) or {}
+            views["focused"] = f"{focused.get('sources', '')}\n\n{focused.get('diff', '')}"
         return prompt, code, list(getattr(context, "used", []))
     finally:
         state.close()

@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import shutil
 import statistics
 import sys
@@ -61,7 +62,7 @@ from bench_localize import (  # noqa: E402
 from reallib_seed import LIBRARIES, Library, apply_bug, extract, fresh_tree, load_bugs  # noqa: E402
 
 from autod.checks.run import run_check  # noqa: E402
-from autod.config.settings import CheckConfig  # noqa: E402
+from autod.config.settings import CheckConfig, LocalizeConfig  # noqa: E402
 from autod.localize.render import LONG  # noqa: E402
 
 GOAL_FUNC = 0.90
@@ -70,6 +71,7 @@ CHECK_TIMEOUT_S = 300
 DIAGNOSE_BUDGET = 200_000  # the largest localize.budget_tokens autod's config accepts
 # committed variants: the check's coverage key (None: not set, autod's default holds)
 COMMITTED = {"default": None, "coverage_on": True, "coverage_off": False}
+FOCUS_MEASURED = 5  # blocks of the focused view measured (autod shows localize.focus_definitions)
 
 
 def log(msg: str) -> None:
@@ -174,8 +176,12 @@ async def measure_bug(work: Path, pristine: Path, bug: dict[str, Any], variants:
         state_dir = work / f"{bug['id']}-{name}-state"
         check = check_for(lib, cov)
         t0 = time.monotonic()
-        prompt, code, used = await autod_prompt(repo, state_dir, check, result, None)
+        views: dict[str, str] = {}
+        prompt, code, used = await autod_prompt(repo, state_dir, check, result, None, views=views,
+                                                focus_k=FOCUS_MEASURED)
         v = _variant(prompt, code, used, bug, bug_lines, func_lines, int((time.monotonic() - t0) * 1000))
+        # the focused view (what candidates.focused draws see): where the bug's definition is in it
+        v.update(focus_view(views.get("focused", ""), bug_lines, func_lines))
         if not v["function"]:
             v["miss"] = await diagnose(repo, work / f"{bug['id']}-{name}-diag", check, result, bug,
                                        bug_lines, func_lines)
@@ -183,6 +189,16 @@ async def measure_bug(work: Path, pristine: Path, bug: dict[str, Any], variants:
     row["variants"] = out
     shutil.rmtree(repo, ignore_errors=True)
     return row
+
+
+def focus_view(focused: str, bug_lines: list[str], func_lines: list[str]) -> dict[str, Any]:
+    """The bug's definition among the focused view's top FOCUS_MEASURED blocks: its rank (None: not
+    there), whether autod's default focus holds it, and that default view's size."""
+    blocks = [b for b in re.split(r"(?m)^(?=### )", focused) if b.strip()]
+    rank = next((i for i, b in enumerate(blocks, 1) if hits(b, bug_lines, func_lines)[1]), None)
+    k = LocalizeConfig().focus_definitions
+    return {"focus_rank": rank, "focus": rank is not None and rank <= k,
+            "focus_tokens": len("".join(blocks[:k])) // 4}
 
 
 def _variant(prompt: str, code: str, used: list[dict[str, Any]], bug: dict[str, Any],
@@ -210,6 +226,13 @@ def summarize(rows: list[dict[str, Any]], name: str) -> dict[str, Any]:
         "tokens_median": statistics.median(toks),
         "tokens_p90": pct(toks, 90),
     }
+    if any("focus" in v for _, v in vs):  # the focused view: the top definitions alone
+        out["focus_hit_rate"] = round(sum(bool(v.get("focus")) for _, v in vs) / len(vs), 3)
+        out["focus_tokens_median"] = statistics.median(v.get("focus_tokens", 0) for _, v in vs)
+        out["focus_hit_rate_by_k"] = {
+            k: round(sum((v.get("focus_rank") or 99) <= k for _, v in vs) / len(vs), 3)
+            for k in range(1, FOCUS_MEASURED + 1)
+        }
     qt = [v["qwen_tokens"] for _, v in vs if "qwen_tokens" in v]
     if qt:
         out["qwen_tokens_median"], out["qwen_tokens_p90"] = statistics.median(qt), pct(qt, 90)
@@ -259,7 +282,7 @@ def pick(bugs: list[dict[str, Any]], args: argparse.Namespace) -> list[dict[str,
 
 
 async def localization(bugs: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, Any]:
-    variants = ["default"] if args.quick else [*COMMITTED, "uncommitted"]
+    variants = ["default"] if args.quick or args.default_only else [*COMMITTED, "uncommitted"]
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="bench-reallib-") as tmp:
         work = Path(tmp)
@@ -316,6 +339,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit", type=int, help="the first N bugs")
     ap.add_argument("--per-library", type=int, metavar="N",
                     help="the first N bugs of every library, one of each library per round")
+    ap.add_argument("--default-only", action="store_true", help="localization: autod's defaults only")
     ap.add_argument("--gguf", help="a GGUF model whose tokenizer counts the prompts too")
     ap.add_argument("--gguf-python", default=sys.executable, help="a python with llama_cpp installed")
     ap.add_argument("--dump", help="write every prompt to this JSON file")

@@ -183,7 +183,7 @@ def run_autod_bug(parent: Path, pristine: Path, bug: dict[str, Any], url: str, m
                     "attempts": r.get("attempts"), "context": len(r.get("context") or [])}
                    for r in ran["reflections"]],
         "candidates": [{k: c.get(k) for k in ("n", "attempt", "outcome", "diff_lines", "tokens", "seed",
-                                                "temperature", "model_ms", "checks_ms", "reason")}
+                                                "temperature", "model_ms", "checks_ms", "reason", "view")}
                        for c in candidates],
         "damage": judged["damage"],
         "changed": judged["changed"],

@@ -61,21 +61,30 @@ class Asker:
         self.record = record
         self.need_answered = False
         self.extra_messages: list[dict[str, str]] = []
+        # the mode's narrower view of the same failure (Sections.focused), for focused draws
+        self.focused: dict[str, str] | None = getattr(context, "focused", None) or None
+
+    @property
+    def has_focus(self) -> bool:
+        """Whether a focused view exists for this failure (else every draw sees the wide prompt)."""
+        return self.focused is not None
 
     # -- the request --------------------------------------------------------------------
     async def ask(
-        self, *, temperature: float | None = None, seed: int | None = None, n: int = 1
+        self, *, temperature: float | None = None, seed: int | None = None, n: int = 1, view: str = "wide"
     ) -> PlanResult:
-        """A plan (or, with n > 1, several) for the current prompt; answers a `need` once per cycle."""
-        result = await self._ask(temperature, seed, n)
+        """A plan (or, with n > 1, several) for the current prompt; answers a `need` once per cycle.
+        `view`: "focused" sends the mode's focused sections when it has them, else the wide ones."""
+        result = await self._ask(temperature, seed, n, view)
         if result.plan.need and not self.need_answered:
             # two stages: the model asked to see definitions before it edits; answered once
             await self.answer_need(result.plan)
-            result = await self._ask(temperature, seed, n)
+            result = await self._ask(temperature, seed, n, view)
         return result
 
-    async def _ask(self, temperature: float | None, seed: int | None, n: int) -> PlanResult:
-        context = await self.fit(self.context)
+    async def _ask(self, temperature: float | None, seed: int | None, n: int, view: str) -> PlanResult:
+        chosen = self.focused if view == "focused" and self.focused is not None else self.context
+        context = await self.fit(chosen)
         request = PlanRequest(
             mode=self.mode.name,
             event=self.event,
@@ -102,11 +111,12 @@ class Asker:
         self.r.tokens["prompt"] += result.tokens.prompt
         self.r.tokens["completion"] += result.tokens.completion
         log.info("plan.planned", summary=result.plan.summary[:300], edits=len(result.plan.edits),
-                 tokens=result.tokens.total, choices=result.choices, seed=seed, temperature=temperature)
+                 tokens=result.tokens.total, choices=result.choices, seed=seed, temperature=temperature,
+                 view=view)
         if self.record is not None:
             for i, plan in enumerate([result.plan, *result.alternatives]):
                 self.record({"kind": "plan", "choice": i, "seed": seed, "temperature": temperature,
-                             "plan": plan.model_dump(exclude_defaults=True)})
+                             "view": view, "plan": plan.model_dump(exclude_defaults=True)})
             for reason in result.invalid:
                 self.record({"kind": "invalid", "seed": seed, "reason": reason})
         return result

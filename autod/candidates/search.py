@@ -57,7 +57,7 @@ class Validator(Protocol):
 
 class Drawer(Protocol):
     async def ask(self, *, temperature: float | None = None, seed: int | None = None, n: int = 1) -> Any:
-        """An autod.planner.PlanResult."""
+        """An autod.planner.PlanResult. A drawer with `has_focus` True also takes `view="focused"`."""
         ...
 
 
@@ -82,6 +82,7 @@ class Candidate:
     checks_ms: int = 0
     verification: Verification | None = None
     suspect: str = ""  # why a fix may be a symptom patch (autod.act.inlined); kept only as a fallback
+    view: str = "wide"  # the prompt it was drawn from: "focused" (top definitions alone) or "wide"
 
     @property
     def diff_lines(self) -> int:
@@ -91,7 +92,7 @@ class Candidate:
         out: dict[str, Any] = {
             "n": self.n, "attempt": self.attempt, "outcome": self.outcome, "diff_lines": self.diff_lines,
             "tokens": self.tokens, "seed": self.seed, "temperature": self.temperature,
-            "model_ms": self.model_ms, "checks_ms": self.checks_ms,
+            "model_ms": self.model_ms, "checks_ms": self.checks_ms, "view": self.view,
         }
         if self.votes > 1:
             out["votes"] = self.votes
@@ -150,23 +151,33 @@ class CandidateSearch:
         self._seen: dict[str, Candidate] = {}
         self._takes_n: bool | None = None
 
+    def views(self) -> list[str]:
+        """The view each of an attempt's n draws sees: the focused ones first (a short prompt, cheap to
+        evaluate, and what a small model repairs best from), then the wide one; at least one wide."""
+        focused = min(self.cfg.focused, self.cfg.n - 1) if getattr(self.drawer, "has_focus", False) else 0
+        return ["focused"] * focused + ["wide"] * (self.cfg.n - focused)
+
     async def attempt(self, number: int) -> AttemptResult:
         """Draw and verify up to n candidates; stop at the first that fixes everything."""
         result = AttemptResult([])
         base = self.cfg.seed + (number - 1) * self.cfg.n
+        views = self.views()
         drawn = 0
         while drawn < self.cfg.n:
             if drawn and self.tokens_left is not None and not await self.tokens_left():
                 log.info("candidates.budget_spent", drawn=drawn)
                 break
-            first = drawn == 0
-            want = 1 if first or self._takes_n is False else self.cfg.n - drawn
+            view = views[drawn]
+            first = drawn == 0 or views[drawn - 1] != view  # each view's first plan is at temperature 0
+            same = views[drawn:].count(view)  # the draws left of this view (each view's draws are together)
+            want = 1 if first or self._takes_n is False else same
             # a draw that repeats a tried change says the model's distribution is too peaked to
             # explore at this temperature: the next ones are sampled warmer (a little, capped)
             dups = sum(c.outcome == "duplicate" for c in result.candidates)
             temperature = 0.0 if first else min(self.cfg.temperature + DUPLICATE_WARMING * dups,
                                                 max(self.cfg.temperature, MAX_TEMPERATURE))
-            plans, spent, invalid, ms = await self._draw(temperature, base + drawn, want, first=first)
+            plans, spent, invalid, ms = await self._draw(temperature, base + drawn, want, first=drawn == 0,
+                                                         view=view)
             if want > 1 and len(plans) + len(invalid) < want:
                 self._takes_n = False  # the server gave fewer choices than asked: one by one from now
             elif want > 1:
@@ -175,12 +186,12 @@ class CandidateSearch:
             share, ms = spent // count, ms // count
             for reason in invalid:
                 drawn += 1
-                c = self._new(number, base + drawn - 1, temperature, share, ms)
+                c = self._new(number, base + drawn - 1, temperature, share, ms, view)
                 c.outcome, c.reason = "invalid", reason
                 result.candidates.append(c)
             for plan in plans:
                 drawn += 1
-                c = self._new(number, base + drawn - 1, temperature, share, ms)
+                c = self._new(number, base + drawn - 1, temperature, share, ms, view)
                 c.plan = plan
                 result.candidates.append(c)
                 done = await self._judge(c, result)
@@ -195,19 +206,22 @@ class CandidateSearch:
                                                      c.diff_lines, c.n))
         return result
 
-    def _new(self, attempt: int, seed: int, temperature: float, tokens: int, ms: int) -> Candidate:
-        c = Candidate(len(self.all) + 1, attempt, seed, temperature, tokens=tokens, model_ms=ms)
+    def _new(self, attempt: int, seed: int, temperature: float, tokens: int, ms: int, view: str) -> Candidate:
+        c = Candidate(len(self.all) + 1, attempt, seed, temperature, tokens=tokens, model_ms=ms, view=view)
         self.all.append(c)
         return c
 
     async def _draw(
-        self, temperature: float, seed: int, n: int, *, first: bool
+        self, temperature: float, seed: int, n: int, *, first: bool, view: str
     ) -> tuple[list[Plan], int, list[str], int]:
         """(valid plans, tokens spent, reasons of invalid ones, model ms) of one request."""
         started = time.monotonic()
         try:
             async with self.phase("plan"):
-                res = await self.drawer.ask(temperature=temperature, seed=seed, n=n)
+                if view == "wide":  # a drawer without views is asked as before
+                    res = await self.drawer.ask(temperature=temperature, seed=seed, n=n)
+                else:
+                    res = await self.drawer.ask(temperature=temperature, seed=seed, n=n, view=view)
         except PlanInvalid as exc:
             spent = sum((exc.tokens or {}).values())
             return [], spent, [exc.reason], _ms(started)
@@ -284,7 +298,7 @@ class CandidateSearch:
 
     def _note(self, c: Candidate) -> None:
         log.info("candidates.judged", n=c.n, attempt=c.attempt, outcome=c.outcome, seed=c.seed,
-                 diff_lines=c.diff_lines, reason=c.reason[:200] or None)
+                 view=c.view, diff_lines=c.diff_lines, reason=c.reason[:200] or None)
         if self.record is None:
             return
         entry: dict[str, Any] = {"kind": "candidate", **c.record()}

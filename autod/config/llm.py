@@ -99,6 +99,9 @@ class LocalizeConfig(Strict):
     index_max_mb: int = Field(64, ge=1, le=4096, description="MB of source the AST index reads, at most")
     index_timeout_s: float = Field(20, gt=0, le=600, description="time the AST index may take to build")
     need_max: int = Field(8, ge=0, le=32, description="definitions a plan may ask for by name, once a cycle")
+    focus_definitions: int = Field(
+        2, ge=0, le=10, description="top-ranked definitions in the focused view (candidates.focused); 0: none"
+    )
 
 
 class CandidatesConfig(Strict):
@@ -107,6 +110,10 @@ class CandidatesConfig(Strict):
     n: int = Field(4, ge=1, le=16, description="plans drawn per attempt; the first at temperature 0")
     temperature: float = Field(0.8, ge=0, le=2, description="sampling temperature of the 2nd..nth plan")
     seed: int = Field(1, ge=0, le=2**31 - 1, description="seed of the 1st plan; plan i uses seed + i")
+    focused: int = Field(
+        2, ge=0, le=15, description="of the n plans, how many are drawn first from the focused view (the "
+        "failure and the top-ranked definitions alone); at least one plan always sees the wide prompt"
+    )
     isolation: Literal["auto", "off"] = Field(
         "auto", description="auto: verify candidates on a mirror when bwrap works; off: in the tree"
     )

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from autod.localize import history, render
+from autod.localize import focus, history, render
 from autod.localize.frames import TestId, failing_sections, is_test_path, parse_frames, parse_test_ids
 from autod.localize.index import Definition, Index, build_index
 from autod.localize.rank import Site, rank
@@ -40,6 +40,7 @@ class Localized:
     entries: list[dict[str, str | None]] = field(default_factory=list)
     index: Index | None = None
     tests: list[TestId] = field(default_factory=list)
+    focused: str = ""  # the top definitions of the code under test alone (autod.localize.focus)
 
     @property
     def sources(self) -> str:
@@ -173,6 +174,7 @@ async def localize(
         entries=entries + code.entries + outline.entries,
         index=index,
         tests=failure.tests,
+        focused=focus.focused(code, cfg.focus_definitions),
     )
 
 

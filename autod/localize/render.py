@@ -28,6 +28,8 @@ class Rendered:
     text: str = ""
     entries: list[dict[str, str | None]] = field(default_factory=list)
     used_tokens: int = 0
+    kinds: list[str] = field(default_factory=list)  # each entry's piece kind (function, window...)
+    blocks: list[str] = field(default_factory=list)  # each entry's block as shown, in rank order
 
 
 def block(
@@ -71,6 +73,8 @@ def fill(
         if cost > left:
             continue
         parts.append(text)
+        out.blocks.append(text)
+        out.kinds.append(piece.kind)
         left -= cost
         entry = piece.entry()
         entry["lines"] = f"{lo}-{hi}"

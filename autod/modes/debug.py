@@ -59,6 +59,8 @@ class DebugMode:
         out = Sections(excerpt=excerpt, sources=found.sources, diff=found.diff, memory=memory)
         out.used = found.entries
         out.editable = [str(e["path"]) for e in found.entries if e.get("path")]
+        if found.focused:  # the failure, the diff since green and the top definitions; no memory
+            out.focused = {"excerpt": excerpt, "sources": found.focused, "diff": found.diff, "memory": ""}
         return out
 
     async def _spectrum(self, event: Event, env: ModeEnv) -> dict[tuple[str, str], float] | None:

@@ -34,6 +34,12 @@ class Drawer:
         return PlanResult(got[0], TokenUsage(100, 10), alternatives=got[1:])
 
 
+class ViewDrawer(Drawer):
+    """A drawer whose mode has a focused view (autod.candidates.Asker with Sections.focused)."""
+
+    has_focus = True
+
+
 class Judge:
     """Verdicts by the new source: what a check would say of each candidate."""
 
@@ -182,3 +188,43 @@ def test_a_crash_in_the_suspect_check_never_costs_the_candidate(tmp_path, monkey
     s = search(tmp_path, Drawer(whole("return a + b")), Judge({"a + b": "fixed"}), judged_by_behaviour=True)
     found = asyncio.run(s.attempt(1))
     assert found.winner is not None and found.winner.outcome == "fixed" and not found.winner.suspect
+
+
+def test_focused_draws_come_first_each_view_opening_at_temperature_0_then_the_wide_prompt(tmp_path):
+    plans = [whole(f"return a * {k}") for k in range(4)]
+    drawer = ViewDrawer(*plans)
+    found = asyncio.run(search(tmp_path, drawer, Judge({})).attempt(1))
+    asked = [(a.get("view", "wide"), a["seed"], a["temperature"]) for a in drawer.asked]
+    assert asked == [("focused", 10, 0.0), ("focused", 11, 0.8), ("wide", 12, 0.0), ("wide", 13, 0.8)]
+    assert [c.view for c in found.candidates] == ["focused", "focused", "wide", "wide"]
+    assert [c.record()["view"] for c in found.candidates] == ["focused", "focused", "wide", "wide"]
+
+
+def test_a_fix_from_the_focused_view_ends_the_search_before_the_wide_prompt_is_sent(tmp_path):
+    drawer = ViewDrawer(whole("return a + b"), whole("return a * b"))
+    found = asyncio.run(search(tmp_path, drawer, Judge({"a + b": "fixed"})).attempt(1))
+    assert found.winner is not None and found.winner.view == "focused"
+    assert [a.get("view") for a in drawer.asked] == ["focused"]
+
+
+def test_at_least_one_draw_sees_the_wide_prompt_and_without_a_focused_view_all_do(tmp_path):
+    def views(drawer: Drawer, **cfg: Any) -> list[str]:
+        s = search(tmp_path, drawer, Judge({}), **cfg)
+        asyncio.run(s.attempt(1))
+        return [a.get("view", "wide") for a in drawer.asked]
+
+    plans = [whole(f"return a * {k}") for k in range(4)]
+    assert views(ViewDrawer(*plans), n=4, focused=9) == ["focused"] * 3 + ["wide"]
+    assert views(ViewDrawer(*plans), n=1) == ["wide"]  # one plan: the wide prompt, as before
+    assert views(ViewDrawer(*plans), n=3, focused=0) == ["wide"] * 3
+    assert views(Drawer(*plans), n=4, focused=2) == ["wide"] * 4  # the mode has no focused view
+
+
+def test_a_server_that_takes_n_gets_each_views_rest_in_one_request(tmp_path):
+    plans = [whole(f"return a * {k}") for k in range(6)]
+    drawer = ViewDrawer(*plans, choices=3)
+    found = asyncio.run(search(tmp_path, drawer, Judge({}), n=6, focused=3).attempt(1))
+    assert [(a.get("view", "wide"), a["n"]) for a in drawer.asked] == [
+        ("focused", 1), ("focused", 2), ("wide", 1), ("wide", 2)]
+    assert [c.seed for c in found.candidates] == [10, 11, 12, 13, 14, 15]
+    assert [c.view for c in found.candidates] == ["focused"] * 3 + ["wide"] * 3

@@ -225,3 +225,16 @@ def test_a_method_on_a_receiver_of_unknown_type_two_calls_through_a_test_helper_
     assert "render" in symbols and "Percent.format_pct" in symbols
     assert "Store.get" not in symbols and "_show" not in symbols
     assert 'return f"{x * 10:.0f}%"' in found.code
+
+
+def test_the_focused_view_holds_the_top_definitions_under_test_alone(repo):
+    """What focused candidates see: the code under test by rank, whole; no test, no constant, no
+    outline (the failure output shows the test; the wide view has the rest)."""
+    found = run(repo)
+    blocks = re.findall(r"(?m)^### (\S+) · (\S+) ", found.focused)
+    assert blocks == [("lib.py", "total"), ("lib.py", "helper")]  # localize.focus_definitions: 2
+    assert "RATE = 3" not in found.focused and "def test_total" not in found.focused
+    assert "outline" not in found.focused and "def unrelated" not in found.focused
+    one = run(repo, focus_definitions=1)
+    assert re.findall(r"(?m)^### (\S+) · (\S+) ", one.focused) == [("lib.py", "total")]
+    assert run(repo, focus_definitions=0).focused == ""

@@ -51,9 +51,10 @@ def ws(tmp_path: Path) -> Path:
     return tmp_path / "ws"
 
 
-def make(ws: Path, planner: ScriptedPlanner, checks: dict[str, Any] | None = None, **debug: Any):
+def make(ws: Path, planner: ScriptedPlanner, checks: dict[str, Any] | None = None,
+         candidates: dict[str, Any] | None = None, **debug: Any):
     doc = {"workspace": str(ws), "checks": checks or {"calc": {"run": CHECK, "timeout_s": 30}},
-           "limits": {"min_interval_s": 0}, "candidates": {"n": 1},
+           "limits": {"min_interval_s": 0}, "candidates": candidates or {"n": 1},
            "modes": {"auto-debug": {"max_attempts_per_cycle": 1, **debug}}}
     path = ws.parent / "autod.yaml"
     path.write_text(yaml.safe_dump(doc))
@@ -145,6 +146,20 @@ def test_the_first_prompt_holds_the_whole_function_without_a_gutter(ws):
     user = planner.requests[0].messages[1]["content"]
     assert 'def add(a, b):\n    """Add two numbers."""\n    return (a - b) * SCALE\n' in user
     assert "SCALE = 1" in user and "def unrelated" not in user
+
+
+def test_the_first_plans_are_drawn_from_the_focused_view_then_from_the_whole_context(ws):
+    """The focused view (the failure and the top definitions alone) goes first; when its plans do not
+    fix the failure, the wide prompt (constants, outline, memory) is sent."""
+    planner = ScriptedPlanner(Plan(summary="no idea", edits=[]), FIX)
+    deps, _ = make(ws, planner, candidates={"n": 2, "focused": 1, "isolation": "off"})
+    r = run(deps)
+    assert r.status == "fixed"
+    focused, wide = (req.messages[1]["content"] for req in planner.requests)
+    assert 'def add(a, b):\n    """Add two numbers."""\n    return (a - b) * SCALE\n' in focused
+    assert "SCALE = 1" not in focused and "SCALE = 1" in wide
+    assert [c["view"] for c in r.candidates] == ["focused", "wide"]
+    assert [(req.temperature, req.seed) for req in planner.requests] == [(0.0, 1), (0.0, 2)]
 
 
 def test_a_failing_focus_rolls_back_without_running_the_full_check(ws):
