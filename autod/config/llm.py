@@ -100,7 +100,7 @@ class LocalizeConfig(Strict):
     index_timeout_s: float = Field(20, gt=0, le=600, description="time the AST index may take to build")
     need_max: int = Field(8, ge=0, le=32, description="definitions a plan may ask for by name, once a cycle")
     focus_definitions: int = Field(
-        2, ge=0, le=10, description="top-ranked definitions in the focused view (candidates.focused); 0: none"
+        3, ge=0, le=10, description="top-ranked definitions in the focused view (candidates.focused); 0: none"
     )
 
 

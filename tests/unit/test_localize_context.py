@@ -232,9 +232,10 @@ def test_the_focused_view_holds_the_top_definitions_under_test_alone(repo):
     outline (the failure output shows the test; the wide view has the rest)."""
     found = run(repo)
     blocks = re.findall(r"(?m)^### (\S+) · (\S+) ", found.focused)
-    assert blocks == [("lib.py", "total"), ("lib.py", "helper")]  # localize.focus_definitions: 2
+    assert blocks == [("lib.py", "total"), ("lib.py", "helper")]  # all there is (focus_definitions: 3)
     assert "RATE = 3" not in found.focused and "def test_total" not in found.focused
     assert "outline" not in found.focused and "def unrelated" not in found.focused
+    assert run(repo, focus_definitions=2).focused == found.focused
     one = run(repo, focus_definitions=1)
     assert re.findall(r"(?m)^### (\S+) · (\S+) ", one.focused) == [("lib.py", "total")]
     assert run(repo, focus_definitions=0).focused == ""
