@@ -41,7 +41,7 @@ def test_the_first_candidate_that_passes_wins_and_no_other_ever_reaches_the_tree
     for plan in (BROKEN, WRONG, WHOLE_FIX):
         scripted_llm.push_plan(plan)
     d = start(tmp_path, calc_repo, scripted_llm.base_url,
-              candidates={"n": 3, "temperature": 0.9, "seed": 40},
+              candidates={"n": 3, "temperature": 0.9, "seed": 40, "focused": 0},  # the wide prompt only
               modes={"auto-debug": {"enabled": True, "max_attempts_per_cycle": 1}})
     try:
         (r,) = d.wait_reflections(1)
@@ -67,6 +67,32 @@ def test_the_first_candidate_that_passes_wins_and_no_other_ever_reaches_the_tree
         assert len(exchanges) == 3 and all(e["messages"] for e in exchanges)
         history = json.loads(run_cli("history", "--json", "-c", str(d.config)).stdout)
         assert [c["outcome"] for c in history[0]["candidates"]] == ["refused", "rolled_back", "fixed"]
+    finally:
+        assert d.stop() == 0
+
+
+def test_the_focused_prompt_is_sent_first_and_the_whole_context_after_it(
+    tmp_path, calc_repo, scripted_llm, real_bwrap
+):
+    """Defaults but n: two plans from the focused view (one prompt, the prompt cache serves both),
+    then the wide one, each view opening at temperature 0 with the next seed."""
+    for plan in (WRONG, whole("still wrong", "def add(a, b):\n    return a * b * 1\n"), WHOLE_FIX):
+        scripted_llm.push_plan(plan)
+    d = start(tmp_path, calc_repo, scripted_llm.base_url, candidates={"n": 3, "seed": 40},
+              modes={"auto-debug": {"enabled": True, "max_attempts_per_cycle": 1}})
+    try:
+        (r,) = d.wait_reflections(1)
+        assert r["status"] == "fixed", r
+        assert [(c["view"], c["outcome"]) for c in r["candidates"]] == [
+            ("focused", "rolled_back"), ("focused", "rolled_back"), ("wide", "fixed")]
+        sent = [(q.get("seed"), q.get("temperature")) for q in scripted_llm.requests]
+        assert sent == [(40, 0.0), (41, 0.8), (42, 0.0)]
+        focused, again, wide = (json.dumps(q["messages"]) for q in scripted_llm.requests)
+        assert focused == again and focused != wide
+        assert "def add(a, b)" in focused and len(focused) < len(wide)
+        # the focused view: the function under test alone; the wide one adds the test and the outline
+        assert "def test_add():\\n    assert" in wide and "def test_add():\\n    assert" not in focused
+        assert "def mul(a, b):  [5-6]" in wide and "def mul(a, b)" not in focused
     finally:
         assert d.stop() == 0
 
@@ -132,7 +158,7 @@ def test_a_server_that_takes_n_gets_the_sampled_candidates_in_one_request(
     scripted_llm.behave(honour_n=True)
     for plan in (WRONG, BROKEN, WHOLE_FIX):
         scripted_llm.push_plan(plan)
-    d = start(tmp_path, calc_repo, scripted_llm.base_url, candidates={"n": 3, "seed": 7},
+    d = start(tmp_path, calc_repo, scripted_llm.base_url, candidates={"n": 3, "seed": 7, "focused": 0},
               modes={"auto-debug": {"enabled": True, "max_attempts_per_cycle": 1}})
     try:
         (r,) = d.wait_reflections(1)
