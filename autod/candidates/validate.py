@@ -5,12 +5,19 @@ verification with the mirror's check runner: the same checks, focus commands and
 the tree, none of it visible there, and none of it counted as the tree's check results. `InPlace` is
 the fallback where the mirror cannot be used (no bwrap, a check with `sandbox: off`, a workspace over
 the mirror's limits): the cycle's own act step, journalled and rolled back when it fails.
+
+A candidate's check on the mirror has a deadline of its own: `candidates.check_timeout_factor` times
+the longest of the failing run and the check's last passing run, at least `check_timeout_min_s`, at
+most the check's `timeout_s`. A candidate that makes the code loop forever (a small model drops a
+loop's exit often enough) then costs minutes, not the check's whole timeout, and a fix that runs the
+suite as long as a passing run did is never cut short.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import structlog
 
@@ -46,9 +53,33 @@ class Isolated:
         self.isolation = isolation
         self.mode = mode
         self.event = event
-        self.env = dataclasses.replace(env, run_check=isolation.run_check)
+        self.env = dataclasses.replace(env, run_check=self._run_check)
         self.fallback = fallback
         self.in_place = False
+        self._deadlines: dict[str, float | None] = {}
+
+    async def _run_check(self, name: str, **extra: Any) -> Any:
+        if name not in self._deadlines:
+            self._deadlines[name] = await self.deadline(name)
+        if self._deadlines[name] is not None:
+            extra.setdefault("timeout_s", self._deadlines[name])
+        return await self.isolation.run_check(name, **extra)
+
+    async def deadline(self, name: str) -> float | None:
+        """Seconds a candidate's run of check `name` may take; None: the check's own timeout_s."""
+        from autod.runtime.checkbook import PASSING_MS_KEY
+
+        settings = self.env.settings
+        cfg, check = settings.candidates, settings.checks.get(name)
+        if check is None or cfg.check_timeout_factor <= 0:
+            return None
+        failing = self.event.payload.get("duration_ms") if self.event.payload.get("check") == name else None
+        passing = await self.env.state.call(self.env.state.get_kv, f"{PASSING_MS_KEY}{name}")
+        seen = [v / 1000 for v in (failing, passing) if type(v) in (int, float)]  # never a bool
+        if not seen or max(seen) <= 0:
+            return None  # nothing measured: the check's own timeout
+        factor, floor = cfg.check_timeout_factor, cfg.check_timeout_min_s
+        return candidate_deadline(check.timeout_s, max(seen), factor, floor)
 
     async def validate(self, plan: Plan, changes: list[FileChange]) -> Verification | None:
         if self.in_place:
@@ -62,6 +93,12 @@ class Isolated:
             self.in_place = True
             return await self.fallback.validate(plan, changes)
         return await self.mode.verify(self.event, plan, self.env)
+
+
+def candidate_deadline(timeout_s: float, seen_s: float, factor: float, floor_s: float) -> float | None:
+    """min(timeout_s, max(floor_s, factor * seen_s)); None when that is the check's own timeout."""
+    deadline = max(floor_s, factor * seen_s)
+    return deadline if deadline < timeout_s else None
 
 
 async def choose_validator(

@@ -121,6 +121,13 @@ class CandidatesConfig(Strict):
         50_000, ge=100, le=2_000_000, description="past this many files the workspace is not mirrored"
     )
     mirror_max_mb: int = Field(2048, ge=1, le=1_000_000, description="past this size it is not mirrored")
+    check_timeout_factor: float = Field(
+        10, ge=0, le=1000, description="a candidate's check on the mirror is stopped after this many times "
+        "the longest of the failing run and the check's last passing run (0: the check's own timeout_s)"
+    )
+    check_timeout_min_s: float = Field(
+        120, gt=0, le=86400, description="... never sooner than this (nor later than the check's timeout_s)"
+    )
 
 
 class TranscriptsConfig(Strict):

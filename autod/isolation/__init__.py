@@ -110,13 +110,18 @@ class Isolation:
         async with self._lock:
             await asyncio.to_thread(self.mirror.sync)
 
-    async def run_check(self, name: str, *, run: str | None = None, **extra: Any) -> CheckResult:
-        """A configured check (or its focus command) on the mirror; never counted as the tree's result."""
+    async def run_check(
+        self, name: str, *, run: str | None = None, timeout_s: float | None = None, **extra: Any
+    ) -> CheckResult:
+        """A configured check (or its focus command) on the mirror; never counted as the tree's result.
+        `timeout_s`: a shorter deadline than the check's own (a candidate's, autod.candidates.validate)."""
         from autod.checks.run import run_check
 
         check = self.settings.checks[name]
         if run is not None:
             check = check.model_copy(update={"run": run})
+        if timeout_s is not None and timeout_s < check.timeout_s:
+            check = check.model_copy(update={"timeout_s": timeout_s})
         return await run_check(
             name,
             check,

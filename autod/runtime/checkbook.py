@@ -27,6 +27,8 @@ from autod.stores.state import State
 
 log = structlog.get_logger("autod.runtime.checkbook")
 
+PASSING_MS_KEY = "check_passing_ms:"  # + check name: how long its last passing run took
+
 
 def unjournaled(verification: Verification) -> Verification:
     """A kept verification whose checks changed the workspace's source fails (autod.checks.outcome's
@@ -93,6 +95,9 @@ class CheckBook:
                 await self.state.call(self.state.set_kv, "last_green_rev", rev)
 
     async def _passed(self, run: Run) -> None:
+        result = self.ledger.results.get(run.check)
+        if result is not None and result.duration_ms > 0:  # a candidate's check deadline reads it
+            await self.state.call(self.state.set_kv, f"{PASSING_MS_KEY}{run.check}", result.duration_ms)
         lifted = await self.state.call(self.state.check_passed, run.check)
         for fp in lifted:
             log.info("quarantine.lifted", fingerprint=fp, check=run.check, reason="its check passed")

@@ -63,6 +63,7 @@ def failure_event(result: CheckResult, *, checked_at: float | None = None) -> Ev
             "failures": count_failures(result),
             "failing_tests": sorted(failing_tests(output) or ()),  # pytest node ids, for `improved`
             "timed_out": result.timed_out,
+            "duration_ms": result.duration_ms,  # how long the failing run took (candidates' deadline)
             "checked_at": time.time() if checked_at is None else checked_at,
         },
         fingerprint=fp,

@@ -86,3 +86,18 @@ def test_isolation_is_unavailable_when_a_check_runs_unsandboxed(tmp_path):
     s = Settings(workspace=ws, checks={"tests": {"run": "true", "sandbox": "off"}})
     why = asyncio.run(Isolation(s).unavailable())
     assert why is not None and "sandbox: off" in why
+
+
+def test_a_candidate_that_loops_forever_is_stopped_at_its_own_deadline_not_the_checks(tmp_path, real_bwrap):
+    """A shorter deadline for a candidate's run on the mirror (candidates.check_timeout_*): the check's
+    own 60 s are not waited for, and the verdict is a timeout, never a pass."""
+    ws = workspace(tmp_path)
+    iso = Isolation(settings_for(ws))
+
+    async def go():
+        await iso.stage({"src/calc.py": b"def add(a, b):\n    while True:\n        pass\n"})
+        return await iso.run_check("tests", timeout_s=3)
+
+    looped = asyncio.run(go())
+    assert looped.timed_out and not looped.ok
+    assert "timed out after 3s" in looped.output
