@@ -1,12 +1,12 @@
 """The focused view of a failure's code: the few top-ranked definitions of the code under test, whole.
 
-A small model repairs a definition best when it sees little else: handed the failure and the buggy
-function alone, Qwen2.5-Coder-1.5B fixes bugs it misses when the same function sits among twenty
-others and the module's constants (bench/bench_reallib.py: the oracle against autod). Agentless
-repairs from its localized snippets for the same reason. Localization cannot know which definition is
-buggy, so the focused view is the top `k` by rank (where the error was raised, then the Ochiai
-ranking of the failing tests' coverage), and it is one view among the candidates' draws, never the
-only one (autod.candidates.search: the wide prompt still follows).
+Handed the failure and the buggy function alone, Qwen2.5-Coder-1.5B fixed real-library bugs that it
+missed when the same function sat first among thirty definitions and the module's constants
+(bench/bench_reallib.py: the oracle against autod); Agentless repairs from its localized snippets,
+and a third of the tokens is a third of the prompt time on a CPU. Localization cannot know which
+definition is buggy, so the focused view is the top `k` by rank (where the error was raised, then the
+Ochiai ranking of the failing tests' coverage), and it is one view among the candidates' draws, never
+the only one (autod.candidates.search: the wide prompt follows).
 
 Tests are left out (the failure output already shows the failing lines and pytest's assertion), and
 so are constants, class headers and outlines: they are what the wide view is for.
