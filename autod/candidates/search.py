@@ -153,7 +153,7 @@ class CandidateSearch:
 
     def views(self) -> list[str]:
         """The view each of an attempt's n draws sees: the focused ones first (a short prompt, cheap to
-        evaluate, and what a small model repairs best from), then the wide one; at least one wide."""
+        evaluate, with only the suspects in it), then the wide one; at least one wide."""
         focused = min(self.cfg.focused, self.cfg.n - 1) if getattr(self.drawer, "has_focus", False) else 0
         return ["focused"] * focused + ["wide"] * (self.cfg.n - focused)
 
