@@ -111,7 +111,7 @@ class CandidatesConfig(Strict):
     temperature: float = Field(0.8, ge=0, le=2, description="sampling temperature of the 2nd..nth plan")
     seed: int = Field(1, ge=0, le=2**31 - 1, description="seed of the 1st plan; plan i uses seed + i")
     focused: int = Field(
-        2, ge=0, le=15, description="of the n plans, how many are drawn first from the focused view (the "
+        0, ge=0, le=15, description="of the n plans, how many are drawn first from the focused view (the "
         "failure and the top-ranked definitions alone); at least one plan always sees the wide prompt"
     )
     isolation: Literal["auto", "off"] = Field(

@@ -74,11 +74,11 @@ def test_the_first_candidate_that_passes_wins_and_no_other_ever_reaches_the_tree
 def test_the_focused_prompt_is_sent_first_and_the_whole_context_after_it(
     tmp_path, calc_repo, scripted_llm, real_bwrap
 ):
-    """Defaults but n: two plans from the focused view (one prompt, the prompt cache serves both),
-    then the wide one, each view opening at temperature 0 with the next seed."""
+    """candidates.focused: 2 of 3: two plans from the focused view (one prompt, the prompt cache serves
+    both), then the wide one, each view opening at temperature 0 with the next seed."""
     for plan in (WRONG, whole("still wrong", "def add(a, b):\n    return a * b * 1\n"), WHOLE_FIX):
         scripted_llm.push_plan(plan)
-    d = start(tmp_path, calc_repo, scripted_llm.base_url, candidates={"n": 3, "seed": 40},
+    d = start(tmp_path, calc_repo, scripted_llm.base_url, candidates={"n": 3, "seed": 40, "focused": 2},
               modes={"auto-debug": {"enabled": True, "max_attempts_per_cycle": 1}})
     try:
         (r,) = d.wait_reflections(1)

@@ -193,7 +193,7 @@ def test_a_crash_in_the_suspect_check_never_costs_the_candidate(tmp_path, monkey
 def test_focused_draws_come_first_each_view_opening_at_temperature_0_then_the_wide_prompt(tmp_path):
     plans = [whole(f"return a * {k}") for k in range(4)]
     drawer = ViewDrawer(*plans)
-    found = asyncio.run(search(tmp_path, drawer, Judge({})).attempt(1))
+    found = asyncio.run(search(tmp_path, drawer, Judge({}), focused=2).attempt(1))
     asked = [(a.get("view", "wide"), a["seed"], a["temperature"]) for a in drawer.asked]
     assert asked == [("focused", 10, 0.0), ("focused", 11, 0.8), ("wide", 12, 0.0), ("wide", 13, 0.8)]
     assert [c.view for c in found.candidates] == ["focused", "focused", "wide", "wide"]
@@ -202,7 +202,7 @@ def test_focused_draws_come_first_each_view_opening_at_temperature_0_then_the_wi
 
 def test_a_fix_from_the_focused_view_ends_the_search_before_the_wide_prompt_is_sent(tmp_path):
     drawer = ViewDrawer(whole("return a + b"), whole("return a * b"))
-    found = asyncio.run(search(tmp_path, drawer, Judge({"a + b": "fixed"})).attempt(1))
+    found = asyncio.run(search(tmp_path, drawer, Judge({"a + b": "fixed"}), focused=2).attempt(1))
     assert found.winner is not None and found.winner.view == "focused"
     assert [a.get("view") for a in drawer.asked] == ["focused"]
 
@@ -215,7 +215,8 @@ def test_at_least_one_draw_sees_the_wide_prompt_and_without_a_focused_view_all_d
 
     plans = [whole(f"return a * {k}") for k in range(4)]
     assert views(ViewDrawer(*plans), n=4, focused=9) == ["focused"] * 3 + ["wide"]
-    assert views(ViewDrawer(*plans), n=1) == ["wide"]  # one plan: the wide prompt, as before
+    assert views(ViewDrawer(*plans), n=1, focused=2) == ["wide"]  # one plan: the wide prompt, as before
+    assert views(ViewDrawer(*plans), n=4) == ["wide"] * 4  # the default: the focused view is opt-in
     assert views(ViewDrawer(*plans), n=3, focused=0) == ["wide"] * 3
     assert views(Drawer(*plans), n=4, focused=2) == ["wide"] * 4  # the mode has no focused view
 
