@@ -28,7 +28,6 @@ __all__ = [
     "hidden_hop",
     "module_run",
     "resolve_program",
-    "runs_module",
     "runtime_paths",
     "shadowed_module",
 ]
@@ -94,11 +93,6 @@ def module_run(argv: Sequence[str]) -> str | None:
             return None
         i += 2 if tok in takes_value else 1
     return None
-
-
-def runs_module(argv: Sequence[str]) -> bool:
-    """`python [options] -m MODULE ...`: the current directory would come first on sys.path."""
-    return module_run(argv) is not None
 
 
 def shadowed_module(module: str, cwd: Path) -> str | None:

@@ -243,18 +243,21 @@ def test_a_python_dash_m_check_still_imports_the_project_from_the_current_direct
 @pytest.mark.parametrize(
     ("argv", "module"),
     [
-        (["python", "-m", "pytest"], True),
-        (["/x/.venv/bin/python3.12", "-X", "dev", "-m", "pytest"], True),
-        (["python3", "-mpytest"], True),
-        (["python", "script.py", "-m", "x"], False),
-        (["python", "-c", "import x", "-m"], False),
-        (["pytest", "-m", "slow"], False),
+        (["python", "-m", "pytest"], "pytest"),
+        (["/x/.venv/bin/python3.12", "-X", "dev", "-m", "pytest"], "pytest"),
+        (["python3", "-mpytest"], "pytest"),
+        (["python", "-m"], None),
+        (["python", "script.py", "-m", "x"], None),
+        (["python", "-c", "import x", "-m"], None),
+        (["pytest", "-m", "slow"], None),
     ],
 )
-def test_only_python_dash_m_commands_get_a_safe_path(argv: list[str], module: bool) -> None:
-    from autod.checks.programs import runs_module
+def test_only_python_dash_m_commands_name_a_module_to_check_for_stand_ins(
+    argv: list[str], module: str | None
+) -> None:
+    from autod.checks.programs import module_run
 
-    assert runs_module(argv) is module
+    assert module_run(argv) == module
 
 
 def test_config_check_names_a_workspace_venv_the_sandbox_hides_and_checks_expose_mends_it(
