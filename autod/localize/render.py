@@ -59,7 +59,6 @@ def fill(
 ) -> Rendered:
     """Render pieces in rank order while they fit; one too big is skipped, not cut."""
     out = Rendered()
-    parts: list[str] = []
     left = budget_tokens
     cache: dict[str, list[str] | None] = {}
     for piece in pieces:
@@ -72,7 +71,6 @@ def fill(
         cost = tokens(text) + 1
         if cost > left:
             continue
-        parts.append(text)
         out.blocks.append(text)
         out.kinds.append(piece.kind)
         left -= cost
@@ -83,7 +81,7 @@ def fill(
         out.entries.append(entry)
         if left < 40:
             break
-    out.text = "\n\n".join(parts)
+    out.text = "\n\n".join(out.blocks)
     out.used_tokens = budget_tokens - left
     return out
 
