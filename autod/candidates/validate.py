@@ -61,6 +61,9 @@ class Isolated:
     async def _run_check(self, name: str, **extra: Any) -> Any:
         if name not in self._deadlines:
             self._deadlines[name] = await self.deadline(name)
+            if self._deadlines[name] is not None:  # why a candidate's run may stop before timeout_s
+                log.info("candidates.check_deadline", check=name, timeout_s=round(self._deadlines[name], 1),
+                         check_timeout_s=self.env.settings.checks[name].timeout_s)
         if self._deadlines[name] is not None:
             extra.setdefault("timeout_s", self._deadlines[name])
         return await self.isolation.run_check(name, **extra)

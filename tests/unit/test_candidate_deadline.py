@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog.testing
 
 from autod.candidates.validate import InPlace, Isolated, candidate_deadline
 from autod.checks.run import CheckResult
@@ -59,9 +60,13 @@ def isolated(env: ModeEnv, payload: dict[str, Any]) -> tuple[Isolated, FakeIsola
 
 def test_a_candidates_run_of_the_failing_check_gets_ten_times_its_failing_run(env):
     v, iso = isolated(env, {"check": "tests", "duration_ms": 12_000})
-    asyncio.run(v.env.run_check("tests"))
-    asyncio.run(v.env.run_check("tests", run="pytest -x tests/test_a.py"))  # its focus: the same
+    with structlog.testing.capture_logs() as logs:
+        asyncio.run(v.env.run_check("tests"))
+        asyncio.run(v.env.run_check("tests", run="pytest -x tests/test_a.py"))  # its focus: the same
     assert [c.get("timeout_s") for c in iso.calls] == [120.0, 120.0]
+    # said once, with the check's own timeout beside it: an operator sees why a run stopped early
+    said = [e for e in logs if e["event"] == "candidates.check_deadline"]
+    assert [(e["check"], e["timeout_s"], e["check_timeout_s"]) for e in said] == [("tests", 120.0, 900)]
 
 
 def test_the_last_passing_run_counts_when_it_took_longer_than_the_failing_one(env):
