@@ -50,6 +50,7 @@ for extra in (ROOT, BENCH):
     if str(extra) not in sys.path:
         sys.path.insert(0, str(extra))
 
+import overrides  # noqa: E402
 import reallib_mutate as mutate  # noqa: E402
 from bench_localize import (  # noqa: E402
     _raised_in_tests_only,
@@ -349,7 +350,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-e2e", action="store_true", help="with --llm: only the oracle")
     ap.add_argument("--no-oracle", action="store_true", help="with --llm: only autod")
     ap.add_argument("--keep", metavar="DIR", help="with --llm: keep the repositories (and traces) here")
+    ap.add_argument("--set", action="append", type=overrides.parse, default=[], metavar="KEY=VALUE",
+                    help="with --llm: one autod setting off its default (YAML), e.g. llm.reply_form=code")
     args = ap.parse_args(argv)
+    overrides.SET[:] = args.set
     started = time.monotonic()
     all_bugs = load_bugs()
     bugs = pick(all_bugs, args)

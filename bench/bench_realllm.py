@@ -42,6 +42,7 @@ for extra in (ROOT, ROOT / "tests", BENCH):
     if str(extra) not in sys.path:
         sys.path.insert(0, str(extra))
 
+import overrides  # noqa: E402
 import yaml  # noqa: E402
 from realllm_bugs import BUGS, Bug  # noqa: E402
 
@@ -141,7 +142,7 @@ def autod_config(repo: Path, base_url: str, model: str) -> Path:
         "llm": {"base_url": base_url, "model": model},
     }
     path = repo.parent / f"{repo.name}.autod.yaml"
-    path.write_text(yaml.safe_dump(cfg, sort_keys=False), encoding="utf-8")
+    path.write_text(yaml.safe_dump(overrides.apply(cfg), sort_keys=False), encoding="utf-8")
     return path
 
 
@@ -272,7 +273,7 @@ def real(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         if not args.keep:
             shutil.rmtree(parent, ignore_errors=True)
-    settings = "autod defaults, only llm.base_url and llm.model set"
+    settings = overrides.described("autod defaults, only llm.base_url and llm.model set")
     return {"bench": "realllm", "url": url, "model": model, "settings": settings, "results": results,
             "total": totals(results)}
 
@@ -284,7 +285,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep", metavar="DIR", help="build the repositories here and keep them")
     ap.add_argument("--trace", action="store_true", help="with --keep: record every LLM exchange per bug")
     ap.add_argument("--quick", action="store_true", help="(python -m bench) as without a URL: selftest")
+    ap.add_argument("--set", action="append", type=overrides.parse, default=[], metavar="KEY=VALUE",
+                    help="one autod setting off its default (YAML value), e.g. llm.reply_form=code")
     args = ap.parse_args(argv)
+    overrides.SET[:] = args.set
     if args.only and (unknown := set(args.only) - {b.name for b in BUGS}):
         ap.error(f"unknown bug(s): {', '.join(sorted(unknown))}")
     if args.selftest or not os.environ.get("REAL_LLM_URL"):

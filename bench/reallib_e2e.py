@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import overrides
 import yaml
 from bench_reallib import bug_spans, check_for
 from reallib_seed import LIBRARIES, Library, apply_bug, extract, fresh_tree, run_suite
@@ -142,7 +143,7 @@ def autod_config(repo: Path, lib: Library, base_url: str, model: str) -> Path:
         "llm": {"base_url": base_url, "model": model},
     }
     path = repo.parent / f"{repo.name}.autod.yaml"
-    path.write_text(yaml.safe_dump(cfg, sort_keys=False), encoding="utf-8")
+    path.write_text(yaml.safe_dump(overrides.apply(cfg), sort_keys=False), encoding="utf-8")
     return path
 
 
@@ -326,5 +327,7 @@ def model_runs(bugs: list[dict[str, Any]], args: argparse.Namespace) -> dict[str
         total["oracle_fixed"] = fixed_oracle
     if autod and oracle:
         total["autod_over_oracle"] = round(fixed_autod / fixed_oracle, 3) if fixed_oracle else None
-    return {"url": url, "model": args.model, "settings": "autod defaults; workspace, one pytest check, "
-            "auto-debug alone, llm.base_url and llm.model", "total": total, "autod": autod, "oracle": oracle}
+    settings = overrides.described("autod defaults; workspace, one pytest check, auto-debug alone, "
+                                   "llm.base_url and llm.model")
+    return {"url": url, "model": args.model, "settings": settings, "total": total, "autod": autod,
+            "oracle": oracle}

@@ -33,6 +33,9 @@ log = structlog.get_logger("autod.candidates")
 # (code tokenises denser than prose: ~3 characters a token for Qwen and Llama tokenizers).
 CHARS_PER_TOKEN = 3.0
 TEMPLATE_TOKENS = 64  # chat-template tokens around the messages
+NEED_THEN_JSON = "Now reply with the JSON plan and your edits. `need` is not answered again: leave it empty."
+NEED_THEN_CODE = ("Now reply with your fix: one sentence, then `### path · symbol` and the complete new "
+                  "definition in a ```python block. NEED is not answered again.")
 
 
 class Asker:
@@ -65,6 +68,11 @@ class Asker:
         self.focused: dict[str, str] | None = getattr(context, "focused", None) or None
 
     @property
+    def form(self) -> str:
+        """How the mode asks plans to be written (llm.reply_form for auto-debug; JSON elsewhere)."""
+        return str(getattr(self.mode, "reply_form", "json"))
+
+    @property
     def has_focus(self) -> bool:
         """Whether a focused view exists for this failure (else every draw sees the wide prompt)."""
         return self.focused is not None
@@ -94,6 +102,7 @@ class Asker:
             temperature=temperature,
             symbols=self.symbols(),
             seed=seed,
+            form=self.form,
             n=n,
             record=self.record,
         )
@@ -163,10 +172,14 @@ class Asker:
         if self.editable is not None:  # what the model asked to see, it may edit
             self.editable += [str(e["path"]) for e in answer.entries if e.get("path")]
         log.info("localize.need_answered", asked=len(plan.need), shown=len(answer.entries))
-        asked = plan.model_dump(include={"summary", "need"})
+        if self.form == "code":
+            asked, then = f"{plan.summary}\nNEED: {', '.join(plan.need)}", NEED_THEN_CODE
+        else:
+            asked, then = json.dumps(plan.model_dump(include={"summary", "need"})), NEED_THEN_JSON
         self.extra_messages = [
-            {"role": "assistant", "content": json.dumps(asked)},
-            {"role": "user", "content": render("need_answer", definitions=answer.text or "(nothing found)")},
+            {"role": "assistant", "content": asked},
+            {"role": "user", "content": render("need_answer", definitions=answer.text or "(nothing found)",
+                                               then=then)},
         ]
 
     # -- the server's context -----------------------------------------------------------

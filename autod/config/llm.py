@@ -50,6 +50,10 @@ class LLMConfig(Strict):
     )
     temperature: float = Field(0.1, ge=0, le=2)
     response_format: Literal["auto", "json_schema", "json_object", "none"] = "auto"
+    reply_form: Literal["json", "code"] = Field(
+        "json", description="auto-debug's plans: a JSON object (json), or header lines and fenced code "
+        "blocks (code: no response_format; autod.planner.codeform)"
+    )
     constrain_paths: bool = Field(
         True, description="the schema lists the files a plan may edit (a grammar on llama.cpp)"
     )

@@ -28,10 +28,23 @@ from autod.plan import Plan
 
 EXCERPT_SHARE = 0.25  # of the context budget, at most, for the failure output
 
+REPLY_LINE = {
+    "json": "Reply with the JSON plan only.",
+    "code": "Reply with one or two sentences, then the header line and the complete definition in a "
+    "```python block.",
+}
+
+
 class DebugMode:
     name = "auto-debug"
     kinds = frozenset({EventKind.CHECK_FAILED, EventKind.BUILD_FAILED})
     writes_code = True
+
+    def __init__(self, reply_form: str = "json") -> None:
+        if reply_form not in REPLY_LINE:
+            raise ValueError(f"unknown reply form {reply_form!r}")
+        # how plans are written (llm.reply_form): the planner reads the same form back (PlanRequest.form)
+        self.reply_form = reply_form
 
     def handles(self, event: Event) -> bool:
         if event.kind == EventKind.MANUAL:
@@ -94,8 +107,10 @@ class DebugMode:
             memory=context.get("memory") or "(nothing recalled)",
             attempts=tried or "(none)",
             checks=checks,
+            reply=REPLY_LINE[self.reply_form],
         )
-        return [{"role": "system", "content": render("debug_system")}, {"role": "user", "content": user}]
+        system = render("debug_system_code" if self.reply_form == "code" else "debug_system")
+        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
     def scope(self, env: ModeEnv) -> ScopeCheck | None:
         judges = Judges.for_settings(env.settings, self.name)

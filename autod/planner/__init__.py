@@ -41,6 +41,9 @@ class PlanRequest:
     # path -> qualnames the prompt showed whole: the only `symbol`s a whole-definition edit may name.
     symbols: dict[str, tuple[str, ...]] | None = None
     seed: int | None = None  # for a reproducible sample (servers that take it)
+    # "json": a JSON plan (response_format, a grammar on llama.cpp); "code": header lines and fenced
+    # blocks (autod.planner.codeform), no response_format
+    form: str = "json"
     n: int = 1  # plans wanted from this one request (a server that ignores `n` gives one)
     # receives every exchange with the server, as a dict (the cycle's transcript); None: not kept
     record: Callable[[dict[str, Any]], None] | None = None

@@ -101,18 +101,20 @@ class Endpoint:
         seed: int | None = None,
         n: int = 1,
         record: Record | None = None,
+        free: bool = False,
     ) -> wire.Completion:
         """One chat completion (with retries). Raises LLMUnavailable, ContextTooLong, or PlanInvalid.
 
         `paths` and `symbols` go into the schema (formats that carry no schema ignore them);
         `temperature` overrides llm.temperature for this request; `seed` and `n` (choices wanted) are
-        sent as given. `record` receives each exchange (for the cycle's transcript).
+        sent as given. `record` receives each exchange (for the cycle's transcript). `free`: no
+        response_format at all (a reply in the code form), whatever format the server takes.
         """
         heat = self._cfg.temperature if temperature is None else temperature
         switched_param = False
         i = 0
         while True:
-            fmt = self._formats[i]
+            fmt = "none" if free else self._formats[i]
             body = wire.request_body(self.model, messages, temperature=heat,
                                      max_tokens=max_tokens, token_param=self._token_param, fmt=fmt,
                                      paths=paths, symbols=symbols, seed=seed,
@@ -123,7 +125,8 @@ class Endpoint:
             if record is not None:
                 record(_exchange(self.url, body, status, data, started))
             if 200 <= status < 300:
-                self._formats = self._formats[i:]  # the refused ones are never sent again
+                if not free:
+                    self._formats = self._formats[i:]  # the refused ones are never sent again
                 reply = self._read(ctype, data, messages, usage)
                 if body.get("n", 1) > 1:
                     self.takes_n = len(reply.others) + 1 >= body["n"]
@@ -144,7 +147,7 @@ class Endpoint:
                             refused=self._token_param, now=other)
                 self._token_param, switched_param = other, True
                 continue
-            untried = self._formats[i + 1 :]
+            untried = [] if free else self._formats[i + 1 :]
             if untried and wire.refuses_format(status, data):
                 log.warning("llm.response_format_refused", endpoint=self.url, status=status,
                             response_format=fmt, next_format=untried[0])

@@ -20,6 +20,7 @@ from autod.config.settings import LLMConfig
 from autod.errors import ContextTooLong, CycleError, LLMUnavailable, PlanInvalid
 from autod.plan import Plan
 from autod.planner import PlanRequest, PlanResult, TokenUsage
+from autod.planner.codeform import parse_code_reply
 from autod.planner.endpoint import MAX_REPLY_BYTES, Endpoint, Sleep
 from autod.planner.parse import parse_plan
 from autod.planner.wire import Completion
@@ -38,6 +39,10 @@ DEFAULT_MODE_TOKENS = 2000  # reply cap of a mode missing from llm.max_tokens_by
 LENGTH_NUDGE = (
     "Your previous reply was cut off by the length limit. Reply with one complete JSON object only: "
     "fewer, smaller edits and a shorter summary."
+)
+CODE_LENGTH_NUDGE = (
+    "Your previous reply was cut off by the length limit. Reply again with one short sentence, then "
+    "only the one definition you change, complete, under its `### path · symbol` header."
 )
 
 
@@ -162,6 +167,11 @@ class LLMPlanner:
     ) -> PlanResult:
         messages = [dict(m) for m in request.messages]
         max_tokens = self.reply_tokens(request.mode)
+        code = request.form == "code"
+
+        def read(content: str) -> Plan:
+            return parse_code_reply(content, request.symbols, request.paths) if code else parse_plan(content)
+
         repaired = continued = refitted = False
         while True:
             try:
@@ -169,7 +179,7 @@ class LLMPlanner:
                 symbols = request.symbols if self._cfg.constrain_paths else None
                 reply = await endpoint.complete(
                     messages, max_tokens, usage, deadline, paths, request.temperature,
-                    symbols=symbols, seed=request.seed, n=request.n, record=request.record,
+                    symbols=symbols, seed=request.seed, n=request.n, record=request.record, free=code,
                 )
             except ContextTooLong as exc:
                 room = _reply_room(exc)
@@ -182,7 +192,7 @@ class LLMPlanner:
                 log.info("llm.reply_cap_lowered", endpoint=endpoint.url, limit=exc.limit, max_tokens=room)
                 continue
             if reply.others:  # several choices: each stands or falls alone (no repair round)
-                return _choices(reply, max_tokens)
+                return _choices(reply, max_tokens, read)
             if reply.finish_reason == "length" and _cut_by_context(reply, max_tokens):
                 # Cut well before autod's own cap: the server's context is full (llama-cpp-python
                 # shortens the reply silently and states its window nowhere). Its size is what this
@@ -201,11 +211,11 @@ class LLMPlanner:
                 if continued:
                     raise PlanInvalid(f"reply cut off by the length limit ({max_tokens} tokens) twice")
                 continued = True
-                messages = _with_nudge(messages, LENGTH_NUDGE)
+                messages = _with_nudge(messages, CODE_LENGTH_NUDGE if code else LENGTH_NUDGE)
                 log.info("llm.reply_cut_off", endpoint=endpoint.url, max_tokens=max_tokens)
                 continue
             try:
-                return PlanResult(parse_plan(reply.content))
+                return PlanResult(read(reply.content))
             except PlanInvalid as exc:
                 if repaired:
                     raise PlanInvalid(f"invalid plan after a repair round: {exc.reason}") from None
@@ -214,7 +224,7 @@ class LLMPlanner:
                 messages = [
                     *messages,
                     {"role": "assistant", "content": reply.content[:_REPAIR_ECHO_CHARS]},
-                    {"role": "user", "content": repair_message(exc.reason)},
+                    {"role": "user", "content": repair_message(exc.reason, request.form)},
                 ]
 
     def reply_tokens(self, mode: str) -> int:
@@ -237,8 +247,12 @@ class LLMPlanner:
                         seconds=BENCH_FOR_S)
 
 
-def repair_message(reason: str) -> str:
+def repair_message(reason: str, form: str = "json") -> str:
     """The user message of the repair round."""
+    if form == "code":
+        return (f"autod could not use your reply: {reason.rstrip('. ')}. Reply again in the form asked: "
+                "one sentence, then `### path · symbol` and the definition's complete new source in a "
+                "```python block.")
     return f"Your reply was not a valid plan: {reason.rstrip('. ')}. Reply with only the JSON object."
 
 
@@ -257,7 +271,7 @@ def _reply_room(exc: ContextTooLong) -> int | None:
     return room if room >= MIN_REPLY_TOKENS else None
 
 
-def _choices(reply: Completion, max_tokens: int) -> PlanResult:
+def _choices(reply: Completion, max_tokens: int, read: Callable[[str], Plan]) -> PlanResult:
     """A reply with several choices: the valid plans, and why the others were dropped."""
     plans: list[Plan] = []
     invalid: list[str] = []
@@ -266,7 +280,7 @@ def _choices(reply: Completion, max_tokens: int) -> PlanResult:
             invalid.append(f"cut off by the length limit ({max_tokens} tokens)")
             continue
         try:
-            plans.append(parse_plan(choice.content))
+            plans.append(read(choice.content))
         except PlanInvalid as exc:
             invalid.append(exc.reason)
     if not plans:

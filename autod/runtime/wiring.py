@@ -37,7 +37,7 @@ def build_modes(settings: Settings) -> list[Mode]:
     from autod.modes.plan import PlanReportMode
 
     all_modes: dict[str, Mode] = {
-        "auto-debug": DebugMode(),
+        "auto-debug": DebugMode(reply_form=settings.llm.reply_form),
         "auto-doc": DocMode(),
         "auto-plan": PlanReportMode(),
     }

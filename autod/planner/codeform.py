@@ -1,0 +1,251 @@
+"""The code reply form: a plan written as header lines and fenced code blocks, not as JSON.
+
+A small model writes code in a fenced block far more reliably than inside a JSON string (where every
+newline and quote must be escaped): Aider reports it of small models, and the oracle beside autod's
+real-library bench fixed with a fenced block what the same model and prompt missed as a JSON plan
+(docs/PERFORMANCE.md). In this form (`llm.reply_form: code`, auto-debug) the model answers:
+
+    One or two sentences: what the failing test shows and what the fix changes.
+
+    ### src/pkg/mod.py · Parser.parse
+    ```python
+    def parse(self, text):
+        ...
+    ```
+
+and this module reads that back into the same `Plan` the JSON form gives, for the same act rules:
+
+- a header `### PATH · SYMBOL` (also `PATH::SYMBOL`, `File: PATH`, bold or backquoted, with what the
+  prompt's own headers add after it, `(lines 3-9; ...)`, ignored) then a block: a whole-definition
+  edit of SYMBOL in PATH;
+- a header naming a file alone: a block of `<<<<<<< SEARCH` / `=======` / `>>>>>>> REPLACE` sections
+  is search/replace edits; a block whose first statement defines a name shown in that file rewrites
+  that definition; a path the prompt never showed (`(new file)`) is created with the block;
+- a block with no header: its first definition's name, when exactly one shown definition has it;
+- the last block for a definition wins (a model that quotes the original before its fix);
+- `NEED: path.py::Class.method, other` asks to see definitions first (the need round);
+- no block at all is a plan with no edits (the model found no safe fix), its text the summary; a
+  reply that is a JSON plan after all is read as one.
+
+A block autod cannot place raises PlanInvalid with a reason the repair round can act on.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Mapping, Sequence
+
+from autod.errors import PlanInvalid
+from autod.plan import Edit, Plan
+from autod.planner.parse import extract_json, parse_plan
+
+__all__ = ["parse_code_reply"]
+
+MAX_SUMMARY = 4000
+_BLOCK = re.compile(r"^[ \t]*```[ \t]*([\w+.-]*)[^\n]*\n(.*?)^[ \t]*```[ \t]*$", re.DOTALL | re.MULTILINE)
+_CODE_LANGS = {"", "python", "py", "python3", "py3"}
+_THINK = re.compile(r"\A\s*<think>.*?(?:</think>|\Z)", re.DOTALL)
+_NEED = re.compile(r"^[ \t>*_]*NEED[*_]*[ \t]*:[ \t]*(.+)$", re.MULTILINE)
+_HEADER_LEAD = re.compile(r"^\s*(?:#{1,6}\s*|[-*]\s+)?(?:\*\*|__)?\s*(?:(?:file|path|edit|in)\s*:\s*)?", re.I)
+_NEW_FILE = re.compile(r"\(\s*new(?:\s+file)?\s*\)", re.I)
+_PATHLIKE = re.compile(r"^[\w./\\-]+\.[A-Za-z0-9]+$|^[\w.-]+(?:/[\w.-]+)+$")
+_SEARCH_RE = re.compile(
+    r"^[ \t]*<{5,9}[ \t]*SEARCH[^\n]*\n(.*?)^[ \t]*={5,9}[ \t]*\n(.*?)^[ \t]*>{5,9}[ \t]*REPLACE[^\n]*$",
+    re.DOTALL | re.MULTILINE,
+)
+_HEADER_LINES = 3  # non-blank lines above a block searched for its header
+
+
+def parse_code_reply(
+    text: str, symbols: Mapping[str, Sequence[str]] | None = None, paths: Sequence[str] | None = None
+) -> Plan:
+    """The Plan in a code-form reply. `symbols` (path -> qualnames the prompt showed whole) and
+    `paths` (the files it showed for editing) place a block whose header is missing or loose."""
+    if not isinstance(text, str) or not text.strip():
+        raise PlanInvalid("the reply is empty")
+    text = _THINK.sub("", text).strip()
+    if len(re.findall(r"^[ \t]*```", text, re.MULTILINE)) % 2:
+        text += "\n```"  # a last block the model never closed
+    shown = {p: tuple(q) for p, q in (symbols or {}).items()}
+    known = sorted(set(paths or ()) | set(shown))
+    blocks = list(_BLOCK.finditer(text))
+    edits: list[Edit] = []
+    placed: dict[tuple[str, str], int] = {}  # (path, symbol) -> index in edits: the last block wins
+    prev_end = 0
+    first_header: int | None = None
+    for m in blocks:
+        lang, body = m.group(1).lower(), m.group(2)
+        above = text[prev_end : m.start()]
+        prev_end = m.end()
+        header, at = _header(above)
+        if header is not None and first_header is None:
+            first_header = m.start() - len(above) + at
+        has_markers = bool(_SEARCH_RE.search(body))
+        if lang not in _CODE_LANGS and not has_markers and header is None:
+            continue  # a shell line, a traceback, a diff the model quoted: not an edit
+        for edit in _edits(header, body, has_markers, shown, known):
+            key = (edit.path, edit.symbol or "")
+            if edit.whole_definition and key in placed:
+                edits[placed[key]] = edit
+                continue
+            if edit.whole_definition:
+                placed[key] = len(edits)
+            edits.append(edit)
+    cut = first_header if first_header is not None else (blocks[0].start() if blocks else len(text))
+    summary = _summary(_BLOCK.sub(" ", text[:cut]))
+    if not summary and edits:
+        summary = "rewrites " + ", ".join(_label(e) for e in edits)
+    need = _need(text)
+    if not edits and not need:
+        try:  # a JSON plan after all?
+            extract_json(text)
+        except PlanInvalid:
+            pass
+        else:
+            return parse_plan(text)
+        if any(m.group(1).lower() in _CODE_LANGS for m in blocks):
+            raise PlanInvalid("a code block with no header: put `### path · symbol` on the line above it")
+    return Plan(summary=(summary or _summary(text) or "no fix proposed")[:MAX_SUMMARY], edits=edits,
+                need=need[:32])
+
+
+def _header(above: str) -> tuple[tuple[str, str | None, bool] | None, int]:
+    """(path, symbol or None, new file) from the last few non-blank lines above a block, and where in
+    `above` that line starts; (None, 0) when none of them names a file."""
+    lines = above.splitlines(keepends=True)
+    offsets, pos = [], 0
+    for line in lines:
+        offsets.append(pos)
+        pos += len(line)
+    seen = 0
+    for i in range(len(lines) - 1, -1, -1):
+        line = lines[i].strip()
+        if not line:
+            continue
+        seen += 1
+        if seen > _HEADER_LINES:
+            break
+        found = _read_header(line)
+        if found is not None:
+            return found, offsets[i]
+    return None, 0
+
+
+def _read_header(line: str) -> tuple[str, str | None, bool] | None:
+    new = bool(_NEW_FILE.search(line))
+    rest = _HEADER_LEAD.sub("", _NEW_FILE.sub("", line), count=1)
+    rest = re.sub(r"\s*\([^()]*\)\s*:?\s*$", "", rest).strip()  # "(lines 3-9; ...)" the prompt's header adds
+    rest = rest.replace("**", "").replace("__", " ").strip().rstrip(":").strip()
+    sym: str | None = None
+    for sep in ("·", "::", " - ", " — ", ", "):
+        if sep in rest:
+            rest, sym = (s.strip() for s in rest.split(sep, 1))
+            break
+    path = rest.strip("`'\" ")
+    if " " in path or not _PATHLIKE.match(path):
+        return None
+    if sym is not None:
+        sym = re.split(r"\s", sym.strip("`'\" "), maxsplit=1)[0].strip("`'\":") or None
+    return path.replace("\\", "/").removeprefix("./"), sym, new
+
+
+def _edits(
+    header: tuple[str, str | None, bool] | None,
+    body: str,
+    has_markers: bool,
+    shown: dict[str, tuple[str, ...]],
+    known: list[str],
+) -> list[Edit]:
+    if header is None:
+        name = _defined_name(body)
+        found = _owners(name, shown, known) if name else []
+        if len(found) != 1:
+            where = f"`{name}` is defined in {len(found)} shown places" if name and found else (
+                f"`{name}` is not a definition shown" if name else "it defines nothing")
+            raise PlanInvalid(f"a code block with no header ({where}): put `### path · symbol` above it")
+        path, qualname = found[0]
+        return [Edit(path=path, symbol=qualname, replace=body)]
+    path, symbol, new = header
+    path = _known_path(path, known)
+    if has_markers:
+        pairs = [(s.group(1), s.group(2)) for s in _SEARCH_RE.finditer(body)]
+        return [Edit(path=path, search=_chomp(s), replace=_chomp(r)) for s, r in pairs]
+    if symbol:
+        return [Edit(path=path, symbol=_known_symbol(symbol, shown.get(path, ())), replace=body)]
+    name = _defined_name(body)
+    owners = [q for q in shown.get(path, ()) if name and q.rsplit(".", 1)[-1] == name]
+    if len(owners) == 1:
+        return [Edit(path=path, symbol=owners[0], replace=body)]
+    if name and path in known and not new:
+        return [Edit(path=path, symbol=name, replace=body)]  # the act resolves a unique bare name
+    if new or path not in known:
+        return [Edit(path=path, search="", replace=body)]
+    raise PlanInvalid(f"{path}: name the definition the block rewrites: `### {path} · symbol`")
+
+
+def _defined_name(body: str) -> str | None:
+    """The name the block's first statement defines (a def, a class, an assignment), if it parses."""
+    import textwrap
+
+    try:
+        tree = ast.parse(textwrap.dedent(body))
+    except (SyntaxError, ValueError):
+        first = re.search(r"^\s*(?:async\s+def|def|class)\s+([A-Za-z_]\w*)", body, re.MULTILINE)
+        return first.group(1) if first else None
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            return node.name
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            return node.targets[0].id
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            return node.target.id
+        if not isinstance(node, ast.Import | ast.ImportFrom | ast.Expr):
+            return None
+    return None
+
+
+def _owners(name: str, shown: dict[str, tuple[str, ...]], known: list[str]) -> list[tuple[str, str]]:
+    return [(p, q) for p in known for q in shown.get(p, ()) if q == name or q.rsplit(".", 1)[-1] == name]
+
+
+def _known_path(path: str, known: list[str]) -> str:
+    """A shown path the model shortened (`mod.py` for `src/pkg/mod.py`), when only one matches."""
+    if path in known or not known:
+        return path
+    tails = [k for k in known if k.endswith("/" + path)]
+    return tails[0] if len(tails) == 1 else path
+
+
+def _known_symbol(symbol: str, qualnames: Sequence[str]) -> str:
+    """`parse` for the shown `Parser.parse` when only one shown definition of the file has that name."""
+    from autod.act.definition import normalise_symbol
+
+    s = normalise_symbol(symbol)
+    if s in qualnames:
+        return s
+    tails = [q for q in qualnames if q.rsplit(".", 1)[-1] == s.rsplit(".", 1)[-1]]
+    return tails[0] if len(tails) == 1 else s
+
+
+def _need(text: str) -> list[str]:
+    out: list[str] = []
+    for m in _NEED.finditer(text):
+        for name in re.split(r"[,\s]+", m.group(1)):
+            name = name.strip("`'\"*[]().;")
+            if name and name not in out and len(name) <= 300:
+                out.append(name)
+    return out
+
+
+def _summary(text: str) -> str:
+    text = _NEED.sub("", text)
+    return " ".join(text.replace("`", "").split())
+
+
+def _chomp(s: str) -> str:
+    return s[:-1] if s.endswith("\n") else s
+
+
+def _label(e: Edit) -> str:
+    return f"{e.path} · {e.symbol}" if e.symbol else e.path
