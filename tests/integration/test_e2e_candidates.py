@@ -220,3 +220,30 @@ def test_a_fix_that_writes_a_literal_for_a_constant_earns_one_more_attempt_and_i
         assert "a * b * 1" in (calc_repo / "src" / "calc.py").read_text()
     finally:
         assert d.stop() == 0
+
+
+def test_the_code_reply_form_fixes_through_autod_run_with_no_response_format_sent(
+    tmp_path, calc_repo, scripted_llm, real_bwrap
+):
+    """llm.reply_form: code: the model answers with a header and a fenced block, as a small model writes
+    code best; a block autod cannot place is answered with a repair round in the same form."""
+    scripted_llm.push_text("I changed it.\n```python\nprint('no definition here')\n```\n")
+    scripted_llm.push_text(
+        "add subtracts instead of adding.\n\n### src/calc.py · add (lines 1-2)\n"
+        "```python\ndef add(a, b):\n    return a + b\n```\n"
+    )
+    d = start(tmp_path, calc_repo, scripted_llm.base_url, llm={"reply_form": "code"},
+              candidates={"n": 2, "focused": 0},
+              modes={"auto-debug": {"enabled": True, "max_attempts_per_cycle": 1}})
+    try:
+        (r,) = d.wait_reflections(1)
+        assert r["status"] == "fixed", r
+        assert (calc_repo / "src" / "calc.py").read_text() == CALC_BUGGY.replace("a - b", "a + b")
+        assert all("response_format" not in q for q in scripted_llm.requests)
+        system = scripted_llm.requests[0]["messages"][0]["content"]
+        assert "```python" in system and "JSON" not in system
+        assert [c["outcome"] for c in r["candidates"]] == ["fixed"]
+        repair = scripted_llm.requests[1]["messages"][-1]["content"]
+        assert repair.startswith("autod could not use your reply: a code block with no header")
+    finally:
+        assert d.stop() == 0

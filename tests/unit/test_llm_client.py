@@ -567,3 +567,59 @@ def test_a_reply_cut_well_before_the_cap_teaches_the_servers_window():
     # a reply cut at the cap itself is the model's length, not the server's window
     server = Server(primary=[plan_reply(finish="length", usage=(700, 1500)), plan_reply()])
     assert run(make(server, max_tokens=1500)[0]).plan.summary == PLAN["summary"]
+
+
+# -- the code reply form (llm.reply_form: code) -------------------------------------------
+
+CODE_REPLY = "add subtracted.\n\n### src/calc.py · add\n```python\ndef add(a, b):\n    return a + b\n```\n"
+
+
+def code_request(**kw: Any) -> PlanRequest:
+    return dataclasses.replace(request(), form="code", paths=("src/calc.py",),
+                               symbols={"src/calc.py": ("add", "Calc.add")}, **kw)
+
+
+def test_a_code_form_request_carries_no_response_format_and_its_fenced_reply_is_the_plan():
+    server = Server(primary=[completion(CODE_REPLY)])
+    result = run(make(server)[0], code_request())
+    assert "response_format" not in server.bodies()[0]  # no grammar: the model writes plain text
+    assert result.plan.summary == "add subtracted."
+    (edit,) = result.plan.edits
+    assert (edit.path, edit.symbol) == ("src/calc.py", "add")
+    assert edit.replace == "def add(a, b):\n    return a + b\n"
+    # the JSON form's negotiation is untouched by a code-form request: the next JSON request is strict
+    server = Server(primary=[completion(CODE_REPLY), plan_reply()])
+    planner, _ = make(server)
+
+    async def both() -> None:
+        await planner.plan(code_request())
+        await planner.plan(request())
+        await planner.aclose()
+
+    asyncio.run(both())
+    assert [b.get("response_format", {}).get("type") for b in server.bodies()] == [None, "json_schema"]
+
+
+def test_a_code_form_reply_autod_cannot_place_gets_a_repair_round_in_its_own_words():
+    unplaced = "```python\ndef add(a, b):\n    return a + b\n```"  # `add` is shown twice, no header
+    server = Server(primary=[completion(unplaced), completion(CODE_REPLY)])
+    result = run(make(server)[0], code_request())
+    assert result.plan.edits[0].symbol == "add"
+    repair = server.bodies()[1]["messages"][-1]["content"]
+    assert "2 shown places" in repair and "### path · symbol" in repair and "JSON" not in repair
+
+
+def test_code_form_choices_stand_alone_and_a_cut_reply_is_nudged_in_the_code_form():
+    two = httpx.Response(200, json={"choices": [
+        {"index": 0, "message": {"role": "assistant", "content": CODE_REPLY}, "finish_reason": "stop"},
+        {"index": 1, "message": {"role": "assistant", "content": "```python\nx\n```"},
+         "finish_reason": "stop"},
+    ], "usage": {"prompt_tokens": 10, "completion_tokens": 5}})
+    result = run(make(Server(primary=[two]))[0], code_request(n=2))
+    assert result.plan.edits[0].symbol == "add" and len(result.invalid) == 1
+    server = Server(primary=[completion("### src/calc.py · add\n```python\ndef add(", finish="length",
+                                        usage=(10, 1500)),
+                             completion(CODE_REPLY)])
+    run(make(server)[0], code_request())
+    nudge = server.bodies()[1]["messages"][-1]["content"]
+    assert "cut off" in nudge and "### path · symbol" in nudge and "JSON" not in nudge

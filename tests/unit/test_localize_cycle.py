@@ -83,8 +83,8 @@ def event() -> Event:
                  fingerprint="fp", payload={"check": "calc", "excerpt": OUTPUT, "failures": 1})
 
 
-def run(deps: CycleDeps, ev: Event | None = None) -> Any:
-    return asyncio.run(Cycle(deps, DebugMode(), ev or event()).run())
+def run(deps: CycleDeps, ev: Event | None = None, mode: DebugMode | None = None) -> Any:
+    return asyncio.run(Cycle(deps, mode or DebugMode(), ev or event()).run())
 
 
 def test_a_plan_may_ask_once_for_definitions_and_the_second_request_has_them(ws):
@@ -106,6 +106,33 @@ def test_a_plan_may_ask_once_for_definitions_and_the_second_request_has_them(ws)
     assert ("src/calc.py", "add", "where the error was raised") in whys
     assert ("src/other.py", "unrelated", "asked for by the plan") in whys
     assert not any(c["path"] == ".env" for c in r.context)
+
+
+def test_the_code_reply_form_is_asked_for_and_its_need_round_stays_in_that_form(ws):
+    """llm.reply_form: code: the request says so (the planner reads it back that way), the prompt asks
+    for a header and a fenced block instead of JSON, and the need round is answered in the same form."""
+    planner = ScriptedPlanner(Plan(summary="show me", need=["unrelated"]), FIX)
+    deps, _ = make(ws, planner)
+    r = run(deps, mode=DebugMode(reply_form="code"))
+    assert r.status == "fixed"
+    first, second = planner.requests
+    assert first.form == second.form == "code"
+    system, user = first.messages[0]["content"], first.messages[1]["content"]
+    assert "### <path of a file shown below> · <name of a definition shown below>" in system
+    assert "JSON" not in system and "JSON" not in user
+    assert user.rstrip().endswith("the header line and the complete definition in a ```python block.")
+    echo, answer = second.messages[-2:]
+    assert echo == {"role": "assistant", "content": "show me\nNEED: unrelated"}
+    assert "def unrelated():" in answer["content"] and "NEED is not answered again" in answer["content"]
+    assert "JSON" not in answer["content"]
+    # the default stays the JSON plan
+    planner = ScriptedPlanner(FIX)
+    deps, _ = make(ws, planner)
+    run(deps)
+    assert planner.requests[0].form == "json" and "Reply with the JSON plan only." in json.dumps(
+        planner.requests[0].messages)
+    with pytest.raises(ValueError, match="unknown reply form"):
+        DebugMode(reply_form="yaml")
 
 
 def test_a_plan_may_name_only_the_files_it_was_shown_and_may_edit(ws):

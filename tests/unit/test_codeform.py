@@ -1,0 +1,123 @@
+"""The code reply form (autod.planner.codeform): what a small model writes, read back into a Plan."""
+
+from __future__ import annotations
+
+import pytest
+
+from autod.errors import PlanInvalid
+from autod.planner.codeform import parse_code_reply
+
+SHOWN = {"src/calc.py": ("Calc.add", "Calc.sub", "helper", "LIMIT"), "src/other.py": ("Other.add",)}
+PATHS = ["src/calc.py", "src/other.py"]
+
+
+def parse(text: str):
+    return parse_code_reply(text, SHOWN, PATHS)
+
+
+def edits(text: str) -> list[tuple[str, str | None, str, str]]:
+    return [(e.path, e.symbol, e.search, e.replace) for e in parse(text).edits]
+
+
+def test_the_asked_form_is_a_whole_definition_edit_with_the_prose_as_summary():
+    plan = parse(
+        "The add method subtracts; it must add.\n\n"
+        "### src/calc.py · Calc.add\n```python\ndef add(self, a, b):\n    return a + b\n```\n"
+    )
+    assert plan.summary == "The add method subtracts; it must add."
+    assert [(e.path, e.symbol, e.replace) for e in plan.edits] == [
+        ("src/calc.py", "Calc.add", "def add(self, a, b):\n    return a + b\n")
+    ]
+    assert plan.need == [] and plan.edits[0].whole_definition
+
+
+@pytest.mark.parametrize("header", [
+    "### src/calc.py · Calc.add (lines 3-5; named in the traceback)",  # the prompt's header, copied
+    "**src/calc.py · Calc.add**",
+    "File: `src/calc.py` · `Calc.add()`",
+    "## src/calc.py::Calc.add",
+    "### calc.py · Calc.add",  # a shown path, shortened
+    "### src/calc.py · add",  # the one shown definition of the file with that name
+])
+def test_header_variants_a_small_model_writes_name_the_same_definition(header: str):
+    assert edits(f"Fix.\n{header}\n```python\ndef add(self, a, b):\n    return a + b\n```") == [
+        ("src/calc.py", "Calc.add", "", "def add(self, a, b):\n    return a + b\n")
+    ]
+
+
+def test_a_block_without_a_header_is_placed_by_the_name_it_defines_when_only_one_shown_has_it():
+    assert edits("Fix helper.\n```python\ndef helper(x):\n    return x\n```") == [
+        ("src/calc.py", "helper", "", "def helper(x):\n    return x\n")
+    ]
+
+
+def test_a_block_without_a_header_whose_name_two_classes_share_is_refused_naming_the_form():
+    with pytest.raises(PlanInvalid, match=r"2 shown places.*### path · symbol"):
+        parse("```python\ndef add(self, a, b):\n    return a + b\n```")
+
+
+def test_a_quoted_original_before_the_fix_loses_to_the_fix():
+    text = (
+        "Original:\n### src/calc.py · helper\n```python\ndef helper(x):\n    return x + 1\n```\n"
+        "Fixed:\n### src/calc.py · helper\n```python\ndef helper(x):\n    return x\n```\n"
+    )
+    assert edits(text) == [("src/calc.py", "helper", "", "def helper(x):\n    return x\n")]
+
+
+def test_two_definitions_are_two_edits_and_a_constant_is_a_definition():
+    text = (
+        "### src/calc.py · LIMIT\n```python\nLIMIT = 10\n```\n"
+        "### src/other.py · Other.add\n```python\ndef add(self):\n    pass\n```\n"
+    )
+    assert [(p, s) for p, s, _, _ in edits(text)] == [("src/calc.py", "LIMIT"), ("src/other.py", "Other.add")]
+
+
+def test_search_replace_sections_under_a_file_header_are_search_edits():
+    text = (
+        "### src/calc.py\n```python\n<<<<<<< SEARCH\nimport os\n=======\nimport os\nimport sys\n"
+        ">>>>>>> REPLACE\n<<<<<<< SEARCH\nX = 1\n=======\nX = 2\n>>>>>>> REPLACE\n```\n"
+    )
+    assert edits(text) == [
+        ("src/calc.py", None, "import os", "import os\nimport sys"),
+        ("src/calc.py", None, "X = 1", "X = 2"),
+    ]
+
+
+def test_a_new_file_is_created_with_the_block_and_a_known_file_without_a_symbol_is_asked_again():
+    new = edits("### src/util.py (new file)\n```python\nA = 1\n```")
+    assert new == [("src/util.py", None, "", "A = 1\n")]
+    with pytest.raises(PlanInvalid, match=r"name the definition"):
+        parse("### src/calc.py\n```python\nprint('hi')\n```")
+
+
+def test_need_asks_for_definitions_and_no_block_is_no_fix():
+    plan = parse("I must see the multiplier first.\nNEED: src/calc.py::Calc.mul, `scale`")
+    assert plan.need == ["src/calc.py::Calc.mul", "scale"] and plan.edits == []
+    assert plan.summary == "I must see the multiplier first."
+    none = parse("I cannot find a safe fix: the test expects two different values.")
+    assert none.edits == [] and none.need == [] and none.summary.startswith("I cannot find")
+
+
+def test_blocks_in_other_languages_are_quoted_output_not_edits():
+    text = "Run:\n```bash\npytest -q\n```\nThen:\n### src/calc.py · LIMIT\n```python\nLIMIT = 3\n```"
+    plan = parse(text)
+    assert [(e.path, e.symbol) for e in plan.edits] == [("src/calc.py", "LIMIT")]
+    assert "pytest" not in plan.summary
+
+
+def test_a_reply_that_is_a_json_plan_after_all_is_read_as_one():
+    plan = parse('{"summary": "s", "edits": [{"path": "src/calc.py", "symbol": "helper", "replace": "x"}]}')
+    assert plan.summary == "s" and plan.edits[0].symbol == "helper"
+
+
+def test_a_block_never_closed_still_counts_and_an_empty_reply_is_invalid():
+    assert edits("### src/calc.py · helper\n```python\ndef helper(x):\n    return x\n") == [
+        ("src/calc.py", "helper", "", "def helper(x):\n    return x\n")
+    ]
+    with pytest.raises(PlanInvalid, match="empty"):
+        parse("  \n")
+
+
+def test_think_blocks_of_reasoning_models_are_not_read():
+    plan = parse("<think>maybe ```python\ndef helper(): pass\n``` no</think>\nNo safe fix.")
+    assert plan.edits == [] and plan.summary == "No safe fix."
