@@ -226,14 +226,20 @@ def test_the_code_reply_form_fixes_through_autod_run_with_no_response_format_sen
     tmp_path, calc_repo, scripted_llm, real_bwrap
 ):
     """llm.reply_form: code: the model answers with a header and a fenced block, as a small model writes
-    code best; a block autod cannot place is answered with a repair round in the same form."""
+    code best; a block autod cannot place is answered with a repair round in the same form, and a
+    block naming a test or a path outside the workspace is refused by the same act rules as JSON."""
     scripted_llm.push_text("I changed it.\n```python\nprint('no definition here')\n```\n")
+    scripted_llm.push_text(  # no grammar holds the path to the shown files: the act rules still do
+        "The test expects too much.\n### tests/test_calc.py · test_add\n"
+        "```python\ndef test_add():\n    assert True\n```\n"
+    )
+    scripted_llm.push_text("A helper.\n### ../outside.py (new file)\n```python\nX = 1\n```\n")
     scripted_llm.push_text(
         "add subtracts instead of adding.\n\n### src/calc.py · add (lines 1-2)\n"
         "```python\ndef add(a, b):\n    return a + b\n```\n"
     )
     d = start(tmp_path, calc_repo, scripted_llm.base_url, llm={"reply_form": "code"},
-              candidates={"n": 2, "focused": 0},
+              candidates={"n": 3, "focused": 0},
               modes={"auto-debug": {"enabled": True, "max_attempts_per_cycle": 1}})
     try:
         (r,) = d.wait_reflections(1)
@@ -242,7 +248,11 @@ def test_the_code_reply_form_fixes_through_autod_run_with_no_response_format_sen
         assert all("response_format" not in q for q in scripted_llm.requests)
         system = scripted_llm.requests[0]["messages"][0]["content"]
         assert "```python" in system and "JSON" not in system
-        assert [c["outcome"] for c in r["candidates"]] == ["fixed"]
+        assert [c["outcome"] for c in r["candidates"]] == ["refused", "refused", "fixed"]
+        assert "tests/test_calc.py" in r["candidates"][0]["reason"]
+        assert "'..' is not allowed" in r["candidates"][1]["reason"]
+        assert not (tmp_path / "outside.py").exists() and not (calc_repo.parent / "outside.py").exists()
+        assert "assert add(2, 3) == 5" in (calc_repo / "tests" / "test_calc.py").read_text()
         repair = scripted_llm.requests[1]["messages"][-1]["content"]
         assert repair.startswith("autod could not use your reply: a code block with no header")
     finally:
