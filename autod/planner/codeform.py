@@ -171,9 +171,16 @@ def _edits(
     if has_markers:
         pairs = [(s.group(1), s.group(2)) for s in _SEARCH_RE.finditer(body)]
         return [Edit(path=path, search=_chomp(s), replace=_chomp(r)) for s, r in pairs]
-    if symbol:
-        return [Edit(path=path, symbol=_known_symbol(symbol, shown.get(path, ())), replace=body)]
     name = _defined_name(body)
+    if symbol:
+        symbol = _known_symbol(symbol, shown.get(path, ()))
+        if name and name != symbol.rsplit(".", 1)[-1]:
+            # the header names one definition, the block defines another: the code is what the model
+            # wrote last and with care; a header copied from the prompt (or its example) is not
+            found = _owners(name, shown, known)
+            if len(found) == 1:
+                return [Edit(path=found[0][0], symbol=found[0][1], replace=body)]
+        return [Edit(path=path, symbol=symbol, replace=body)]
     owners = [q for q in shown.get(path, ()) if name and q.rsplit(".", 1)[-1] == name]
     if len(owners) == 1:
         return [Edit(path=path, symbol=owners[0], replace=body)]

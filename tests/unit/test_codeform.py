@@ -121,3 +121,11 @@ def test_a_block_never_closed_still_counts_and_an_empty_reply_is_invalid():
 def test_think_blocks_of_reasoning_models_are_not_read():
     plan = parse("<think>maybe ```python\ndef helper(): pass\n``` no</think>\nNo safe fix.")
     assert plan.edits == [] and plan.summary == "No safe fix."
+
+
+def test_a_header_copied_from_elsewhere_yields_to_the_definition_the_block_writes():
+    # the model copied a header (the prompt's example, the wrong section) but wrote `helper` whole
+    text = "### src/calc.py · Calc.add (lines 1-3)\n```python\ndef helper(x):\n    return x\n```"
+    assert edits(text) == [("src/calc.py", "helper", "", "def helper(x):\n    return x\n")]
+    # a block name shown nowhere (or twice) leaves the header in charge; the act rules judge it
+    assert edits("### src/calc.py · helper\n```python\ndef parse(x):\n    return x\n```")[0][1] == "helper"
