@@ -103,6 +103,7 @@ class Asker:
             symbols=self.symbols(),
             seed=seed,
             form=self.form,
+            stop=tuple(getattr(self.mode, "stop", ())),
             n=n,
             record=self.record,
         )

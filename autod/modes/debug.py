@@ -35,6 +35,13 @@ REPLY_LINE = {
 }
 
 
+# The user prompt's section titles (prompts/debug_user.md): a reply in the code form that reaches one
+# has started copying the prompt back (a small model continues the document it was shown); the
+# request stops there and the copied blocks are dropped as quotes (autod.planner.codeform).
+ECHO_STOPS = ("## Failure output", "## Source (exact file text", "## What autod remembers",
+              "## Earlier attempts that did not work")
+
+
 class DebugMode:
     name = "auto-debug"
     kinds = frozenset({EventKind.CHECK_FAILED, EventKind.BUILD_FAILED})
@@ -45,6 +52,11 @@ class DebugMode:
             raise ValueError(f"unknown reply form {reply_form!r}")
         # how plans are written (llm.reply_form): the planner reads the same form back (PlanRequest.form)
         self.reply_form = reply_form
+
+    @property
+    def stop(self) -> tuple[str, ...]:
+        """Stop sequences for this mode's requests (the code form's: where a copy of the prompt begins)."""
+        return ECHO_STOPS if self.reply_form == "code" else ()
 
     def handles(self, event: Event) -> bool:
         if event.kind == EventKind.MANUAL:

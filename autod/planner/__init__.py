@@ -44,6 +44,9 @@ class PlanRequest:
     # "json": a JSON plan (response_format, a grammar on llama.cpp); "code": header lines and fenced
     # blocks (autod.planner.codeform), no response_format
     form: str = "json"
+    # stop sequences sent with the request (the code form's: the prompt's own section titles, where a
+    # small model that started copying its prompt back is cut short)
+    stop: tuple[str, ...] = ()
     n: int = 1  # plans wanted from this one request (a server that ignores `n` gives one)
     # receives every exchange with the server, as a dict (the cycle's transcript); None: not kept
     record: Callable[[dict[str, Any]], None] | None = None

@@ -34,13 +34,14 @@ from __future__ import annotations
 
 import ast
 import re
+import textwrap
 from collections.abc import Mapping, Sequence
 
 from autod.errors import PlanInvalid
 from autod.plan import Edit, Plan
 from autod.planner.parse import extract_json, parse_plan
 
-__all__ = ["parse_code_reply"]
+__all__ = ["parse_code_reply", "quoted_code"]
 
 MAX_SUMMARY = 4000
 _BLOCK = re.compile(r"^[ \t]*```[ \t]*([\w+.-]*)[^\n]*\n(.*?)^[ \t]*```[ \t]*$", re.DOTALL | re.MULTILINE)
@@ -57,11 +58,31 @@ _SEARCH_RE = re.compile(
 _HEADER_LINES = 3  # non-blank lines above a block searched for its header
 
 
+def quoted_code(messages: Sequence[Mapping[str, object]]) -> frozenset[str]:
+    """The code blocks of the prompt's user messages, normalised: a reply block equal to one is a quote."""
+    out: set[str] = set()
+    for m in messages:
+        content = m.get("content")
+        if m.get("role") == "user" and isinstance(content, str):
+            out.update(_norm(b.group(2)) for b in _BLOCK.finditer(content))
+    out.discard("")
+    return frozenset(out)
+
+
 def parse_code_reply(
-    text: str, symbols: Mapping[str, Sequence[str]] | None = None, paths: Sequence[str] | None = None
+    text: str,
+    symbols: Mapping[str, Sequence[str]] | None = None,
+    paths: Sequence[str] | None = None,
+    *,
+    quoted: frozenset[str] = frozenset(),
 ) -> Plan:
     """The Plan in a code-form reply. `symbols` (path -> qualnames the prompt showed whole) and
-    `paths` (the files it showed for editing) place a block whose header is missing or loose."""
+    `paths` (the files it showed for editing) place a block whose header is missing or loose.
+
+    Quotes are not edits: a block equal to code of the prompt (`quoted`, from quoted_code) and a block
+    for a file the prompt showed but the plan may not edit (a test: in `symbols`, not in `paths`) are
+    dropped, as a small model copies its prompt back around its fix. (In the JSON form the schema's
+    path enum keeps those files out; the act rules judge whatever is left, in either form.)"""
     if not isinstance(text, str) or not text.strip():
         raise PlanInvalid("the reply is empty")
     text = _THINK.sub("", text).strip()
@@ -69,6 +90,8 @@ def parse_code_reply(
         text += "\n```"  # a last block the model never closed
     shown = {p: tuple(q) for p, q in (symbols or {}).items()}
     known = sorted(set(paths or ()) | set(shown))
+    editable = set(paths) if paths is not None else None
+    quotes = 0
     blocks = list(_BLOCK.finditer(text))
     edits: list[Edit] = []
     placed: dict[tuple[str, str], int] = {}  # (path, symbol) -> index in edits: the last block wins
@@ -84,7 +107,13 @@ def parse_code_reply(
         has_markers = bool(_SEARCH_RE.search(body))
         if lang not in _CODE_LANGS and not has_markers and header is None:
             continue  # a shell line, a traceback, a diff the model quoted: not an edit
-        for edit in _edits(header, body, has_markers, shown, known):
+        if not has_markers and _norm(body) in quoted:
+            quotes += 1
+            continue  # the prompt's own code, copied back unchanged
+        if header is not None and editable is not None and header[0] in shown and header[0] not in editable:
+            quotes += 1
+            continue  # a file shown to read (the failing test), not to edit
+        for edit in _edits(header, body, has_markers, shown, known, editable):
             key = (edit.path, edit.symbol or "")
             if edit.whole_definition and key in placed:
                 edits[placed[key]] = edit
@@ -104,7 +133,9 @@ def parse_code_reply(
             pass
         else:
             return parse_plan(text)
-        if any(m.group(1).lower() in _CODE_LANGS for m in blocks):
+        if quotes:
+            summary = summary or f"{quotes} block(s) of the prompt copied back, no change"
+        elif any(m.group(1).lower() in _CODE_LANGS for m in blocks):
             raise PlanInvalid("a code block with no header: put `### path · symbol` on the line above it")
     return Plan(summary=(summary or _summary(text) or "no fix proposed")[:MAX_SUMMARY], edits=edits,
                 need=need[:32])
@@ -156,7 +187,10 @@ def _edits(
     has_markers: bool,
     shown: dict[str, tuple[str, ...]],
     known: list[str],
+    editable: set[str] | None,
 ) -> list[Edit]:
+    if editable is not None:  # a bare name is placed among the files the plan may edit
+        known = [k for k in known if k in editable or k not in shown]
     if header is None:
         name = _defined_name(body)
         found = _owners(name, shown, known) if name else []
@@ -193,8 +227,6 @@ def _edits(
 
 def _defined_name(body: str) -> str | None:
     """The name the block's first statement defines (a def, a class, an assignment), if it parses."""
-    import textwrap
-
     try:
         tree = ast.parse(textwrap.dedent(body))
     except (SyntaxError, ValueError):
@@ -248,6 +280,12 @@ def _need(text: str) -> list[str]:
 def _summary(text: str) -> str:
     text = _NEED.sub("", text)
     return " ".join(text.replace("`", "").split())
+
+
+def _norm(code: str) -> str:
+    """Code compared as a quote: dedented, trailing spaces and blank edges dropped."""
+    lines = [line.rstrip() for line in textwrap.dedent(code.replace("\r\n", "\n")).split("\n")]
+    return "\n".join(lines).strip("\n")
 
 
 def _chomp(s: str) -> str:

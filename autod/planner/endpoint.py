@@ -102,13 +102,15 @@ class Endpoint:
         n: int = 1,
         record: Record | None = None,
         free: bool = False,
+        stop: Sequence[str] = (),
     ) -> wire.Completion:
         """One chat completion (with retries). Raises LLMUnavailable, ContextTooLong, or PlanInvalid.
 
         `paths` and `symbols` go into the schema (formats that carry no schema ignore them);
         `temperature` overrides llm.temperature for this request; `seed` and `n` (choices wanted) are
         sent as given. `record` receives each exchange (for the cycle's transcript). `free`: no
-        response_format at all (a reply in the code form), whatever format the server takes.
+        response_format at all (a reply in the code form), whatever format the server takes; `stop`:
+        stop sequences.
         """
         heat = self._cfg.temperature if temperature is None else temperature
         switched_param = False
@@ -118,7 +120,7 @@ class Endpoint:
             body = wire.request_body(self.model, messages, temperature=heat,
                                      max_tokens=max_tokens, token_param=self._token_param, fmt=fmt,
                                      paths=paths, symbols=symbols, seed=seed,
-                                     n=n if self.takes_n is not False else 1)
+                                     n=n if self.takes_n is not False else 1, stop=stop)
             started = asyncio.get_running_loop().time()
             status, ctype, data = await self._send(body, deadline, fmt)
             tally.spend("model", (asyncio.get_running_loop().time() - started) * 1000)

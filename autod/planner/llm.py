@@ -20,7 +20,7 @@ from autod.config.settings import LLMConfig
 from autod.errors import ContextTooLong, CycleError, LLMUnavailable, PlanInvalid
 from autod.plan import Plan
 from autod.planner import PlanRequest, PlanResult, TokenUsage
-from autod.planner.codeform import parse_code_reply
+from autod.planner.codeform import parse_code_reply, quoted_code
 from autod.planner.endpoint import MAX_REPLY_BYTES, Endpoint, Sleep
 from autod.planner.parse import parse_plan
 from autod.planner.wire import Completion
@@ -169,8 +169,12 @@ class LLMPlanner:
         max_tokens = self.reply_tokens(request.mode)
         code = request.form == "code"
 
+        shown = quoted_code(request.messages) if code else frozenset()
+
         def read(content: str) -> Plan:
-            return parse_code_reply(content, request.symbols, request.paths) if code else parse_plan(content)
+            if not code:
+                return parse_plan(content)
+            return parse_code_reply(content, request.symbols, request.paths, quoted=shown)
 
         repaired = continued = refitted = False
         while True:
@@ -180,6 +184,7 @@ class LLMPlanner:
                 reply = await endpoint.complete(
                     messages, max_tokens, usage, deadline, paths, request.temperature,
                     symbols=symbols, seed=request.seed, n=request.n, record=request.record, free=code,
+                    stop=request.stop,
                 )
             except ContextTooLong as exc:
                 room = _reply_room(exc)

@@ -71,6 +71,7 @@ def request_body(
     symbols: Mapping[str, Sequence[str]] | None = None,
     seed: int | None = None,
     n: int = 1,
+    stop: Sequence[str] = (),
 ) -> dict[str, Any]:
     """One /chat/completions body. Always `stream: false`: autod reads one reply, never a stream.
 
@@ -88,6 +89,8 @@ def request_body(
         body["seed"] = seed
     if n > 1:
         body["n"] = n
+    if stop:
+        body["stop"] = list(stop)[:4]  # OpenAI takes at most four
     if fmt != "none":
         body["response_format"] = response_format(fmt, paths, symbols)
     return body

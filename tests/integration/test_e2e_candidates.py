@@ -230,8 +230,10 @@ def test_the_code_reply_form_fixes_through_autod_run_with_no_response_format_sen
     block naming a test or a path outside the workspace is refused by the same act rules as JSON."""
     scripted_llm.push_text("I changed it.\n```python\nprint('no definition here')\n```\n")
     scripted_llm.push_text(  # no grammar holds the path to the shown files: the act rules still do
-        "The test expects too much.\n### tests/test_calc.py · test_add\n"
+        "The test expects too much.\n### tests/test_calc.py · test_add\n"  # shown to read: a quote
         "```python\ndef test_add():\n    assert True\n```\n"
+        "### tests/conftest.py (new file)\n"  # never shown: an edit, and a judge's
+        "```python\ndef pytest_collection_modifyitems(items):\n    items.clear()\n```\n"
     )
     scripted_llm.push_text("A helper.\n### ../outside.py (new file)\n```python\nX = 1\n```\n")
     scripted_llm.push_text(
@@ -249,10 +251,14 @@ def test_the_code_reply_form_fixes_through_autod_run_with_no_response_format_sen
         system = scripted_llm.requests[0]["messages"][0]["content"]
         assert "```python" in system and "JSON" not in system
         assert [c["outcome"] for c in r["candidates"]] == ["refused", "refused", "fixed"]
-        assert "tests/test_calc.py" in r["candidates"][0]["reason"]
+        assert "tests/conftest.py" in r["candidates"][0]["reason"]
         assert "'..' is not allowed" in r["candidates"][1]["reason"]
         assert not (tmp_path / "outside.py").exists() and not (calc_repo.parent / "outside.py").exists()
         assert "assert add(2, 3) == 5" in (calc_repo / "tests" / "test_calc.py").read_text()
+        assert not (calc_repo / "tests" / "conftest.py").exists()
+        stops = {tuple(q.get("stop", ())) for q in scripted_llm.requests}
+        assert stops == {("## Failure output", "## Source (exact file text", "## What autod remembers",
+                          "## Earlier attempts that did not work")}
         repair = scripted_llm.requests[1]["messages"][-1]["content"]
         assert repair.startswith("autod could not use your reply: a code block with no header")
     finally:

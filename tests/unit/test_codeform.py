@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from autod.errors import PlanInvalid
-from autod.planner.codeform import parse_code_reply
+from autod.planner.codeform import parse_code_reply, quoted_code
 
 SHOWN = {"src/calc.py": ("Calc.add", "Calc.sub", "helper", "LIMIT"), "src/other.py": ("Other.add",)}
 PATHS = ["src/calc.py", "src/other.py"]
@@ -129,3 +129,44 @@ def test_a_header_copied_from_elsewhere_yields_to_the_definition_the_block_write
     assert edits(text) == [("src/calc.py", "helper", "", "def helper(x):\n    return x\n")]
     # a block name shown nowhere (or twice) leaves the header in charge; the act rules judge it
     assert edits("### src/calc.py · helper\n```python\ndef parse(x):\n    return x\n```")[0][1] == "helper"
+
+
+MEDIAN = "def median(xs):\n    s = sorted(xs)\n    return s[len(s) // 2]\n"
+TEST = "def test_median():\n    assert median([4, 1, 3, 2]) == 2.5\n"
+PROMPT = [
+    {"role": "system", "content": "```python\ndef example():\n    pass\n```"},  # not the user's: kept
+    {"role": "user", "content": f"## Source\n### stats.py · median (lines 1-3)\n```python\n{MEDIAN}```\n"
+                                f"### tests/test_stats.py · test_median (lines 4-5)\n```python\n{TEST}```\n"},
+]
+STATS = {"stats.py": ("median",), "tests/test_stats.py": ("test_median",)}
+
+
+def code_plan(text: str):
+    return parse_code_reply(text, STATS, ["stats.py"], quoted=quoted_code(PROMPT))
+
+
+def test_the_prompts_code_copied_back_is_a_quote_and_a_fix_beside_it_stands():
+    """What the 1.5B model did on median_even: the fix without a header, then the prompt's source and
+    the failing test (edited to agree with the fix) copied back under their own headers."""
+    fixed = "def median(xs):\n    s = sorted(xs)\n    return (s[len(s) // 2 - 1] + s[len(s) // 2]) / 2\n"
+    reply = (
+        f"The median of an even list is the mean of the middle two.\n```python\n{fixed}```\n"
+        f"### stats.py · median (lines 1-3; run by the failing tests)\n```python\n{MEDIAN}```\n"
+        f"### tests/test_stats.py · test_median\n```python\n{TEST.replace('2.5', '1.5')}```\n"
+    )
+    plan = code_plan(reply)
+    assert [(e.path, e.symbol, e.replace) for e in plan.edits] == [("stats.py", "median", fixed)]
+
+
+def test_a_reply_that_only_copies_the_prompt_back_changes_nothing_and_is_not_an_error():
+    reply = f"### stats.py · median\n```python\n    {MEDIAN.replace(chr(10), chr(10) + '    ')}```\n"
+    plan = code_plan(reply)
+    assert plan.edits == [] and "copied back" in plan.summary
+    assert quoted_code(PROMPT) == {MEDIAN.strip(), TEST.strip()}  # the user's code only
+
+
+def test_without_the_editable_paths_a_shown_tests_block_is_left_to_the_act_rules():
+    reply = f"### tests/test_stats.py · test_median\n```python\n{TEST.replace('2.5', '1.5')}```\n"
+    assert code_plan(reply).edits == []  # shown to read, not in the paths: a quote
+    (edit,) = parse_code_reply(reply, STATS, None).edits  # no paths known: the act rules refuse it
+    assert edit.path == "tests/test_stats.py"

@@ -581,8 +581,9 @@ def code_request(**kw: Any) -> PlanRequest:
 
 def test_a_code_form_request_carries_no_response_format_and_its_fenced_reply_is_the_plan():
     server = Server(primary=[completion(CODE_REPLY)])
-    result = run(make(server)[0], code_request())
+    result = run(make(server)[0], code_request(stop=("## Failure output",)))
     assert "response_format" not in server.bodies()[0]  # no grammar: the model writes plain text
+    assert server.bodies()[0]["stop"] == ["## Failure output"]
     assert result.plan.summary == "add subtracted."
     (edit,) = result.plan.edits
     assert (edit.path, edit.symbol) == ("src/calc.py", "add")
@@ -598,6 +599,7 @@ def test_a_code_form_request_carries_no_response_format_and_its_fenced_reply_is_
 
     asyncio.run(both())
     assert [b.get("response_format", {}).get("type") for b in server.bodies()] == [None, "json_schema"]
+    assert "stop" not in server.bodies()[1]
 
 
 def test_a_code_form_reply_autod_cannot_place_gets_a_repair_round_in_its_own_words():

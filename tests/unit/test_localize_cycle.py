@@ -15,7 +15,7 @@ from autod.config.settings import load_config
 from autod.cycle.phases import Cycle, CycleDeps
 from autod.events import Event, EventKind
 from autod.modes import ModeEnv
-from autod.modes.debug import DebugMode
+from autod.modes.debug import ECHO_STOPS, DebugMode
 from autod.ownwrites import OwnWrites
 from autod.plan import Edit, Plan
 from autod.planner import PlanResult, TokenUsage
@@ -121,6 +121,8 @@ def test_the_code_reply_form_is_asked_for_and_its_need_round_stays_in_that_form(
     assert "### <path of a file shown below> · <name of a definition shown below>" in system
     assert "JSON" not in system and "JSON" not in user
     assert user.rstrip().endswith("the header line and the complete definition in a ```python block.")
+    # the request stops where a copy of the prompt would begin: at the prompt's own section titles
+    assert first.stop == ECHO_STOPS and all(title in user for title in ECHO_STOPS)
     echo, answer = second.messages[-2:]
     assert echo == {"role": "assistant", "content": "show me\nNEED: unrelated"}
     assert "def unrelated():" in answer["content"] and "NEED is not answered again" in answer["content"]
@@ -129,6 +131,7 @@ def test_the_code_reply_form_is_asked_for_and_its_need_round_stays_in_that_form(
     planner = ScriptedPlanner(FIX)
     deps, _ = make(ws, planner)
     run(deps)
+    assert planner.requests[0].stop == ()
     assert planner.requests[0].form == "json" and "Reply with the JSON plan only." in json.dumps(
         planner.requests[0].messages)
     with pytest.raises(ValueError, match="unknown reply form"):
