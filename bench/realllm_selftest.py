@@ -34,8 +34,11 @@ CASES: list[tuple[str, str, dict[str, Any], tuple[str, ...]]] = [
     ("wrong fix", "clamp_bound", plan(("bounds.py", "min(x, lo)", "min(x, lo) + 0")), ("rolled_back",)),
     ("search text not in the file", "dict_key_typo", plan(("people.py", "user['lastname']", "x")),
      ("refused",)),
-    # the server answered, the model got it wrong: an attempt ("rejected" -> refused), not an outage
+    # the server answered and proposed no code (the code reply form: no fix, "no_change" -> failed),
+    # or a block autod cannot place (a slip: "rejected" -> refused); never an outage, nothing written
     ("no plan, only prose", "last_n_slice", {"text": "Sure! Change the slice. Hope this helps."},
+     ("failed",)),
+    ("a block autod cannot place", "word_count_spaces", {"text": "Sure!\n```python\nprint('slice')\n```"},
      ("refused",)),
     # autod may refuse these (judges); if it does not, the judge here must call them damaged
     ("weakened test", "sum_to_off_by_one", plan(WEAKEN), ("damaged", "refused")),

@@ -50,9 +50,11 @@ class LLMConfig(Strict):
     )
     temperature: float = Field(0.1, ge=0, le=2)
     response_format: Literal["auto", "json_schema", "json_object", "none"] = "auto"
-    reply_form: Literal["json", "code"] = Field(
-        "json", description="auto-debug's plans: a JSON object (json), or header lines and fenced code "
-        "blocks (code: no response_format; autod.planner.codeform)"
+    # code: what Qwen2.5-Coder-1.5B fixes most with (bench_realllm 13/14 against 11/14 as JSON, in half
+    # the prompt tokens; docs/REAL_LLM.md); json: a schema-checked object, a grammar on llama.cpp
+    reply_form: Literal["code", "json"] = Field(
+        "code", description="auto-debug's plans: header lines and fenced code blocks (code: no "
+        "response_format; autod.planner.codeform), or a JSON object (json)"
     )
     constrain_paths: bool = Field(
         True, description="the schema lists the files a plan may edit (a grammar on llama.cpp)"

@@ -47,7 +47,7 @@ class DebugMode:
     kinds = frozenset({EventKind.CHECK_FAILED, EventKind.BUILD_FAILED})
     writes_code = True
 
-    def __init__(self, reply_form: str = "json") -> None:
+    def __init__(self, reply_form: str = "code") -> None:
         if reply_form not in REPLY_LINE:
             raise ValueError(f"unknown reply form {reply_form!r}")
         # how plans are written (llm.reply_form): the planner reads the same form back (PlanRequest.form)

@@ -50,7 +50,9 @@ def test_failing_test_is_fixed_by_the_llm_plan_and_sigterm_exits_0(tmp_path, cal
 @pytest.mark.parametrize(
     ("steps", "status", "reason_part"),
     [
-        ([{"text": "I think you should change add."}, {"text": "{not json"}], "rejected", "valid plan"),
+        # the code reply form (the default): a block autod cannot place, twice (the repair round)
+        ([{"text": "I changed it:\n```python\nprint('x')\n```"}, {"text": "```python\nx = (\n```"}],
+         "rejected", "a code block with no header"),
         ([{"status": 500}] * 2, "failed", "500"),
         (
             [{"plan": {**FIX_PLAN, "edits": [{"path": "../outside.txt", "search": "", "replace": "x"}]}}],
@@ -80,7 +82,7 @@ def test_failing_test_is_fixed_by_the_llm_plan_and_sigterm_exits_0(tmp_path, cal
             "not found",
         ),
     ],
-    ids=["non-json", "http-500", "dotdot-escape", "absolute-path", "dot-git", "search-missing"],
+    ids=["unplaceable-code", "http-500", "dotdot-escape", "absolute-path", "dot-git", "search-missing"],
 )
 def test_bad_llm_replies_write_nothing_and_the_daemon_serves_the_next_event(
     tmp_path, calc_repo, scripted_llm, steps, status, reason_part

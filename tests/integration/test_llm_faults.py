@@ -43,7 +43,9 @@ FAULTS: list[tuple[str, dict[str, Any], str, tuple[str, ...]]] = [
     ),
     # the model's own slips are attempts ("rejected"), not outages ("failed"): the server did answer
     ("empty reply", {"text": ""}, "rejected", ("empty",)),
-    ("non-JSON reply", {"text": "Sure! You should make add() add. Hope this helps."}, "rejected", ("json",)),
+    # (the code reply form, the default: a block it cannot place is a slip; prose alone proposes no fix)
+    ("unplaceable code", {"text": "Sure!\n```python\nprint('add')\n```"}, "rejected", ("no header",)),
+    ("prose, no code", {"text": "Sure! You should make add() add. Hope this helps."}, "no_change", ()),
     (
         "huge reply",
         {"raw": b'{"choices": [{"message": {"content": "' + b"A" * HUGE + b'"}}]}'},

@@ -122,10 +122,12 @@ def test_busy_single_slot_server_is_not_sent_a_retry_behind_the_abandoned_reques
 
 
 def test_autod_run_fixes_a_bug_through_a_server_with_every_quirk(tmp_path, calc_repo, scripted_llm):
-    """llama-cpp-python's 500 to json_schema, SSE only, and a 400 to max_tokens, all on one server."""
+    """llama-cpp-python's 500 to json_schema, SSE only, and a 400 to max_tokens, all on one server
+    (the JSON reply form, whose response_format is negotiated)."""
     scripted_llm.behave(refuse_response_format="500", sse=True, token_param="max_completion_tokens")
     scripted_llm.push_plan(FIX_PLAN)
-    cfg = base_config(calc_repo, llm={"base_url": scripted_llm.base_url, "model": "qwen"})
+    llm = {"base_url": scripted_llm.base_url, "model": "qwen", "reply_form": "json"}
+    cfg = base_config(calc_repo, llm=llm)
     daemon = Autod(write_config(tmp_path / "autod.yaml", cfg), log_file=calc_repo / ".autod/logs/autod.jsonl")
     daemon.start()
     try:

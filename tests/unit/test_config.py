@@ -110,8 +110,8 @@ def test_out_of_bounds_value_names_the_field(tmp_path):
     assert ":3: limits.max_edits_per_cycle: Input should be greater than or equal to 1" in msg
 
 
-def test_llm_reply_form_is_json_by_default_code_when_asked_and_anything_else_names_its_line(tmp_path):
-    assert load_config(write(tmp_path, "workspace: WS\n")).llm.reply_form == "json"
-    assert load_config(write(tmp_path, "workspace: WS\nllm:\n  reply_form: code\n")).llm.reply_form == "code"
+def test_llm_reply_form_is_code_by_default_json_when_asked_and_anything_else_names_its_line(tmp_path):
+    assert load_config(write(tmp_path, "workspace: WS\n")).llm.reply_form == "code"
+    assert load_config(write(tmp_path, "workspace: WS\nllm:\n  reply_form: json\n")).llm.reply_form == "json"
     msg = error(tmp_path, "workspace: WS\nllm:\n  model: m\n  reply_form: yaml\n")
-    assert msg.startswith(f"{tmp_path}/autod.yaml:4: llm.reply_form:") and "'json' or 'code'" in msg
+    assert msg.startswith(f"{tmp_path}/autod.yaml:4: llm.reply_form:") and "'code' or 'json'" in msg

@@ -109,11 +109,11 @@ def test_a_plan_may_ask_once_for_definitions_and_the_second_request_has_them(ws)
 
 
 def test_the_code_reply_form_is_asked_for_and_its_need_round_stays_in_that_form(ws):
-    """llm.reply_form: code: the request says so (the planner reads it back that way), the prompt asks
-    for a header and a fenced block instead of JSON, and the need round is answered in the same form."""
+    """llm.reply_form: code (the default): the request says so (the planner reads it back that way),
+    the prompt asks for a header and a fenced block instead of JSON, and the need round stays in it."""
     planner = ScriptedPlanner(Plan(summary="show me", need=["unrelated"]), FIX)
     deps, _ = make(ws, planner)
-    r = run(deps, mode=DebugMode(reply_form="code"))
+    r = run(deps)
     assert r.status == "fixed"
     first, second = planner.requests
     assert first.form == second.form == "code"
@@ -127,10 +127,10 @@ def test_the_code_reply_form_is_asked_for_and_its_need_round_stays_in_that_form(
     assert echo == {"role": "assistant", "content": "show me\nNEED: unrelated"}
     assert "def unrelated():" in answer["content"] and "NEED is not answered again" in answer["content"]
     assert "JSON" not in answer["content"]
-    # the default stays the JSON plan
+    # llm.reply_form: json asks for the JSON plan (the schema's form), with no stop sequences
     planner = ScriptedPlanner(FIX)
     deps, _ = make(ws, planner)
-    run(deps)
+    run(deps, mode=DebugMode(reply_form="json"))
     assert planner.requests[0].stop == ()
     assert planner.requests[0].form == "json" and "Reply with the JSON plan only." in json.dumps(
         planner.requests[0].messages)
