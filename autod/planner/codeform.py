@@ -56,6 +56,7 @@ _SEARCH_RE = re.compile(
     re.DOTALL | re.MULTILINE,
 )
 _HEADER_LINES = 3  # non-blank lines above a block searched for its header
+Header = tuple[str, str | None, bool]  # path, symbol or None, new file
 
 
 def quoted_code(messages: Sequence[Mapping[str, object]]) -> frozenset[str]:
@@ -92,6 +93,7 @@ def parse_code_reply(
     known = sorted(set(paths or ()) | set(shown))
     editable = set(paths) if paths is not None else None
     quotes = 0
+    unplaced: list[str] = []
     blocks = list(_BLOCK.finditer(text))
     edits: list[Edit] = []
     placed: dict[tuple[str, str], int] = {}  # (path, symbol) -> index in edits: the last block wins
@@ -110,10 +112,17 @@ def parse_code_reply(
         if not has_markers and _norm(body) in quoted:
             quotes += 1
             continue  # the prompt's own code, copied back unchanged
-        if header is not None and editable is not None and header[0] in shown and header[0] not in editable:
-            quotes += 1
-            continue  # a file shown to read (the failing test), not to edit
-        for edit in _edits(header, body, has_markers, shown, known, editable):
+        if header is not None:
+            header = (_known_path(header[0], known), *header[1:])
+            if editable is not None and header[0] in shown and header[0] not in editable:
+                quotes += 1
+                continue  # a file shown to read (the failing test), not to edit
+        try:
+            found = _edits(header, body, has_markers, shown, known, editable)
+        except PlanInvalid as exc:  # an example call, a stray snippet: fatal only if nothing else is usable
+            unplaced.append(exc.reason)
+            continue
+        for edit in found:
             key = (edit.path, edit.symbol or "")
             if edit.whole_definition and key in placed:
                 edits[placed[key]] = edit
@@ -133,15 +142,15 @@ def parse_code_reply(
             pass
         else:
             return parse_plan(text)
+        if unplaced:
+            raise PlanInvalid(unplaced[0])
         if quotes:
             summary = summary or f"{quotes} block(s) of the prompt copied back, no change"
-        elif any(m.group(1).lower() in _CODE_LANGS for m in blocks):
-            raise PlanInvalid("a code block with no header: put `### path · symbol` on the line above it")
     return Plan(summary=(summary or _summary(text) or "no fix proposed")[:MAX_SUMMARY], edits=edits,
                 need=need[:32])
 
 
-def _header(above: str) -> tuple[tuple[str, str | None, bool] | None, int]:
+def _header(above: str) -> tuple[Header | None, int]:
     """(path, symbol or None, new file) from the last few non-blank lines above a block, and where in
     `above` that line starts; (None, 0) when none of them names a file."""
     lines = above.splitlines(keepends=True)
@@ -163,7 +172,7 @@ def _header(above: str) -> tuple[tuple[str, str | None, bool] | None, int]:
     return None, 0
 
 
-def _read_header(line: str) -> tuple[str, str | None, bool] | None:
+def _read_header(line: str) -> Header | None:
     new = bool(_NEW_FILE.search(line))
     rest = _HEADER_LEAD.sub("", _NEW_FILE.sub("", line), count=1)
     rest = re.sub(r"\s*\([^()]*\)\s*:?\s*$", "", rest).strip()  # "(lines 3-9; ...)" the prompt's header adds
@@ -182,7 +191,7 @@ def _read_header(line: str) -> tuple[str, str | None, bool] | None:
 
 
 def _edits(
-    header: tuple[str, str | None, bool] | None,
+    header: Header | None,
     body: str,
     has_markers: bool,
     shown: dict[str, tuple[str, ...]],
@@ -201,7 +210,6 @@ def _edits(
         path, qualname = found[0]
         return [Edit(path=path, symbol=qualname, replace=body)]
     path, symbol, new = header
-    path = _known_path(path, known)
     if has_markers:
         pairs = [(s.group(1), s.group(2)) for s in _SEARCH_RE.finditer(body)]
         return [Edit(path=path, search=_chomp(s), replace=_chomp(r)) for s, r in pairs]

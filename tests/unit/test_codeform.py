@@ -170,3 +170,17 @@ def test_without_the_editable_paths_a_shown_tests_block_is_left_to_the_act_rules
     assert code_plan(reply).edits == []  # shown to read, not in the paths: a quote
     (edit,) = parse_code_reply(reply, STATS, None).edits  # no paths known: the act rules refuse it
     assert edit.path == "tests/test_stats.py"
+
+
+def test_a_shown_test_named_by_a_shortened_path_is_still_a_quote():
+    reply = f"### test_stats.py · test_median\n```python\n{TEST.replace('2.5', '1.5')}```\n"
+    assert code_plan(reply).edits == []
+
+
+def test_an_example_call_beside_the_fix_does_not_cost_the_fix():
+    fixed = "def median(xs):\n    return 2.5\n"
+    example = "For example:\n```python\nprint(median([1, 2]))\n```\n"
+    reply = f"### stats.py · median\n```python\n{fixed}```\n{example}"
+    assert [(e.path, e.symbol) for e in code_plan(reply).edits] == [("stats.py", "median")]
+    with pytest.raises(PlanInvalid, match="no header"):  # alone, it is a slip worth a repair round
+        code_plan(example)
