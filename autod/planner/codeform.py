@@ -104,6 +104,8 @@ def parse_code_reply(
         above = text[prev_end : m.start()]
         prev_end = m.end()
         header, at = _header(above)
+        body, inner = _inner_header(body)
+        header = header or inner
         if header is not None and first_header is None:
             first_header = m.start() - len(above) + at
         has_markers = bool(_SEARCH_RE.search(body))
@@ -170,6 +172,26 @@ def _header(above: str) -> tuple[Header | None, int]:
         if found is not None:
             return found, offsets[i]
     return None, 0
+
+
+def _inner_header(body: str) -> tuple[str, Header | None]:
+    """A header the model wrote inside its block (`### path · symbol`, `# path · symbol`, a second
+    fence opener after it): taken out of the code, and returned as the block's header."""
+    lines = body.split("\n")
+    header: Header | None = None
+    drop = 0
+    for i, line in enumerate(lines[:3]):
+        text = line.strip()
+        if not text:
+            continue
+        if text.startswith("```"):
+            drop = i + 1  # a fence opened again inside the block
+            continue
+        found = _read_header(text) if text.startswith("#") else None
+        if found is None or (found[1] is None and not found[2]):
+            break  # code (a comment naming only a file is left in place)
+        header, drop = found, i + 1
+    return ("\n".join(lines[drop:]), header) if drop else (body, None)
 
 
 def _read_header(line: str) -> Header | None:

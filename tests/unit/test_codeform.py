@@ -184,3 +184,16 @@ def test_an_example_call_beside_the_fix_does_not_cost_the_fix():
     assert [(e.path, e.symbol) for e in code_plan(reply).edits] == [("stats.py", "median")]
     with pytest.raises(PlanInvalid, match="no header"):  # alone, it is a slip worth a repair round
         code_plan(example)
+
+
+def test_a_header_written_inside_the_block_is_taken_out_of_the_code():
+    """What the 1.5B model wrote on a real library: the header, and a second fence, inside the block."""
+    fixed = "def median(xs):\n    return 2.5\n"
+    header = "### stats.py · median (lines 1-3; run by the failing tests)"
+    nested = f"The fix:\n```python\n{header}\n```python\n{fixed}```\n"
+    commented = f"```python\n# stats.py · median (lines 1-3)\n{fixed}```\n"
+    for reply in (nested, commented):
+        (edit,) = code_plan(reply).edits
+        assert (edit.path, edit.symbol, edit.replace) == ("stats.py", "median", fixed)
+    kept = "```python\n# stats.py holds the statistics\ndef median(xs):\n    return 2.5\n```\n"
+    assert code_plan(kept).edits[0].replace.startswith("# stats.py holds")  # a comment, not a header
