@@ -267,8 +267,9 @@ def report(rows: list[dict[str, Any]], variants: list[str]) -> dict[str, Any]:
 
 # -- main -------------------------------------------------------------------------------------------------
 def pick(bugs: list[dict[str, Any]], args: argparse.Namespace) -> list[dict[str, Any]]:
-    if args.only:
-        return [b for b in bugs if b["id"] in args.only]
+    if args.only:  # in the order given (a run stopped early has done the first ones)
+        by_id = {b["id"]: b for b in bugs}
+        return [by_id[i] for i in dict.fromkeys(args.only) if i in by_id]
     if args.library:
         bugs = [b for b in bugs if b["library"] in args.library]
     if args.quick:  # three bugs from three libraries, always the same ones
