@@ -60,12 +60,15 @@ Header = tuple[str, str | None, bool]  # path, symbol or None, new file
 
 
 def quoted_code(messages: Sequence[Mapping[str, object]]) -> frozenset[str]:
-    """The code blocks of the prompt's user messages, normalised: a reply block equal to one is a quote."""
+    """What the prompt itself holds that a reply may copy back: its code blocks, normalised, and its
+    `NEED:` lines (the instructions' example). The model's own earlier turns are not quotes: a repair
+    round may rightly send the same code again under a header."""
     out: set[str] = set()
     for m in messages:
         content = m.get("content")
-        if m.get("role") == "user" and isinstance(content, str):
+        if m.get("role") in ("system", "user") and isinstance(content, str):
             out.update(_norm(b.group(2)) for b in _BLOCK.finditer(content))
+            out.update(_need_key(n.group(1)) for n in _NEED.finditer(content))
     out.discard("")
     return frozenset(out)
 
@@ -136,7 +139,7 @@ def parse_code_reply(
     summary = _summary(_BLOCK.sub(" ", text[:cut]))
     if not summary and edits:
         summary = "rewrites " + ", ".join(_label(e) for e in edits)
-    need = _need(text)
+    need = _need(text, quoted)
     if not edits and not need:
         try:  # a JSON plan after all?
             extract_json(text)
@@ -297,14 +300,20 @@ def _known_symbol(symbol: str, qualnames: Sequence[str]) -> str:
     return tails[0] if len(tails) == 1 else s
 
 
-def _need(text: str) -> list[str]:
+def _need(text: str, quoted: frozenset[str] = frozenset()) -> list[str]:
     out: list[str] = []
     for m in _NEED.finditer(text):
+        if _need_key(m.group(1)) in quoted:
+            continue  # the instructions' example line, copied back
         for name in re.split(r"[,\s]+", m.group(1)):
             name = name.strip("`'\"*[]().;")
             if name and name not in out and len(name) <= 300:
                 out.append(name)
     return out
+
+
+def _need_key(names: str) -> str:
+    return "NEED:" + " ".join(names.split())
 
 
 def _summary(text: str) -> str:

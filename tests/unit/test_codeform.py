@@ -134,7 +134,8 @@ def test_a_header_copied_from_elsewhere_yields_to_the_definition_the_block_write
 MEDIAN = "def median(xs):\n    s = sorted(xs)\n    return s[len(s) // 2]\n"
 TEST = "def test_median():\n    assert median([4, 1, 3, 2]) == 2.5\n"
 PROMPT = [
-    {"role": "system", "content": "```python\ndef example():\n    pass\n```"},  # not the user's: kept
+    {"role": "system",
+     "content": "```python\ndef example():\n    pass\n```\nNEED: path/to/file.py::Class.method, fn"},
     {"role": "user", "content": f"## Source\n### stats.py · median (lines 1-3)\n```python\n{MEDIAN}```\n"
                                 f"### tests/test_stats.py · test_median (lines 4-5)\n```python\n{TEST}```\n"},
 ]
@@ -162,7 +163,8 @@ def test_a_reply_that_only_copies_the_prompt_back_changes_nothing_and_is_not_an_
     reply = f"### stats.py · median\n```python\n    {MEDIAN.replace(chr(10), chr(10) + '    ')}```\n"
     plan = code_plan(reply)
     assert plan.edits == [] and "copied back" in plan.summary
-    assert quoted_code(PROMPT) == {MEDIAN.strip(), TEST.strip()}  # the user's code only
+    assert quoted_code(PROMPT) == {MEDIAN.strip(), TEST.strip(), "def example():\n    pass",
+                                   "NEED:path/to/file.py::Class.method, fn"}
 
 
 def test_without_the_editable_paths_a_shown_tests_block_is_left_to_the_act_rules():
@@ -197,3 +199,16 @@ def test_a_header_written_inside_the_block_is_taken_out_of_the_code():
         assert (edit.path, edit.symbol, edit.replace) == ("stats.py", "median", fixed)
     kept = "```python\n# stats.py holds the statistics\ndef median(xs):\n    return 2.5\n```\n"
     assert code_plan(kept).edits[0].replace.startswith("# stats.py holds")  # a comment, not a header
+
+
+def test_the_instructions_example_copied_back_asks_for_nothing_and_edits_nothing():
+    """A small model echoing its system prompt: the template's NEED line and code block are quotes."""
+    echo = "### <path> · <name>\nNEED: path/to/file.py::Class.method,  fn\n"
+    echo += "```python\ndef example():\n    pass\n```"
+    plan = code_plan(echo)
+    assert plan.need == [] and plan.edits == []
+    assert code_plan("NEED: stats.py::mean").need == ["stats.py::mean"]  # a real request stands
+    # the model's own earlier turn is no quote: a repair round may send the same code with a header
+    again = [*PROMPT, {"role": "assistant", "content": "```python\ndef median(xs):\n    return 2.5\n```"}]
+    fixed = "### stats.py · median\n```python\ndef median(xs):\n    return 2.5\n```"
+    assert parse_code_reply(fixed, STATS, ["stats.py"], quoted=quoted_code(again)).edits
