@@ -27,6 +27,7 @@ import re
 import textwrap
 from dataclasses import dataclass
 
+from autod import pyast
 from autod.act.quotes import requote
 from autod.act.search import apply_edit
 from autod.errors import PlanRejected
@@ -96,7 +97,7 @@ def find_definition(rel: str, text: str, symbol: str) -> Span:
     if not name or not all(_NAME.fullmatch(p) for p in name.split(".")):
         raise PlanRejected(f"{rel}: symbol {symbol[:80]!r} is not a definition name like Class.method")
     try:
-        tree = ast.parse(text, filename=rel)
+        tree = pyast.parse(text, filename=rel)
     except SyntaxError as exc:
         raise PlanRejected(f"{rel} does not parse (line {exc.lineno}): give a search/replace edit") from None
     defs = _walk(tree.body)
@@ -177,13 +178,13 @@ def _as_definition(rel: str, span: Span, code: str, old_lines: list[str]) -> str
     dedented = _even_body(textwrap.dedent(code))
     dedented = requote(dedented) or dedented  # f'{d['k']}': a JSON-escaping artifact (autod.act.quotes)
     try:
-        tree = ast.parse(dedented)
+        tree = pyast.parse(dedented)
     except SyntaxError:
         # "def f():" at column 0 with its body still indented for the class: dedent the body alone
         first, _, rest = dedented.partition("\n")
         retry = first + "\n" + textwrap.indent(textwrap.dedent(rest), "    ")
         try:
-            tree = ast.parse(retry)
+            tree = pyast.parse(retry)
         except SyntaxError as exc:
             raise PlanRejected(
                 f"{rel}: the new source of {span.qualname} does not parse (line {exc.lineno}): give the"
@@ -202,7 +203,7 @@ def _as_definition(rel: str, span: Span, code: str, old_lines: list[str]) -> str
             if inner:
                 method = textwrap.dedent(_segment(dedented, inner[0]))
                 # its own lines from here on: the wrapper's numbering does not apply to it
-                node = ast.parse(method).body[0]
+                node = pyast.parse(method).body[0]
                 return _keep_decorators(span, method, node, old_lines)
         return None
     if len(match) > 1:
@@ -293,7 +294,7 @@ def _as_body(rel: str, span: Span, lines: list[str], code: str) -> str:
         )
     body = textwrap.dedent(code)
     try:
-        ast.parse(body)
+        pyast.parse(body)
     except SyntaxError as exc:
         raise PlanRejected(
             f"{rel}: `replace` must be the complete new definition of {span.qualname} (a `def"

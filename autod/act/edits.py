@@ -10,7 +10,6 @@ time linear (or n log n) in the files it reads, so one plan cannot stall the dae
 
 from __future__ import annotations
 
-import ast
 import os
 import stat
 import threading
@@ -19,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from autod import pyast
 from autod.act import linediff
 from autod.act.definition import replace_definition
 from autod.act.imports import add_missing_imports
@@ -199,7 +199,7 @@ def _python_artifacts(rel: str, old: bytes | None, text: str) -> str:
     """Mechanical slips of a small model that cost a right fix, undone: an f-string re-quoted to nest
     its own quote (autod.act.quotes), a standard-library module used but not imported (act.imports)."""
     try:
-        ast.parse(text)
+        pyast.parse(text)
     except (SyntaxError, ValueError):
         text = requote(text) or text  # still broken: the syntax rule refuses it after
     before = None if old is None else old.decode("utf-8", "replace")

@@ -18,6 +18,8 @@ import builtins
 import symtable
 import sys
 
+from autod import pyast
+
 __all__ = ["add_missing_imports"]
 
 _STDLIB = frozenset(name for name in sys.stdlib_module_names if not name.startswith("_"))
@@ -38,7 +40,7 @@ def add_missing_imports(old: str | None, new: str, filename: str = "<edit>") -> 
 
 def _unimported(text: str, filename: str) -> set[str]:
     try:
-        tree = ast.parse(text, filename=filename)
+        tree = pyast.parse(text, filename=filename)
         table = symtable.symtable(text, filename, "exec")
     except (SyntaxError, ValueError):
         return set()
@@ -76,7 +78,7 @@ def _global_everywhere(table: symtable.SymbolTable, name: str) -> bool:
 
 
 def _insert(text: str, modules: list[str]) -> str:
-    tree = ast.parse(text)
+    tree = pyast.parse(text)
     newline = "\r\n" if "\r\n" in text else "\n"
     lines = text.splitlines(keepends=True)
     after = 0  # insert after this many lines

@@ -15,6 +15,8 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from autod import pyast
+
 _Func = ast.FunctionDef | ast.AsyncFunctionDef
 
 
@@ -95,7 +97,7 @@ def _visible_constants(rel: str, tree: ast.Module, read: Callable[[str], str | N
             if text is None:
                 continue
             try:
-                names = _constants(ast.parse(text))
+                names = _constants(pyast.parse(text))
             except (SyntaxError, ValueError):
                 break
             for alias in node.names:
@@ -111,7 +113,7 @@ def inlined_constants(rel: str, old: str, new: str, read: Callable[[str], str | 
     if not rel.endswith(".py"):
         return []
     try:
-        before, after = ast.parse(old), ast.parse(new)
+        before, after = pyast.parse(old), pyast.parse(new)
     except (SyntaxError, ValueError):
         return []
     constants = _visible_constants(rel, before, read)

@@ -8,7 +8,7 @@ it, and only if the whole text then parses (under the interpreter autod runs on)
 
 from __future__ import annotations
 
-import ast
+from autod import pyast
 
 __all__ = ["requote"]
 
@@ -21,7 +21,7 @@ def requote(text: str) -> str | None:
     if fixed == text:
         return None
     try:
-        ast.parse(fixed)
+        pyast.parse(fixed)
     except (SyntaxError, ValueError):
         return None
     return fixed

@@ -16,6 +16,8 @@ import ast
 import re
 from collections import Counter
 
+from autod import pyast
+
 __all__ = ["introduced", "runner_features"]
 
 # Modules of the test runner and its plugin machinery.
@@ -180,7 +182,7 @@ class _Finder(ast.NodeVisitor):
 def runner_features(source: str) -> Counter[str] | None:
     """What the source does that reaches into a test runner, counted; None if it does not parse."""
     try:
-        tree = ast.parse(source)
+        tree = pyast.parse(source)
     except (SyntaxError, ValueError):
         return None
     finder = _Finder()

@@ -30,6 +30,7 @@ from typing import Any, Protocol
 
 import structlog
 
+from autod import pyast
 from autod.act.edits import FileChange
 from autod.act.inlined import inlined_constants
 from autod.config.settings import CandidatesConfig
@@ -320,7 +321,7 @@ def same_code(change: FileChange) -> bool:
     if change.old is None or not change.rel.endswith(".py"):
         return False
     try:
-        before, after = (ast.parse(b.decode("utf-8")) for b in (change.old, change.new))
+        before, after = (pyast.parse(b.decode("utf-8")) for b in (change.old, change.new))
     except (SyntaxError, ValueError, UnicodeDecodeError):
         return False
     return ast.dump(before) == ast.dump(after)
@@ -360,7 +361,7 @@ def change_key(changes: list[FileChange]) -> str:
         body = c.new
         if c.rel.endswith(".py"):
             with contextlib.suppress(SyntaxError, ValueError, UnicodeDecodeError):
-                body = ast.dump(ast.parse(c.new.decode("utf-8"))).encode()
+                body = ast.dump(pyast.parse(c.new.decode("utf-8"))).encode()
         h.update(hashlib.sha256(body).digest())
     return h.hexdigest()
 

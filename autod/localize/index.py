@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from autod import pyast
 from autod.localize.uses import dotted, dunders, uses
 from autod.paths import GENERATED_DIRS, NOT_SOURCE_DIRS
 from autod.safety.boundary import Boundary
@@ -226,7 +227,7 @@ def parse_module(rel: str, text: str, names: tuple[str, ...]) -> Module:
     package = first if is_pkg else first.rpartition(".")[0]
     mod = Module(rel, names, package, n_lines=text.count("\n") + 1)
     try:
-        tree = ast.parse(text, filename=rel)
+        tree = pyast.parse(text, filename=rel)
     except (SyntaxError, ValueError) as exc:
         mod.error = f"{type(exc).__name__}: {getattr(exc, 'lineno', '?')}"
         return mod

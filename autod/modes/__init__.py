@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -11,6 +10,7 @@ from pathlib import Path
 from string import Template
 from typing import Any, Protocol
 
+from autod import pyast
 from autod.act.edits import FileChange, ScopeCheck
 from autod.checks.run import CheckResult
 from autod.config.settings import Settings
@@ -153,7 +153,7 @@ def python_syntax_scope(change: FileChange) -> None:
     """Every edited Python file must still parse: a plan that breaks syntax is refused unwritten."""
     if change.rel.endswith(".py"):
         try:
-            ast.parse(change.new.decode("utf-8"), filename=change.rel)
+            pyast.parse(change.new.decode("utf-8"), filename=change.rel)
         except SyntaxError as exc:
             raise PlanRejected(f"edit breaks Python syntax in {change.rel} (line {exc.lineno})") from None
 

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from autod import pyast
 from autod.act.edits import FileChange, ScopeCheck
 from autod.act.judges import Judges
 from autod.config.settings import Limits
@@ -84,7 +85,7 @@ def _comments(source: str) -> list[str]:
 def only_docstrings_changed(old: str, new: str) -> bool:
     """True when `new` differs from `old` in docstrings alone (code and comments identical)."""
     try:
-        same_code = strip_docstrings(ast.parse(old)) == strip_docstrings(ast.parse(new))
+        same_code = strip_docstrings(pyast.parse(old)) == strip_docstrings(pyast.parse(new))
     except SyntaxError:
         return False
     return same_code and _comments(old) == _comments(new)
@@ -100,7 +101,7 @@ def _text(doc: str | None) -> str | None:
 def docstring_texts(source: str) -> list[str | None]:
     """Every module/class/function docstring's text, in order (None: that node has none)."""
     try:
-        tree = ast.parse(source)
+        tree = pyast.parse(source)
     except SyntaxError:
         return []
     return [
@@ -195,7 +196,7 @@ def _public_defs(tree: ast.Module) -> list[ast.FunctionDef | ast.AsyncFunctionDe
 def findings(source: str, rel: str) -> list[dict[str, Any]]:
     """Public functions/classes whose docstring is missing or no longer matches the signature."""
     try:
-        tree = ast.parse(source)
+        tree = pyast.parse(source)
     except SyntaxError:
         return []
     out: list[dict[str, Any]] = []
@@ -249,7 +250,7 @@ def doc_mentions(
 def _changed_names(source: str) -> set[str]:
     names: set[str] = set()
     try:
-        tree = ast.parse(source)
+        tree = pyast.parse(source)
     except SyntaxError:
         return names
     for node in ast.walk(tree):

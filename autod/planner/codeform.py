@@ -37,6 +37,7 @@ import re
 import textwrap
 from collections.abc import Mapping, Sequence
 
+from autod import pyast
 from autod.errors import PlanInvalid
 from autod.plan import Edit, Plan
 from autod.planner.parse import extract_json, parse_plan
@@ -261,7 +262,7 @@ def _edits(
 def _defined_name(body: str) -> str | None:
     """The name the block's first statement defines (a def, a class, an assignment), if it parses."""
     try:
-        tree = ast.parse(textwrap.dedent(body))
+        tree = pyast.parse(textwrap.dedent(body))
     except (SyntaxError, ValueError):
         first = re.search(r"^\s*(?:async\s+def|def|class)\s+([A-Za-z_]\w*)", body, re.MULTILINE)
         return first.group(1) if first else None
