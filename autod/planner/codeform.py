@@ -49,7 +49,7 @@ _BLOCK = re.compile(r"^[ \t]*```[ \t]*([\w+.-]*)[^\n]*\n(.*?)^[ \t]*```[ \t]*$",
 _CODE_LANGS = {"", "python", "py", "python3", "py3"}
 _THINK = re.compile(r"\A\s*<think>.*?(?:</think>|\Z)", re.DOTALL)
 _NEED = re.compile(r"^[ \t>*_]*NEED[*_]*[ \t]*:[ \t]*(.+)$", re.MULTILINE)
-_HEADER_LEAD = re.compile(r"^\s*(?:#{1,6}\s*|[-*]\s+)?(?:\*\*|__)?\s*(?:(?:file|path|edit|in)\s*:\s*)?", re.I)
+_HEADER_LEAD = re.compile(r"^\s*(?:#{1,6}\s*|[-*]\s+)?(?:\*\*)?\s*(?:(?:file|path|edit|in)\s*:\s*)?", re.I)
 _NEW_FILE = re.compile(r"\(\s*new(?:\s+file)?\s*\)", re.I)
 _PATHLIKE = re.compile(r"^[\w./\\-]+\.[A-Za-z0-9]+$|^[\w.-]+(?:/[\w.-]+)+$")
 _SEARCH_RE = re.compile(
@@ -202,7 +202,8 @@ def _read_header(line: str) -> Header | None:
     new = bool(_NEW_FILE.search(line))
     rest = _HEADER_LEAD.sub("", _NEW_FILE.sub("", line), count=1)
     rest = re.sub(r"\s*\([^()]*\)\s*:?\s*$", "", rest).strip()  # "(lines 3-9; ...)" the prompt's header adds
-    rest = rest.replace("**", "").replace("__", " ").strip().rstrip(":").strip()
+    # markdown bold (`**`) around the header; `__` is left alone: it is a dunder's (`__init__.py`)
+    rest = rest.replace("**", "").strip().rstrip(":").strip()
     sym: str | None = None
     for sep in ("·", "::", " - ", " — ", ", "):
         if sep in rest:

@@ -212,3 +212,13 @@ def test_the_instructions_example_copied_back_asks_for_nothing_and_edits_nothing
     again = [*PROMPT, {"role": "assistant", "content": "```python\ndef median(xs):\n    return 2.5\n```"}]
     fixed = "### stats.py · median\n```python\ndef median(xs):\n    return 2.5\n```"
     assert parse_code_reply(fixed, STATS, ["stats.py"], quoted=quoted_code(again)).edits
+
+
+def test_dunder_paths_and_names_survive_the_header():
+    """`__init__.py` and `Class.__init__`: the header's markdown is stripped, never a dunder's `__`."""
+    shown = {"pkg/__init__.py": ("Stack.__init__", "Queue.__init__")}  # the name alone is ambiguous
+    for header in ("### pkg/__init__.py · Stack.__init__ (lines 3-9; where the error was raised)",
+                   "**pkg/__init__.py · Stack.__init__**", "### __init__.py · Stack.__init__"):
+        reply = f"{header}\n```python\ndef __init__(self):\n    self.items = []\n```"
+        (edit,) = parse_code_reply(reply, shown, ["pkg/__init__.py"]).edits
+        assert (edit.path, edit.symbol) == ("pkg/__init__.py", "Stack.__init__"), header
