@@ -74,6 +74,7 @@ class Endpoint:
         self.context_tokens: int | None = cfg.context_tokens
         self._props_asked = cfg.context_tokens is not None
         self.takes_n: bool | None = None
+        self.takes_stop = True  # until the server refuses `stop` (then the code form goes without it)
         self.chars_per_token: float | None = None
         self.client = httpx.AsyncClient(
             base_url=base_url + "/",
@@ -120,7 +121,8 @@ class Endpoint:
             body = wire.request_body(self.model, messages, temperature=heat,
                                      max_tokens=max_tokens, token_param=self._token_param, fmt=fmt,
                                      paths=paths, symbols=symbols, seed=seed,
-                                     n=n if self.takes_n is not False else 1, stop=stop)
+                                     n=n if self.takes_n is not False else 1,
+                                     stop=stop if self.takes_stop else ())
             started = asyncio.get_running_loop().time()
             status, ctype, data = await self._send(body, deadline, fmt)
             tally.spend("model", (asyncio.get_running_loop().time() - started) * 1000)
@@ -148,6 +150,10 @@ class Endpoint:
                 log.warning("llm.token_param_switched", endpoint=self.url, status=status,
                             refused=self._token_param, now=other)
                 self._token_param, switched_param = other, True
+                continue
+            if body.get("stop") and wire.refuses_stop(status, data):
+                log.warning("llm.stop_refused", endpoint=self.url, status=status)
+                self.takes_stop = False  # the copied-prompt blocks are still dropped as quotes
                 continue
             untried = [] if free else self._formats[i + 1 :]
             if untried and wire.refuses_format(status, data):

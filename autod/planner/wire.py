@@ -263,6 +263,14 @@ def refuses_token_param(status: int, data: bytes, sent: str) -> bool:
     return sent in text and any(w in text for w in _REFUSED_WORDS)
 
 
+def refuses_stop(status: int, data: bytes) -> bool:
+    """The server refuses the `stop` parameter (OpenAI's reasoning models: "Unsupported parameter")."""
+    if status not in (400, 422) or is_context_overflow(status, data):
+        return False
+    text = _error_text(data).lower()
+    return any(f"{q}stop{q}" in text for q in ("'", '"', "`")) and any(w in text for w in _REFUSED_WORDS)
+
+
 def is_context_overflow(status: int, data: bytes) -> bool:
     """The prompt (with the reply's token cap) does not fit the model's context window."""
     if status not in _REFUSAL_STATUSES:

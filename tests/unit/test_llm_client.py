@@ -625,3 +625,20 @@ def test_code_form_choices_stand_alone_and_a_cut_reply_is_nudged_in_the_code_for
     run(make(server)[0], code_request())
     nudge = server.bodies()[1]["messages"][-1]["content"]
     assert "cut off" in nudge and "### path · symbol" in nudge and "JSON" not in nudge
+
+
+def test_a_server_that_refuses_stop_is_asked_again_without_it_and_never_sent_it_again():
+    refusal = httpx.Response(400, json={"error": {"message": "Unsupported parameter: 'stop' is not "
+                                                  "supported with this model.", "param": "stop"}})
+    server = Server(primary=[refusal, completion(CODE_REPLY)])
+    planner, sleeps = make(server)
+
+    async def twice() -> None:
+        for _ in range(2):
+            await planner.plan(code_request(stop=("## Failure output",)))
+        await planner.aclose()
+
+    with capture_logs() as logs:
+        asyncio.run(twice())
+    assert ["stop" in b for b in server.bodies()] == [True, False, False]
+    assert sleeps == [] and any(e["event"] == "llm.stop_refused" for e in logs)
