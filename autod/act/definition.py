@@ -32,7 +32,7 @@ from autod.act.quotes import requote
 from autod.act.search import apply_edit
 from autod.errors import PlanRejected
 
-__all__ = ["Span", "find_definition", "normalise_symbol", "replace_definition"]
+__all__ = ["Span", "find_definition", "name_of", "normalise_symbol", "replace_definition"]
 
 LONG_DEFINITION = 60  # lines; a rewrite of a longer one must keep at least half of them
 _FENCE = re.compile(r"^\s*```[\w+-]*[ \t]*\r?\n(.*?)\r?\n?[ \t]*```\s*$", re.DOTALL)
@@ -194,12 +194,12 @@ def _as_definition(rel: str, span: Span, code: str, old_lines: list[str]) -> str
     name = _target_name(span)
     target_kind = type(span.node)
     top = list(tree.body)
-    match = [n for n in top if _same_kind(n, target_kind) and _name_of(n) == name]
+    match = [n for n in top if _same_kind(n, target_kind) and name_of(n) == name]
     if not match:
         cls = span.qualname.rsplit(".", 2)[-2] if "." in span.qualname else None
         wrapper = [n for n in top if isinstance(n, ast.ClassDef) and cls and n.name == cls]
         if wrapper:  # the class given back around the method: keep the method
-            inner = [n for n in wrapper[0].body if _same_kind(n, target_kind) and _name_of(n) == name]
+            inner = [n for n in wrapper[0].body if _same_kind(n, target_kind) and name_of(n) == name]
             if inner:
                 method = textwrap.dedent(_segment(dedented, inner[0]))
                 # its own lines from here on: the wrapper's numbering does not apply to it
@@ -230,7 +230,8 @@ def _same_kind(node: ast.AST, kind: type) -> bool:
     return isinstance(node, kind)
 
 
-def _name_of(node: ast.AST) -> str | None:
+def name_of(node: ast.AST) -> str | None:
+    """The name a statement defines: a def's or class's, an assignment's first plain name; else None."""
     if isinstance(node, _Def):
         return node.name
     if isinstance(node, ast.Assign):

@@ -38,16 +38,16 @@ import textwrap
 from collections.abc import Mapping, Sequence
 
 from autod import pyast
+from autod.act.definition import name_of, normalise_symbol
 from autod.errors import PlanInvalid
 from autod.plan import Edit, Plan
-from autod.planner.parse import extract_json, parse_plan
+from autod.planner.parse import extract_json, parse_plan, strip_thinking
 
 __all__ = ["parse_code_reply", "quoted_code"]
 
 MAX_SUMMARY = 4000
 _BLOCK = re.compile(r"^[ \t]*```[ \t]*([\w+.-]*)[^\n]*\n(.*?)^[ \t]*```[ \t]*$", re.DOTALL | re.MULTILINE)
 _CODE_LANGS = {"", "python", "py", "python3", "py3"}
-_THINK = re.compile(r"\A\s*<think>.*?(?:</think>|\Z)", re.DOTALL)
 _NEED = re.compile(r"^[ \t>*_]*NEED[*_]*[ \t]*:[ \t]*(.+)$", re.MULTILINE)
 _HEADER_LEAD = re.compile(r"^\s*(?:#{1,6}\s*|[-*]\s+)?(?:\*\*)?\s*(?:(?:file|path|edit|in)\s*:\s*)?", re.I)
 _NEW_FILE = re.compile(r"\(\s*new(?:\s+file)?\s*\)", re.I)
@@ -90,7 +90,7 @@ def parse_code_reply(
     path enum keeps those files out; the act rules judge whatever is left, in either form.)"""
     if not isinstance(text, str) or not text.strip():
         raise PlanInvalid("the reply is empty")
-    text = _THINK.sub("", text).strip()
+    text = strip_thinking(text)
     if len(re.findall(r"^[ \t]*```", text, re.MULTILINE)) % 2:
         text += "\n```"  # a last block the model never closed
     shown = {p: tuple(q) for p, q in (symbols or {}).items()}
@@ -261,21 +261,16 @@ def _edits(
 
 
 def _defined_name(body: str) -> str | None:
-    """The name the block's first statement defines (a def, a class, an assignment), if it parses."""
+    """The name the block's first statement defines (a def, a class, an assignment), if it parses;
+    imports and docstrings before it are passed over."""
     try:
         tree = pyast.parse(textwrap.dedent(body))
     except (SyntaxError, ValueError):
         first = re.search(r"^\s*(?:async\s+def|def|class)\s+([A-Za-z_]\w*)", body, re.MULTILINE)
         return first.group(1) if first else None
     for node in tree.body:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            return node.name
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            return node.targets[0].id
-        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            return node.target.id
         if not isinstance(node, ast.Import | ast.ImportFrom | ast.Expr):
-            return None
+            return name_of(node)
     return None
 
 
@@ -293,8 +288,6 @@ def _known_path(path: str, known: list[str]) -> str:
 
 def _known_symbol(symbol: str, qualnames: Sequence[str]) -> str:
     """`parse` for the shown `Parser.parse` when only one shown definition of the file has that name."""
-    from autod.act.definition import normalise_symbol
-
     s = normalise_symbol(symbol)
     if s in qualnames:
         return s

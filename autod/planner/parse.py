@@ -23,11 +23,17 @@ _THINK = re.compile(r"\A\s*<think>.*?(?:</think>|\Z)", re.DOTALL)
 _DECODER = json.JSONDecoder(strict=False)
 
 
+def strip_thinking(text: str) -> str:
+    """The reply without a reasoning model's leading `<think>...</think>` (its braces and code are not
+    the answer), stripped."""
+    return _THINK.sub("", text).strip()
+
+
 def extract_json(text: str) -> str:
     """The plan JSON object in `text`: bare, fenced, or wrapped in prose. Raises PlanInvalid."""
     if not isinstance(text, str) or not text.strip():
         raise PlanInvalid("the reply is empty")
-    text = _THINK.sub("", text).strip()
+    text = strip_thinking(text)
     first_error: json.JSONDecodeError | None = None
 
     # The cheap, common cases first: the whole reply, then each fenced block (last wins).
