@@ -19,6 +19,7 @@ real server autod meets:
                                   500 with llama-cpp-python's body (it does not take json_schema)
     "sse": true                   every answer streamed as SSE chunks, whatever `stream` says
     "token_param": "max_completion_tokens"   OpenAI reasoning models: 400 to `max_tokens`
+    "refuse_stop": true           OpenAI reasoning models: 400 "Unsupported parameter: 'stop'"
     "context_limit": N            400 context_length_exceeded (OpenAI's body) when the prompt
                                   (4 characters a token) plus the reply cap passes N tokens
     "props_n_ctx": N              GET /props answers llama.cpp's {"default_generation_settings": {"n_ctx": N}}
@@ -55,7 +56,8 @@ from pathlib import Path
 from typing import Any
 
 BEHAVIOURS = (
-    "sse", "token_param", "context_limit", "single_slot", "props_n_ctx", "chars_per_token", "honour_n"
+    "sse", "token_param", "context_limit", "single_slot", "props_n_ctx", "chars_per_token", "honour_n",
+    "refuse_stop",
 )
 NOTHING_TO_DO: dict[str, Any] = {"summary": "nothing to do", "edits": [], "verify": [], "report": None}
 REFUSAL = {"error": {"message": "response_format json_schema not supported", "type": "invalid_request_error"}}
@@ -82,6 +84,14 @@ MAX_TOKENS_REFUSAL = {
         "code": "unsupported_parameter",
     }
 }
+STOP_REFUSAL = {
+    "error": {
+        "message": "Unsupported parameter: 'stop' is not supported with this model.",
+        "type": "invalid_request_error",
+        "param": "stop",
+        "code": "unsupported_parameter",
+    }
+}
 
 
 class ScriptedLLM:
@@ -99,6 +109,7 @@ class ScriptedLLM:
         self.single_slot = False
         self.props_n_ctx: int | None = None
         self.honour_n = False
+        self.refuse_stop = False
         self.chars_per_token: float = 4
         self.piled = 0  # completions that arrived while the single slot was busy
         self._slot = threading.Lock()
@@ -224,6 +235,8 @@ class ScriptedLLM:
         # A server's refusals come before the script: they do not consume a scripted step.
         if self.token_param == "max_completion_tokens" and "max_tokens" in body:
             return {"status": 400, "body": json.dumps(MAX_TOKENS_REFUSAL)}
+        if self.refuse_stop and "stop" in body:
+            return {"status": 400, "body": json.dumps(STOP_REFUSAL)}
         fmt = body.get("response_format")
         if self._refuse_schema and isinstance(fmt, dict) and fmt.get("type") == "json_schema":
             refusal = LLAMA_CPP_PYTHON_REFUSAL if self._refuse_schema == "500" else REFUSAL

@@ -147,3 +147,30 @@ def test_autod_run_fixes_a_bug_through_a_server_with_every_quirk(tmp_path, calc_
     ]
     events = {r.get("event") for r in daemon.records()}
     assert "llm.token_param_switched" in events and "llm.response_format_refused" in events
+
+
+
+def test_autod_run_fixes_a_bug_in_the_code_form_through_a_reasoning_models_refusals(
+    tmp_path, calc_repo, scripted_llm
+):
+    """OpenAI's reasoning models refuse `max_tokens` and `stop` with a 400 each: the code form (the
+    default) asks again without them, at once, and the fix still lands; neither is sent again."""
+    scripted_llm.behave(refuse_stop=True, token_param="max_completion_tokens")
+    scripted_llm.push_text(
+        "add subtracts.\n### src/calc.py · add\n```python\ndef add(a, b):\n    return a + b\n```\n"
+    )
+    llm = {"base_url": scripted_llm.base_url, "model": "o-mini"}
+    daemon = Autod(write_config(tmp_path / "autod.yaml", base_config(calc_repo, llm=llm)),
+                   log_file=calc_repo / ".autod/logs/autod.jsonl")
+    daemon.start()
+    try:
+        [record] = daemon.wait_reflections(1, timeout=120)
+    finally:
+        assert daemon.stop() == 0
+    assert record["status"] == "fixed", record
+    assert (calc_repo / "src" / "calc.py").read_text() == CALC_BUGGY.replace("a - b", "a + b")
+    sent = [("max_tokens" in b, "stop" in b, "response_format" in b) for b in scripted_llm.requests]
+    assert sent[:3] == [(True, True, False), (False, True, False), (False, False, False)]
+    assert all(not m and not st for m, st, _ in sent[3:])  # learnt once, for the daemon's lifetime
+    events = [r.get("event") for r in daemon.records()]
+    assert "llm.stop_refused" in events and "llm.token_param_switched" in events
