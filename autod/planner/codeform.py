@@ -41,6 +41,7 @@ from autod import pyast
 from autod.act.definition import name_of, normalise_symbol
 from autod.errors import PlanInvalid
 from autod.plan import Edit, Plan
+from autod.planner import diffblock
 from autod.planner.parse import extract_json, parse_plan, strip_thinking
 
 __all__ = ["parse_code_reply", "quoted_code"]
@@ -103,15 +104,30 @@ def parse_code_reply(
     placed: dict[tuple[str, str], int] = {}  # (path, symbol) -> index in edits: the last block wins
     prev_end = 0
     first_header: int | None = None
+    pending: Header | None = None
     for m in blocks:
         lang, body = m.group(1).lower(), m.group(2)
         above = text[prev_end : m.start()]
         prev_end = m.end()
         header, at = _header(above)
         body, inner = _inner_header(body)
-        header = header or inner
+        header, pending = header or inner or pending, None
         if header is not None and first_header is None:
             first_header = m.start() - len(above) + at
+        if not body.strip():
+            pending = header  # a block holding only its header ("the header line is: ..."): the next one's
+            continue
+        pairs = diffblock.hunks(body) if lang == "diff" or not diffblock.parses(body) else None
+        if pairs is not None:
+            path = _known_path(header[0] if header else diffblock.diff_path(body) or "", known)
+            if not path:
+                unplaced.append("a diff that names no file: put `### path` above it")
+            elif editable is not None and path in shown and path not in editable:
+                quotes += 1  # the failing test, edited to agree: not the plan's to change
+            else:
+                edits.extend(Edit(path=path, search=s, replace=r) for s, r in pairs)
+            continue
+        body = diffblock.unmark(body)
         has_markers = bool(_SEARCH_RE.search(body))
         if lang not in _CODE_LANGS and not has_markers and header is None:
             continue  # a shell line, a traceback, a diff the model quoted: not an edit
@@ -230,6 +246,10 @@ def _edits(
     if header is None:
         name = _defined_name(body)
         found = _owners(name, shown, known) if name else []
+        if not found and name:  # `class C:` written around methods of C shown alone
+            wrapped = [_owners(f"{name}.{m}", shown, known) for m in _methods(body)]
+            if wrapped and all(len(w) == 1 for w in wrapped) and len({w[0][0] for w in wrapped}) == 1:
+                return [Edit(path=w[0][0], symbol=w[0][1], replace=body) for w in wrapped]
         if len(found) != 1:
             where = f"`{name}` is defined in {len(found)} shown places" if name and found else (
                 f"`{name}` is not a definition shown" if name else "it defines nothing")
@@ -272,6 +292,18 @@ def _defined_name(body: str) -> str | None:
         if not isinstance(node, ast.Import | ast.ImportFrom | ast.Expr):
             return name_of(node)
     return None
+
+
+def _methods(body: str) -> list[str]:
+    """The names of the functions a block's one class statement holds (none unless it is one)."""
+    try:
+        tree = pyast.parse(textwrap.dedent(body))
+    except (SyntaxError, ValueError):
+        return []
+    top = [n for n in tree.body if not isinstance(n, ast.Import | ast.ImportFrom)]
+    if len(top) != 1 or not isinstance(top[0], ast.ClassDef):
+        return []
+    return [n.name for n in top[0].body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
 
 
 def _owners(name: str, shown: dict[str, tuple[str, ...]], known: list[str]) -> list[tuple[str, str]]:

@@ -222,3 +222,52 @@ def test_dunder_paths_and_names_survive_the_header():
         reply = f"{header}\n```python\ndef __init__(self):\n    self.items = []\n```"
         (edit,) = parse_code_reply(reply, shown, ["pkg/__init__.py"]).edits
         assert (edit.path, edit.symbol) == ("pkg/__init__.py", "Stack.__init__"), header
+
+
+# -- blocks written as a diff, a header on its own, a class line around a method ----------------------
+def test_a_definition_with_diff_marks_is_read_without_them():
+    # a small model marks its added line with `+` and its removed one with `-` inside the whole method
+    text = ("Add, do not subtract.\n### src/calc.py · Calc.add\n```python\n"
+            "    def add(self, a, b):\n"
+            "-        return a - b\n"
+            "+        return a + b\n```\n")
+    fixed = "    def add(self, a, b):\n        return a + b\n"
+    assert edits(text) == [("src/calc.py", "Calc.add", "", fixed)]
+
+
+def test_code_that_parses_with_a_line_led_by_a_minus_is_left_as_it_is():
+    body = "def helper(x):\n    return (x\n-1)\n"
+    assert edits(f"### src/calc.py · helper\n```python\n{body}```") == [("src/calc.py", "helper", "", body)]
+
+
+def test_a_unified_diff_is_read_as_search_and_replace_on_the_file_it_names():
+    text = ("The fix:\n```diff\n--- a/src/calc.py\n+++ b/src/calc.py\n@@ -3,3 +3,3 @@ class Calc:\n"
+            "     def add(self, a, b):\n-        return a - b\n+        return a + b\n"
+            "@@ -9,2 +9,2 @@\n-LIMIT = 5\n+LIMIT = 6\n```\n")
+    assert edits(text) == [
+        ("src/calc.py", None, "    def add(self, a, b):\n        return a - b",
+         "    def add(self, a, b):\n        return a + b"),
+        ("src/calc.py", None, "LIMIT = 5", "LIMIT = 6"),
+    ]
+
+
+def test_a_diff_under_a_header_takes_the_headers_path_and_one_on_a_shown_test_is_a_quote():
+    hunk = "@@ -1 +1 @@\n-    return a - b\n+    return a + b\n"
+    assert edits(f"### calc.py\n```python\n{hunk}```") == [
+        ("src/calc.py", None, "    return a - b", "    return a + b")
+    ]
+    shown = {**SHOWN, "tests/test_calc.py": ("test_add",)}
+    plan = parse_code_reply(f"### tests/test_calc.py\n```diff\n{hunk}```", shown, PATHS)
+    assert plan.edits == []
+
+
+def test_a_block_holding_only_its_header_names_the_next_block():
+    # (`add` alone would be ambiguous: Other.add is shown too)
+    text = ("The header line is:\n```python\n### src/calc.py · Calc.add\n```\n"
+            "The complete definition:\n```python\ndef add(self, a, b):\n    return a + b\n```\n")
+    assert edits(text) == [("src/calc.py", "Calc.add", "", "def add(self, a, b):\n    return a + b\n")]
+
+
+def test_a_class_line_written_around_a_shown_method_places_the_block_on_the_method():
+    body = "class Calc:\n    def sub(self, a, b):\n        return a - b\n"
+    assert edits(f"Fix:\n```python\n{body}```") == [("src/calc.py", "Calc.sub", "", body)]
