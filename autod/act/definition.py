@@ -10,7 +10,8 @@ source replaces them, re-indented to where the definition stands:
   ambiguous and refused, naming both). `path.py::`, `()` and spaces around it are tolerated.
 - `replace` is the new definition: fenced or not, indented as in the class or at column 0 (it is
   dedented, then indented like the original). Without decorators it keeps the original's; with
-  some, they replace them. A class given back around the method is unwrapped to the method.
+  some, they replace them. A class given back around the method is unwrapped to the method, and a
+  class given back with only some of its methods (all of them its own) rewrites those methods alone.
   Statements beside the definition (a new helper, a constant) go in with it.
 - A `replace` that is not a definition of that name is read as the new *body* when the target is a
   function (the signature and decorators stay); when the plan also gave a `search`, as a search and
@@ -124,6 +125,11 @@ def find_definition(rel: str, text: str, symbol: str) -> Span:
 def replace_definition(rel: str, text: str, symbol: str, replace: str, search: str = "") -> str:
     """`text` with the definition `symbol` replaced by `replace` (see the module's doc)."""
     span = find_definition(rel, text, symbol)
+    methods = _partial_class(span, _unfence(replace))
+    if methods is not None:  # the class given back with only the methods it changes
+        for name, code in methods:
+            text = replace_definition(rel, text, f"{span.qualname}.{name}", code)
+        return text
     newline = "\r\n" if "\r\n" in text else "\n"
     lines = text.splitlines(keepends=True)
     old = "".join(lines[span.start - 1 : span.end])
@@ -140,6 +146,42 @@ def replace_definition(rel: str, text: str, symbol: str, replace: str, search: s
     if not block.endswith(newline):
         block += newline
     return _join(lines, span, block)
+
+
+def _partial_class(span: Span, code: str) -> list[tuple[str, str]] | None:
+    """(name, source) of each method when `code` is the target class given back as methods it already
+    has and nothing else, its class line the same or bare: a small model writes the class line around the
+    methods it fixed, and replacing the class with that would delete the rest of it (its other
+    methods, attributes, decorators). None for anything else (a new method, another statement, new
+    bases): that is a rewrite of the class."""
+    if not isinstance(span.node, ast.ClassDef):
+        return None
+    try:
+        tree = pyast.parse(_even_body(textwrap.dedent(code)))
+    except SyntaxError:
+        return None
+    cls = tree.body[0] if len(tree.body) == 1 else None
+    if not isinstance(cls, ast.ClassDef) or cls.name != span.node.name or not _same_line(cls, span.node):
+        return None
+    fn = ast.FunctionDef | ast.AsyncFunctionDef
+    old = {n.name for n in span.node.body if isinstance(n, fn)}
+    members = [n for n in cls.body if _docstring(cls) is not n]
+    new = [n for n in members if isinstance(n, fn)]
+    names = [n.name for n in new]
+    if not new or len(new) != len(members) or len(set(names)) != len(names) or not set(names) <= old:
+        return None
+    lines = _even_body(textwrap.dedent(code)).splitlines()
+    return [(n.name, textwrap.dedent("\n".join(lines[_start(n) - 1 : n.end_lineno]))) for n in new]
+
+
+def _same_line(new: ast.ClassDef, old: ast.ClassDef) -> bool:
+    """Bases, keywords and decorators each the same as the class's, or left out (`class A:` written
+    around a method of `class A(Base):`)."""
+    def same(a: list[ast.expr] | list[ast.keyword], b: list[ast.expr] | list[ast.keyword]) -> bool:
+        return not a or [ast.dump(x) for x in a] == [ast.dump(x) for x in b]
+
+    return (same(new.bases, old.bases) and same(new.keywords, old.keywords)
+            and same(new.decorator_list, old.decorator_list))
 
 
 def _not_truncated(rel: str, span: Span, snippet: str) -> None:

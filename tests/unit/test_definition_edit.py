@@ -95,6 +95,24 @@ def test_a_class_given_back_around_the_method_is_unwrapped_to_the_method():
     assert out.count("class Label:") == 1 and "return 'only this'" in out
 
 
+def test_the_class_given_back_with_only_the_method_it_fixed_keeps_the_rest_of_the_class():
+    # the plan names the class; its "new source" is the class line and one method: replacing the class
+    # with it would delete `sides`, `area` and its decorators
+    out = replaced("Shape", "class Shape:\n    def describe(self):\n        return 'a shape'\n")
+    assert "return 'a shape'" in out and "sides = 0" in out
+    assert "    @functools.lru_cache(maxsize=None)\n    @staticmethod\n    def area(w, h):" in out
+
+
+@pytest.mark.parametrize("new", [
+    "class Shape(Base):\n    def describe(self):\n        return 'a shape'\n",  # new bases
+    "class Shape:\n    def describe(self):\n        return 'a shape'\n    def new(self):\n        return 1\n",
+    "class Shape:\n    sides = 4\n\n    def describe(self):\n        return 'a shape'\n",  # an attribute
+])
+def test_a_class_given_back_with_more_than_its_own_methods_is_a_rewrite_of_the_class(new: str):
+    out = replaced("Shape", new)
+    assert "def area" not in out and "return 'a shape'" in out
+
+
 def test_a_body_alone_replaces_the_body_and_keeps_the_signature():
     out = replaced("outer", "def inner(y):\n    return y\nreturn inner(x) * 2")
     assert "def outer(x):\n    def inner(y):\n        return y\n    return inner(x) * 2\n" in out
