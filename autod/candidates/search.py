@@ -164,6 +164,9 @@ class CandidateSearch:
         base = self.cfg.seed + (number - 1) * self.cfg.n
         views = self.views()
         drawn = 0
+        # a sampled draw that proposes no edit (an echo of the prompt, prose alone) is cheap, and says
+        # nothing about the fixes near the first one: it does not use up one of the n (n such at most)
+        idle = 0
         while drawn < self.cfg.n:
             if drawn and self.tokens_left is not None and not await self.tokens_left():
                 log.info("candidates.budget_spent", drawn=drawn)
@@ -177,24 +180,30 @@ class CandidateSearch:
             dups = sum(c.outcome == "duplicate" for c in result.candidates)
             temperature = 0.0 if first else min(self.cfg.temperature + DUPLICATE_WARMING * dups,
                                                 max(self.cfg.temperature, MAX_TEMPERATURE))
-            plans, spent, invalid, ms = await self._draw(temperature, base + drawn, want, first=drawn == 0,
-                                                         view=view)
+            seed = base + drawn + idle
+            plans, spent, invalid, ms = await self._draw(temperature, seed, want, first=drawn == 0, view=view)
             if want > 1 and len(plans) + len(invalid) < want:
                 self._takes_n = False  # the server gave fewer choices than asked: one by one from now
             elif want > 1:
                 self._takes_n = True
             count = max(1, len(plans) + len(invalid))
             share, ms = spent // count, ms // count
-            for reason in invalid:
-                drawn += 1
-                c = self._new(number, base + drawn - 1, temperature, share, ms, view)
+            for i, reason in enumerate(invalid):
+                c = self._new(number, seed + i, temperature, share, ms, view)
                 c.outcome, c.reason = "invalid", reason
                 result.candidates.append(c)
-            for plan in plans:
-                drawn += 1
-                c = self._new(number, base + drawn - 1, temperature, share, ms, view)
+            drawn += len(invalid)
+            for i, plan in enumerate(plans, len(invalid)):
+                c = self._new(number, seed + i, temperature, share, ms, view)
                 c.plan = plan
                 result.candidates.append(c)
+                if temperature > 0 and not plan.edits and not plan.report and idle < self.cfg.n:
+                    idle += 1
+                    c.outcome, c.reason = "no_change", plan.summary[:300]
+                    log.info("candidates.redraw", n=c.n, why="the draw proposed no edit")
+                    self._note(c)
+                    continue
+                drawn += 1
                 done = await self._judge(c, result)
                 self._note(c)
                 if done:

@@ -117,6 +117,27 @@ def test_refused_and_unchanged_candidates_are_dropped_before_verification(tmp_pa
     assert "search text not found" in found.candidates[0].reason
 
 
+def test_a_sampled_draw_that_proposes_no_edit_does_not_use_up_one_of_the_n(tmp_path):
+    # a small model at temperature 0.8 often echoes the prompt's failure section, or writes prose
+    # alone: such a draw is recorded, and another is drawn with the next seed in its place
+    idle = Plan(summary="### Failure: check tests failed", edits=[])
+    drawer = Drawer(whole("return a * b"), idle, idle, whole("return a // b"), whole("return a + b"))
+    found = asyncio.run(search(tmp_path, drawer, Judge({"a + b": "fixed"}), n=3).attempt(1))
+    assert [c.outcome for c in found.candidates] == ["rolled_back", "no_change", "no_change", "rolled_back",
+                                                     "fixed"]
+    assert [a["seed"] for a in drawer.asked] == [10, 11, 12, 13, 14]
+    assert found.winner is found.candidates[-1]
+
+
+def test_draws_that_propose_nothing_are_redrawn_n_times_at_most(tmp_path):
+    idle = Plan(summary="no idea", edits=[])
+    drawer = Drawer(whole("return a * b"), *[idle] * 8, whole("return a + b"))
+    found = asyncio.run(search(tmp_path, drawer, Judge({"a + b": "fixed"}), n=3).attempt(1))
+    # 3 sampled no-edit draws are replaced; the 4th and 5th count among the n: 1 + 3 + 2 draws
+    assert [c.outcome for c in found.candidates] == ["rolled_back", *["no_change"] * 5]
+    assert found.winner is None and len(drawer.asked) == 6
+
+
 def test_a_plan_autod_fails_on_is_dropped_and_the_search_goes_on(tmp_path):
     drawer = Drawer(whole("return a * 1"), whole("return a + b"))
     search_ = search(tmp_path, drawer, Judge({"a + b": "fixed"}))
