@@ -70,7 +70,7 @@ class Asker:
     @property
     def form(self) -> str:
         """How the mode asks plans to be written (llm.reply_form for auto-debug; JSON elsewhere)."""
-        return str(getattr(self.mode, "reply_form", "json"))
+        return self.mode.reply_form
 
     @property
     def has_focus(self) -> bool:
@@ -103,7 +103,7 @@ class Asker:
             symbols=self.symbols(),
             seed=seed,
             form=self.form,
-            stop=tuple(getattr(self.mode, "stop", ())),
+            stop=tuple(self.mode.stop),
             n=n,
             record=self.record,
         )

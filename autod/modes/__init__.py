@@ -80,6 +80,10 @@ class Mode(Protocol):
     name: str
     kinds: frozenset[EventKind]
     writes_code: bool
+    # how its plans are written, "json" or "code" (autod.planner.codeform), and where a request in that
+    # form stops (the prompt's own section titles a model copying its prompt back would write)
+    reply_form: str
+    stop: tuple[str, ...]
 
     def handles(self, event: Event) -> bool: ...
 

@@ -266,6 +266,8 @@ class DocMode:
     name = "auto-doc"
     kinds = frozenset({EventKind.FILES_CHANGED})
     writes_code = True
+    reply_form = "json"  # a report or docstrings: the JSON plan and its schema
+    stop: tuple[str, ...] = ()
 
     def handles(self, event: Event) -> bool:
         if event.kind == EventKind.MANUAL:

@@ -38,6 +38,8 @@ class PlanReportMode:
     name = "auto-plan"
     kinds = frozenset({EventKind.SCHEDULE, EventKind.MANUAL})
     writes_code = False
+    reply_form = "json"  # a report or docstrings: the JSON plan and its schema
+    stop: tuple[str, ...] = ()
 
     def handles(self, event: Event) -> bool:
         return event.kind in self.kinds and event.target_mode == self.name
