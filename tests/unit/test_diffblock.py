@@ -1,0 +1,33 @@
+"""Code blocks written as a diff (autod.planner.diffblock): read as the edit they mean, or left alone."""
+
+from __future__ import annotations
+
+from autod.planner.diffblock import diff_path, hunks, unmark
+
+
+def test_a_plus_written_in_place_of_the_first_space_of_the_indentation_is_read_too():
+    body = "def f(x):\n    y = x\n-    return y\n+   return y + 1\n"
+    assert unmark(body) == "def f(x):\n    y = x\n    return y + 1\n"
+
+
+def test_a_block_that_does_not_parse_either_way_is_returned_as_it_is():
+    body = "def f(x:\n+    return x\n"
+    assert unmark(body) == body
+
+
+def test_hunks_keep_context_on_both_sides_and_skip_the_no_newline_marker():
+    body = ("--- a/m.py\n+++ b/m.py\n@@ -1,3 +1,3 @@\n def f(x):\n-    return x\n+    return -x\n"
+            "\\ No newline at end of file\n")
+    assert hunks(body) == [("def f(x):\n    return x", "def f(x):\n    return -x")]
+    assert diff_path(body) == "m.py"
+
+
+def test_a_diff_that_only_adds_lines_has_nothing_to_find_and_is_not_read_as_hunks():
+    # a new file (`--- /dev/null`) or lines added with no context: no search text to place them
+    assert hunks("--- /dev/null\n+++ b/new.py\n@@ -0,0 +1 @@\n+x = 1\n") is None
+    assert diff_path("--- /dev/null\n+++ /dev/null\n") is None
+
+
+def test_a_line_with_no_lead_means_it_is_not_a_diff():
+    assert hunks("@@ -1 +1 @@\n-a = 1\nb = 2\n") is None
+    assert hunks("def f():\n    return 1\n") is None
