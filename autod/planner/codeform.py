@@ -41,7 +41,7 @@ from autod import pyast
 from autod.act.definition import name_of, normalise_symbol
 from autod.errors import PlanInvalid
 from autod.plan import Edit, Plan
-from autod.planner import diffblock
+from autod.planner import marks
 from autod.planner.parse import extract_json, parse_plan, strip_thinking
 
 __all__ = ["parse_code_reply", "quoted_code"]
@@ -117,9 +117,9 @@ def parse_code_reply(
         if not body.strip():
             pending = header  # a block holding only its header ("the header line is: ..."): the next one's
             continue
-        pairs = diffblock.hunks(body) if lang == "diff" or not diffblock.parses(body) else None
+        pairs = marks.hunks(body) if lang == "diff" or not marks.parses(body) else None
         if pairs is not None:
-            path = _known_path(header[0] if header else diffblock.diff_path(body) or "", known)
+            path = _known_path(header[0] if header else marks.diff_path(body) or "", known)
             if not path:
                 unplaced.append("a diff that names no file: put `### path` above it")
             elif editable is not None and path in shown and path not in editable:
@@ -127,7 +127,7 @@ def parse_code_reply(
             else:
                 edits.extend(Edit(path=path, search=s, replace=r) for s, r in pairs)
             continue
-        body = diffblock.unmark(body)
+        body = marks.unmark(body)
         has_markers = bool(_SEARCH_RE.search(body))
         if lang not in _CODE_LANGS and not has_markers and header is None:
             continue  # a shell line, a traceback, a diff the model quoted: not an edit

@@ -1,8 +1,8 @@
-"""Code blocks written as a diff (autod.planner.diffblock): read as the edit they mean, or left alone."""
+"""Marks in code blocks (autod.planner.marks): read as what they mean, or left alone."""
 
 from __future__ import annotations
 
-from autod.planner.diffblock import diff_path, hunks, unmark
+from autod.planner.marks import diff_path, hunks, unmark
 
 
 def test_a_plus_written_in_place_of_the_first_space_of_the_indentation_is_read_too():
@@ -31,3 +31,11 @@ def test_a_diff_that_only_adds_lines_has_nothing_to_find_and_is_not_read_as_hunk
 def test_a_line_with_no_lead_means_it_is_not_a_diff():
     assert hunks("@@ -1 +1 @@\n-a = 1\nb = 2\n") is None
     assert hunks("def f():\n    return 1\n") is None
+
+
+def test_the_outline_line_range_copied_onto_a_def_line_is_taken_off():
+    body = "def get(self, key):  [135-139]  # Return the value.\n    return self.data[key]\n"
+    assert unmark(body) == "def get(self, key):\n    return self.data[key]\n"
+    # in code that parses (a list in a comment, a subscript) nothing is touched
+    fine = "def get(self, key):  # [1-2]\n    return x[1-2]\n"
+    assert unmark(fine) == fine

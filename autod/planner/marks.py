@@ -1,4 +1,7 @@
-"""Code blocks a small model writes as a diff: read back as the edit the diff means.
+"""Marks a small model writes into its code blocks that are not code: read back as what they mean.
+
+The line ranges of autod's own outline (`def get(self, key):  [135-139]  # doc`): a model copying a
+signature from the outline copies them too; they are taken off a `def`/`class` line.
 
 A model trained on commits often answers "rewrite this definition" with diff marks, in two shapes:
 
@@ -8,7 +11,7 @@ A model trained on commits often answers "rewrite this definition" with diff mar
 - the whole definition with its added lines led by `+` and its removed lines by `-`, the other lines
   bare: the definition with the `+` taken off and the `-` lines left out.
 
-Either is read only when the block does not parse as Python as it stands, so code that merely has a
+Each is read only when the block does not parse as Python as it stands, so code that merely has a
 line starting with `-` or `+` (a continuation line, a unary minus) is never touched. What comes out is
 an ordinary edit: the act rules, the judges and the checks decide on it as on any other.
 """
@@ -21,6 +24,11 @@ import textwrap
 from autod import pyast
 
 __all__ = ["diff_path", "hunks", "parses", "unmark"]
+
+# autod.localize.render's outline row: `def f(x):  [12-30]  # first docstring line`
+_OUTLINE_MARK = re.compile(
+    r"^([ \t]*(?:async[ \t]+def|def|class)[ \t].*?:)[ \t]+\[\d+-\d+\](?:[ \t]+#.*)?$", re.MULTILINE
+)
 
 _META = re.compile(r"^(?:diff --git |index [0-9a-f]|--- |\+\+\+ |@@ .*@@|@@@? )")
 _HUNK = re.compile(r"^@@ .*@@")
@@ -95,10 +103,14 @@ def diff_path(body: str) -> str | None:
 
 
 def unmark(body: str) -> str:
-    """A definition written with diff marks (`+` before added lines, `-` before removed ones), without
-    them; the body unchanged when it parses already, has no marks, or does not parse either way."""
+    """The block without the outline's line ranges, or a definition written with diff marks (`+` before
+    added lines, `-` before removed ones) without them; the body unchanged when it parses already, has
+    no marks, or does not parse either way."""
     if parses(body):
         return body
+    unranged = _OUTLINE_MARK.sub(r"\1", body)
+    if unranged != body and parses(unranged):
+        return unranged
     lines = body.split("\n")
     if not any(ln[:1] in "+-" and ln[:1] for ln in lines):
         return body
