@@ -117,6 +117,9 @@ def parse_code_reply(
         if not body.strip():
             pending = header  # a block holding only its header ("the header line is: ..."): the next one's
             continue
+        if _norm(body) in quoted:
+            quotes += 1
+            continue  # the prompt's own code (or a failed attempt's diff), copied back unchanged
         pairs = marks.hunks(body) if lang == "diff" or not marks.parses(body) else None
         if pairs is not None:
             path = _known_path(header[0] if header else marks.diff_path(body) or "", known)
@@ -131,9 +134,6 @@ def parse_code_reply(
         has_markers = bool(_SEARCH_RE.search(body))
         if lang not in _CODE_LANGS and not has_markers and header is None:
             continue  # a shell line, a traceback, a diff the model quoted: not an edit
-        if not has_markers and _norm(body) in quoted:
-            quotes += 1
-            continue  # the prompt's own code, copied back unchanged
         if header is not None:
             header = (_known_path(header[0], known), *header[1:])
             if editable is not None and header[0] in shown and header[0] not in editable:

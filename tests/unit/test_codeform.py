@@ -162,7 +162,7 @@ def test_the_prompts_code_copied_back_is_a_quote_and_a_fix_beside_it_stands():
 def test_a_reply_that_only_copies_the_prompt_back_changes_nothing_and_is_not_an_error():
     reply = f"### stats.py · median\n```python\n    {MEDIAN.replace(chr(10), chr(10) + '    ')}```\n"
     plan = code_plan(reply)
-    assert plan.edits == [] and "copied back" in plan.summary
+    assert plan.edits == []
     assert quoted_code(PROMPT) == {MEDIAN.strip(), TEST.strip(), "def example():\n    pass",
                                    "NEED:path/to/file.py::Class.method, fn"}
 
@@ -271,3 +271,10 @@ def test_a_block_holding_only_its_header_names_the_next_block():
 def test_a_class_line_written_around_a_shown_method_places_the_block_on_the_method():
     body = "class Calc:\n    def sub(self, a, b):\n        return a - b\n"
     assert edits(f"Fix:\n```python\n{body}```") == [("src/calc.py", "Calc.sub", "", body)]
+
+
+def test_the_prompts_own_diff_copied_back_is_a_quote_not_an_edit():
+    diff = "--- a/src/calc.py\n+++ b/src/calc.py\n@@ -1 +1 @@\n-LIMIT = 5\n+LIMIT = 6\n"
+    prompt = [{"role": "user", "content": f"### Diff since the last green run\n```diff\n{diff}```\n"}]
+    plan = parse_code_reply(f"Here:\n```diff\n{diff}```", SHOWN, PATHS, quoted=quoted_code(prompt))
+    assert plan.edits == []
