@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
+
+from autod.act.edits import Caps, prepare
+from autod.errors import PlanRejected
+from autod.planner.codeform import parse_code_reply
 from autod.planner.marks import diff_path, hunks, unmark
+from autod.safety.boundary import Boundary
 
 
 def test_a_plus_written_in_place_of_the_first_space_of_the_indentation_is_read_too():
@@ -39,3 +45,18 @@ def test_the_outline_line_range_copied_onto_a_def_line_is_taken_off():
     # in code that parses (a list in a comment, a subscript) nothing is touched
     fine = "def get(self, key):  # [1-2]\n    return x[1-2]\n"
     assert unmark(fine) == fine
+
+
+def test_a_diff_is_an_ordinary_edit_and_the_act_rules_refuse_one_that_leaves_the_workspace(tmp_path):
+    """Hostile: the `+++` path is the model's word, like any header; confinement is the act rules'."""
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "calc.py").write_text("X = 1\n")
+    (tmp_path / "outside.py").write_text("X = 1\n")
+    boundary = Boundary(tmp_path / "ws", tmp_path / "ws" / ".autod", [])
+    for path in ("../outside.py", str(tmp_path / "outside.py"), ".autod/state.json"):
+        reply = f"```diff\n--- a/{path}\n+++ b/{path}\n@@ -1 +1 @@\n-X = 1\n+X = 2\n```\n"
+        plan = parse_code_reply(reply, {"calc.py": ("X",)}, ["calc.py"])
+        assert len(plan.edits) == 1 and not plan.edits[0].whole_definition
+        with pytest.raises(PlanRejected):
+            prepare(plan, boundary, Caps(10, 100, 100_000))
+    assert (tmp_path / "outside.py").read_text() == "X = 1\n"
