@@ -97,6 +97,7 @@ def parse_code_reply(
     shown = {p: tuple(q) for p, q in (symbols or {}).items()}
     known = sorted(set(paths or ()) | set(shown))
     editable = set(paths) if paths is not None else None
+    spaced = frozenset(k for k in known if " " in k)
     quotes = 0
     unplaced: list[str] = []
     blocks = list(_BLOCK.finditer(text))
@@ -109,8 +110,8 @@ def parse_code_reply(
         lang, body = m.group(1).lower(), m.group(2)
         above = text[prev_end : m.start()]
         prev_end = m.end()
-        header, at = _header(above)
-        body, inner = _inner_header(body)
+        header, at = _header(above, spaced)
+        body, inner = _inner_header(body, spaced)
         header, pending = header or inner or pending, None
         if header is not None and first_header is None:
             first_header = m.start() - len(above) + at
@@ -172,7 +173,7 @@ def parse_code_reply(
                 need=need[:32])
 
 
-def _header(above: str) -> tuple[Header | None, int]:
+def _header(above: str, spaced: frozenset[str] = frozenset()) -> tuple[Header | None, int]:
     """(path, symbol or None, new file) from the last few non-blank lines above a block, and where in
     `above` that line starts; (None, 0) when none of them names a file."""
     lines = above.splitlines(keepends=True)
@@ -188,13 +189,13 @@ def _header(above: str) -> tuple[Header | None, int]:
         seen += 1
         if seen > _HEADER_LINES:
             break
-        found = _read_header(line)
+        found = _read_header(line, spaced)
         if found is not None:
             return found, offsets[i]
     return None, 0
 
 
-def _inner_header(body: str) -> tuple[str, Header | None]:
+def _inner_header(body: str, spaced: frozenset[str] = frozenset()) -> tuple[str, Header | None]:
     """A header the model wrote inside its block (`### path · symbol`, `# path · symbol`, a second
     fence opener after it): taken out of the code, and returned as the block's header."""
     lines = body.split("\n")
@@ -207,14 +208,15 @@ def _inner_header(body: str) -> tuple[str, Header | None]:
         if text.startswith("```"):
             drop = i + 1  # a fence opened again inside the block
             continue
-        found = _read_header(text) if text.startswith("#") else None
+        found = _read_header(text, spaced) if text.startswith("#") else None
         if found is None or (found[1] is None and not found[2]):
             break  # code (a comment naming only a file is left in place)
         header, drop = found, i + 1
     return ("\n".join(lines[drop:]), header) if drop else (body, None)
 
 
-def _read_header(line: str) -> Header | None:
+def _read_header(line: str, spaced: frozenset[str] = frozenset()) -> Header | None:
+    """`spaced`: the shown paths with a space in them, the only ones a header may name with spaces."""
     new = bool(_NEW_FILE.search(line))
     rest = _HEADER_LEAD.sub("", _NEW_FILE.sub("", line), count=1)
     rest = re.sub(r"\s*\([^()]*\)\s*:?\s*$", "", rest).strip()  # "(lines 3-9; ...)" the prompt's header adds
@@ -226,7 +228,7 @@ def _read_header(line: str) -> Header | None:
             rest, sym = (s.strip() for s in rest.split(sep, 1))
             break
     path = rest.strip("`'\" ")
-    if " " in path or not _PATHLIKE.match(path):
+    if path not in spaced and (" " in path or not _PATHLIKE.match(path)):
         return None
     if sym is not None:
         sym = re.split(r"\s", sym.strip("`'\" "), maxsplit=1)[0].strip("`'\":") or None

@@ -278,3 +278,14 @@ def test_the_prompts_own_diff_copied_back_is_a_quote_not_an_edit():
     prompt = [{"role": "user", "content": f"### Diff since the last green run\n```diff\n{diff}```\n"}]
     plan = parse_code_reply(f"Here:\n```diff\n{diff}```", SHOWN, PATHS, quoted=quoted_code(prompt))
     assert plan.edits == []
+
+
+def test_a_shown_path_with_a_space_can_be_named_in_a_header_and_no_other_spaced_text_is_a_path():
+    shown = {"my dir/mod.py": ("f",), "src/calc.py": ("f", "helper")}  # `f` alone is ambiguous
+    text = "Fix.\n### my dir/mod.py · f\n```python\ndef f():\n    return 1\n```\n"
+    plan = parse_code_reply(text, shown, list(shown))
+    assert [(e.path, e.symbol) for e in plan.edits] == [("my dir/mod.py", "f")]
+    # prose above a block is not a header because it has a space: the block is placed by its name
+    text = "Change the helper:\n```python\ndef helper():\n    return 1\n```\n"
+    plan = parse_code_reply(text, shown, list(shown))
+    assert [(e.path, e.symbol) for e in plan.edits] == [("src/calc.py", "helper")]
