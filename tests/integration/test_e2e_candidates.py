@@ -71,6 +71,30 @@ def test_the_first_candidate_that_passes_wins_and_no_other_ever_reaches_the_tree
         assert d.stop() == 0
 
 
+def test_a_sampled_draw_that_echoes_the_prompt_is_drawn_again_and_the_fix_after_it_lands(
+    tmp_path, calc_repo, scripted_llm, real_bwrap
+):
+    """n: 2. The second draw copies the prompt's failure section back and proposes nothing: it is in
+    the record as no_change, and a third is drawn with the next seed in its place (it used to end
+    the attempt, and with it the cycle, rolled back)."""
+    block = "### src/calc.py · add\n```python\ndef add(a, b):\n    return a {} b\n```\n"
+    scripted_llm.push_text("A guess.\n" + block.format("*"))
+    scripted_llm.push_text("## Failure output\ncheck tests failed (exit 1)\n")
+    scripted_llm.push_text("add subtracts.\n" + block.format("+"))
+    d = start(tmp_path, calc_repo, scripted_llm.base_url, llm={"reply_form": "code"},
+              candidates={"n": 2, "temperature": 0.9, "seed": 40, "focused": 0},
+              modes={"auto-debug": {"enabled": True, "max_attempts_per_cycle": 1}})
+    try:
+        (r,) = d.wait_reflections(1)
+        assert r["status"] == "fixed", r
+        assert [c["outcome"] for c in r["candidates"]] == ["rolled_back", "no_change", "fixed"]
+        assert [q.get("seed") for q in scripted_llm.requests] == [40, 41, 42]
+        assert "return a + b" in (calc_repo / "src" / "calc.py").read_text()
+        assert any(x.get("event") == "candidates.redraw" for x in d.records())
+    finally:
+        assert d.stop() == 0
+
+
 def test_the_focused_prompt_is_sent_first_and_the_whole_context_after_it(
     tmp_path, calc_repo, scripted_llm, real_bwrap
 ):
