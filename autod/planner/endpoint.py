@@ -17,7 +17,7 @@ import asyncio
 import random
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 import structlog
@@ -30,12 +30,22 @@ from autod.planner import TokenUsage, wire
 log = structlog.get_logger("autod.planner.llm")
 
 MAX_REPLY_BYTES = 4 * 1024 * 1024
+WINDOW_MEMORY_S = 5.0  # deadline of a read or write of the kept context windows
 _ERROR_BODY_BYTES = 64 * 1024  # of an error response: enough for its message
 _EXCERPT = 200
 PROBE_MIN_S = 5.0  # a probe waits at least this long for a free server before trying again
 
 Sleep = Callable[[float], Awaitable[None]]
 Record = Callable[[dict[str, Any]], None]
+
+
+class WindowMemory(Protocol):
+    """Where the context windows learnt of servers that state none are kept across restarts and config
+    reloads (autod.runtime.windows: the state db), keyed by `Endpoint.key`."""
+
+    async def recall(self, key: str) -> int | None: ...
+
+    async def keep(self, key: str, tokens: int) -> None: ...
 
 
 class Endpoint:
@@ -73,6 +83,7 @@ class Endpoint:
         # context error), whether it honours `n`, and how many characters its tokens hold here.
         self.context_tokens: int | None = cfg.context_tokens
         self._props_asked = cfg.context_tokens is not None
+        self.memory: WindowMemory | None = None  # a window learnt here is kept there, and recalled
         self.takes_n: bool | None = None
         self.takes_stop = True  # until the server refuses `stop` (then the code form goes without it)
         self.chars_per_token: float | None = None
@@ -138,7 +149,7 @@ class Endpoint:
             if wire.is_context_overflow(status, data):
                 limit, prompt = wire.context_numbers(data)
                 if limit:
-                    self.context_tokens = limit  # budget to it from now on, before sending
+                    await self.learn_window(limit, "a context error")  # budget to it from now on
                 raise ContextTooLong(
                     f"the prompt does not fit the model's context at {self.url} (HTTP {status}: "
                     f"{self._excerpt(data)}); raise the server's context size or lower llm.max_tokens",
@@ -267,14 +278,42 @@ class Endpoint:
         log.info("llm.busy_server_awaited", endpoint=self.url,
                  waited_ms=round((loop.time() - waited_from) * 1000))
 
+    @property
+    def key(self) -> str:
+        """What a learnt window is kept under: the server and the model."""
+        return f"{self.url}|{self.model}"
+
     async def context_window(self) -> int | None:
-        """The server's context size in tokens, when configured, stated or learnt (asked once)."""
+        """The server's context size in tokens, when configured, stated, learnt or kept from an earlier
+        run (asked once: the server's own word first, then what was kept)."""
         if self.context_tokens is None and not self._props_asked:
             self._props_asked = True
             self.context_tokens = await self._ask_props()
             if self.context_tokens:
                 log.info("llm.context_size_learnt", endpoint=self.url, context_tokens=self.context_tokens)
+            elif self.memory is not None:
+                try:
+                    kept = await asyncio.wait_for(self.memory.recall(self.key), WINDOW_MEMORY_S)
+                except Exception as exc:  # the state db is a convenience here: budget as configured
+                    log.warning("llm.context_size_not_recalled", endpoint=self.url, error=type(exc).__name__)
+                    kept = None
+                if kept:
+                    self.context_tokens = kept
+                    log.info("llm.context_size_remembered", endpoint=self.url, context_tokens=kept,
+                             hint="learnt on an earlier run; llm.context_tokens sets it")
         return self.context_tokens
+
+    async def learn_window(self, tokens: int, how: str) -> None:
+        """The server's window as a reply or an error gave it away: budget to it, and keep it so that a
+        restart or a reload does not pay a cut reply to learn it again."""
+        self.context_tokens = tokens
+        log.info("llm.context_size_learnt", endpoint=self.url, context_tokens=tokens, how=how)
+        if self.memory is None:
+            return
+        try:
+            await asyncio.wait_for(self.memory.keep(self.key, tokens), WINDOW_MEMORY_S)
+        except Exception as exc:
+            log.warning("llm.context_size_not_kept", endpoint=self.url, error=type(exc).__name__)
 
     async def _ask_props(self) -> int | None:
         """llama.cpp's server states `n_ctx` at GET /props (at the server's root, beside /v1)."""

@@ -21,7 +21,7 @@ from autod.errors import ContextTooLong, CycleError, LLMUnavailable, PlanInvalid
 from autod.plan import Plan
 from autod.planner import PlanRequest, PlanResult, TokenUsage
 from autod.planner.codeform import parse_code_reply, quoted_code
-from autod.planner.endpoint import MAX_REPLY_BYTES, Endpoint, Sleep
+from autod.planner.endpoint import MAX_REPLY_BYTES, Endpoint, Sleep, WindowMemory
 from autod.planner.parse import parse_plan
 from autod.planner.wire import Completion
 
@@ -132,6 +132,12 @@ class LLMPlanner:
         result.tokens, result.endpoint = usage, current.url
         return result
 
+    def remember_windows(self, memory: WindowMemory) -> None:
+        """Keep the windows learnt of both endpoints in `memory`, and recall them from it."""
+        for endpoint in (self._primary, self._fallback):
+            if endpoint is not None:
+                endpoint.memory = memory
+
     async def context_window(self) -> int | None:
         """Tokens the server's context holds (prompt and reply), when known; asks the server once."""
         return await self._first().context_window()
@@ -203,9 +209,7 @@ class LLMPlanner:
                 # shortens the reply silently and states its window nowhere). Its size is what this
                 # request used; the cycle fits the prompt to it and asks again.
                 window = (reply.prompt_tokens or 0) + (reply.completion_tokens or 0)
-                endpoint.context_tokens = window
-                log.info("llm.context_size_learnt", endpoint=endpoint.url, context_tokens=window,
-                         how="a reply cut before the token cap")
+                await endpoint.learn_window(window, "a reply cut before the token cap")
                 raise ContextTooLong(
                     f"the reply was cut at {reply.completion_tokens} tokens by the server's context of"
                     f" {window} tokens at {endpoint.url}",

@@ -69,8 +69,10 @@ def configure(d: Daemon) -> None:
     )
     if s.llm.base_url:
         from autod.planner.llm import LLMPlanner
+        from autod.runtime.windows import KeptWindows
 
         d.planner = LLMPlanner(s.llm, s.api_key())
+        d.planner.remember_windows(KeptWindows(d.state))  # learnt once, not on every restart or reload
         d.planner_name = "llm"
     else:
         from autod.planner.rules import RulesPlanner

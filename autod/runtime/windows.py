@@ -1,0 +1,39 @@
+"""The context windows autod learnt of its LLM servers, kept in the state db.
+
+llama-cpp-python states its context size nowhere: autod learns it from the first reply the server cut
+short (or a context error), after a whole prompt's evaluation, minutes on a CPU. Kept here, a restart
+or a config reload (which builds a new planner) does not pay that again. A kept window is trusted for
+a day: a server restarted with a larger context is then learnt afresh (`llm.context_tokens` in the
+config overrides it at once). The server's own word (GET /props) always comes before what was kept.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+KEY = "llm_context_tokens:"  # + Endpoint.key (url|model)
+KEEP_S = 86_400
+
+
+class KeptWindows:
+    """autod.planner.endpoint.WindowMemory over the state db (its calls run off the event loop)."""
+
+    def __init__(self, state: Any, clock: Callable[[], float] = time.time) -> None:
+        self.state = state
+        self.clock = clock
+
+    async def recall(self, key: str) -> int | None:
+        doc = await self.state.call(self.state.get_kv, KEY + key)
+        if not isinstance(doc, dict):
+            return None
+        tokens, at = doc.get("tokens"), doc.get("at")
+        if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 512:
+            return None
+        if not isinstance(at, int | float) or not 0 <= self.clock() - at < KEEP_S:
+            return None
+        return tokens
+
+    async def keep(self, key: str, tokens: int) -> None:
+        await self.state.call(self.state.set_kv, KEY + key, {"tokens": int(tokens), "at": self.clock()})
