@@ -20,7 +20,7 @@ from autod import logs
 from autod.act.judges import Judges, editable_paths
 from autod.errors import ContextTooLong, CycleError, LLMUnavailable
 from autod.modes import Attempt, Mode, pack, render, tokens
-from autod.planner import PlanRequest, PlanResult
+from autod.planner import CHARS_PER_TOKEN, TEMPLATE_TOKENS, PlanRequest, PlanResult
 
 if TYPE_CHECKING:
     from autod.cycle.reflect import Reflection
@@ -29,10 +29,6 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("autod.candidates")
 
-# A conservative estimate of characters per token before the server has counted one of our prompts
-# (code tokenises denser than prose: ~3 characters a token for Qwen and Llama tokenizers).
-CHARS_PER_TOKEN = 3.0
-TEMPLATE_TOKENS = 64  # chat-template tokens around the messages
 NEED_THEN_JSON = "Now reply with the JSON plan and your edits. `need` is not answered again: leave it empty."
 NEED_THEN_CODE = ("Now reply with your fix: one sentence, then `### path · symbol` and the complete new "
                   "definition in a ```python block. NEED is not answered again.")

@@ -9,6 +9,11 @@ from typing import Any, Protocol
 from autod.events import Event
 from autod.plan import Plan
 
+# A conservative estimate of characters per token before the server has counted one of our prompts
+# (code tokenises denser than prose: ~3 characters a token for Qwen and Llama tokenizers).
+CHARS_PER_TOKEN = 3.0
+TEMPLATE_TOKENS = 64  # chat-template tokens around the messages
+
 
 @dataclass
 class TokenUsage:

@@ -19,7 +19,7 @@ import structlog
 from autod.config.settings import LLMConfig
 from autod.errors import ContextTooLong, CycleError, LLMUnavailable, PlanInvalid
 from autod.plan import Plan
-from autod.planner import PlanRequest, PlanResult, TokenUsage
+from autod.planner import CHARS_PER_TOKEN, TEMPLATE_TOKENS, PlanRequest, PlanResult, TokenUsage
 from autod.planner.codeform import parse_code_reply, quoted_code
 from autod.planner.endpoint import MAX_REPLY_BYTES, Endpoint, Sleep, WindowMemory
 from autod.planner.parse import parse_plan
@@ -172,7 +172,7 @@ class LLMPlanner:
         self, endpoint: Endpoint, request: PlanRequest, usage: TokenUsage, deadline: float
     ) -> PlanResult:
         messages = [dict(m) for m in request.messages]
-        max_tokens = self.reply_tokens(request.mode)
+        max_tokens = _fitted_cap(endpoint, messages, self.reply_tokens(request.mode))
         code = request.form == "code"
 
         shown = quoted_code(request.messages) if code else frozenset()
@@ -270,6 +270,23 @@ def _with_nudge(messages: list[dict[str, str]], nudge: str) -> list[dict[str, st
     if messages and messages[-1].get("role") == "user":
         return [*messages[:-1], {**messages[-1], "content": f"{messages[-1]['content']}\n\n{nudge}"}]
     return [*messages, {"role": "user", "content": nudge}]
+
+
+def _fitted_cap(endpoint: Endpoint, messages: list[dict[str, str]], cap: int) -> int:
+    """The reply cap, lowered before sending when the server's window is known and the prompt (which
+    the cycle cut as far as it could) leaves less than it: the server would refuse the request or cut
+    the reply, and either costs a round trip (a whole prompt's evaluation, on llama-cpp-python)."""
+    window = endpoint.context_tokens
+    if not window:
+        return cap
+    ratio = endpoint.chars_per_token or CHARS_PER_TOKEN
+    prompt = int(sum(len(str(m.get("content") or "")) for m in messages) / ratio) + TEMPLATE_TOKENS
+    room = window - prompt
+    if room >= cap or room < MIN_REPLY_TOKENS:
+        return cap  # it fits; or too little is left to be worth it, and the server will say so
+    log.info("llm.reply_cap_fitted", endpoint=endpoint.url, context_tokens=window, prompt_tokens=prompt,
+             max_tokens=room)
+    return room
 
 
 def _reply_room(exc: ContextTooLong) -> int | None:

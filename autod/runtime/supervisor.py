@@ -132,7 +132,7 @@ class Daemon:
 
     async def _prompt_room(self, mode: str) -> tuple[int, float] | None:
         """Tokens a prompt may take at the LLM server (its window less the reply cap), when known."""
-        from autod.candidates.asker import CHARS_PER_TOKEN, TEMPLATE_TOKENS
+        from autod.planner import CHARS_PER_TOKEN, TEMPLATE_TOKENS
 
         ask = getattr(self.planner, "context_window", None)
         window = await ask() if ask is not None else None

@@ -174,3 +174,35 @@ def test_autod_run_fixes_a_bug_in_the_code_form_through_a_reasoning_models_refus
     assert all(not m and not st for m, st, _ in sent[3:])  # learnt once, for the daemon's lifetime
     events = [r.get("event") for r in daemon.records()]
     assert "llm.stop_refused" in events and "llm.token_param_switched" in events
+
+
+def test_a_window_learnt_by_one_autod_run_is_recalled_by_the_next_over_the_same_state(
+    tmp_path, calc_repo, scripted_llm
+):
+    """A server that states no context window (llama-cpp-python): the first run learns it from the
+    server's context error; a restart over the same state dir recalls it and fits its first request."""
+    scripted_llm.behave(context_limit=2300)  # the prompt fits, the prompt and the reply cap do not
+    llm = {"base_url": scripted_llm.base_url, "model": "qwen", "reply_form": "code"}
+    fix = "add subtracts.\n### src/calc.py · add\n```python\ndef add(a, b):\n    return a + b\n```\n"
+    events: list[list[str]] = []
+    seen = 0  # both runs log to the same file: each run's lines are those after the last run's
+    for run in (1, 2):
+        # another bug on the restart: a failure already handled would not start a cycle again
+        bug = "a - b" if run == 1 else "a * b"
+        (calc_repo / "src" / "calc.py").write_text(CALC_BUGGY.replace("a - b", bug))
+        scripted_llm.push_text(fix)
+        cfg = base_config(calc_repo, llm=llm, state_dir=str(tmp_path / "state"))
+        log = tmp_path / "state" / "logs" / "autod.jsonl"
+        daemon = Autod(write_config(tmp_path / "autod.yaml", cfg), log_file=log).start()
+        try:
+            [record] = daemon.wait_reflections(run, timeout=120)[run - 1:]
+            assert record["status"] == "fixed", record
+        finally:
+            assert daemon.stop() == 0
+        lines = daemon.records()
+        events.append([str(x.get("event")) for x in lines[seen:] if str(x.get("event")).startswith("llm.")])
+        seen = len(lines)
+    assert "llm.context_size_learnt" in events[0] and "llm.context_size_remembered" not in events[0]
+    assert "llm.context_size_remembered" in events[1] and "llm.context_size_learnt" not in events[1]
+    # run 1: refused for the context, asked again with a lower cap; run 2: the cap fitted before sending
+    assert len(scripted_llm.requests) == 3 and scripted_llm.requests[2]["max_tokens"] < 1500

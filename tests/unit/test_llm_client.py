@@ -569,6 +569,22 @@ def test_a_reply_cut_well_before_the_cap_teaches_the_servers_window():
     assert run(make(server, max_tokens=1500)[0]).plan.summary == PLAN["summary"]
 
 
+def test_with_the_window_known_the_reply_cap_is_fitted_before_sending_not_after_a_refusal():
+    """A window of 2,000 tokens, a prompt of ~1,100 (3 characters a token until the server counts),
+    a cap of 1,500: the request goes out with the cap lowered, not to be refused or cut first."""
+    server = Server(primary=[plan_reply()])
+    planner, _ = make(server, max_tokens=1500, context_tokens=2000)
+    big = dataclasses.replace(request(), messages=[{"role": "user", "content": "x" * 3000}])
+    with capture_logs() as logs:
+        run(planner, big)
+    assert 256 <= server.bodies()[0]["max_tokens"] < 1500 and len(server.bodies()) == 1
+    assert any(x["event"] == "llm.reply_cap_fitted" for x in logs)
+    # a prompt that leaves the whole cap is sent with it
+    server = Server(primary=[plan_reply()])
+    run(make(server, max_tokens=1500, context_tokens=8000)[0], big)
+    assert server.bodies()[0]["max_tokens"] == 1500
+
+
 # -- the code reply form (llm.reply_form: code) -------------------------------------------
 
 CODE_REPLY = "add subtracted.\n\n### src/calc.py · add\n```python\ndef add(a, b):\n    return a + b\n```\n"
