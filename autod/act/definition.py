@@ -29,6 +29,7 @@ import textwrap
 from dataclasses import dataclass
 
 from autod import pyast
+from autod.act import docstrings
 from autod.act.quotes import requote
 from autod.act.search import apply_edit
 from autod.errors import PlanRejected
@@ -165,7 +166,7 @@ def _partial_class(span: Span, code: str) -> list[tuple[str, str]] | None:
         return None
     fn = ast.FunctionDef | ast.AsyncFunctionDef
     old = {n.name for n in span.node.body if isinstance(n, fn)}
-    members = [n for n in cls.body if _docstring(cls) is not n]
+    members = [n for n in cls.body if docstrings.docstring(cls) is not n]
     new = [n for n in members if isinstance(n, fn)]
     names = [n.name for n in new]
     if not new or len(new) != len(members) or len(set(names)) != len(names) or not set(names) <= old:
@@ -292,7 +293,7 @@ def _segment(code: str, node: ast.AST) -> str:
 def _keep_decorators(span: Span, code: str, new_node: ast.AST, old_lines: list[str]) -> str:
     """A new definition without decorators keeps the original's (a rewritten body, say), and one without
     a docstring keeps the original's docstring: a small model drops both while it fixes the body."""
-    code = _keep_docstring(span, code, new_node, old_lines)
+    code = docstrings.keep(span.node, code, new_node, old_lines)
     if not getattr(span.node, "decorator_list", None) or getattr(new_node, "decorator_list", None):
         return code
     decorators = [
@@ -302,31 +303,6 @@ def _keep_decorators(span: Span, code: str, new_node: ast.AST, old_lines: list[s
     lines = code.splitlines()
     at = _start(new_node) - 1
     return "\n".join([*lines[:at], *decorators, *lines[at:]])
-
-
-def _docstring(node: ast.AST) -> ast.stmt | None:
-    body = getattr(node, "body", None)
-    if not isinstance(node, _Def) or not body:
-        return None
-    first = body[0]
-    value = first.value if isinstance(first, ast.Expr) else None
-    return first if isinstance(value, ast.Constant) and isinstance(value.value, str) else None
-
-
-def _keep_docstring(span: Span, code: str, new_node: ast.AST, old_lines: list[str]) -> str:
-    old_doc = _docstring(span.node)
-    if old_doc is None or not isinstance(new_node, _Def) or _docstring(new_node) is not None:
-        return code
-    if not new_node.body or new_node.body[0].lineno <= new_node.lineno:
-        return code  # a one-line def: nowhere to put it
-    doc_lines = [ln.rstrip("\r\n") for ln in old_lines[old_doc.lineno - 1 : old_doc.end_lineno]]
-    old_indent = doc_lines[0][: len(doc_lines[0]) - len(doc_lines[0].lstrip())]
-    lines = code.splitlines()
-    at = new_node.body[0].lineno - 1
-    first = lines[at]
-    new_indent = first[: len(first) - len(first.lstrip())]
-    moved = [new_indent + ln[len(old_indent) :] if ln.startswith(old_indent) else ln for ln in doc_lines]
-    return "\n".join([*lines[:at], *moved, *lines[at:]])
 
 
 def _as_body(rel: str, span: Span, lines: list[str], code: str) -> str:
