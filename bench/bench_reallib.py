@@ -28,6 +28,9 @@ buggy function whole, the same number of candidates). See bench/reallib_e2e.py.
     python bench/bench_reallib.py --quick                # 3 bugs, default config only (python -m bench)
     python bench/bench_reallib.py --gguf /work/llm/qwen.gguf --gguf-python /work/llm/venv/bin/python
     python bench/bench_reallib.py --llm http://127.0.0.1:8087/v1 --model qwen --only parse-03
+    python bench/bench_reallib.py --llm URL --model qwen --no-localization --keep DIR --resume
+        # all 60 bugs in parts (~15 h on 2 vCPUs): stop it any time, run it again to go on; each row
+        # names the autod commit it measured
 """
 
 from __future__ import annotations
@@ -351,9 +354,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-e2e", action="store_true", help="with --llm: only the oracle")
     ap.add_argument("--no-oracle", action="store_true", help="with --llm: only autod")
     ap.add_argument("--keep", metavar="DIR", help="with --llm: keep the repositories (and traces) here")
+    ap.add_argument("--resume", action="store_true",
+                    help="with --llm --keep DIR: skip the bugs DIR/partial.json has (a long run in parts)")
     ap.add_argument("--set", action="append", type=overrides.parse, default=[], metavar="KEY=VALUE",
                     help="with --llm: one autod setting off its default (YAML), e.g. llm.reply_form=code")
     args = ap.parse_args(argv)
+    if args.resume and not (args.llm and args.keep):
+        ap.error("--resume needs --llm and --keep DIR (where the stopped run left partial.json)")
     overrides.SET[:] = args.set
     started = time.monotonic()
     all_bugs = load_bugs()

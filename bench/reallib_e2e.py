@@ -287,26 +287,56 @@ def fenced(reply: str) -> str:
 
 
 # -- both, over the bugs ---------------------------------------------------------------------------------
+def resumed(parent: Path, ids: list[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The autod and oracle results a run stopped half way left in `parent/partial.json`, for the bugs
+    asked for this time (each run is a bug's row; `commit` says which autod a row measured)."""
+    try:
+        doc = json.loads((parent / "partial.json").read_text())
+    except (OSError, ValueError):
+        return [], []
+    keep = set(ids)
+    rows = [[r for r in doc.get(side) or [] if isinstance(r, dict) and r.get("bug") in keep]
+            for side in ("autod", "oracle")]
+    return rows[0], rows[1]
+
+
+def commit() -> str | None:
+    """The commit of the autod this bench runs, `+dirty` with uncommitted changes (None outside git)."""
+    root = str(Path(__file__).resolve().parent.parent)
+    try:
+        head = subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, timeout=10)
+        dirty = subprocess.run(["git", "-C", root, "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return head.stdout.strip() + ("+dirty" if dirty else "") if head.returncode == 0 else None
+
+
 def model_runs(bugs: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, Any]:
     url = args.llm.rstrip("/")
     parent = Path(args.keep or tempfile.mkdtemp(prefix="reallib-e2e-"))
     parent.mkdir(parents=True, exist_ok=True)
-    autod: list[dict[str, Any]] = []
-    oracle: list[dict[str, Any]] = []
+    autod, oracle = resumed(parent, [b["id"] for b in bugs]) if args.resume else ([], [])
+    done_autod, done_oracle = {r["bug"] for r in autod}, {r["bug"] for r in oracle}
+    if done_autod or done_oracle:
+        log(f"resumed {parent / 'partial.json'}: autod {len(done_autod)}, oracle {len(done_oracle)} bug(s)")
+    at = commit()
     try:
         pristine = {name: extract(LIBRARIES[name], parent / f"src-{name}")
                     for name in dict.fromkeys(b["library"] for b in bugs)}
         for i, bug in enumerate(bugs, 1):
-            if not args.no_e2e:
+            if not args.no_e2e and bug["id"] not in done_autod:
                 log(f"[{i}/{len(bugs)}] autod on {bug['id']} ...")
-                autod.append(run_autod_bug(parent, pristine[bug["library"]], bug, url, args.model,
-                                           trace=bool(args.keep)))
+                autod.append({**run_autod_bug(parent, pristine[bug["library"]], bug, url, args.model,
+                                              trace=bool(args.keep)), "commit": at})
                 a = autod[-1]
                 log(f"    {a['outcome']} ({', '.join(c['status'] for c in a['cycles']) or 'no cycle'}) "
                     f"{a['wall_s']} s, model {a['model_s']} s, {a['tokens']}")
-            if not args.no_oracle:
+            if not args.no_oracle and bug["id"] not in done_oracle:
                 log(f"[{i}/{len(bugs)}] oracle on {bug['id']} ...")
-                oracle.append(oracle_bug(parent, pristine[bug["library"]], bug, url, args.model))
+                oracle.append({**oracle_bug(parent, pristine[bug["library"]], bug, url, args.model),
+                               "commit": at})
                 o = oracle[-1]
                 log(f"    oracle {'fixed' if o['fixed'] else 'not fixed'}: "
                     f"{[c['outcome'] for c in o['candidates']]} {o['wall_s']} s")
