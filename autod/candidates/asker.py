@@ -21,6 +21,7 @@ from autod.act.judges import Judges, editable_paths
 from autod.errors import ContextTooLong, CycleError, LLMUnavailable
 from autod.modes import Attempt, Mode, pack, render, tokens
 from autod.planner import CHARS_PER_TOKEN, TEMPLATE_TOKENS, PlanRequest, PlanResult
+from autod.planner.forms import FORMS
 
 if TYPE_CHECKING:
     from autod.cycle.reflect import Reflection
@@ -29,9 +30,6 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("autod.candidates")
 
-NEED_THEN_JSON = "Now reply with the JSON plan and your edits. `need` is not answered again: leave it empty."
-NEED_THEN_CODE = ("Now reply with your fix: one sentence, then `### path · symbol` and the complete new "
-                  "definition in a ```python block. NEED is not answered again.")
 
 
 class Asker:
@@ -170,13 +168,13 @@ class Asker:
             self.editable += [str(e["path"]) for e in answer.entries if e.get("path")]
         log.info("localize.need_answered", asked=len(plan.need), shown=len(answer.entries))
         if self.form == "code":
-            asked, then = f"{plan.summary}\nNEED: {', '.join(plan.need)}", NEED_THEN_CODE
+            asked = f"{plan.summary}\nNEED: {', '.join(plan.need)}"
         else:
-            asked, then = json.dumps(plan.model_dump(include={"summary", "need"})), NEED_THEN_JSON
+            asked = json.dumps(plan.model_dump(include={"summary", "need"}))
         self.extra_messages = [
             {"role": "assistant", "content": asked},
             {"role": "user", "content": render("need_answer", definitions=answer.text or "(nothing found)",
-                                               then=then)},
+                                               then=FORMS[self.form].need_then)},
         ]
 
     # -- the server's context -----------------------------------------------------------

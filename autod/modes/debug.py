@@ -25,14 +25,10 @@ from autod.modes import (
     tokens,
 )
 from autod.plan import Plan
+from autod.planner.forms import FORMS
 
 EXCERPT_SHARE = 0.25  # of the context budget, at most, for the failure output
 
-REPLY_LINE = {
-    "json": "Reply with the JSON plan only.",
-    "code": "Reply with one or two sentences, then the header line and the complete definition in a "
-    "```python block.",
-}
 
 
 # The user prompt's section titles (prompts/debug_user.md): a reply in the code form that reaches one
@@ -48,7 +44,7 @@ class DebugMode:
     writes_code = True
 
     def __init__(self, reply_form: str = "code") -> None:
-        if reply_form not in REPLY_LINE:
+        if reply_form not in FORMS:
             raise ValueError(f"unknown reply form {reply_form!r}")
         # how plans are written (llm.reply_form): the planner reads the same form back (PlanRequest.form)
         self.reply_form = reply_form
@@ -119,7 +115,7 @@ class DebugMode:
             memory=context.get("memory") or "(nothing recalled)",
             attempts=tried or "(none)",
             checks=checks,
-            reply=REPLY_LINE[self.reply_form],
+            reply=FORMS[self.reply_form].reply_line,
         )
         system = render("debug_system_code" if self.reply_form == "code" else "debug_system")
         return [{"role": "system", "content": system}, {"role": "user", "content": user}]

@@ -22,10 +22,11 @@ from autod.plan import Plan
 from autod.planner import CHARS_PER_TOKEN, TEMPLATE_TOKENS, PlanRequest, PlanResult, TokenUsage
 from autod.planner.codeform import parse_code_reply, quoted_code
 from autod.planner.endpoint import MAX_REPLY_BYTES, Endpoint, Sleep, WindowMemory
+from autod.planner.forms import FORMS
 from autod.planner.parse import parse_plan
 from autod.planner.wire import Completion
 
-__all__ = ["MAX_REPLY_BYTES", "LLMPlanner", "repair_message"]
+__all__ = ["MAX_REPLY_BYTES", "LLMPlanner"]
 
 log = structlog.get_logger(__name__)
 
@@ -36,14 +37,6 @@ BENCH_FOR_S = 300.0  # ... send plans straight to the fallback for this long
 MIN_REPLY_TOKENS = 256  # a reply cap lowered to fit the context is not worth asking below this
 DEFAULT_MODE_TOKENS = 2000  # reply cap of a mode missing from llm.max_tokens_by_mode
 
-LENGTH_NUDGE = (
-    "Your previous reply was cut off by the length limit. Reply with one complete JSON object only: "
-    "fewer, smaller edits and a shorter summary."
-)
-CODE_LENGTH_NUDGE = (
-    "Your previous reply was cut off by the length limit. Reply again with one short sentence, then "
-    "only the one definition you change, complete, under its `### path · symbol` header."
-)
 
 
 class LLMPlanner:
@@ -220,7 +213,7 @@ class LLMPlanner:
                 if continued:
                     raise PlanInvalid(f"reply cut off by the length limit ({max_tokens} tokens) twice")
                 continued = True
-                messages = _with_nudge(messages, CODE_LENGTH_NUDGE if code else LENGTH_NUDGE)
+                messages = _with_nudge(messages, FORMS[request.form].length_nudge)
                 log.info("llm.reply_cut_off", endpoint=endpoint.url, max_tokens=max_tokens)
                 continue
             try:
@@ -233,7 +226,7 @@ class LLMPlanner:
                 messages = [
                     *messages,
                     {"role": "assistant", "content": reply.content[:_REPAIR_ECHO_CHARS]},
-                    {"role": "user", "content": repair_message(exc.reason, request.form)},
+                    {"role": "user", "content": FORMS[request.form].repair_message(exc.reason)},
                 ]
 
     def reply_tokens(self, mode: str) -> int:
@@ -254,15 +247,6 @@ class LLMPlanner:
             self._primary_failures = 0
             log.warning("llm.primary_benched", endpoint=self._primary.url, fallback=self._fallback.url,
                         seconds=BENCH_FOR_S)
-
-
-def repair_message(reason: str, form: str = "json") -> str:
-    """The user message of the repair round."""
-    if form == "code":
-        return (f"autod could not use your reply: {reason.rstrip('. ')}. Reply again in the form asked: "
-                "one sentence, then `### path · symbol` and the definition's complete new source in a "
-                "```python block.")
-    return f"Your reply was not a valid plan: {reason.rstrip('. ')}. Reply with only the JSON object."
 
 
 def _with_nudge(messages: list[dict[str, str]], nudge: str) -> list[dict[str, str]]:
