@@ -31,7 +31,6 @@ if TYPE_CHECKING:
 log = structlog.get_logger("autod.candidates")
 
 
-
 class Asker:
     """Builds each request of a cycle's planning and sends it to the planner."""
 

@@ -30,7 +30,6 @@ from autod.planner.forms import FORMS
 EXCERPT_SHARE = 0.25  # of the context budget, at most, for the failure output
 
 
-
 # The user prompt's section titles (prompts/debug_user.md): a reply in the code form that reaches one
 # has started copying the prompt back (a small model continues the document it was shown); the
 # request stops there and the copied blocks are dropped as quotes (autod.planner.codeform).

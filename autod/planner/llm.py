@@ -38,7 +38,6 @@ MIN_REPLY_TOKENS = 256  # a reply cap lowered to fit the context is not worth as
 DEFAULT_MODE_TOKENS = 2000  # reply cap of a mode missing from llm.max_tokens_by_mode
 
 
-
 class LLMPlanner:
     """Planner over an OpenAI-compatible /chat/completions endpoint, with an optional fallback.
 
