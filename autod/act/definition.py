@@ -34,7 +34,7 @@ from autod.act.quotes import requote
 from autod.act.search import apply_edit
 from autod.errors import PlanRejected
 
-__all__ = ["Span", "find_definition", "name_of", "normalise_symbol", "replace_definition"]
+__all__ = ["Span", "find_definition", "name_of", "normalise_symbol", "parse_new_source", "replace_definition"]
 
 LONG_DEFINITION = 60  # lines; a rewrite of a longer one must keep at least half of them
 _FENCE = re.compile(r"^\s*```[\w+-]*[ \t]*\r?\n(.*?)\r?\n?[ \t]*```\s*$", re.DOTALL)
@@ -158,8 +158,8 @@ def _partial_class(span: Span, code: str) -> list[tuple[str, str]] | None:
     if not isinstance(span.node, ast.ClassDef):
         return None
     try:
-        tree = pyast.parse(_even_body(textwrap.dedent(code)))
-    except SyntaxError:
+        tree, code = parse_new_source(code)
+    except (SyntaxError, ValueError):
         return None
     cls = tree.body[0] if len(tree.body) == 1 else None
     if not isinstance(cls, ast.ClassDef) or cls.name != span.node.name or not _same_line(cls, span.node):
@@ -171,7 +171,7 @@ def _partial_class(span: Span, code: str) -> list[tuple[str, str]] | None:
     names = [n.name for n in new]
     if not new or len(new) != len(members) or len(set(names)) != len(names) or not set(names) <= old:
         return None
-    lines = _even_body(textwrap.dedent(code)).splitlines()
+    lines = code.splitlines()
     return [(n.name, textwrap.dedent("\n".join(lines[_start(n) - 1 : n.end_lineno]))) for n in new]
 
 
@@ -215,25 +215,31 @@ def _target_name(span: Span) -> str:
     return span.qualname.rsplit(".", 1)[-1]
 
 
-def _as_definition(rel: str, span: Span, code: str, old_lines: list[str]) -> str | None:
-    """The new source as a dedented definition of the target (with any statements beside it), or None
-    when it is not one. PlanRejected when it does not parse."""
+def parse_new_source(code: str) -> tuple[ast.Module, str]:
+    """A plan's new source as the act rules read it, parsed: dedented, a body copied two levels in
+    evened out, JSON-escaping artifacts undone, and a `def` line at column 0 with its body still
+    indented for the class accepted. SyntaxError (of the last reading) when it does not parse."""
     dedented = _even_body(textwrap.dedent(code))
     dedented = requote(dedented) or dedented  # f'{d['k']}': a JSON-escaping artifact (autod.act.quotes)
     try:
-        tree = pyast.parse(dedented)
+        return pyast.parse(dedented), dedented
     except SyntaxError:
         # "def f():" at column 0 with its body still indented for the class: dedent the body alone
         first, _, rest = dedented.partition("\n")
         retry = first + "\n" + textwrap.indent(textwrap.dedent(rest), "    ")
-        try:
-            tree = pyast.parse(retry)
-        except SyntaxError as exc:
-            raise PlanRejected(
-                f"{rel}: the new source of {span.qualname} does not parse (line {exc.lineno}): give the"
-                " complete definition, correctly indented"
-            ) from None
-        dedented = retry
+        return pyast.parse(retry), retry
+
+
+def _as_definition(rel: str, span: Span, code: str, old_lines: list[str]) -> str | None:
+    """The new source as a dedented definition of the target (with any statements beside it), or None
+    when it is not one. PlanRejected when it does not parse."""
+    try:
+        tree, dedented = parse_new_source(code)
+    except SyntaxError as exc:
+        raise PlanRejected(
+            f"{rel}: the new source of {span.qualname} does not parse (line {exc.lineno}): give the"
+            " complete definition, correctly indented"
+        ) from None
     name = _target_name(span)
     target_kind = type(span.node)
     top = list(tree.body)

@@ -19,9 +19,8 @@ an ordinary edit: the act rules, the judges and the checks decide on it as on an
 from __future__ import annotations
 
 import re
-import textwrap
 
-from autod import pyast
+from autod.act.definition import parse_new_source
 
 __all__ = ["diff_path", "hunks", "parses", "unmark"]
 
@@ -36,18 +35,12 @@ _PLUS_PATH = re.compile(r"^\+\+\+ (?:b/)?(\S+)", re.MULTILINE)
 
 
 def parses(code: str) -> bool:
-    """Whether the code parses as a block of Python, dedented; a `def` line at column 0 whose body is
-    still indented for its class counts (the act rules even that out)."""
-    dedented = textwrap.dedent(code)
-    for attempt in (dedented, _body_one_level(dedented)):
-        if attempt is None:
-            continue
-        try:
-            pyast.parse(attempt)
-        except (SyntaxError, ValueError):
-            continue
-        return True
-    return False
+    """Whether the act rules can parse the block as new source (autod.act.definition.parse_new_source)."""
+    try:
+        parse_new_source(code)
+    except (SyntaxError, ValueError):
+        return False
+    return True
 
 
 def hunks(body: str) -> list[tuple[str, str]] | None:
@@ -120,10 +113,3 @@ def unmark(body: str) -> str:
         if parses(candidate):
             return candidate
     return body
-
-
-def _body_one_level(code: str) -> str | None:
-    first, sep, rest = code.partition("\n")
-    if not sep:
-        return None
-    return first + "\n" + textwrap.indent(textwrap.dedent(rest), "    ", lambda ln: bool(ln.strip()))
