@@ -20,7 +20,7 @@ from autod import logs
 from autod.act.judges import Judges, editable_paths
 from autod.errors import ContextTooLong, CycleError, LLMUnavailable
 from autod.modes import Attempt, Mode, pack, render, tokens
-from autod.planner import CHARS_PER_TOKEN, TEMPLATE_TOKENS, PlanRequest, PlanResult
+from autod.planner import CHARS_PER_TOKEN, TEMPLATE_TOKENS, PlanRequest, PlanResult, estimated_tokens
 from autod.planner.forms import FORMS
 
 if TYPE_CHECKING:
@@ -186,7 +186,7 @@ class Asker:
         ratio = getattr(self.deps.planner, "chars_per_token", None) or CHARS_PER_TOKEN
         room = window - reply - TEMPLATE_TOKENS
         messages = self.messages_for(context)
-        size = sum(len(m.get("content") or "") for m in messages) / ratio
+        size = estimated_tokens(messages, ratio)
         if size <= room:
             return context
         sections = sum(tokens(v) for v in context.values() if v)

@@ -15,6 +15,11 @@ CHARS_PER_TOKEN = 3.0
 TEMPLATE_TOKENS = 64  # chat-template tokens around the messages
 
 
+def estimated_tokens(messages: list[dict[str, str]], chars_per_token: float | None = None) -> float:
+    """The messages' tokens at the server, before it has counted them (without the chat template)."""
+    return sum(len(m.get("content") or "") for m in messages) / (chars_per_token or CHARS_PER_TOKEN)
+
+
 @dataclass
 class TokenUsage:
     prompt: int = 0

@@ -19,7 +19,7 @@ import structlog
 from autod.config.settings import LLMConfig
 from autod.errors import ContextTooLong, CycleError, LLMUnavailable, PlanInvalid
 from autod.plan import Plan
-from autod.planner import CHARS_PER_TOKEN, TEMPLATE_TOKENS, PlanRequest, PlanResult, TokenUsage
+from autod.planner import TEMPLATE_TOKENS, PlanRequest, PlanResult, TokenUsage, estimated_tokens
 from autod.planner.codeform import parse_code_reply, quoted_code
 from autod.planner.endpoint import MAX_REPLY_BYTES, Endpoint, Sleep, WindowMemory
 from autod.planner.forms import FORMS
@@ -262,8 +262,7 @@ def _fitted_cap(endpoint: Endpoint, messages: list[dict[str, str]], cap: int) ->
     window = endpoint.context_tokens
     if not window:
         return cap
-    ratio = endpoint.chars_per_token or CHARS_PER_TOKEN
-    prompt = int(sum(len(str(m.get("content") or "")) for m in messages) / ratio) + TEMPLATE_TOKENS
+    prompt = int(estimated_tokens(messages, endpoint.chars_per_token)) + TEMPLATE_TOKENS
     room = window - prompt
     if room >= cap or room < MIN_REPLY_TOKENS:
         return cap  # it fits; or too little is left to be worth it, and the server will say so
