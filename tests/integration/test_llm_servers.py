@@ -121,14 +121,11 @@ def test_busy_single_slot_server_is_not_sent_a_retry_behind_the_abandoned_reques
     assert len(llm.requests) == 2
 
 
-def test_autod_run_fixes_a_bug_through_a_server_with_every_quirk(tmp_path, calc_repo, scripted_llm):
-    """llama-cpp-python's 500 to json_schema, SSE only, and a 400 to max_tokens, all on one server
-    (the JSON reply form, whose response_format is negotiated)."""
-    scripted_llm.behave(refuse_response_format="500", sse=True, token_param="max_completion_tokens")
-    scripted_llm.push_plan(FIX_PLAN)
-    llm = {"base_url": scripted_llm.base_url, "model": "qwen", "reply_form": "json"}
-    cfg = base_config(calc_repo, llm=llm)
-    daemon = Autod(write_config(tmp_path / "autod.yaml", cfg), log_file=calc_repo / ".autod/logs/autod.jsonl")
+def fixed_through(tmp_path: Path, calc_repo: Path, llm: dict[str, Any]) -> tuple[Autod, dict[str, Any]]:
+    """`autod run` on the calc repo against `llm` until its first cycle: fixed, `add` adds. The stopped
+    daemon (for its log) and the cycle's record."""
+    daemon = Autod(write_config(tmp_path / "autod.yaml", base_config(calc_repo, llm=llm)),
+                   log_file=calc_repo / ".autod/logs/autod.jsonl")
     daemon.start()
     try:
         [record] = daemon.wait_reflections(1, timeout=120)
@@ -136,6 +133,16 @@ def test_autod_run_fixes_a_bug_through_a_server_with_every_quirk(tmp_path, calc_
         assert daemon.stop() == 0
     assert record["status"] == "fixed", record
     assert (calc_repo / "src" / "calc.py").read_text() == CALC_BUGGY.replace("a - b", "a + b")
+    return daemon, record
+
+
+def test_autod_run_fixes_a_bug_through_a_server_with_every_quirk(tmp_path, calc_repo, scripted_llm):
+    """llama-cpp-python's 500 to json_schema, SSE only, and a 400 to max_tokens, all on one server
+    (the JSON reply form, whose response_format is negotiated)."""
+    scripted_llm.behave(refuse_response_format="500", sse=True, token_param="max_completion_tokens")
+    scripted_llm.push_plan(FIX_PLAN)
+    daemon, record = fixed_through(tmp_path, calc_repo,
+                                   {"base_url": scripted_llm.base_url, "model": "qwen", "reply_form": "json"})
     assert record["tokens"]["prompt"] > 0 and record["tokens"]["completion"] > 0
     bodies = scripted_llm.requests
     assert all(b["stream"] is False for b in bodies)
@@ -149,7 +156,6 @@ def test_autod_run_fixes_a_bug_through_a_server_with_every_quirk(tmp_path, calc_
     assert "llm.token_param_switched" in events and "llm.response_format_refused" in events
 
 
-
 def test_autod_run_fixes_a_bug_in_the_code_form_through_a_reasoning_models_refusals(
     tmp_path, calc_repo, scripted_llm
 ):
@@ -159,16 +165,7 @@ def test_autod_run_fixes_a_bug_in_the_code_form_through_a_reasoning_models_refus
     scripted_llm.push_text(
         "add subtracts.\n### src/calc.py · add\n```python\ndef add(a, b):\n    return a + b\n```\n"
     )
-    llm = {"base_url": scripted_llm.base_url, "model": "o-mini"}
-    daemon = Autod(write_config(tmp_path / "autod.yaml", base_config(calc_repo, llm=llm)),
-                   log_file=calc_repo / ".autod/logs/autod.jsonl")
-    daemon.start()
-    try:
-        [record] = daemon.wait_reflections(1, timeout=120)
-    finally:
-        assert daemon.stop() == 0
-    assert record["status"] == "fixed", record
-    assert (calc_repo / "src" / "calc.py").read_text() == CALC_BUGGY.replace("a - b", "a + b")
+    daemon, _ = fixed_through(tmp_path, calc_repo, {"base_url": scripted_llm.base_url, "model": "o-mini"})
     sent = [("max_tokens" in b, "stop" in b, "response_format" in b) for b in scripted_llm.requests]
     assert sent[:3] == [(True, True, False), (False, True, False), (False, False, False)]
     assert all(not m and not st for m, st, _ in sent[3:])  # learnt once, for the daemon's lifetime
