@@ -95,6 +95,33 @@ def test_a_sampled_draw_that_echoes_the_prompt_is_drawn_again_and_the_fix_after_
         assert d.stop() == 0
 
 
+def test_a_diff_reply_is_an_edit_under_the_act_rules_through_autod_run(
+    tmp_path, calc_repo, scripted_llm, real_bwrap
+):
+    """Hostile: a unified diff names its own path. One aimed outside the workspace is refused, one that
+    edits the failing test is dropped as a quote (and drawn again); a hunk on the code fixes it."""
+    def diff(path: str, old: str, new: str) -> str:
+        return f"Fix.\n```diff\n--- a/{path}\n+++ b/{path}\n@@ -1 +1 @@\n-{old}\n+{new}\n```\n"
+
+    (tmp_path / "outside.py").write_text("X = 1\n")
+    scripted_llm.push_text(diff("../outside.py", "X = 1", "X = 2"))
+    scripted_llm.push_text(diff("tests/test_calc.py", "    assert add(2, 3) == 5", "    assert True"))
+    scripted_llm.push_text(diff("src/calc.py", "    return a - b", "    return a + b"))
+    d = start(tmp_path, calc_repo, scripted_llm.base_url, llm={"reply_form": "code"},
+              candidates={"n": 2, "temperature": 0.9, "seed": 40, "focused": 0},
+              modes={"auto-debug": {"enabled": True, "max_attempts_per_cycle": 1}})
+    try:
+        (r,) = d.wait_reflections(1)
+        assert r["status"] == "fixed", r
+        assert [c["outcome"] for c in r["candidates"]] == ["refused", "no_change", "fixed"]
+        assert "'..' is not allowed" in r["candidates"][0]["reason"]
+        assert (tmp_path / "outside.py").read_text() == "X = 1\n"
+        assert "assert add(2, 3) == 5" in (calc_repo / "tests" / "test_calc.py").read_text()
+        assert "return a + b" in (calc_repo / "src" / "calc.py").read_text()
+    finally:
+        assert d.stop() == 0
+
+
 def test_the_focused_prompt_is_sent_first_and_the_whole_context_after_it(
     tmp_path, calc_repo, scripted_llm, real_bwrap
 ):
