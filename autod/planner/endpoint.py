@@ -17,7 +17,7 @@ import asyncio
 import random
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 import httpx
 import structlog
@@ -26,26 +26,17 @@ from autod import tally
 from autod.config.settings import LLMConfig
 from autod.errors import ContextTooLong, LLMUnavailable, PlanInvalid
 from autod.planner import TokenUsage, wire
+from autod.planner.window import ServerWindow
 
 log = structlog.get_logger("autod.planner.llm")
 
 MAX_REPLY_BYTES = 4 * 1024 * 1024
-WINDOW_MEMORY_S = 5.0  # deadline of a read or write of the kept context windows
 _ERROR_BODY_BYTES = 64 * 1024  # of an error response: enough for its message
 _EXCERPT = 200
 PROBE_MIN_S = 5.0  # a probe waits at least this long for a free server before trying again
 
 Sleep = Callable[[float], Awaitable[None]]
 Record = Callable[[dict[str, Any]], None]
-
-
-class WindowMemory(Protocol):
-    """Where the context windows learnt of servers that state none are kept across restarts and config
-    reloads (autod.runtime.windows: the state db), keyed by `Endpoint.key`."""
-
-    async def recall(self, key: str) -> int | None: ...
-
-    async def keep(self, key: str, tokens: int) -> None: ...
 
 
 class Endpoint:
@@ -79,14 +70,11 @@ class Endpoint:
         self._token_param = "max_tokens" if cfg.token_param == "auto" else cfg.token_param
         self._inflight = asyncio.Lock()  # one request at a time to this server from this daemon
         self._abandoned_at: float | None = None  # loop time of a request given up while it may still run
-        # What the server says of itself: its context window (llm.context_tokens, GET /props, or a
-        # context error), whether it honours `n`, and how many characters its tokens hold here.
-        self.context_tokens: int | None = cfg.context_tokens
-        self._props_asked = cfg.context_tokens is not None
-        self.memory: WindowMemory | None = None  # a window learnt here is kept there, and recalled
+        # What the server says of itself: its context window and how many characters its tokens
+        # hold here, whether it honours `n` and `stop`.
+        self.window = ServerWindow(self.url, self.key, cfg.context_tokens, self._ask_props)
         self.takes_n: bool | None = None
         self.takes_stop = True  # until the server refuses `stop` (then the code form goes without it)
-        self.chars_per_token: float | None = None
         self.client = httpx.AsyncClient(
             base_url=base_url + "/",
             headers=headers,
@@ -143,13 +131,15 @@ class Endpoint:
                 if not free:
                     self._formats = self._formats[i:]  # the refused ones are never sent again
                 reply = self._read(ctype, data, messages, usage)
+                await self.window.keep_ratio()
                 if body.get("n", 1) > 1:
                     self.takes_n = len(reply.others) + 1 >= body["n"]
                 return reply
             if wire.is_context_overflow(status, data):
                 limit, prompt = wire.context_numbers(data)
+                self.window.measure(messages, prompt)
                 if limit:
-                    await self.learn_window(limit, "a context error")  # budget to it from now on
+                    await self.window.learn(limit, "a context error")  # budget to it from now on
                 raise ContextTooLong(
                     f"the prompt does not fit the model's context at {self.url} (HTTP {status}: "
                     f"{self._excerpt(data)}); raise the server's context size or lower llm.max_tokens",
@@ -283,38 +273,6 @@ class Endpoint:
         """What a learnt window is kept under: the server and the model."""
         return f"{self.url}|{self.model}"
 
-    async def context_window(self) -> int | None:
-        """The server's context size in tokens, when configured, stated, learnt or kept from an earlier
-        run (asked once: the server's own word first, then what was kept)."""
-        if self.context_tokens is None and not self._props_asked:
-            self._props_asked = True
-            self.context_tokens = await self._ask_props()
-            if self.context_tokens:
-                log.info("llm.context_size_learnt", endpoint=self.url, context_tokens=self.context_tokens)
-            elif self.memory is not None:
-                try:
-                    kept = await asyncio.wait_for(self.memory.recall(self.key), WINDOW_MEMORY_S)
-                except Exception as exc:  # the state db is a convenience here: budget as configured
-                    log.warning("llm.context_size_not_recalled", endpoint=self.url, error=type(exc).__name__)
-                    kept = None
-                if kept:
-                    self.context_tokens = kept
-                    log.info("llm.context_size_remembered", endpoint=self.url, context_tokens=kept,
-                             hint="learnt on an earlier run; llm.context_tokens sets it")
-        return self.context_tokens
-
-    async def learn_window(self, tokens: int, how: str) -> None:
-        """The server's window as a reply or an error gave it away: budget to it, and keep it so that a
-        restart or a reload does not pay a cut reply to learn it again."""
-        self.context_tokens = tokens
-        log.info("llm.context_size_learnt", endpoint=self.url, context_tokens=tokens, how=how)
-        if self.memory is None:
-            return
-        try:
-            await asyncio.wait_for(self.memory.keep(self.key, tokens), WINDOW_MEMORY_S)
-        except Exception as exc:
-            log.warning("llm.context_size_not_kept", endpoint=self.url, error=type(exc).__name__)
-
     async def _ask_props(self) -> int | None:
         """llama.cpp's server states `n_ctx` at GET /props (at the server's root, beside /v1)."""
         root = re.sub(r"/v1/?$", "", str(self.client.base_url).rstrip("/"))
@@ -343,10 +301,7 @@ class Endpoint:
         if wire.is_sse(ctype, data):
             log.debug("llm.reply_streamed", endpoint=self.url, bytes=len(data))
         # A server that omits usage still spends tokens: estimate ~4 characters per token.
-        prompt_chars = sum(len(m.get("content") or "") for m in messages)
-        if reply.prompt_tokens and prompt_chars > 2000:
-            ratio = prompt_chars / reply.prompt_tokens  # what this server's tokens hold, for budgets
-            self.chars_per_token = ratio if self.chars_per_token is None else min(self.chars_per_token, ratio)
+        prompt_chars = self.window.measure(messages, reply.prompt_tokens)
         usage.prompt += reply.prompt_tokens if reply.prompt_tokens is not None else prompt_chars // 4
         usage.completion += (reply.completion_tokens if reply.completion_tokens is not None
                              else len(reply.content) // 4)

@@ -21,9 +21,10 @@ from autod.errors import ContextTooLong, CycleError, LLMUnavailable, PlanInvalid
 from autod.plan import Plan
 from autod.planner import TEMPLATE_TOKENS, PlanRequest, PlanResult, TokenUsage, estimated_tokens
 from autod.planner.codeform import parse_code_reply, quoted_code
-from autod.planner.endpoint import MAX_REPLY_BYTES, Endpoint, Sleep, WindowMemory
+from autod.planner.endpoint import MAX_REPLY_BYTES, Endpoint, Sleep
 from autod.planner.forms import FORMS
 from autod.planner.parse import parse_plan
+from autod.planner.window import WindowMemory
 from autod.planner.wire import Completion
 
 __all__ = ["MAX_REPLY_BYTES", "LLMPlanner"]
@@ -128,16 +129,16 @@ class LLMPlanner:
         """Keep the windows learnt of both endpoints in `memory`, and recall them from it."""
         for endpoint in (self._primary, self._fallback):
             if endpoint is not None:
-                endpoint.memory = memory
+                endpoint.window.memory = memory
 
     async def context_window(self) -> int | None:
         """Tokens the server's context holds (prompt and reply), when known; asks the server once."""
-        return await self._first().context_window()
+        return await self._first().window.size()
 
     @property
     def chars_per_token(self) -> float | None:
         """Characters a token of this server held in the prompts it counted (None: not yet seen)."""
-        return self._first().chars_per_token
+        return self._first().window.chars_per_token
 
     async def ping(self) -> bool:
         """True when GET {base_url}/models answers 2xx within a few seconds.
@@ -201,7 +202,7 @@ class LLMPlanner:
                 # shortens the reply silently and states its window nowhere). Its size is what this
                 # request used; the cycle fits the prompt to it and asks again.
                 window = (reply.prompt_tokens or 0) + (reply.completion_tokens or 0)
-                await endpoint.learn_window(window, "a reply cut before the token cap")
+                await endpoint.window.learn(window, "a reply cut before the token cap")
                 raise ContextTooLong(
                     f"the reply was cut at {reply.completion_tokens} tokens by the server's context of"
                     f" {window} tokens at {endpoint.url}",
@@ -259,10 +260,10 @@ def _fitted_cap(endpoint: Endpoint, messages: list[dict[str, str]], cap: int) ->
     """The reply cap, lowered before sending when the server's window is known and the prompt (which
     the cycle cut as far as it could) leaves less than it: the server would refuse the request or cut
     the reply, and either costs a round trip (a whole prompt's evaluation, on llama-cpp-python)."""
-    window = endpoint.context_tokens
+    window = endpoint.window.tokens
     if not window:
         return cap
-    prompt = int(estimated_tokens(messages, endpoint.chars_per_token)) + TEMPLATE_TOKENS
+    prompt = int(estimated_tokens(messages, endpoint.window.chars_per_token)) + TEMPLATE_TOKENS
     room = window - prompt
     if room >= cap or room < MIN_REPLY_TOKENS:
         return cap  # it fits; or too little is left to be worth it, and the server will say so

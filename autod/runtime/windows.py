@@ -2,7 +2,9 @@
 
 llama-cpp-python states its context size nowhere: autod learns it from the first reply the server cut
 short (or a context error), after a whole prompt's evaluation, minutes on a CPU. Kept here, a restart
-or a config reload (which builds a new planner) does not pay that again. A kept window is trusted for
+or a config reload (which builds a new planner) does not pay that again. The characters per token the
+server's replies measured are kept beside it: a restart's first prompt is then sized in the server's
+own tokens, not in an estimate that code overruns. A kept window is trusted for
 a day: a server restarted with a larger context is then learnt afresh (`llm.context_tokens` in the
 config overrides it at once). The server's own word (GET /props) always comes before what was kept.
 """
@@ -12,6 +14,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from typing import Any
+
+from autod.planner.window import Window
 
 KEY = "llm_context_tokens:"  # + Endpoint.key (url|model)
 KEEP_S = 86_400
@@ -24,16 +28,21 @@ class KeptWindows:
         self.state = state
         self.clock = clock
 
-    async def recall(self, key: str) -> int | None:
+    async def recall(self, key: str) -> Window | None:
         doc = await self.state.call(self.state.get_kv, KEY + key)
         if not isinstance(doc, dict):
             return None
-        tokens, at = doc.get("tokens"), doc.get("at")
+        tokens, at, ratio = doc.get("tokens"), doc.get("at"), doc.get("chars_per_token")
         if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 512:
             return None
         if not isinstance(at, int | float) or not 0 <= self.clock() - at < KEEP_S:
             return None
-        return tokens
+        if not isinstance(ratio, int | float) or isinstance(ratio, bool) or not 1.0 <= ratio <= 8.0:
+            ratio = None  # absent (kept by an older autod) or not a tokenizer's: estimate as usual
+        return Window(tokens, float(ratio) if ratio is not None else None)
 
-    async def keep(self, key: str, tokens: int) -> None:
-        await self.state.call(self.state.set_kv, KEY + key, {"tokens": int(tokens), "at": self.clock()})
+    async def keep(self, key: str, window: Window) -> None:
+        doc: dict[str, Any] = {"tokens": int(window.tokens), "at": self.clock()}
+        if window.chars_per_token is not None:
+            doc["chars_per_token"] = round(window.chars_per_token, 3)
+        await self.state.call(self.state.set_kv, KEY + key, doc)

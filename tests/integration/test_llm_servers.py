@@ -177,8 +177,12 @@ def test_a_window_learnt_by_one_autod_run_is_recalled_by_the_next_over_the_same_
     tmp_path, calc_repo, scripted_llm
 ):
     """A server that states no context window (llama-cpp-python): the first run learns it from the
-    server's context error; a restart over the same state dir recalls it and fits its first request."""
-    scripted_llm.behave(context_limit=2300)  # the prompt fits, the prompt and the reply cap do not
+    server's context error; a restart over the same state dir recalls it and fits its first request.
+    The server's tokens hold 2 characters (code in a small model's tokenizer is dense): without the
+    ratio kept beside the window, the restart would size its first request by autod's estimate, and
+    overflow the window it just recalled."""
+    # the prompt fits, the prompt and the reply cap do not
+    scripted_llm.behave(context_limit=3000, chars_per_token=2)
     llm = {"base_url": scripted_llm.base_url, "model": "qwen", "reply_form": "code"}
     fix = "add subtracts.\n### src/calc.py · add\n```python\ndef add(a, b):\n    return a + b\n```\n"
     events: list[list[str]] = []

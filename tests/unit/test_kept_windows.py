@@ -14,8 +14,9 @@ from structlog.testing import capture_logs
 from autod.config.settings import LLMConfig
 from autod.errors import ContextTooLong
 from autod.events import Event, EventKind
-from autod.planner import PlanRequest
+from autod.planner import CHARS_PER_TOKEN, PlanRequest
 from autod.planner.llm import LLMPlanner
+from autod.planner.window import Window
 from autod.runtime.windows import KEEP_S, KEY, KeptWindows
 from autod.stores.state import State
 
@@ -45,10 +46,10 @@ def planner(answers: list[httpx.Response], memory: KeptWindows, props: httpx.Res
     return p
 
 
-def request() -> PlanRequest:
+def request(chars: int = 3000) -> PlanRequest:
     event = Event(source="check:t", kind=EventKind.CHECK_FAILED, summary="failed", fingerprint="f")
-    return PlanRequest(mode="auto-debug", event=event,
-                       messages=[{"role": "system", "content": "s"}, {"role": "user", "content": "u" * 3000}])
+    messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "u" * chars}]
+    return PlanRequest(mode="auto-debug", event=event, messages=messages)
 
 
 def test_a_window_learnt_from_a_cut_reply_is_recalled_by_the_next_planner_over_the_same_state(tmp_path: Path):
@@ -74,7 +75,7 @@ def test_the_servers_own_word_and_the_config_come_before_a_kept_window(tmp_path:
     memory = KeptWindows(state)
 
     async def go() -> tuple[int | None, int | None]:
-        await memory.keep(f"{URL}|m", 4096)
+        await memory.keep(f"{URL}|m", Window(4096))
         stated = planner([reply("stop", 1, 1)], memory, props=httpx.Response(200, json={"n_ctx": 16384}))
         configured = planner([reply("stop", 1, 1)], memory, context_tokens=32768)
         return await stated.context_window(), await configured.context_window()
@@ -87,14 +88,38 @@ def test_a_kept_window_is_trusted_for_a_day_and_garbage_in_the_state_db_is_ignor
     now = [1_000_000.0]
     memory = KeptWindows(state, clock=lambda: now[0])
 
-    async def go() -> list[int | None]:
-        await memory.keep("k", 8192)
+    async def go() -> list[Window | None]:
+        await memory.keep("k", Window(8192, 2.5))
         out = [await memory.recall("k")]
         now[0] += KEEP_S + 1  # the server may have been restarted with a larger context since
         out.append(await memory.recall("k"))
         for junk in ("8192", {"tokens": True, "at": now[0]}, {"tokens": 100, "at": now[0]}, {"tokens": 9000}):
             state.set_kv(KEY + "junk", junk)
             out.append(await memory.recall("junk"))
+        # a ratio no tokenizer has (or none, as an older autod kept it): the window alone
+        for ratio in (0.01, "2.5", True, None):
+            state.set_kv(KEY + "odd", {"tokens": 8192, "at": now[0], "chars_per_token": ratio})
+            out.append(await memory.recall("odd"))
         return out
 
-    assert asyncio.run(go()) == [8192, None, None, None, None, None]
+    assert asyncio.run(go()) == [Window(8192, 2.5), None, None, None, None, None, *[Window(8192, None)] * 4]
+
+
+def test_the_characters_per_token_a_cut_reply_measured_are_kept_with_the_window_for_the_next_planner(
+    tmp_path: Path,
+):
+    """Recalled without its ratio, the window is budgeted at CHARS_PER_TOKEN, which code overruns in
+    most tokenizers: the restart's first prompt would overflow it again (a whole prompt's evaluation)."""
+    state = State(tmp_path / "state.db")
+
+    async def go() -> tuple[float | None, float | None]:
+        first = planner([reply("length", 7400, 790)], KeptWindows(state))
+        with pytest.raises(ContextTooLong):
+            await first.plan(request(18_000))  # 18,001 characters in 7,400 tokens: 2.43 a token
+        second = planner([reply("stop", 10, 10)], KeptWindows(state))
+        await second.context_window()
+        return first.chars_per_token, second.chars_per_token
+
+    measured, recalled = asyncio.run(go())
+    assert measured is not None and measured < CHARS_PER_TOKEN
+    assert recalled == pytest.approx(measured, abs=0.001)
