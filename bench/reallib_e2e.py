@@ -48,6 +48,7 @@ from autod.errors import PlanRejected
 from autod.localize.excerpt import trim_failure
 from autod.localize.frames import is_test_path
 from autod.modes.debug import EXCERPT_SHARE
+from autod.planner.llm import DEFAULT_MODE_TOKENS
 
 PYTHON = sys.executable
 BUG_TIMEOUT_S = 3600.0
@@ -204,8 +205,7 @@ def run_autod_bug(parent: Path, pristine: Path, bug: dict[str, Any], url: str, m
 # -- the oracle ---------------------------------------------------------------------------------------
 def oracle_bug(work: Path, pristine: Path, bug: dict[str, Any], url: str, model: str) -> dict[str, Any]:
     lib = LIBRARIES[bug["library"]]
-    cand = CandidatesConfig()
-    reply_tokens = LLMConfig().max_tokens_by_mode.get("auto-debug", 1500)
+    cand, reply_tokens = oracle_settings()
     tree = fresh_tree(pristine, work / f"{bug['id']}-oracle")
     _, buggy = apply_bug(tree, bug)
     _, definition = bug_spans(buggy, bug)
@@ -263,6 +263,15 @@ def oracle_bug(work: Path, pristine: Path, bug: dict[str, Any], url: str, model:
     return {"bug": bug["id"], "fixed": fixed, "candidates": tried, "tokens": spent,
             "prompt_chars": sum(len(m["content"]) for m in messages),
             "wall_s": round(time.monotonic() - started, 1)}
+
+
+def oracle_settings() -> tuple[CandidatesConfig, int]:
+    """autod's candidates settings and auto-debug reply cap, with this run's --set applied: a run with
+    `candidates.seed`, `.n` or `.temperature` moved draws the oracle's replies the same way as autod's."""
+    cfg = overrides.apply({"candidates": {}, "llm": {}})
+    llm = LLMConfig(**{k: v for k, v in cfg["llm"].items() if k in ("max_tokens", "max_tokens_by_mode")})
+    reply = llm.max_tokens or llm.max_tokens_by_mode.get("auto-debug", DEFAULT_MODE_TOKENS)
+    return CandidatesConfig(**cfg["candidates"]), reply
 
 
 def chat(url: str, model: str, messages: list[dict[str, str]], temperature: float, seed: int,
@@ -347,7 +356,8 @@ def model_runs(bugs: list[dict[str, Any]], args: argparse.Namespace) -> dict[str
             shutil.rmtree(parent, ignore_errors=True)
     fixed_autod = sum(r["outcome"] == "fixed" for r in autod)
     fixed_oracle = sum(r["fixed"] for r in oracle)
-    total: dict[str, Any] = {"bugs": len(bugs), "candidates_n": CandidatesConfig().n}
+    cand, _ = oracle_settings()
+    total: dict[str, Any] = {"bugs": len(bugs), "candidates_n": cand.n, "candidates_seed": cand.seed}
     if autod:
         total["autod"] = {o: sum(r["outcome"] == o for r in autod)
                           for o in ("fixed", "rolled_back", "refused", "failed", "damaged")}
