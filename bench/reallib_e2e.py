@@ -331,6 +331,7 @@ def model_runs(bugs: list[dict[str, Any]], args: argparse.Namespace) -> dict[str
     if done_autod or done_oracle:
         log(f"resumed {parent / 'partial.json'}: autod {len(done_autod)}, oracle {len(done_oracle)} bug(s)")
     at = commit()
+    tag = {"commit": at, "set": {".".join(k): v for k, v in overrides.SET}}  # what each row measured
     try:
         pristine = {name: extract(LIBRARIES[name], parent / f"src-{name}")
                     for name in dict.fromkeys(b["library"] for b in bugs)}
@@ -338,14 +339,13 @@ def model_runs(bugs: list[dict[str, Any]], args: argparse.Namespace) -> dict[str
             if not args.no_e2e and bug["id"] not in done_autod:
                 log(f"[{i}/{len(bugs)}] autod on {bug['id']} ...")
                 autod.append({**run_autod_bug(parent, pristine[bug["library"]], bug, url, args.model,
-                                              trace=bool(args.keep)), "commit": at})
+                                              trace=bool(args.keep)), **tag})
                 a = autod[-1]
                 log(f"    {a['outcome']} ({', '.join(c['status'] for c in a['cycles']) or 'no cycle'}) "
                     f"{a['wall_s']} s, model {a['model_s']} s, {a['tokens']}")
             if not args.no_oracle and bug["id"] not in done_oracle:
                 log(f"[{i}/{len(bugs)}] oracle on {bug['id']} ...")
-                oracle.append({**oracle_bug(parent, pristine[bug["library"]], bug, url, args.model),
-                               "commit": at})
+                oracle.append({**oracle_bug(parent, pristine[bug["library"]], bug, url, args.model), **tag})
                 o = oracle[-1]
                 log(f"    oracle {'fixed' if o['fixed'] else 'not fixed'}: "
                     f"{[c['outcome'] for c in o['candidates']]} {o['wall_s']} s")
