@@ -42,6 +42,7 @@ log = structlog.get_logger("autod.candidates")
 
 KEPT = ("fixed", "improved")
 DUPLICATE_WARMING = 0.25  # temperature added to the next draws for each duplicate in the attempt
+NOTHING_NEW = ("duplicate", "unchanged")  # a change already tried, or the code as it is
 MAX_TEMPERATURE = 1.3
 Prepare = Callable[[Plan], Awaitable[tuple[list[FileChange], str]]]
 
@@ -164,8 +165,9 @@ class CandidateSearch:
         base = self.cfg.seed + (number - 1) * self.cfg.n
         views = self.views()
         drawn = 0
-        # a sampled draw that proposes no edit (an echo of the prompt, prose alone) is cheap, and says
-        # nothing about the fixes near the first one: it does not use up one of the n (n such at most)
+        # a sampled draw that proposes nothing new (no edit: an echo of the prompt, prose alone; the
+        # code copied back as it is; a change already tried) tells nothing about the fixes near the
+        # first one: it does not use up one of the n (n such at most an attempt)
         idle = 0
         while drawn < self.cfg.n:
             if drawn and self.tokens_left is not None and not await self.tokens_left():
@@ -175,9 +177,9 @@ class CandidateSearch:
             first = drawn == 0 or views[drawn - 1] != view  # each view's first plan is at temperature 0
             same = views[drawn:].count(view)  # the draws left of this view (each view's draws are together)
             want = 1 if first or self._takes_n is False else same
-            # a draw that repeats a tried change says the model's distribution is too peaked to
-            # explore at this temperature: the next ones are sampled warmer (a little, capped)
-            dups = sum(c.outcome == "duplicate" for c in result.candidates)
+            # a draw that repeats a tried change (or the code as it is) says the model's distribution is
+            # too peaked to explore at this temperature: the next ones are sampled warmer (a little, capped)
+            dups = sum(c.outcome in NOTHING_NEW for c in result.candidates)
             temperature = 0.0 if first else min(self.cfg.temperature + DUPLICATE_WARMING * dups,
                                                 max(self.cfg.temperature, MAX_TEMPERATURE))
             seed = base + drawn + idle
@@ -203,11 +205,15 @@ class CandidateSearch:
                     log.info("candidates.redraw", n=c.n, why="the draw proposed no edit")
                     self._note(c)
                     continue
-                drawn += 1
                 done = await self._judge(c, result)
                 self._note(c)
                 if done:
                     return result
+                if temperature > 0 and c.outcome in NOTHING_NEW and idle < self.cfg.n:
+                    idle += 1
+                    log.info("candidates.redraw", n=c.n, why=f"the draw proposed nothing new ({c.outcome})")
+                else:
+                    drawn += 1
             if not plans and not invalid:
                 break
         kept = [c for c in result.candidates if c.outcome in KEPT]

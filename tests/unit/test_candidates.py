@@ -81,22 +81,27 @@ def test_the_first_candidate_that_fixes_everything_stops_the_search(tmp_path):
 def test_fixed_beats_improved_and_ties_go_to_votes_then_the_smaller_diff(tmp_path):
     big = Plan(summary="big", edits=[Edit(path="calc.py", symbol="add",
                                           replace="def add(a, b):\n    c = a\n    return c + b // 1\n")])
-    drawer = Drawer(big, whole("return a + b  # x"), whole("return a+b"), whole("return b * 1 + a"))
-    judge = Judge({"c + b": "improved", "a + b": "improved", "a+b": "improved", "b * 1": "improved"})
+    drawer = Drawer(big, whole("return a + b  # x"), whole("return a+b"), whole("return b * 1 + a"),
+                    whole("return b + a"))
+    judge = Judge({"c + b": "improved", "a + b": "improved", "a+b": "improved", "b * 1": "improved",
+                   "b + a": "improved"})
     found = asyncio.run(search(tmp_path, drawer, judge).attempt(1))
-    # "return a + b  # x" and "return a+b" are one change by AST: a duplicate is a vote
-    assert [c.outcome for c in found.candidates] == ["improved", "improved", "duplicate", "improved"]
+    # "return a + b  # x" and "return a+b" are one change by AST: a duplicate is a vote (and is
+    # redrawn: it is not one of the n)
+    assert [c.outcome for c in found.candidates] == ["improved", "improved", "duplicate", *["improved"] * 2]
     assert found.winner is found.candidates[1] and found.winner.votes == 2
 
 
 def test_a_repeated_change_is_never_verified_twice_and_warms_the_next_draw(tmp_path):
-    same = [whole("return a * b") for _ in range(4)]
+    same = [whole("return a * b") for _ in range(8)]
     drawer, judge = Drawer(*same), Judge({})
     found = asyncio.run(search(tmp_path, drawer, judge, temperature=0.6).attempt(1))
-    assert [c.outcome for c in found.candidates] == ["rolled_back", "duplicate", "duplicate", "duplicate"]
-    assert len(judge.seen) == 1
+    # n (4) repeats are redrawn, the next three count among the n: 1 + 4 + 3 draws, one check run
+    assert [c.outcome for c in found.candidates] == ["rolled_back", *["duplicate"] * 7]
+    assert len(judge.seen) == 1 and not drawer.plans
     temps = [a["temperature"] for a in drawer.asked]
     assert temps[0] == 0.0 and temps[1] == 0.6 and temps[1] < temps[2] < temps[3] <= MAX_TEMPERATURE
+    assert max(temps) == MAX_TEMPERATURE
 
 
 def test_a_server_that_takes_n_is_asked_once_for_the_rest(tmp_path):
@@ -124,6 +129,18 @@ def test_a_sampled_draw_that_proposes_no_edit_does_not_use_up_one_of_the_n(tmp_p
     drawer = Drawer(whole("return a * b"), idle, idle, whole("return a // b"), whole("return a + b"))
     found = asyncio.run(search(tmp_path, drawer, Judge({"a + b": "fixed"}), n=3).attempt(1))
     assert [c.outcome for c in found.candidates] == ["rolled_back", "no_change", "no_change", "rolled_back",
+                                                     "fixed"]
+    assert [a["seed"] for a in drawer.asked] == [10, 11, 12, 13, 14]
+    assert found.winner is found.candidates[-1]
+
+
+def test_a_sampled_draw_that_copies_the_code_back_or_repeats_a_change_is_redrawn(tmp_path):
+    # the code given back as it is, or a change already verified, tells nothing new: another draw,
+    # with the next seed, takes its place among the n
+    drawer = Drawer(whole("return a * b"), whole("return a - b"), whole("return a*b"), whole("return a // b"),
+                    whole("return a + b"))
+    found = asyncio.run(search(tmp_path, drawer, Judge({"a + b": "fixed"}), n=3).attempt(1))
+    assert [c.outcome for c in found.candidates] == ["rolled_back", "unchanged", "duplicate", "rolled_back",
                                                      "fixed"]
     assert [a["seed"] for a in drawer.asked] == [10, 11, 12, 13, 14]
     assert found.winner is found.candidates[-1]
