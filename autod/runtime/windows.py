@@ -4,9 +4,9 @@ llama-cpp-python states its context size nowhere: autod learns it from the first
 short (or a context error), after a whole prompt's evaluation, minutes on a CPU. Kept here, a restart
 or a config reload (which builds a new planner) does not pay that again. The characters per token the
 server's replies measured are kept beside it: a restart's first prompt is then sized in the server's
-own tokens, not in an estimate that code overruns. A kept window is trusted for
-a day: a server restarted with a larger context is then learnt afresh (`llm.context_tokens` in the
-config overrides it at once). The server's own word (GET /props) always comes before what was kept.
+own tokens, not in an estimate that code overruns. A kept window is trusted for a day: a server
+restarted with a larger context is then learnt afresh (`llm.context_tokens` in the config overrides
+it at once). The server's own word (GET /props) always comes before what was kept.
 """
 
 from __future__ import annotations
