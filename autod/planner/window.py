@@ -21,6 +21,12 @@ log = structlog.get_logger("autod.planner.llm")
 
 WINDOW_MEMORY_S = 5.0  # deadline of a read or write of the kept context windows
 MEASURED_FROM_CHARS = 2000  # a shorter prompt's ratio is mostly the chat template's
+RATIOS = (0.5, 8.0)  # characters per token a tokenizer gives (CJK text ~1); a count outside is garbage
+
+
+def plausible(ratio: object) -> bool:
+    """A characters-per-token figure some tokenizer could give (not a server's garbage count)."""
+    return isinstance(ratio, int | float) and not isinstance(ratio, bool) and RATIOS[0] <= ratio <= RATIOS[1]
 
 
 class Window(NamedTuple):
@@ -87,8 +93,7 @@ class ServerWindow:
         context error's): the fewest measured, since budgets must hold for the densest prompt.
         Returns the prompt's characters."""
         chars = sum(len(m.get("content") or "") for m in messages)
-        if prompt_tokens and chars > MEASURED_FROM_CHARS:
-            ratio = chars / prompt_tokens
+        if prompt_tokens and chars > MEASURED_FROM_CHARS and plausible(ratio := chars / prompt_tokens):
             self.chars_per_token = ratio if self.chars_per_token is None else min(self.chars_per_token, ratio)
         return chars
 

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from autod.planner.window import Window
+from autod.planner.window import Window, plausible
 
 KEY = "llm_context_tokens:"  # + Endpoint.key (url|model)
 KEEP_S = 86_400
@@ -37,9 +37,8 @@ class KeptWindows:
             return None
         if not isinstance(at, int | float) or not 0 <= self.clock() - at < KEEP_S:
             return None
-        if not isinstance(ratio, int | float) or isinstance(ratio, bool) or not 1.0 <= ratio <= 8.0:
-            ratio = None  # absent (kept by an older autod) or not a tokenizer's: estimate as usual
-        return Window(tokens, float(ratio) if ratio is not None else None)
+        # absent (kept by an older autod) or not a tokenizer's: estimate as usual
+        return Window(tokens, float(ratio) if plausible(ratio) else None)
 
     async def keep(self, key: str, window: Window) -> None:
         doc: dict[str, Any] = {"tokens": int(window.tokens), "at": self.clock()}

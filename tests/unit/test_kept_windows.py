@@ -123,3 +123,21 @@ def test_the_characters_per_token_a_cut_reply_measured_are_kept_with_the_window_
     measured, recalled = asyncio.run(go())
     assert measured is not None and measured < CHARS_PER_TOKEN
     assert recalled == pytest.approx(measured, abs=0.001)
+
+
+def test_a_token_count_no_tokenizer_gives_does_not_move_the_ratio():
+    """A server whose usage is garbage (1 token for 18k characters, or a billion) would have every
+    prompt sent whole and refused, or cut to nothing: such counts are not measured."""
+    from autod.planner.window import ServerWindow
+
+    async def nothing() -> int | None:
+        return None
+
+    window = ServerWindow(URL, "k", None, nothing)
+    messages = [{"role": "user", "content": "u" * 18_000}]
+    for count in (1, 10**9, 0, None):
+        window.measure(messages, count)
+    assert window.chars_per_token is None
+    window.measure(messages, 6000)
+    window.measure(messages, 1)  # and a later garbage count leaves the measured one
+    assert window.chars_per_token == 3.0
