@@ -16,6 +16,10 @@ import threading
 import pytest
 
 MAX_LINES = 2000000  # recorded (file, line) pairs over the whole run, at most
+# pytest's failure report: a failed `assert a == b` calls repr() (and the comparison's explanation) of
+# the operands inside the test's call, so a project's __repr__ would look run by the failing tests
+# alone and top the ranking. Code reached from these frames is the report's, not the test's.
+_REPORTING = tuple(os.sep + os.path.join("_pytest", d) + os.sep for d in ("assertion", "_io"))
 
 _state = {"root": "", "out": "", "files": None, "current": None, "tests": {}, "total": 0, "tool": None}
 
@@ -52,6 +56,16 @@ def _wanted(filename):
     return bool(root) and filename.startswith(root) and not filename.startswith(_state["out"])
 
 
+def _reporting(frame):
+    """Whether `frame` runs for pytest's failure report (a caller is pytest's assertion explainer)."""
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if _REPORTING[0] in name or _REPORTING[1] in name:
+            return True
+        frame = frame.f_back
+    return False
+
+
 def _record(filename, line):
     cur = _state["current"]
     if cur is None or _state["total"] >= MAX_LINES:
@@ -77,6 +91,8 @@ def _start_tool():
 
     def on_line(code, line):
         if _state["current"] is not None and _wanted(code.co_filename):
+            if _reporting(sys._getframe(1)):
+                return None  # not now: the line may still run for the test itself
             _record(code.co_filename, line)
             return mon.DISABLE  # re-enabled for the next test by restart_events()
         if not _wanted(code.co_filename):
@@ -89,7 +105,7 @@ def _start_tool():
 
 # -- recording: sys.settrace (before 3.12) ------------------------------------------------------
 def _tracer(frame, event, arg):
-    if event != "call" or not _wanted(frame.f_code.co_filename):
+    if event != "call" or not _wanted(frame.f_code.co_filename) or _reporting(frame.f_back):
         return None
     return _local
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -155,3 +156,64 @@ def test_coverage_false_turns_the_rerun_off(tmp_path: Path) -> None:
     run = f"{sys.executable} -m pytest -q -p no:cacheprovider tests"
     scores, _ = _scenario(tmp_path, {"run": run, "timeout_s": 120, "coverage": False})
     assert scores is None
+
+
+CONFTEST = "import sys, pathlib\nsys.path.insert(0, str(pathlib.Path(__file__).parent))\n"
+POINT = '''\
+class Point:
+    def __init__(self, x):
+        self.x = x
+
+    def __repr__(self):
+        return "Point(%r)" % (self.x,)
+
+    def __eq__(self, other):
+        return self.x == other.x
+
+
+def double(p):
+    return Point(p.x * 2 + 1)
+'''
+POINT_TESTS = '''\
+from point import Point, double
+
+
+def test_double():
+    assert double(Point(1)) == Point(2)
+
+
+def test_equal():
+    assert Point(3) == Point(3)
+'''
+
+
+def test_the_repr_pytest_calls_to_explain_a_failed_assert_is_not_counted_as_the_tests_code(
+    tmp_path: Path,
+) -> None:
+    """A failed `assert a == b` makes pytest repr() both sides inside the test's call: a project's
+    __repr__ then looked run by the failing tests alone (Ochiai 1.00) and topped the ranking above
+    the buggy code (semver's Version.__repr__ over the broken Version.__ge__)."""
+    import json
+    import subprocess
+    from importlib import resources
+
+    from autod.localize.spectrum import PLUGIN
+
+    ws, out = tmp_path / "ws", tmp_path / "out"
+    (ws / "tests").mkdir(parents=True)
+    out.mkdir()
+    (ws / "point.py").write_text(POINT)
+    (ws / "tests" / "test_point.py").write_text(POINT_TESTS)
+    (ws / "conftest.py").write_text(CONFTEST)
+    (out / "select.json").write_text(json.dumps({"files": ["tests/test_point.py"]}))
+    plugin = resources.files("autod.localize").joinpath("spectrum_plugin.py").read_bytes()
+    (out / f"{PLUGIN}.py").write_bytes(plugin)
+    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", PLUGIN,
+                    f"--autod-spectrum={out}", "tests"], cwd=ws, env={**os.environ, "PYTHONPATH": str(out)},
+                   capture_output=True, timeout=120, check=False)
+    tests = json.loads((out / "spectrum.json").read_text())["tests"]
+    failing = tests["tests/test_point.py::test_double"]
+    assert failing["failed"] is True
+    ran = {n for path, lines in failing["lines"].items() if Path(path).name == "point.py" for n in lines}
+    assert {9, 13} <= ran  # __eq__ and double: what the test itself ran
+    assert not {5, 6} & ran  # __repr__: what pytest's report ran
