@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from daemon import CALC_BUGGY, FIX_PLAN, Autod, base_config, run_cli, write_config
+from llmserver import ScriptedLLM
 
 pytestmark = pytest.mark.slow
 
@@ -71,6 +72,13 @@ def test_the_first_candidate_that_passes_wins_and_no_other_ever_reaches_the_tree
         assert d.stop() == 0
 
 
+def two_draws_one_attempt(tmp_path: Path, calc_repo: Path, scripted_llm: ScriptedLLM) -> Autod:
+    """A daemon in the code form whose single attempt draws n: 2, seeds from 40, sampled at 0.9."""
+    return start(tmp_path, calc_repo, scripted_llm.base_url, llm={"reply_form": "code"},
+                 candidates={"n": 2, "temperature": 0.9, "seed": 40, "focused": 0},
+                 modes={"auto-debug": {"enabled": True, "max_attempts_per_cycle": 1}})
+
+
 def test_a_sampled_draw_that_echoes_the_prompt_is_drawn_again_and_the_fix_after_it_lands(
     tmp_path, calc_repo, scripted_llm, real_bwrap
 ):
@@ -81,9 +89,7 @@ def test_a_sampled_draw_that_echoes_the_prompt_is_drawn_again_and_the_fix_after_
     scripted_llm.push_text("A guess.\n" + block.format("*"))
     scripted_llm.push_text("## Failure output\ncheck tests failed (exit 1)\n")
     scripted_llm.push_text("add subtracts.\n" + block.format("+"))
-    d = start(tmp_path, calc_repo, scripted_llm.base_url, llm={"reply_form": "code"},
-              candidates={"n": 2, "temperature": 0.9, "seed": 40, "focused": 0},
-              modes={"auto-debug": {"enabled": True, "max_attempts_per_cycle": 1}})
+    d = two_draws_one_attempt(tmp_path, calc_repo, scripted_llm)
     try:
         (r,) = d.wait_reflections(1)
         assert r["status"] == "fixed", r
@@ -107,9 +113,7 @@ def test_a_diff_reply_is_an_edit_under_the_act_rules_through_autod_run(
     scripted_llm.push_text(diff("../outside.py", "X = 1", "X = 2"))
     scripted_llm.push_text(diff("tests/test_calc.py", "    assert add(2, 3) == 5", "    assert True"))
     scripted_llm.push_text(diff("src/calc.py", "    return a - b", "    return a + b"))
-    d = start(tmp_path, calc_repo, scripted_llm.base_url, llm={"reply_form": "code"},
-              candidates={"n": 2, "temperature": 0.9, "seed": 40, "focused": 0},
-              modes={"auto-debug": {"enabled": True, "max_attempts_per_cycle": 1}})
+    d = two_draws_one_attempt(tmp_path, calc_repo, scripted_llm)
     try:
         (r,) = d.wait_reflections(1)
         assert r["status"] == "fixed", r
