@@ -15,9 +15,14 @@ CHARS_PER_TOKEN = 3.0
 TEMPLATE_TOKENS = 64  # chat-template tokens around the messages
 
 
+def prompt_chars(messages: list[dict[str, str]]) -> int:
+    """The characters of the messages' contents (what a server's prompt token count is measured on)."""
+    return sum(len(m.get("content") or "") for m in messages)
+
+
 def estimated_tokens(messages: list[dict[str, str]], chars_per_token: float | None = None) -> float:
     """The messages' tokens at the server, before it has counted them (without the chat template)."""
-    return sum(len(m.get("content") or "") for m in messages) / (chars_per_token or CHARS_PER_TOKEN)
+    return prompt_chars(messages) / (chars_per_token or CHARS_PER_TOKEN)
 
 
 @dataclass

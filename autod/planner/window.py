@@ -17,6 +17,8 @@ from typing import NamedTuple, Protocol
 
 import structlog
 
+from autod.planner import prompt_chars
+
 log = structlog.get_logger("autod.planner.llm")
 
 WINDOW_MEMORY_S = 5.0  # deadline of a read or write of the kept context windows
@@ -92,7 +94,7 @@ class ServerWindow:
         """Characters per token, from a prompt of some size and its count (a reply's usage or a
         context error's): the fewest measured, since budgets must hold for the densest prompt.
         Returns the prompt's characters."""
-        chars = sum(len(m.get("content") or "") for m in messages)
+        chars = prompt_chars(messages)
         if prompt_tokens and chars > MEASURED_FROM_CHARS and plausible(ratio := chars / prompt_tokens):
             self.chars_per_token = ratio if self.chars_per_token is None else min(self.chars_per_token, ratio)
         return chars
