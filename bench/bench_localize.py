@@ -177,8 +177,8 @@ async def autod_prompt(
 ) -> tuple[str, str, list[dict[str, Any]]]:
     """(whole prompt, its code sections, the record's context entries) through DebugMode, with
     autod's defaults but the workspace, the state dir, the one check and (given) the budget.
-    `views`, when given, receives the focused view's code (candidates.focused) under "focused", with
-    `focus_k` top definitions in it (default: autod's)."""
+    `views`, when given, receives the focused view's suspects (candidates.focused) under "focused", a
+    block each, `focus_k` of them (default: autod's)."""
     cfg: dict[str, Any] = {
         "workspace": str(repo),
         "state_dir": str(state_dir),
@@ -211,8 +211,9 @@ async def autod_prompt(
         prompt = "\n\n".join(m["content"] for m in messages)
         code = f"{context.get('sources', '')}\n\n{context.get('diff', '')}"
         if views is not None:
-            focused = getattr(context, "focused", None) or {}
-            views["focused"] = f"{focused.get('sources', '')}\n\n{focused.get('diff', '')}"
+            suspects = getattr(context, "focused", None) or []  # one prompt each, in rank order
+            views["focused"] = "\n\n".join(f"### {x['path']} · {x['symbol']} \n```python\n{x['code']}\n```"
+                                           for x in suspects)
         return prompt, code, list(getattr(context, "used", []))
     finally:
         state.close()

@@ -57,8 +57,8 @@ class Asker:
         self.record = record
         self.need_answered = False
         self.extra_messages: list[dict[str, str]] = []
-        # the mode's narrower view of the same failure (Sections.focused), for focused draws
-        self.focused: dict[str, str] | None = getattr(context, "focused", None) or None
+        # the mode's narrower views of the same failure, one per suspect (Sections.focused)
+        self.focused: list[dict[str, str]] = list(getattr(context, "focused", None) or [])
 
     @property
     def form(self) -> str:
@@ -68,32 +68,52 @@ class Asker:
     @property
     def has_focus(self) -> bool:
         """Whether a focused view exists for this failure (else every draw sees the wide prompt)."""
-        return self.focused is not None
+        return bool(self.focused)
+
+    @property
+    def suspects(self) -> int:
+        """How many suspects the focused view has: `view="focused:K"` asks about the Kth (from 1)."""
+        return len(self.focused)
+
+    def _suspect(self, view: str) -> dict[str, str] | None:
+        if not view.startswith("focused") or not self.focused:
+            return None
+        _, _, k = view.partition(":")
+        i = int(k) - 1 if k.isdigit() else 0
+        return self.focused[min(max(i, 0), len(self.focused) - 1)]
 
     # -- the request --------------------------------------------------------------------
     async def ask(
         self, *, temperature: float | None = None, seed: int | None = None, n: int = 1, view: str = "wide"
     ) -> PlanResult:
         """A plan (or, with n > 1, several) for the current prompt; answers a `need` once per cycle.
-        `view`: "focused" sends the mode's focused sections when it has them, else the wide ones."""
+        `view`: "focused:K" asks about the Kth suspect alone when the mode has one, else the wide
+        prompt is sent."""
         result = await self._ask(temperature, seed, n, view)
-        if result.plan.need and not self.need_answered:
+        if result.plan.need and not self.need_answered and self._suspect(view) is None:
             # two stages: the model asked to see definitions before it edits; answered once
             await self.answer_need(result.plan)
             result = await self._ask(temperature, seed, n, view)
         return result
 
     async def _ask(self, temperature: float | None, seed: int | None, n: int, view: str) -> PlanResult:
-        chosen = self.focused if view == "focused" and self.focused is not None else self.context
-        context = await self.fit(chosen)
+        paths = await asyncio.to_thread(self.edit_paths)  # stats files and reads check scripts
+        symbols = self.symbols()
+        suspect = self._suspect(view)
+        if suspect is not None and paths is not None and suspect["path"] not in paths:
+            suspect = None  # a file the act rules would not let it edit: the wide prompt instead
+        if suspect is not None:  # that prompt shows one definition: a plan may rewrite it alone
+            symbols = {suspect["path"]: (suspect["symbol"],)}
+            paths = (suspect["path"],) if paths is not None else None
+        context = await self.fit(suspect if suspect is not None else self.context)
         request = PlanRequest(
             mode=self.mode.name,
             event=self.event,
             messages=self.messages_for(context),
             context={**context, "attempts": [a.as_dict() for a in self.attempts]},
-            paths=await asyncio.to_thread(self.edit_paths),  # stats files and reads check scripts
+            paths=paths,
             temperature=temperature,
-            symbols=self.symbols(),
+            symbols=symbols,
             seed=seed,
             form=self.form,
             stop=tuple(self.mode.stop),

@@ -59,7 +59,8 @@ class Validator(Protocol):
 
 class Drawer(Protocol):
     async def ask(self, *, temperature: float | None = None, seed: int | None = None, n: int = 1) -> Any:
-        """An autod.planner.PlanResult. A drawer with `has_focus` True also takes `view="focused"`."""
+        """An autod.planner.PlanResult. A drawer with `has_focus` True (and `suspects`, how many) also
+        takes `view="focused:K"`: a prompt of the Kth suspect definition alone."""
         ...
 
 
@@ -84,7 +85,7 @@ class Candidate:
     checks_ms: int = 0
     verification: Verification | None = None
     suspect: str = ""  # why a fix may be a symptom patch (autod.act.inlined); kept only as a fallback
-    view: str = "wide"  # the prompt it was drawn from: "focused" (top definitions alone) or "wide"
+    view: str = "wide"  # the prompt it was drawn from: "focused:K" (the Kth suspect alone) or "wide"
 
     @property
     def diff_lines(self) -> int:
@@ -153,17 +154,26 @@ class CandidateSearch:
         self._seen: dict[str, Candidate] = {}
         self._takes_n: bool | None = None
 
-    def views(self) -> list[str]:
-        """The view each of an attempt's n draws sees: the focused ones first (a short prompt, cheap to
-        evaluate, with only the suspects in it), then the wide one; at least one wide."""
-        focused = min(self.cfg.focused, self.cfg.n - 1) if getattr(self.drawer, "has_focus", False) else 0
-        return ["focused"] * focused + ["wide"] * (self.cfg.n - focused)
+    def views(self, number: int = 1) -> list[tuple[str, bool]]:
+        """(view, at temperature 0) of each of attempt `number`'s n draws: the focused ones first (a
+        short prompt, one suspect definition each), then the wide one; at least one wide.
+
+        Focused draws go round the suspects in rank order over the cycle's attempts ("focused:1" is
+        the top-ranked): each suspect's first draw is at temperature 0, its later ones sampled. The
+        first wide draw of every attempt is at temperature 0 (its prompt tells the attempts so far)."""
+        k = min(self.cfg.focused, self.cfg.n - 1) if getattr(self.drawer, "has_focus", False) else 0
+        s = max(1, int(getattr(self.drawer, "suspects", 1) or 1))
+        out = []
+        for i in range(k):
+            g = (number - 1) * k + i  # the cycle's focused draws so far
+            out.append((f"focused:{g % s + 1}", g < s))
+        return out + [("wide", i == 0) for i in range(self.cfg.n - k)]
 
     async def attempt(self, number: int) -> AttemptResult:
         """Draw and verify up to n candidates; stop at the first that fixes everything."""
         result = AttemptResult([])
         base = self.cfg.seed + (number - 1) * self.cfg.n
-        views = self.views()
+        views = self.views(number)
         drawn = 0
         # a sampled draw that proposes nothing new (no edit: an echo of the prompt, prose alone; the
         # code copied back as it is; a change already tried) tells nothing about the fixes near the
@@ -173,10 +183,10 @@ class CandidateSearch:
             if drawn and self.tokens_left is not None and not await self.tokens_left():
                 log.info("candidates.budget_spent", drawn=drawn)
                 break
-            view = views[drawn]
-            first = drawn == 0 or views[drawn - 1] != view  # each view's first plan is at temperature 0
-            same = views[drawn:].count(view)  # the draws left of this view (each view's draws are together)
-            want = 1 if first or self._takes_n is False else same
+            view, first = views[drawn]
+            # the sampled draws of this view that follow one another: asked in one request
+            same = next((j for j, v in enumerate(views[drawn:]) if v != (view, False)), len(views) - drawn)
+            want = 1 if first or self._takes_n is False else max(1, same)
             # a draw that repeats a tried change (or the code as it is) says the model's distribution is
             # too peaked to explore at this temperature: the next ones are sampled warmer (a little, capped)
             dups = sum(c.outcome in NOTHING_NEW for c in result.candidates)

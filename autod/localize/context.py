@@ -40,11 +40,16 @@ class Localized:
     entries: list[dict[str, str | None]] = field(default_factory=list)
     index: Index | None = None
     tests: list[TestId] = field(default_factory=list)
-    focused: str = ""  # the top definitions of the code under test alone (autod.localize.focus)
+    suspects: list[focus.Suspect] = field(default_factory=list)  # the top definitions under test
 
     @property
     def sources(self) -> str:
         return "\n\n".join(p for p in (self.code, self.outline) if p)
+
+    @property
+    def focused(self) -> str:
+        """The suspects' blocks as one text (what a bench measures of the focused view)."""
+        return focus.focused(self.suspects)
 
 
 @dataclass
@@ -174,7 +179,7 @@ async def localize(
         entries=entries + code.entries + outline.entries,
         index=index,
         tests=failure.tests,
-        focused=focus.focused(code, cfg.focus_definitions),
+        suspects=focus.suspects(code, cfg.focus_definitions),
     )
 
 

@@ -122,9 +122,10 @@ class Sections(dict[str, str]):
     # The workspace files the sections show for editing (None: the mode does not say, and the plan's
     # paths are left free); the cycle narrows them to what the act rules allow.
     editable: list[str] | None
-    # The same prompt's sections narrowed to the top-ranked code alone (autod.localize.focus), for the
-    # candidates drawn from the focused view; None: the mode has none.
-    focused: dict[str, str] | None
+    # The focused view (autod.localize.focus): per suspect, in rank order, the sections of a prompt
+    # that shows that one definition ("path", "symbol", "code") with the failure, for the candidates
+    # drawn from it; None: the mode has none.
+    focused: list[dict[str, str]] | None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

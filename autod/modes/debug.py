@@ -28,6 +28,7 @@ from autod.plan import Plan
 from autod.planner.forms import FORMS
 
 EXCERPT_SHARE = 0.25  # of the context budget, at most, for the failure output
+SUSPECT_DIFF_CHARS = 6000  # a longer diff since green is left to the wide prompt (a suspect's is short)
 
 
 # The user prompt's section titles (prompts/debug_user.md): a reply in the code form that reaches one
@@ -79,8 +80,13 @@ class DebugMode:
         out = Sections(excerpt=excerpt, sources=found.sources, diff=found.diff, memory=memory)
         out.used = found.entries
         out.editable = [str(e["path"]) for e in found.entries if e.get("path")]
-        if found.focused:  # the failure, the diff since green and the top definitions; no memory
-            out.focused = {"excerpt": excerpt, "sources": found.focused, "diff": found.diff, "memory": ""}
+        if found.suspects:  # per suspect: the failure, that definition alone, the diff since green
+            diff = found.diff if len(found.diff) <= SUSPECT_DIFF_CHARS else ""
+            # in the order a prompt over the server's window is cut from the end (autod.modes.pack)
+            out.focused = [
+                {"path": s.path, "symbol": s.symbol, "code": s.code, "excerpt": excerpt, "diff": diff}
+                for s in found.suspects
+            ]
         return out
 
     async def _spectrum(self, event: Event, env: ModeEnv) -> dict[tuple[str, str], float] | None:
@@ -99,6 +105,8 @@ class DebugMode:
     def messages(
         self, event: Event, context: dict[str, str], attempts: list[Attempt]
     ) -> list[dict[str, str]]:
+        if context.get("symbol"):
+            return self.suspect_messages(event, context)
         checks = context.get("checks", "")
         tried = "\n\n".join(
             f"Attempt {i}: {a.summary}\nDiff:\n{a.diff[:4000]}\nCheck output after it:\n{a.output[-3000:]}"
@@ -117,6 +125,23 @@ class DebugMode:
             reply=FORMS[self.reply_form].reply_line,
         )
         system = render("debug_system_code" if self.reply_form == "code" else "debug_system")
+        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+    def suspect_messages(self, event: Event, context: dict[str, str]) -> list[dict[str, str]]:
+        """A focused draw's prompt (Sections.focused): the failure and one suspect definition alone,
+        asked for its complete fixed source, in the fenced block the oracle's replies use
+        (bench/reallib_e2e.py); no memory, outline or earlier attempts (a repeat is redrawn)."""
+        diff = context.get("diff") or ""
+        user = render(
+            "debug_suspect_user",
+            check=event.payload.get("check", "") or event.summary,
+            excerpt=context.get("excerpt") or "(none)",
+            diff=f"\nIt passed before these changes:\n\n```diff\n{diff}\n```\n" if diff else "",
+            path=context.get("path"),
+            symbol=context.get("symbol"),
+            code=context.get("code"),
+        )
+        system = render("debug_suspect_system")
         return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
     def scope(self, env: ModeEnv) -> ScopeCheck | None:

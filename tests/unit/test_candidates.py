@@ -39,6 +39,10 @@ class ViewDrawer(Drawer):
 
     has_focus = True
 
+    def __init__(self, *plans: Plan, choices: int = 1, suspects: int = 1) -> None:
+        super().__init__(*plans, choices=choices)
+        self.suspects = suspects
+
 
 class Judge:
     """Verdicts by the new source: what a check would say of each candidate."""
@@ -230,19 +234,33 @@ def test_a_crash_in_the_suspect_check_never_costs_the_candidate(tmp_path, monkey
 
 def test_focused_draws_come_first_each_view_opening_at_temperature_0_then_the_wide_prompt(tmp_path):
     plans = [whole(f"return a * {k}") for k in range(4)]
-    drawer = ViewDrawer(*plans)
+    drawer = ViewDrawer(*plans)  # one suspect
     found = asyncio.run(search(tmp_path, drawer, Judge({}), focused=2).attempt(1))
     asked = [(a.get("view", "wide"), a["seed"], a["temperature"]) for a in drawer.asked]
-    assert asked == [("focused", 10, 0.0), ("focused", 11, 0.8), ("wide", 12, 0.0), ("wide", 13, 0.8)]
-    assert [c.view for c in found.candidates] == ["focused", "focused", "wide", "wide"]
-    assert [c.record()["view"] for c in found.candidates] == ["focused", "focused", "wide", "wide"]
+    assert asked == [("focused:1", 10, 0.0), ("focused:1", 11, 0.8), ("wide", 12, 0.0), ("wide", 13, 0.8)]
+    assert [c.view for c in found.candidates] == ["focused:1", "focused:1", "wide", "wide"]
+    assert [c.record()["view"] for c in found.candidates] == ["focused:1", "focused:1", "wide", "wide"]
+
+
+def test_focused_draws_go_round_the_suspects_in_rank_order_over_the_attempts(tmp_path):
+    """Each suspect is asked about alone: first at temperature 0, one after the other, then sampled;
+    a cycle's second attempt goes on where the first left off (the wide prompt opens each attempt)."""
+    plans = [whole(f"return a * {k}") for k in range(8)]
+    drawer = ViewDrawer(*plans, suspects=3)
+    s = search(tmp_path, drawer, Judge({}), focused=2)
+    asyncio.run(s.attempt(1))
+    asyncio.run(s.attempt(2))
+    asked = [(a.get("view", "wide"), a["temperature"]) for a in drawer.asked]
+    assert asked == [("focused:1", 0.0), ("focused:2", 0.0), ("wide", 0.0), ("wide", 0.8),
+                     ("focused:3", 0.0), ("focused:1", 0.8), ("wide", 0.0), ("wide", 0.8)]
+    assert [a["seed"] for a in drawer.asked] == list(range(10, 18))
 
 
 def test_a_fix_from_the_focused_view_ends_the_search_before_the_wide_prompt_is_sent(tmp_path):
     drawer = ViewDrawer(whole("return a + b"), whole("return a * b"))
     found = asyncio.run(search(tmp_path, drawer, Judge({"a + b": "fixed"}), focused=2).attempt(1))
-    assert found.winner is not None and found.winner.view == "focused"
-    assert [a.get("view") for a in drawer.asked] == ["focused"]
+    assert found.winner is not None and found.winner.view == "focused:1"
+    assert [a.get("view") for a in drawer.asked] == ["focused:1"]
 
 
 def test_at_least_one_draw_sees_the_wide_prompt_and_without_a_focused_view_all_do(tmp_path):
@@ -252,10 +270,10 @@ def test_at_least_one_draw_sees_the_wide_prompt_and_without_a_focused_view_all_d
         return [a.get("view", "wide") for a in drawer.asked]
 
     plans = [whole(f"return a * {k}") for k in range(4)]
-    assert views(ViewDrawer(*plans), n=4, focused=9) == ["focused"] * 3 + ["wide"]
+    suspects = ["focused:1", "focused:2", "focused:3"]
+    assert views(ViewDrawer(*plans, suspects=3), n=4, focused=9) == [*suspects, "wide"]
     assert views(ViewDrawer(*plans), n=1, focused=2) == ["wide"]  # one plan: the wide prompt, as before
-    assert views(ViewDrawer(*plans), n=4) == ["wide"] * 4  # the default: the focused view is opt-in
-    assert views(ViewDrawer(*plans), n=3, focused=0) == ["wide"] * 3
+    assert views(ViewDrawer(*plans), n=4, focused=0) == ["wide"] * 4
     assert views(Drawer(*plans), n=4, focused=2) == ["wide"] * 4  # the mode has no focused view
 
 
@@ -264,6 +282,6 @@ def test_a_server_that_takes_n_gets_each_views_rest_in_one_request(tmp_path):
     drawer = ViewDrawer(*plans, choices=3)
     found = asyncio.run(search(tmp_path, drawer, Judge({}), n=6, focused=3).attempt(1))
     assert [(a.get("view", "wide"), a["n"]) for a in drawer.asked] == [
-        ("focused", 1), ("focused", 2), ("wide", 1), ("wide", 2)]
+        ("focused:1", 1), ("focused:1", 2), ("wide", 1), ("wide", 2)]
     assert [c.seed for c in found.candidates] == [10, 11, 12, 13, 14, 15]
-    assert [c.view for c in found.candidates] == ["focused"] * 3 + ["wide"] * 3
+    assert [c.view for c in found.candidates] == ["focused:1"] * 3 + ["wide"] * 3

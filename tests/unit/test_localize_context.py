@@ -239,3 +239,7 @@ def test_the_focused_view_holds_the_top_definitions_under_test_alone(repo):
     one = run(repo, focus_definitions=1)
     assert re.findall(r"(?m)^### (\S+) · (\S+) ", one.focused) == [("lib.py", "total")]
     assert run(repo, focus_definitions=0).focused == ""
+    # each suspect: its path, its name and its exact source, for a prompt of its own
+    assert [(x.path, x.symbol) for x in found.suspects] == [("lib.py", "total"), ("lib.py", "helper")]
+    assert found.suspects[0].code.startswith("def total(") and "```" not in found.suspects[0].code
+    assert found.suspects[0].code in (repo / "lib.py").read_text()

@@ -179,16 +179,18 @@ def test_the_first_prompt_holds_the_whole_function_without_a_gutter(ws):
 
 
 def test_the_first_plans_are_drawn_from_the_focused_view_then_from_the_whole_context(ws):
-    """The focused view (the failure and the top definitions alone) goes first; when its plans do not
-    fix the failure, the wide prompt (constants, outline, memory) is sent."""
+    """The focused view (the failure and the top suspect alone, asked for its fixed source) goes first;
+    when its plans do not fix the failure, the wide prompt (constants, outline, memory) is sent."""
     planner = ScriptedPlanner(Plan(summary="no idea", edits=[]), FIX)
     deps, _ = make(ws, planner, candidates={"n": 2, "focused": 1, "isolation": "off"})
     r = run(deps)
     assert r.status == "fixed"
     focused, wide = (req.messages[1]["content"] for req in planner.requests)
     assert 'def add(a, b):\n    """Add two numbers."""\n    return (a - b) * SCALE\n' in focused
+    assert "The bug is most likely in this definition, `add` in `src/calc.py`" in focused
     assert "SCALE = 1" not in focused and "SCALE = 1" in wide
-    assert [c["view"] for c in r.candidates] == ["focused", "wide"]
+    assert planner.requests[0].symbols == {"src/calc.py": ("add",)}  # the one definition it shows
+    assert [c["view"] for c in r.candidates] == ["focused:1", "wide"]
     assert [(req.temperature, req.seed) for req in planner.requests] == [(0.0, 1), (0.0, 2)]
 
 
