@@ -1,10 +1,12 @@
 """Several plans per attempt; keep those that apply and parse; verify them; pick the winner.
 
 One attempt draws up to `candidates.n` plans for the same prompt: the first at temperature 0, the
-rest sampled at `candidates.temperature`, each with its own explicit seed (`seed + (attempt-1)*n + i`,
-so a bench is reproducible), in one request with `n` where the server takes it and one by one where
-it does not (the identical prompt is served from the server's prompt cache). Drawing is lazy: the
-next plan is asked for only when the ones before did not fix the failure.
+rest sampled at `candidates.temperature`, each with its own explicit seed (`seed + (attempt-1)*d + i`
+for an attempt of d draws, so a bench is reproducible), in one request with `n` where the server
+takes it and one by one where it does not (the identical prompt is served from the server's prompt
+cache). Before them, `candidates.focused` draws each ask about one suspect definition alone
+(autod.localize.focus), going round the suspects over the cycle. Drawing is lazy: the next plan is
+asked for only when the ones before did not fix the failure.
 
 Each plan goes through the act rules (`prepare`: confinement, deny globs, judges, scope, the Python
 parse, caps) without writing anything; it is dropped when refused, when it changes nothing, or when it
@@ -155,31 +157,31 @@ class CandidateSearch:
         self._takes_n: bool | None = None
 
     def views(self, number: int = 1) -> list[tuple[str, bool]]:
-        """(view, at temperature 0) of each of attempt `number`'s n draws: the focused ones first (a
-        short prompt, one suspect definition each), then the wide one; at least one wide.
+        """(view, at temperature 0) of each of attempt `number`'s draws: `candidates.focused` focused
+        ones first (a short prompt, one suspect definition each), then the n wide ones.
 
         Focused draws go round the suspects in rank order over the cycle's attempts ("focused:1" is
         the top-ranked): each suspect's first draw is at temperature 0, its later ones sampled. The
         first wide draw of every attempt is at temperature 0 (its prompt tells the attempts so far)."""
-        k = min(self.cfg.focused, self.cfg.n - 1) if getattr(self.drawer, "has_focus", False) else 0
+        k = self.cfg.focused if getattr(self.drawer, "has_focus", False) else 0
         s = max(1, int(getattr(self.drawer, "suspects", 1) or 1))
         out = []
         for i in range(k):
             g = (number - 1) * k + i  # the cycle's focused draws so far
             out.append((f"focused:{g % s + 1}", g < s))
-        return out + [("wide", i == 0) for i in range(self.cfg.n - k)]
+        return out + [("wide", i == 0) for i in range(self.cfg.n)]
 
     async def attempt(self, number: int) -> AttemptResult:
         """Draw and verify up to n candidates; stop at the first that fixes everything."""
         result = AttemptResult([])
-        base = self.cfg.seed + (number - 1) * self.cfg.n
         views = self.views(number)
+        base = self.cfg.seed + (number - 1) * len(views)
         drawn = 0
         # a sampled draw that proposes nothing new (no edit: an echo of the prompt, prose alone; the
         # code copied back as it is; a change already tried) tells nothing about the fixes near the
         # first one: it does not use up one of the n (n such at most an attempt)
         idle = 0
-        while drawn < self.cfg.n:
+        while drawn < len(views):
             if drawn and self.tokens_left is not None and not await self.tokens_left():
                 log.info("candidates.budget_spent", drawn=drawn)
                 break

@@ -129,8 +129,9 @@ def test_a_diff_reply_is_an_edit_under_the_act_rules_through_autod_run(
 def test_the_focused_prompt_is_sent_first_and_the_whole_context_after_it(
     tmp_path, calc_repo, scripted_llm, real_bwrap
 ):
-    """candidates.focused: 2 of 3: two plans from the focused view (one prompt, the prompt cache serves
-    both), then the wide one, each view opening at temperature 0 with the next seed."""
+    """candidates.focused: 2 before n: 3: two plans from the focused view (the one suspect alone, asked as the
+    oracle asks; one prompt, the prompt cache serves both), then the wide one, each view opening at
+    temperature 0 with the next seed."""
     for plan in (WRONG, whole("still wrong", "def add(a, b):\n    return a * b * 1\n"), WHOLE_FIX):
         scripted_llm.push_plan(plan)
     d = start(tmp_path, calc_repo, scripted_llm.base_url, candidates={"n": 3, "seed": 40, "focused": 2},
@@ -139,7 +140,7 @@ def test_the_focused_prompt_is_sent_first_and_the_whole_context_after_it(
         (r,) = d.wait_reflections(1)
         assert r["status"] == "fixed", r
         assert [(c["view"], c["outcome"]) for c in r["candidates"]] == [
-            ("focused", "rolled_back"), ("focused", "rolled_back"), ("wide", "fixed")]
+            ("focused:1", "rolled_back"), ("focused:1", "rolled_back"), ("wide", "fixed")]
         sent = [(q.get("seed"), q.get("temperature")) for q in scripted_llm.requests]
         assert sent == [(40, 0.0), (41, 0.8), (42, 0.0)]
         focused, again, wide = (json.dumps(q["messages"]) for q in scripted_llm.requests)
@@ -148,6 +149,7 @@ def test_the_focused_prompt_is_sent_first_and_the_whole_context_after_it(
         # the focused view: the function under test alone; the wide one adds the test and the outline
         assert "def test_add():\\n    assert" in wide and "def test_add():\\n    assert" not in focused
         assert "def mul(a, b):  [5-6]" in wide and "def mul(a, b)" not in focused
+        assert "The bug is most likely in this definition, `add` in `src/calc.py`" in focused
     finally:
         assert d.stop() == 0
 

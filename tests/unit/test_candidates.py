@@ -235,7 +235,7 @@ def test_a_crash_in_the_suspect_check_never_costs_the_candidate(tmp_path, monkey
 def test_focused_draws_come_first_each_view_opening_at_temperature_0_then_the_wide_prompt(tmp_path):
     plans = [whole(f"return a * {k}") for k in range(4)]
     drawer = ViewDrawer(*plans)  # one suspect
-    found = asyncio.run(search(tmp_path, drawer, Judge({}), focused=2).attempt(1))
+    found = asyncio.run(search(tmp_path, drawer, Judge({}), n=2, focused=2).attempt(1))
     asked = [(a.get("view", "wide"), a["seed"], a["temperature"]) for a in drawer.asked]
     assert asked == [("focused:1", 10, 0.0), ("focused:1", 11, 0.8), ("wide", 12, 0.0), ("wide", 13, 0.8)]
     assert [c.view for c in found.candidates] == ["focused:1", "focused:1", "wide", "wide"]
@@ -247,7 +247,7 @@ def test_focused_draws_go_round_the_suspects_in_rank_order_over_the_attempts(tmp
     a cycle's second attempt goes on where the first left off (the wide prompt opens each attempt)."""
     plans = [whole(f"return a * {k}") for k in range(8)]
     drawer = ViewDrawer(*plans, suspects=3)
-    s = search(tmp_path, drawer, Judge({}), focused=2)
+    s = search(tmp_path, drawer, Judge({}), n=2, focused=2)
     asyncio.run(s.attempt(1))
     asyncio.run(s.attempt(2))
     asked = [(a.get("view", "wide"), a["temperature"]) for a in drawer.asked]
@@ -263,7 +263,7 @@ def test_a_fix_from_the_focused_view_ends_the_search_before_the_wide_prompt_is_s
     assert [a.get("view") for a in drawer.asked] == ["focused:1"]
 
 
-def test_at_least_one_draw_sees_the_wide_prompt_and_without_a_focused_view_all_do(tmp_path):
+def test_the_n_wide_draws_follow_the_focused_ones_and_without_a_focused_view_all_are_wide(tmp_path):
     def views(drawer: Drawer, **cfg: Any) -> list[str]:
         s = search(tmp_path, drawer, Judge({}), **cfg)
         asyncio.run(s.attempt(1))
@@ -271,8 +271,7 @@ def test_at_least_one_draw_sees_the_wide_prompt_and_without_a_focused_view_all_d
 
     plans = [whole(f"return a * {k}") for k in range(4)]
     suspects = ["focused:1", "focused:2", "focused:3"]
-    assert views(ViewDrawer(*plans, suspects=3), n=4, focused=9) == [*suspects, "wide"]
-    assert views(ViewDrawer(*plans), n=1, focused=2) == ["wide"]  # one plan: the wide prompt, as before
+    assert views(ViewDrawer(*plans, suspects=3), n=1, focused=3) == [*suspects, "wide"]
     assert views(ViewDrawer(*plans), n=4, focused=0) == ["wide"] * 4
     assert views(Drawer(*plans), n=4, focused=2) == ["wide"] * 4  # the mode has no focused view
 
@@ -280,7 +279,7 @@ def test_at_least_one_draw_sees_the_wide_prompt_and_without_a_focused_view_all_d
 def test_a_server_that_takes_n_gets_each_views_rest_in_one_request(tmp_path):
     plans = [whole(f"return a * {k}") for k in range(6)]
     drawer = ViewDrawer(*plans, choices=3)
-    found = asyncio.run(search(tmp_path, drawer, Judge({}), n=6, focused=3).attempt(1))
+    found = asyncio.run(search(tmp_path, drawer, Judge({}), n=3, focused=3).attempt(1))
     assert [(a.get("view", "wide"), a["n"]) for a in drawer.asked] == [
         ("focused:1", 1), ("focused:1", 2), ("wide", 1), ("wide", 2)]
     assert [c.seed for c in found.candidates] == [10, 11, 12, 13, 14, 15]
