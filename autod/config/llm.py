@@ -106,7 +106,8 @@ class LocalizeConfig(Strict):
     index_timeout_s: float = Field(20, gt=0, le=600, description="time the AST index may take to build")
     need_max: int = Field(8, ge=0, le=32, description="definitions a plan may ask for by name, once a cycle")
     focus_definitions: int = Field(
-        3, ge=0, le=10, description="top-ranked definitions in the focused view (candidates.focused); 0: none"
+        3, ge=0, le=10,
+        description="suspects: the top-ranked definitions the focused draws ask about (candidates.focused)",
     )
 
 
@@ -117,8 +118,8 @@ class CandidatesConfig(Strict):
     temperature: float = Field(0.8, ge=0, le=2, description="sampling temperature of the 2nd..nth plan")
     seed: int = Field(1, ge=0, le=2**31 - 1, description="seed of the 1st plan; plan i uses seed + i")
     focused: int = Field(
-        0, ge=0, le=15, description="of the n plans, how many are drawn first from the focused view (the "
-        "failure and the top-ranked definitions alone); at least one plan always sees the wide prompt"
+        2, ge=0, le=15, description="plans drawn first in each attempt, before the n wide ones, each from "
+        "one suspect definition alone (the failure and that definition; the top-ranked ones in turn)"
     )
     isolation: Literal["auto", "off"] = Field(
         "auto", description="auto: verify candidates on a mirror when bwrap works; off: in the tree"

@@ -54,7 +54,8 @@ def ws(tmp_path: Path) -> Path:
 def make(ws: Path, planner: ScriptedPlanner, checks: dict[str, Any] | None = None,
          candidates: dict[str, Any] | None = None, **debug: Any):
     doc = {"workspace": str(ws), "checks": checks or {"calc": {"run": CHECK, "timeout_s": 30}},
-           "limits": {"min_interval_s": 0}, "candidates": candidates or {"n": 1},
+           "limits": {"min_interval_s": 0},
+           "candidates": candidates or {"n": 1, "focused": 0},  # the wide prompt alone
            "modes": {"auto-debug": {"max_attempts_per_cycle": 1, **debug}}}
     path = ws.parent / "autod.yaml"
     path.write_text(yaml.safe_dump(doc))
