@@ -63,9 +63,9 @@ def base_config(repo: Path, **overrides: Any) -> dict[str, Any]:
         },
         "llm": {"base_url": None, "timeout_s": 20, "request_timeout_s": 10, "max_retries": 1},
         "limits": {"min_interval_s": 0},
-        # one plan per attempt: the scripted LLMs below answer request by request (tests of the
-        # candidate search set n themselves)
-        "candidates": {"n": 1},
+        # one plan per attempt, from the wide prompt: the scripted LLMs below answer request by
+        # request (tests of the candidate search set n and the focused draws themselves)
+        "candidates": {"n": 1, "focused": 0},
         "logging": {"level": "debug"},
     }
     for key, value in overrides.items():
