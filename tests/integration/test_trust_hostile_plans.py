@@ -170,7 +170,7 @@ class Scenario:
 
         if "candidates" in Settings.model_fields:  # issue 19's several plans per attempt: one here,
             doc = yaml.safe_load(self.config.read_text())  # so each scripted plan is one attempt
-            doc["candidates"] = {"n": 1}
+            doc["candidates"] = {"n": 1, "focused": 0}
             write_config(self.config, doc)
         self.env = {"CREDENTIALS_DIRECTORY": str(creds)}
         self.daemon = Autod(self.config, log_file=self.state / "logs" / "autod.jsonl", env=self.env)
