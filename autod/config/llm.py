@@ -118,7 +118,7 @@ class CandidatesConfig(Strict):
     temperature: float = Field(0.8, ge=0, le=2, description="sampling temperature of the 2nd..nth plan")
     seed: int = Field(1, ge=0, le=2**31 - 1, description="seed of the 1st plan; plan i uses seed + i")
     focused: int = Field(
-        2, ge=0, le=15, description="plans drawn first in each attempt, before the n wide ones, each from "
+        4, ge=0, le=15, description="plans drawn first in each attempt, before the n wide ones, each from "
         "one suspect definition alone (the failure and that definition; the top-ranked ones in turn)"
     )
     isolation: Literal["auto", "off"] = Field(
