@@ -195,6 +195,20 @@ def test_the_first_plans_are_drawn_from_the_focused_view_then_from_the_whole_con
     assert [(req.temperature, req.seed) for req in planner.requests] == [(0.0, 1), (0.0, 2)]
 
 
+def test_a_suspect_prompt_asks_for_no_definition_and_a_need_there_spends_no_need_round(ws):
+    """A focused draw shows one definition and asks for its fixed source: a `need` in its reply is not
+    answered (no request spent on it) and the wide draw after it still has the need round."""
+    ask = Plan(summary="need more", need=["src/other.py::unrelated"])
+    planner = ScriptedPlanner(ask, Plan(summary="show me", need=["unrelated"]), FIX)
+    deps, _ = make(ws, planner, candidates={"n": 1, "focused": 1, "isolation": "off"})
+    r = run(deps)
+    assert r.status == "fixed"
+    suspect, wide, answered = (req.messages for req in planner.requests)
+    assert "NEED:" not in json.dumps(suspect) and "NEED:" in json.dumps(wide)
+    assert "def unrelated():" in json.dumps(answered) and "def unrelated():" not in json.dumps(wide)
+    assert [c["view"] for c in r.candidates] == ["focused:1", "wide"]
+
+
 def test_a_failing_focus_rolls_back_without_running_the_full_check(ws):
     fail = f"{sys.executable} -c \"raise SystemExit(3)\""
     checks = {"calc": {"run": CHECK, "timeout_s": 30, "focus": fail}}
