@@ -6,8 +6,9 @@ definitions of a wide prompt (bench/bench_reallib.py: the oracle against autod, 
 Agentless repairs from its localized snippets, and a prompt a fifth the size is a fifth of the prompt
 time on a CPU. Localization cannot know which definition is buggy, so each suspect is asked about
 alone, in rank order (where the error was raised, then the Ochiai ranking of the failing tests'
-coverage), one draw each (autod.candidates.search), and the wide prompt follows: a focused draw is
-one view among the candidates' draws, never the only one, and only when `candidates.focused` asks.
+coverage), in turn over the attempts (autod.candidates.search: `candidates.focused` draws an
+attempt), and the wide prompt follows: a focused draw is one view among the candidates' draws, never
+the only one.
 
 Tests are left out (the failure output already shows the failing lines and pytest's assertion), and
 so are constants, class headers, outlines and windows of module-level code: a suspect is a definition
@@ -33,7 +34,6 @@ class Suspect:
 
     path: str
     symbol: str
-    lines: str  # "start-end"
     code: str  # the definition's exact text
     block: str  # its block in the wide prompt (header line and fenced code)
 
@@ -52,8 +52,7 @@ def suspects(code: Rendered, k: int) -> list[Suspect]:
         if len(out) >= k:
             break
         if eligible(entry, kind):
-            out.append(Suspect(str(entry["path"]), str(entry["symbol"]), str(entry.get("lines") or ""),
-                               _body(block), block))
+            out.append(Suspect(str(entry["path"]), str(entry["symbol"]), _body(block), block))
     return out
 
 
