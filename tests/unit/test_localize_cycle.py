@@ -209,6 +209,23 @@ def test_a_suspect_prompt_asks_for_no_definition_and_a_need_there_spends_no_need
     assert [c["view"] for c in r.candidates] == ["focused:1", "wide"]
 
 
+def test_a_suspect_draw_goes_through_the_act_rules_like_any_other(ws):
+    """A suspect's prompt names one definition, but what its plan writes is judged as ever: a file
+    that would run code later (a `.pth`), a test, a path outside: refused, never written."""
+    hostile = Plan(summary="also this", edits=[
+        Edit(path="src/calc.py", search="(a - b)", replace="(a + b)"),
+        Edit(path="src/evil.pth", search="", replace="import os; os.system('id')\n"),
+    ])
+    escape = Plan(summary="and this", edits=[Edit(path="../outside.py", search="", replace="x = 1\n")])
+    planner = ScriptedPlanner(hostile, escape, FIX)
+    deps, _ = make(ws, planner, candidates={"n": 1, "focused": 2, "temperature": 0.5, "isolation": "off"})
+    r = run(deps)
+    assert r.status == "fixed"
+    assert [(c["view"], c["outcome"]) for c in r.candidates][:2] == [
+        ("focused:1", "refused"), ("focused:1", "refused")]
+    assert not (ws / "src" / "evil.pth").exists() and not (ws.parent / "outside.py").exists()
+
+
 def test_a_failing_focus_rolls_back_without_running_the_full_check(ws):
     fail = f"{sys.executable} -c \"raise SystemExit(3)\""
     checks = {"calc": {"run": CHECK, "timeout_s": 30, "focus": fail}}
