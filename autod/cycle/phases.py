@@ -208,7 +208,7 @@ class Cycle:
         validator = await self.validator()
         cfg = self.settings.candidates
         if self.deps.planner_name != "llm":  # a deterministic planner (the offline rules): one plan
-            cfg = cfg.model_copy(update={"n": 1})
+            cfg = cfg.model_copy(update={"n": 1, "focused": 0})
         search = CandidateSearch(cfg, asker, self.prepare_changes, validator,
                                  tokens_left=self.tokens_left,
                                  record=self.transcript.add if self.transcript is not None else None,

@@ -323,3 +323,22 @@ def test_offline_the_fixer_fixes_lint_commits_only_clean_files_and_the_plan_is_d
     text = assert_report(Path(report["report_path"]), "derived by rules")
     assert "`a.py:" in text and "FIXME: handle negative sizes" in text
     assert "Resolve 1 FIXME/XXX markers in `a.py`" in text
+
+
+def test_offline_a_fixer_that_fixes_nothing_runs_once_an_attempt_with_the_default_candidates(tmp_path):
+    """The offline planner's plan is the fixers' output, the same whatever it is asked: the candidate
+    search's several draws (n wide ones, and the focused ones on the failing test's suspects) would
+    only run the fixers again. With the product's candidates defaults, one plan an attempt."""
+    repo = make_calc_repo(tmp_path / "repo")  # a failing pytest test: its traceback names suspects
+    cfg = base_config(repo, modes={"auto-debug": {"enabled": True}, "auto-plan": {"enabled": False}})
+    del cfg["candidates"]  # the defaults an operator gets
+    cfg["checks"]["noop-fix"] = {"run": "true", "fixer": True, "when": ["manual"]}
+    cfg["state_dir"] = str(tmp_path / "state")
+    config = write_config(tmp_path / "autod.yaml", cfg)
+    out = run_cli("run", "--once", "-c", str(config), timeout=180)
+    d = Autod(config, log_file=tmp_path / "state" / "logs" / "autod.jsonl")
+    assert out.returncode == 1, out.stderr[-3000:]
+    (r,) = reflections(d, "auto-debug")
+    assert r["planner"] == "rules" and r["status"] == "no_change", r
+    assert len(r["candidates"]) == r["attempts"] and {c["view"] for c in r["candidates"]} == {"wide"}, r
+    assert len([x for x in d.records() if x.get("event") == "plan.planned"]) == r["attempts"]

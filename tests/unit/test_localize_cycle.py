@@ -52,7 +52,7 @@ def ws(tmp_path: Path) -> Path:
 
 
 def make(ws: Path, planner: ScriptedPlanner, checks: dict[str, Any] | None = None,
-         candidates: dict[str, Any] | None = None, **debug: Any):
+         candidates: dict[str, Any] | None = None, planner_name: str = "llm", **debug: Any):
     doc = {"workspace": str(ws), "checks": checks or {"calc": {"run": CHECK, "timeout_s": 30}},
            "limits": {"min_interval_s": 0},
            "candidates": candidates or {"n": 1, "focused": 0},  # the wide prompt alone
@@ -75,7 +75,7 @@ def make(ws: Path, planner: ScriptedPlanner, checks: dict[str, Any] | None = Non
     env = ModeEnv(settings=settings, state=state, memory=None, run_check=run_check)
     breaker = CircuitBreaker(3, 60)
     deps = CycleDeps(env=env, gate=Gate(settings.limits, state, breaker), planner=planner,
-                     planner_name="llm", own_writes=OwnWrites(), breaker=breaker)
+                     planner_name=planner_name, own_writes=OwnWrites(), breaker=breaker)
     return deps, ran
 
 
@@ -224,6 +224,16 @@ def test_a_suspect_draw_goes_through_the_act_rules_like_any_other(ws):
     assert [(c["view"], c["outcome"]) for c in r.candidates][:2] == [
         ("focused:1", "refused"), ("focused:1", "refused")]
     assert not (ws / "src" / "evil.pth").exists() and not (ws.parent / "outside.py").exists()
+
+
+def test_the_offline_planner_is_asked_once_an_attempt_whatever_the_candidates_settings(ws):
+    """A deterministic planner (the offline rules: it runs the fixer checks) gives the same plan to
+    every request: one request an attempt, from the wide prompt, not n wide and the focused draws."""
+    planner = ScriptedPlanner(Plan(summary="fixers changed nothing useful", edits=[]))
+    deps, _ = make(ws, planner, candidates={"n": 4, "focused": 4}, planner_name="rules")
+    r = run(deps)
+    assert r.status == "no_change"
+    assert len(planner.requests) == 1 and [c["view"] for c in r.candidates] == ["wide"]
 
 
 def test_a_failing_focus_rolls_back_without_running_the_full_check(ws):
