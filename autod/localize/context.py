@@ -46,11 +46,6 @@ class Localized:
     def sources(self) -> str:
         return "\n\n".join(p for p in (self.code, self.outline) if p)
 
-    @property
-    def focused(self) -> str:
-        """The suspects' blocks as one text (what a bench measures of the focused view)."""
-        return focus.focused(self.suspects)
-
 
 @dataclass
 class Failure:

@@ -35,7 +35,6 @@ class Suspect:
     path: str
     symbol: str
     code: str  # the definition's exact text
-    block: str  # its block in the wide prompt (header line and fenced code)
 
 
 def eligible(entry: dict[str, str | None], kind: str) -> bool:
@@ -52,13 +51,8 @@ def suspects(code: Rendered, k: int) -> list[Suspect]:
         if len(out) >= k:
             break
         if eligible(entry, kind):
-            out.append(Suspect(str(entry["path"]), str(entry["symbol"]), _body(block), block))
+            out.append(Suspect(str(entry["path"]), str(entry["symbol"]), _body(block)))
     return out
-
-
-def focused(found: list[Suspect]) -> str:
-    """The suspects' blocks as one text, in rank order ("" for none): what a bench measures."""
-    return "\n\n".join(s.block for s in found)
 
 
 def _body(block: str) -> str:

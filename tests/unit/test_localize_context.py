@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from autod.config.settings import load_config
-from autod.localize.context import localize
+from autod.localize.context import Localized, localize
 from autod.localize.index import build_index
 from autod.localize.need import lookup
 from autod.safety.boundary import Boundary
@@ -229,17 +229,17 @@ def test_a_method_on_a_receiver_of_unknown_type_two_calls_through_a_test_helper_
 
 def test_the_focused_view_holds_the_top_definitions_under_test_alone(repo):
     """What focused candidates see: the code under test by rank, whole; no test, no constant, no
-    outline (the failure output shows the test; the wide view has the rest)."""
+    outline (the failure output shows the test; the wide view has the rest). Each suspect carries its
+    path, its name and its exact source, for a prompt of its own."""
+    def named(found: Localized) -> list[tuple[str, str]]:
+        return [(x.path, x.symbol) for x in found.suspects]
+
     found = run(repo)
-    blocks = re.findall(r"(?m)^### (\S+) · (\S+) ", found.focused)
-    assert blocks == [("lib.py", "total"), ("lib.py", "helper")]  # all there is (focus_definitions: 3)
-    assert "RATE = 3" not in found.focused and "def test_total" not in found.focused
-    assert "outline" not in found.focused and "def unrelated" not in found.focused
-    assert run(repo, focus_definitions=2).focused == found.focused
-    one = run(repo, focus_definitions=1)
-    assert re.findall(r"(?m)^### (\S+) · (\S+) ", one.focused) == [("lib.py", "total")]
-    assert run(repo, focus_definitions=0).focused == ""
-    # each suspect: its path, its name and its exact source, for a prompt of its own
-    assert [(x.path, x.symbol) for x in found.suspects] == [("lib.py", "total"), ("lib.py", "helper")]
+    assert named(found) == [("lib.py", "total"), ("lib.py", "helper")]  # all there is (focus_definitions: 3)
+    code = "\n".join(x.code for x in found.suspects)
+    assert "RATE = 3" not in code and "def test_total" not in code and "def unrelated" not in code
     assert found.suspects[0].code.startswith("def total(") and "```" not in found.suspects[0].code
     assert found.suspects[0].code in (repo / "lib.py").read_text()
+    assert run(repo, focus_definitions=2).suspects == found.suspects
+    assert named(run(repo, focus_definitions=1)) == [("lib.py", "total")]
+    assert run(repo, focus_definitions=0).suspects == []
