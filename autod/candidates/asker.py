@@ -102,9 +102,15 @@ class Asker:
         suspect = self._suspect(view)
         if suspect is not None and paths is not None and suspect["path"] not in paths:
             suspect = None  # a file the act rules would not let it edit: the wide prompt instead
-        if suspect is not None:  # that prompt shows one definition: a plan may rewrite it alone
+        if suspect is not None:  # that prompt shows one definition: a plan may rewrite it alone,
             symbols = {suspect["path"]: (suspect["symbol"],)}
-            paths = (suspect["path"],) if paths is not None else None
+            reads = [line.partition("\t")[::2] for line in (suspect.get("reads") or "").splitlines()]
+            if paths is not None and any(path not in paths for path, _ in reads):
+                # a value it may not fix is not offered: the suspect is shown alone
+                suspect, reads = {**suspect, "reads": "", "values": ""}, []
+            for path, name in reads:  # or a value it reads
+                symbols[path] = (*symbols.get(path, ()), name)
+            paths = tuple(symbols) if paths is not None else None
         context = await self.fit(suspect if suspect is not None else self.context)
         request = PlanRequest(
             mode=self.mode.name,

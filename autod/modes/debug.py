@@ -10,6 +10,7 @@ from autod.checks.outcome import Before, decide, failing_tests
 from autod.events import Event, EventKind
 from autod.localize.context import localize
 from autod.localize.excerpt import trim_failure
+from autod.localize.focus import reads, render_values
 from autod.memory import Recalled
 from autod.modes import (
     Attempt,
@@ -30,6 +31,7 @@ from autod.planner.forms import FORMS
 EXCERPT_SHARE = 0.25  # of the context budget, at most, for the failure output
 SUSPECT_DIFF_CHARS = 6000  # a longer diff since green is left to the wide prompt (a suspect's is short)
 
+OR_VALUE = ", or, if the bug is in a value it reads, that value's fixed assignment alone"
 
 # The user prompt's section titles (prompts/debug_user.md): a reply in the code form that reaches one
 # has started copying the prompt back (a small model continues the document it was shown); the
@@ -84,9 +86,12 @@ class DebugMode:
             diff = found.diff if len(found.diff) <= SUSPECT_DIFF_CHARS else ""
             # in the order a prompt over the server's window is cut from the end (autod.modes.pack)
             out.focused = [
-                {"path": s.path, "symbol": s.symbol, "code": s.code, "excerpt": excerpt, "diff": diff}
+                {"path": s.path, "symbol": s.symbol, "reads": reads(s),
+                 "code": s.code, "excerpt": excerpt, "diff": diff, "values": render_values(s)}
                 for s in found.suspects
             ]
+            # a value a suspect reads may be fixed in its own file (the act rules still judge it)
+            out.editable += [v.path for s in found.suspects for v in s.values if v.path not in out.editable]
         return out
 
     async def _spectrum(self, event: Event, env: ModeEnv) -> dict[tuple[str, str], float] | None:
@@ -132,16 +137,21 @@ class DebugMode:
         asked for its complete fixed source, in the fenced block the oracle's replies use
         (bench/reallib_e2e.py); no memory, outline or earlier attempts (a repeat is redrawn)."""
         diff = context.get("diff") or ""
+        values = context.get("values") or ""
+        symbol = context.get("symbol")
         user = render(
             "debug_suspect_user",
             check=event.payload.get("check", "") or event.summary,
             excerpt=context.get("excerpt") or "(none)",
             diff=f"\nIt passed before these changes:\n\n```diff\n{diff}\n```\n" if diff else "",
+            values=f"\nIt reads these values:\n\n```python\n{values}\n```\n" if values else "",
             path=context.get("path"),
-            symbol=context.get("symbol"),
+            symbol=symbol,
             code=context.get("code"),
+            or_value=OR_VALUE if values else "",
         )
-        system = render("debug_suspect_system")
+        system = render("debug_suspect_system",
+                        or_value=" (or the corrected assignment of a value it reads)" if values else "")
         return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
     def scope(self, env: ModeEnv) -> ScopeCheck | None:

@@ -245,6 +245,9 @@ def _edits(
 ) -> list[Edit]:
     if editable is not None:  # a bare name is placed among the files the plan may edit
         known = [k for k in known if k in editable or k not in shown]
+    split = None if has_markers else _split(body, shown, known, header[0] if header else None)
+    if split is not None:
+        return split
     if header is None:
         name = _defined_name(body)
         found = _owners(name, shown, known) if name else []
@@ -280,6 +283,36 @@ def _edits(
     if new or path not in known:
         return [Edit(path=path, search="", replace=body)]
     raise PlanInvalid(f"{path}: name the definition the block rewrites: `### {path} · symbol`")
+
+
+def _split(
+    body: str, shown: dict[str, tuple[str, ...]], known: list[str], path: str | None
+) -> list[Edit] | None:
+    """One edit per statement when a block holds several shown definitions and nothing else (a value
+    and the function that reads it, two methods): each statement rewrites its own definition. Left
+    whole, the block would replace the first and put a second copy of the others beside it. None for
+    anything else (one statement, a statement that defines nothing shown, a name shown twice)."""
+    code = textwrap.dedent(body)
+    try:
+        top = pyast.parse(code).body
+    except (SyntaxError, ValueError):
+        return None
+    if len(top) < 2:
+        return None
+    lines = code.splitlines()
+    out: list[Edit] = []
+    seen: set[tuple[str, str]] = set()
+    for node in top:
+        name = name_of(node)
+        where = [path] if path is not None and path in shown else known
+        owners = _owners(name, shown, where) if name else []
+        if len(owners) != 1 or owners[0] in seen:
+            return None
+        seen.add(owners[0])
+        start = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
+        segment = "\n".join(lines[start - 1 : node.end_lineno])
+        out.append(Edit(path=owners[0][0], symbol=owners[0][1], replace=segment))
+    return out
 
 
 def _defined_name(body: str) -> str | None:

@@ -279,6 +279,31 @@ def test_a_fix_that_writes_a_literal_for_a_constant_earns_one_more_attempt_and_i
         assert d.stop() == 0
 
 
+def test_a_wrong_constant_is_fixed_from_the_suspect_prompt_that_shows_the_value_it_reads(
+    tmp_path, calc_repo, scripted_llm, real_bwrap
+):
+    """The bug is a value in another module that the suspect reads: its prompt shows the value beside
+    the definition, and the model's headerless block, the value and the function copied back together,
+    is read as one edit each (the unchanged function is left as it was): fixed by the first draw."""
+    constant_repo(calc_repo)
+    scripted_llm.push_text("FACTOR doubles it.\n```python\nFACTOR = 1\n\n\ndef mul(a, b):\n"
+                           "    return a * b * FACTOR\n```\n")
+    d = start(tmp_path, calc_repo, scripted_llm.base_url, llm={"reply_form": "code"},
+              candidates={"n": 1, "focused": 1},
+              modes={"auto-debug": {"enabled": True, "max_attempts_per_cycle": 1}})
+    try:
+        (r,) = d.wait_reflections(1)
+        assert r["status"] == "fixed", r
+        assert [(c["view"], c["outcome"]) for c in r["candidates"]] == [("focused:1", "fixed")]
+        prompt = scripted_llm.requests[0]["messages"][1]["content"]
+        assert "It reads these values:\n\n```python\n# FACTOR in src/scale.py\nFACTOR = 2\n```" in prompt
+        assert "The bug is most likely in this definition, `mul` in `src/calc.py`" in prompt
+        assert (calc_repo / "src" / "scale.py").read_text() == '"""Scale factors."""\n\nFACTOR = 1\n'
+        assert (calc_repo / "src" / "calc.py").read_text().count("def mul") == 1
+    finally:
+        assert d.stop() == 0
+
+
 def test_the_code_reply_form_fixes_through_autod_run_with_no_response_format_sent(
     tmp_path, calc_repo, scripted_llm, real_bwrap
 ):

@@ -289,3 +289,28 @@ def test_a_shown_path_with_a_space_can_be_named_in_a_header_and_no_other_spaced_
     text = "Change the helper:\n```python\ndef helper():\n    return 1\n```\n"
     plan = parse_code_reply(text, shown, list(shown))
     assert [(e.path, e.symbol) for e in plan.edits] == [("src/calc.py", "helper")]
+
+
+def test_a_block_holding_several_shown_definitions_is_one_edit_for_each():
+    """A suspect's prompt shows the values it reads beside it, and a small model gives back the value
+    and the function in one block: each statement rewrites its own definition. Read as one edit of the
+    first, the block would put a second copy of the function beside the constant."""
+    text = "```python\nLIMIT = 10\n\n\n@cached\ndef helper(x):\n    return x * LIMIT\n```"
+    assert edits(text) == [
+        ("src/calc.py", "LIMIT", "", "LIMIT = 10"),
+        ("src/calc.py", "helper", "", "@cached\ndef helper(x):\n    return x * LIMIT"),
+    ]
+    # a header naming the file places them among its own definitions (Other.add is not taken)
+    text = "### src/calc.py\n```python\nLIMIT = 10\n\ndef add(self, a, b):\n    return a + b\n```"
+    assert [(p, s) for p, s, _, _ in edits(text)] == [("src/calc.py", "LIMIT"), ("src/calc.py", "Calc.add")]
+    text = "```python\ndef helper(x):\n    return x\n\ndef sub(self, a, b):\n    return a - b\n```"
+    assert [(p, s) for p, s, _, _ in edits(text)] == [("src/calc.py", "helper"), ("src/calc.py", "Calc.sub")]
+
+
+def test_a_block_with_a_statement_that_defines_nothing_shown_stays_one_edit():
+    # an import, a new helper or a name shown twice: not split (the act rules read the block whole)
+    text = "```python\nNEW = 1\n\ndef helper(x):\n    return x * NEW\n```"
+    with pytest.raises(PlanInvalid, match="not a definition shown"):
+        edits(text)
+    text = "```python\ndef helper(x):\n    return x * NEW\n\nNEW = 1\n```"
+    assert [(p, s) for p, s, _, _ in edits(text)] == [("src/calc.py", "helper")]

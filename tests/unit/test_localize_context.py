@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from autod.config.settings import load_config
+from autod.localize import focus
 from autod.localize.context import Localized, localize
 from autod.localize.index import build_index
 from autod.localize.need import lookup
@@ -87,16 +88,17 @@ def repo(tmp_path: Path) -> Path:
     return ws
 
 
-def settings_for(ws: Path, **localize_cfg: object):
+def settings_for(ws: Path, deny: list[str] | None = None, **localize_cfg: object):
     path = ws.parent / "autod.yaml"
     path.write_text(yaml.safe_dump({"workspace": str(ws), "state_dir": str(ws.parent / "state"),
-                                    "localize": localize_cfg}))
+                                    "localize": localize_cfg, "limits": {"deny_globs": deny or []}}))
     s = load_config(path)
     return s, Boundary.for_settings(s)
 
 
-def run(ws: Path, text: str = OUTPUT, *, green: str | None = None, budget: int = 4000, **cfg: object):
-    s, b = settings_for(ws, **cfg)
+def run(ws: Path, text: str = OUTPUT, *, green: str | None = None, budget: int = 4000,
+        deny: list[str] | None = None, **cfg: object):
+    s, b = settings_for(ws, deny, **cfg)
     return asyncio.run(localize(s, b, text=text, locations=[], last_green=green, budget_tokens=budget))
 
 
@@ -243,3 +245,42 @@ def test_the_focused_view_holds_the_top_definitions_under_test_alone(repo):
     assert run(repo, focus_definitions=2).suspects == found.suspects
     assert named(run(repo, focus_definitions=1)) == [("lib.py", "total")]
     assert run(repo, focus_definitions=0).suspects == []
+
+
+def test_a_suspect_carries_the_short_values_it_reads_and_no_others(repo):
+    """A bug in a value shows in the function that reads it: each suspect carries the constants and
+    class attributes it reads (its own module's and an imported one's), short and workspace-only: not
+    an alias of a class, not a dunder, not a long table, not a value in a denied file, not what only
+    another definition reads."""
+    (repo / "units.py").write_text("INCH = 25\nSECRET_FACTOR = 7\n")
+    (repo / "secret_cfg.py").write_text("TOKEN_LEN = 'hunter2'\n")
+    table = "TABLE = [\n" + "".join(f"    {i},\n" for i in range(20)) + "]\n"
+    (repo / "lib.py").write_text(
+        "from units import INCH\nfrom secret_cfg import TOKEN_LEN\n\n"
+        "__all__ = ['total']\nRATE = 3\nUNUSED = 9\n" + table + "Alias = dict\n\n\n"
+        "class Meter:\n    scale = 100\n    other = 1\n\n"
+        "    def reading(self, x):\n        return x * self.scale + INCH\n\n\n"
+        "def total(items):\n    t = Alias()\n    m = Meter()\n"
+        "    return sum(m.reading(i) for i in items) * RATE + len(TABLE) + len(__all__) + len(TOKEN_LEN)\n"
+    )
+    found = run(repo, focus_definitions=3, deny=["secret_cfg.py"])
+    by = {x.symbol: x for x in found.suspects}
+    assert [(v.path, v.symbol, v.code) for v in by["total"].values] == [("lib.py", "RATE", "RATE = 3")]
+    assert sorted((v.path, v.symbol, v.code) for v in by["Meter.reading"].values) == [
+        ("lib.py", "Meter.scale", "scale = 100"), ("units.py", "INCH", "INCH = 25")]
+    rendered = focus.render_values(by["Meter.reading"])
+    assert "# Meter.scale\nscale = 100" in rendered and "# INCH in units.py\nINCH = 25" in rendered
+    shown = repr(found.suspects)
+    assert "hunter2" not in shown and "UNUSED" not in shown and "SECRET_FACTOR" not in shown
+    assert "other = 1" not in shown and "Alias" not in shown.replace("Alias()", "")
+
+
+def test_the_values_a_suspect_reads_stay_within_their_budget(repo):
+    many = "".join(f"V{i} = '{'x' * 200}'\n" for i in range(12))
+    (repo / "lib.py").write_text(many + "\n\ndef total(items):\n    return " + " + ".join(
+        f"V{i}" for i in range(12)) + "\n")
+    found = run(repo)
+    (suspect,) = found.suspects
+    assert 0 < len(suspect.values) <= focus.MAX_VALUES
+    assert sum(len(v.code) for v in suspect.values) <= focus.VALUES_CHARS
+    assert {v.symbol for v in suspect.values} <= {f"V{i}" for i in range(12)}

@@ -189,8 +189,11 @@ def test_the_first_plans_are_drawn_from_the_focused_view_then_from_the_whole_con
     focused, wide = (req.messages[1]["content"] for req in planner.requests)
     assert 'def add(a, b):\n    """Add two numbers."""\n    return (a - b) * SCALE\n' in focused
     assert "The bug is most likely in this definition, `add` in `src/calc.py`" in focused
-    assert "SCALE = 1" not in focused and "SCALE = 1" in wide
-    assert planner.requests[0].symbols == {"src/calc.py": ("add",)}  # the one definition it shows
+    # the value it reads is shown with it, and a plan drawn from it may rewrite either
+    assert "It reads these values:\n\n```python\n# SCALE\nSCALE = 1\n```" in focused
+    assert "or, if the bug is in a value it reads, that value's fixed assignment alone" in focused
+    assert "SCALE = 1" in wide and "def unrelated" not in focused
+    assert planner.requests[0].symbols == {"src/calc.py": ("add", "SCALE")}
     assert [c["view"] for c in r.candidates] == ["focused:1", "wide"]
     assert [(req.temperature, req.seed) for req in planner.requests] == [(0.0, 1), (0.0, 2)]
 
@@ -287,3 +290,47 @@ def test_an_episode_is_stored_as_sentences_and_a_short_diff(ws):
     assert episode.startswith("Failure: check calc failed. Tried: add must add. Outcome: fixed.")
     assert "-    return (a - b) * SCALE\n+    return (a + b) * SCALE" in episode
     assert '"edits"' not in episode and "{" not in episode
+
+
+SCALED = "from limits import SCALE\n\n\ndef add(a, b):\n    return (a + b) * SCALE\n"
+
+
+def test_a_bug_in_a_value_the_suspect_reads_is_fixed_from_the_suspects_prompt(ws):
+    """The value a suspect reads, in another module, is shown with it and named in the request's
+    `symbols`, so a plan drawn there may rewrite it (in the code form, a headerless `SCALE = 1` is
+    placed on it: autod.planner.codeform)."""
+    (ws / "src" / "calc.py").write_text(SCALED)
+    (ws / "src" / "limits.py").write_text('"""Limits."""\n\nSCALE = 2\n')
+    fix = Plan(summary="SCALE is wrong",
+               edits=[Edit(path="src/limits.py", symbol="SCALE", replace="SCALE = 1")])
+    planner = ScriptedPlanner(fix)
+    deps, _ = make(ws, planner, candidates={"n": 1, "focused": 1, "isolation": "off"})
+    r = run(deps, Event(source="check:calc", kind=EventKind.CHECK_FAILED, summary="check calc failed",
+                        fingerprint="fp", payload={"check": "calc", "excerpt": OUTPUT.replace("6", "5"),
+                                                   "failures": 1}))
+    assert r.status == "fixed", r.reason
+    (request,) = planner.requests
+    assert request.symbols == {"src/calc.py": ("add",), "src/limits.py": ("SCALE",)}
+    assert request.paths == ("src/calc.py", "src/limits.py")
+    assert "# SCALE in src/limits.py\nSCALE = 2" in request.messages[1]["content"]
+    assert (ws / "src" / "limits.py").read_text() == '"""Limits."""\n\nSCALE = 1\n'
+
+
+def test_a_value_in_a_judge_is_not_offered_and_an_edit_of_it_is_refused(ws):
+    """A value the act rules would not let a plan edit (here a file the operator's judge_globs
+    protect) is not shown as fixable: the suspect is asked about alone, and a plan that edits the judge
+    anyway is refused and never written."""
+    (ws / "src" / "calc.py").write_text(SCALED)
+    (ws / "src" / "limits.py").write_text("SCALE = 2\n")
+    tamper = Plan(summary="SCALE", edits=[Edit(path="src/limits.py", symbol="SCALE", replace="SCALE = 1")])
+    planner = ScriptedPlanner(tamper, Plan(summary="no idea", edits=[]))
+    deps, _ = make(ws, planner, candidates={"n": 1, "focused": 1, "isolation": "off"},
+                   judge_globs=["tests/**", "src/limits.py"])
+    r = run(deps, Event(source="check:calc", kind=EventKind.CHECK_FAILED, summary="check calc failed",
+                        fingerprint="fp", payload={"check": "calc", "excerpt": OUTPUT.replace("6", "5"),
+                                                   "failures": 1}))
+    request = planner.requests[0]
+    assert request.symbols == {"src/calc.py": ("add",)} and request.paths == ("src/calc.py",)
+    assert "It reads these values" not in request.messages[1]["content"]
+    assert r.candidates[0]["outcome"] == "refused" and "src/limits.py" in r.candidates[0]["reason"]
+    assert (ws / "src" / "limits.py").read_text() == "SCALE = 2\n"
