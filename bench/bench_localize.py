@@ -212,8 +212,10 @@ async def autod_prompt(
         code = f"{context.get('sources', '')}\n\n{context.get('diff', '')}"
         if views is not None:
             suspects = getattr(context, "focused", None) or []  # one prompt each, in rank order
-            views["focused"] = "\n\n".join(f"### {x['path']} · {x['symbol']} \n```python\n{x['code']}\n```"
-                                           for x in suspects)
+            # each suspect with the values its prompt shows beside it (a bug in one is found there)
+            views["focused"] = "\n\n".join(
+                f"### {x['path']} · {x['symbol']} \n```python\n{x['code']}\n```"
+                + (f"\n```python\n{x['values']}\n```" if x.get("values") else "") for x in suspects)
         return prompt, code, list(getattr(context, "used", []))
     finally:
         state.close()
