@@ -136,7 +136,8 @@ async def localize(
         Site(rel, line, depth) for depth, (rel, line) in enumerate(failure.sites) if not is_test_path(rel)
     ]
     tests = test_definitions(index, failure, failing_sections(text))
-    pieces = rank(index, changed=changed, sites=sites, tests=tests, spectrum=spectrum)
+    ops = await asyncio.to_thread(failing_line_ops, boundary, tests)
+    pieces = rank(index, changed=changed, sites=sites, tests=tests, spectrum=spectrum, failing_ops=ops)
     if last_green is None:
         # no green revision to diff against: the recent commits of the files the failure leads to
         touched = list(dict.fromkeys(p.path for p in pieces if not is_test_path(p.path)))[:5]
@@ -179,6 +180,32 @@ async def localize(
         tests=failure.tests,
         suspects=suspects,
     )
+
+
+def failing_line_ops(boundary: Boundary, tests: list[tuple[Definition, int | None]]) -> tuple[str, ...]:
+    """The special methods the failing tests' named lines reach (`assert v1 >= v3`: __ge__), read from
+    the innermost statement holding each line; a file that cannot be read or parsed adds none."""
+    import ast
+
+    from autod import pyast
+    from autod.localize.uses import dunders
+
+    out: dict[str, None] = {}
+    for d, line in tests:
+        text = boundary.read_text(d.path) if line else None
+        try:
+            tree = pyast.parse(text, filename=d.path) if text else None
+        except (SyntaxError, ValueError):
+            tree = None
+        if tree is None:
+            continue
+        defs = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
+        inner = [n for n in ast.walk(tree) if isinstance(n, ast.stmt) and not isinstance(n, defs)
+                 and n.lineno <= line <= (n.end_lineno or n.lineno)]
+        if inner:
+            stmt = min(inner, key=lambda n: (n.end_lineno or n.lineno) - n.lineno)
+            out.update(dict.fromkeys(dunders(stmt)))
+    return tuple(out)
 
 
 def _filter_log(boundary: Boundary, log_text: str) -> str:

@@ -90,12 +90,15 @@ def rank(
     sites: list[Site],
     tests: list[tuple[Definition, int | None]],
     spectrum: Mapping[tuple[str, str], float] | None = None,
+    failing_ops: tuple[str, ...] = (),
 ) -> list[Piece]:
     """All candidate pieces, best first.
 
     changed: path -> line ranges the diff since green touched; sites: workspace frames (not in test
     files), innermost first; tests: the failing tests' definitions with the line their frame names.
-    spectrum: (path, qualname) -> suspiciousness in [0, 1] from the coverage re-run.
+    spectrum: (path, qualname) -> suspiciousness in [0, 1] from the coverage re-run. failing_ops:
+    the special methods the failing line itself reaches (`assert a >= b`: __ge__), ranked ahead of
+    those the rest of the test reaches (a test of comparisons uses all six operators).
     """
     r = Ranking(index)
     # (a) what changed since the last green check: the enclosing definitions, whole
@@ -126,11 +129,11 @@ def rank(
     for i, (t, line) in enumerate(tests[:5]):
         r.add_def(t, "the failing test", 1.5 + i / 100, focus=line)
     # operators and builtins the failing tests use reach special methods of the classes they reach
-    special = tuple(dict.fromkeys(n for t in test_defs for n in t.dunders))
+    special = tuple(dict.fromkeys([*failing_ops, *(n for t in test_defs for n in t.dunders)]))
     # a test that calls the code through its own helpers (in test files, conftest.py): the helpers are
     # not shown (tests are not the model's to change) but what they call is what the test calls
     test_side = _through_test_helpers(r, test_defs)
-    hop1 = _callees(r, [*test_side, *frame_defs], base=2.0, special=special)
+    hop1 = _callees(r, [*test_side, *frame_defs], base=2.0, special=special, on_line=failing_ops)
     hop2 = _callees(r, hop1, base=4.0, special=special)
     # (d) constants and class attributes the shown functions read
     readers = [*frame_defs, *test_defs, *hop1]
@@ -142,9 +145,11 @@ def rank(
 
 
 def _callees(
-    r: Ranking, callers: Iterable[Definition], *, base: float, special: tuple[str, ...] = ()
+    r: Ranking, callers: Iterable[Definition], *, base: float, special: tuple[str, ...] = (),
+    on_line: tuple[str, ...] = (),
 ) -> list[Definition]:
-    """Functions, methods and classes the callers call (resolved), ranked by how many call them."""
+    """Functions, methods and classes the callers call (resolved), ranked by how many call them; a
+    class's special methods among `special` after it, those in `on_line` (the failing line's) ahead."""
     count: dict[tuple[str, str], int] = {}
     first: dict[tuple[str, str], tuple[int, Definition]] = {}
     order = 0
@@ -168,7 +173,8 @@ def _callees(
             out.append(d)
         elif d.kind == "class" and special:
             for m in r.resolver.special(d, special):
-                r.add_def(m, f"{why} (an operator or builtin on {d.name})", base + 0.5 + pos / 1e4)
+                step = 0.45 if m.name in on_line else 0.5
+                r.add_def(m, f"{why} (an operator or builtin on {d.name})", base + step + pos / 1e4)
                 out.append(m)
     return out
 

@@ -284,3 +284,21 @@ def test_the_values_a_suspect_reads_stay_within_their_budget(repo):
     assert 0 < len(suspect.values) <= focus.MAX_VALUES
     assert sum(len(v.code) for v in suspect.values) <= focus.VALUES_CHARS
     assert {v.symbol for v in suspect.values} <= {f"V{i}" for i in range(12)}
+
+
+def test_the_operator_on_the_failing_line_ranks_ahead_of_those_the_rest_of_the_test_uses(repo):
+    """A test of comparisons uses every operator of the class: the one on the line pytest names
+    (`assert v1 >= v3`: __ge__) is the likeliest, and it is a suspect, not the sixth in file order."""
+    ops = "".join(f"    def {op}(self, o):\n        return self.n {sym} o.n\n\n" for op, sym in (
+        ("__eq__", "=="), ("__lt__", "<"), ("__le__", "<="), ("__gt__", ">"), ("__ge__", ">")))
+    (repo / "v.py").write_text(f"class V:\n    def __init__(self, n):\n        self.n = n\n\n{ops}")
+    (repo / "tests" / "test_v.py").write_text(
+        "from v import V\n\n\ndef test_compare():\n    v1, v3 = V(2), V(2)\n    assert v1 == v3\n"
+        "    assert not (v1 < v3)\n    assert v1 <= v3\n    assert not (v1 > v3)\n    assert v1 >= v3\n")
+    out = ("    def test_compare():\n>       assert v1 >= v3\nE       assert False\n\n"
+           "tests/test_v.py:10: AssertionError\nFAILED tests/test_v.py::test_compare - assert False\n")
+    found = run(repo, out)
+    operators = [e["symbol"] for e in found.entries if str(e["symbol"]).startswith("V.__") and
+                 e["symbol"] != "V.__init__"]
+    assert operators[0] == "V.__ge__"
+    assert "V.__ge__" in [s.symbol for s in found.suspects]
