@@ -199,7 +199,12 @@ def focus_view(focused: str, bug_lines: list[str], func_lines: list[str]) -> dic
     """The bug's definition among the focused view's top FOCUS_MEASURED blocks: its rank (None: not
     there), whether autod's default focus holds it, and that default view's size."""
     blocks = [b for b in re.split(r"(?m)^(?=### )", focused) if b.strip()]
-    rank = next((i for i, b in enumerate(blocks, 1) if hits(b, bug_lines, func_lines)[1]), None)
+
+    def flat(lines: list[str]) -> list[str]:  # a class attribute is shown dedented beside its reader
+        return [ln.strip() for ln in lines]
+
+    rank = next((i for i, b in enumerate(blocks, 1)
+                 if hits("\n".join(flat(b.splitlines())), flat(bug_lines), flat(func_lines))[1]), None)
     k = LocalizeConfig().focus_definitions
     return {"focus_rank": rank, "focus": rank is not None and rank <= k,
             "focus_tokens": len("".join(blocks[:k])) // 4}
