@@ -22,6 +22,8 @@ and this module reads that back into the same `Plan` the JSON form gives, for th
   is search/replace edits; a block whose first statement defines a name shown in that file rewrites
   that definition; a path the prompt never showed (`(new file)`) is created with the block;
 - a block with no header: its first definition's name, when exactly one shown definition has it;
+- a block whose statements each define a different shown name (a value and the function reading it,
+  as a suspect's prompt shows them): one edit per statement;
 - the last block for a definition wins (a model that quotes the original before its fix);
 - `NEED: path.py::Class.method, other` asks to see definitions first (the need round);
 - no block at all is a plan with no edits (the model found no safe fix), its text the summary; a
