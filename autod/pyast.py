@@ -19,6 +19,14 @@ _LOCK = threading.RLock()
 
 
 def parse(source: str | bytes, filename: str = "<unknown>") -> ast.Module:
-    """`ast.parse(source, filename)` (mode "exec"), never two threads at once."""
+    """`ast.parse(source, filename)` (mode "exec"), never two threads at once. A NUL byte (a model's
+    reply may hold one) is a SyntaxError naming its line: CPython's has no line (older releases
+    raised ValueError instead), and a refusal's reason said "line None"."""
+    nul = source.find("\x00" if isinstance(source, str) else b"\x00")
+    if nul >= 0:
+        before = source[:nul]
+        line = before.count("\n" if isinstance(before, str) else b"\n") + 1
+        col = nul - (before.rfind("\n" if isinstance(before, str) else b"\n") + 1) + 1
+        raise SyntaxError("source code cannot contain null bytes", (filename, line, col, None))
     with _LOCK:
         return ast.parse(source, filename=filename)
