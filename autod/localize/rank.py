@@ -15,10 +15,6 @@ from autod.localize.index import Definition, Index
 from autod.localize.resolve import Resolver
 
 WINDOW = 8  # lines each side of a module-level line a frame names
-# Ochiai ties are broken by the static rank: its key (below UNRANKED) times TIE_STEP, far below the
-# gap between two different scores (2.5 x their difference)
-UNRANKED = 10.0
-TIE_STEP = 1e-5
 
 
 @dataclass
@@ -215,21 +211,14 @@ def _data(r: Ranking, readers: Iterable[Definition], *, base: float) -> None:
 
 
 def _spectrum(r: Ranking, index: Index, spectrum: Mapping[tuple[str, str], float]) -> None:
-    """Functions the failing tests ran, ranked by Ochiai, ahead of the static hops they beat.
-
-    Equal scores are common (the comparison operators of a class, run by the same tests): they are
-    ordered by the static rank each had before (what the failing test calls or its operators reach
-    first), then by file order; a definition the static hops never reached comes after those that
-    they did."""
+    """Functions the failing tests ran, ranked by Ochiai, ahead of the static hops they beat."""
     top: list[Definition] = []
-    static = {ident: p.key for ident, p in r.pieces.items()}
     for (path, qual), score in sorted(spectrum.items(), key=lambda kv: -kv[1]):
         if score <= 0 or is_test_path(path):
             continue
         d = index.get(path, qual)
         if d is None:
             continue
-        tie = min(static.get((path, qual), UNRANKED), UNRANKED) * TIE_STEP
-        r.add_def(d, f"run by the failing tests (Ochiai {score:.2f})", 1.2 + (1.0 - score) * 2.5 + tie)
+        r.add_def(d, f"run by the failing tests (Ochiai {score:.2f})", 1.2 + (1.0 - score) * 2.5)
         top.append(d)
     _data(r, top[:10], base=2.9)

@@ -183,30 +183,3 @@ def test_a_branch_only_the_failing_tests_take_makes_its_function_the_most_suspic
     found = scores(index, b, doc)
     assert found[("m.py", "parse")] == 1.0  # line 3: failing tests only
     assert found[("m.py", "helper")] < 0.6
-
-
-def test_definitions_the_failing_tests_ran_equally_are_ordered_by_what_the_test_reaches_first(tmp_path):
-    """The comparison operators of a class, run by the same tests, tie under Ochiai: the one the
-    failing test's own operator reaches (`>=`: __ge__) comes first, not the first in the file."""
-    from autod.localize.context import test_definitions
-    from autod.localize.frames import TestId
-    from autod.localize.index import build_index
-    from autod.localize.rank import rank
-    from autod.safety.boundary import Boundary
-
-    ops = "".join(f"    def {op}(self, o):\n        return self.n {sym} o.n\n\n"
-                  for op, sym in (("__lt__", "<"), ("__le__", "<="), ("__gt__", ">"), ("__ge__", ">=")))
-    (tmp_path / "v.py").write_text(f"class V:\n    def __init__(self, n):\n        self.n = n\n\n{ops}")
-    (tmp_path / "tests").mkdir()
-    (tmp_path / "tests" / "test_v.py").write_text(
-        "from v import V\n\n\ndef test_ge():\n    assert V(2) >= V(1)\n")
-    b = Boundary(tmp_path, tmp_path / ".autod", [])
-    index = build_index(b)
-    failure = type("F", (), {"tests": [TestId("tests/test_v.py", ("test_ge",), "tests/test_v.py::test_ge")],
-                             "sites": []})()
-    tests = test_definitions(index, failure, [])
-    spectrum = {("v.py", f"V.{op}"): 0.5 for op in ("__lt__", "__le__", "__gt__", "__ge__")}
-    order = [p.symbol for p in rank(index, changed={}, sites=[], tests=tests, spectrum=spectrum)
-             if p.symbol and p.symbol.startswith("V.__") and p.symbol != "V.__init__"]
-    assert order[0] == "V.__ge__"
-    assert order[1:] == ["V.__lt__", "V.__le__", "V.__gt__"]  # the rest: file order
