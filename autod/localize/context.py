@@ -9,16 +9,19 @@ class attributes those read; optionally re-ranked by the failing tests' coverage
 
 from __future__ import annotations
 
+import ast
 import asyncio
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from autod import pyast
 from autod.localize import focus, history, render
 from autod.localize.frames import TestId, failing_sections, is_test_path, parse_frames, parse_test_ids
 from autod.localize.index import Definition, Index, build_index
 from autod.localize.rank import Site, rank
+from autod.localize.uses import dunders
 
 if TYPE_CHECKING:
     from autod.config.settings import Settings
@@ -185,11 +188,6 @@ async def localize(
 def failing_line_ops(boundary: Boundary, tests: list[tuple[Definition, int | None]]) -> tuple[str, ...]:
     """The special methods the failing tests' named lines reach (`assert v1 >= v3`: __ge__), read from
     the innermost statement holding each line; a file that cannot be read or parsed adds none."""
-    import ast
-
-    from autod import pyast
-    from autod.localize.uses import dunders
-
     out: dict[str, None] = {}
     for d, line in tests:
         text = boundary.read_text(d.path) if line else None

@@ -138,7 +138,6 @@ class DebugMode:
         (bench/reallib_e2e.py); no memory, outline or earlier attempts (a repeat is redrawn)."""
         diff = context.get("diff") or ""
         values = context.get("values") or ""
-        symbol = context.get("symbol")
         user = render(
             "debug_suspect_user",
             check=event.payload.get("check", "") or event.summary,
@@ -146,7 +145,7 @@ class DebugMode:
             diff=f"\nIt passed before these changes:\n\n```diff\n{diff}\n```\n" if diff else "",
             values=f"\nIt reads these values:\n\n```python\n{values}\n```\n" if values else "",
             path=context.get("path"),
-            symbol=symbol,
+            symbol=context.get("symbol"),
             code=context.get("code"),
             or_value=OR_VALUE if values else "",
         )

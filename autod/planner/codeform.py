@@ -304,9 +304,9 @@ def _split(
     lines = code.splitlines()
     out: list[Edit] = []
     seen: set[tuple[str, str]] = set()
+    where = [path] if path is not None and path in shown else known
     for node in top:
         name = name_of(node)
-        where = [path] if path is not None and path in shown else known
         owners = _owners(name, shown, where) if name else []
         if len(owners) != 1 or owners[0] in seen:
             return None
