@@ -89,8 +89,23 @@ class ResilientMemory:
             opener = _chroma_opener(Path(state_dir), who, spool, embedder)
         mem = cls(cfg, spool, who, opener, token=token, dropped=dropped, last_rw=last_rw)
         mem._tasks = [asyncio.create_task(mem._conn.run(), name="memory-connector"),
-                      asyncio.create_task(mem._writer.run(), name="memory-writer")]
+                      asyncio.create_task(mem._writer.run(), name="memory-writer"),
+                      asyncio.create_task(mem._warm(), name="memory-warmup")]
         return mem
+
+    async def _warm(self) -> None:
+        """Load the embedding model once the store is first open, off every cycle's path: the local
+        model loads on first use, and the first cycle's recall paid for it (0.5 s of autod's own time
+        in each fix of bench/bench_realllm.py, which starts a daemon per bug). A model that fails to
+        load fails the first recall as before: logged here, the memory left to its own handling."""
+        await self._conn.until(lambda: self.state != OPENING, None)
+        warm = getattr(self._store, "warm", None)
+        if self.state != OK or warm is None:
+            return
+        try:
+            await asyncio.wait_for(asyncio.to_thread(warm), self.cfg.timeout_s)
+        except Exception as exc:
+            log.warning("memory.warm_failed", error=type(exc).__name__)
 
     # -- health ------------------------------------------------------------------------------
     @property

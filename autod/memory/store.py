@@ -170,6 +170,12 @@ class ChromaMemory:
             raise StoreUnavailable("memory store is closed")
         return await self._worker.run(fn, *args, timeout=self.cfg.timeout_s, **kwargs)
 
+    def warm(self) -> None:
+        """Load the embedder now when it loads lazily (the local model); blocking."""
+        load = getattr(self._embedder, "load", None)
+        if callable(load):
+            load()
+
     def _writable(self) -> None:
         if self.read_only:
             raise MemoryReadOnly(f"memory store {self.location} is open read-only")

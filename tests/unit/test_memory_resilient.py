@@ -416,3 +416,39 @@ def test_a_spool_that_cannot_be_written_fails_no_cycle_and_counts_the_loss(tmp_p
         await mem.close()
 
     run(body)
+
+
+def test_the_embedding_model_is_loaded_once_the_store_opens_before_any_recall(tmp_path):
+    """The local model loads on first use: the first cycle's recall paid for it (half a second of
+    autod's own time). It is loaded as soon as the store is open, in the background; a model that
+    fails to load is logged and leaves the memory as it was."""
+    world = World(tmp_path)
+    loads: list[int] = []
+    world.embedder.load = lambda: loads.append(1)  # type: ignore[attr-defined]
+
+    async def body() -> None:
+        mem = await started(world)
+        try:
+            await until(lambda: loads == [1])
+            assert world.embedder.calls == []  # nothing was embedded for it
+        finally:
+            await mem.close()
+
+    run(body)
+
+    def broken() -> None:
+        raise RuntimeError("embedding model checksum mismatch")
+
+    world = World(tmp_path / "again")
+    world.embedder.load = broken  # type: ignore[attr-defined]
+
+    async def still_open() -> None:
+        mem = await started(world)
+        try:
+            await until(lambda: all(t.done() for t in mem._tasks if t.get_name() == "memory-warmup"))
+            assert mem.state == OK
+            await mem.observe("a failure", {"kind": "x"})
+        finally:
+            await mem.close()
+
+    run(still_open)
