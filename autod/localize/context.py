@@ -167,9 +167,10 @@ async def localize(
     outline = await asyncio.to_thread(
         render.skeleton, index, top_files, shown, read_lines, outline_budget + code_budget - code.used_tokens
     )
-    suspects = await asyncio.to_thread(
-        focus.values_read, focus.suspects(code, cfg.focus_definitions), index, read_lines
-    )
+    def suspects() -> list[focus.Suspect]:
+        return focus.values_read(focus.suspects(pieces, read_lines, cfg.focus_definitions), index, read_lines)
+
+    found_suspects = await asyncio.to_thread(suspects)
     entries: list[dict[str, str | None]] = [
         {"path": d.path, "symbol": None, "lines": "diff", "why": "changed since the last green check"}
         for d in diffs
@@ -181,7 +182,7 @@ async def localize(
         entries=entries + code.entries + outline.entries,
         index=index,
         tests=failure.tests,
-        suspects=suspects,
+        suspects=found_suspects,
     )
 
 

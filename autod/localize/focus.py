@@ -29,11 +29,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from autod.localize.frames import is_test_path
+from autod.localize.render import LONG
 from autod.localize.resolve import Resolver
 
 if TYPE_CHECKING:
     from autod.localize.index import Index
-    from autod.localize.render import Rendered
+    from autod.localize.rank import Piece
 
 FOCUS_KINDS = ("function",)  # a definition shown whole
 VALUE_LINES = 12  # a longer assignment (a table, a long regex) is left to the wide view
@@ -52,7 +53,7 @@ class Value:
 
 @dataclass(frozen=True)
 class Suspect:
-    """One definition of the code under test, whole, as the wide prompt showed it."""
+    """One definition of the code under test, whole, as the file has it."""
 
     path: str
     symbol: str
@@ -60,29 +61,30 @@ class Suspect:
     values: tuple[Value, ...] = ()  # what it reads (values_read)
 
 
-def eligible(entry: dict[str, str | None], kind: str) -> bool:
-    """Whether a rendered entry may be a suspect: a definition under test a plan can rewrite whole."""
-    path = entry.get("path") or ""
-    return (kind in FOCUS_KINDS and bool(path) and bool(entry.get("symbol")) and not is_test_path(path)
-            and not entry.get("part_of"))
+def eligible(piece: Piece) -> bool:
+    """Whether a ranked piece may be a suspect: a definition under test a plan can rewrite whole (not a
+    test, not one too long to be shown whole: the wide view shows a window of it)."""
+    return (piece.kind in FOCUS_KINDS and bool(piece.symbol) and not is_test_path(piece.path)
+            and piece.end - piece.start + 1 <= LONG)
 
 
-def suspects(code: Rendered, k: int) -> list[Suspect]:
-    """The first `k` eligible definitions in rank order (none when k is 0)."""
+def suspects(pieces: list[Piece], read_lines: Callable[[str], list[str] | None], k: int) -> list[Suspect]:
+    """The first `k` eligible definitions in rank order (none when k is 0), taken from the ranking,
+    not from the wide prompt: a definition its budget had no room for is still a suspect, as its own
+    prompt is small. `read_lines` reads through the Boundary (None: not readable, not a suspect)."""
     out: list[Suspect] = []
-    for entry, kind, block in zip(code.entries, code.kinds, code.blocks, strict=True):
+    cache: dict[str, list[str] | None] = {}
+    for piece in pieces:
         if len(out) >= k:
             break
-        if eligible(entry, kind):
-            out.append(Suspect(str(entry["path"]), str(entry["symbol"]), _body(block)))
+        if not eligible(piece):
+            continue
+        if piece.path not in cache:
+            cache[piece.path] = read_lines(piece.path)
+        lines = cache[piece.path]
+        if lines and piece.end <= len(lines):
+            out.append(Suspect(piece.path, str(piece.symbol), "\n".join(lines[piece.start - 1 : piece.end])))
     return out
-
-
-def _body(block: str) -> str:
-    """The code inside a rendered block (autod.localize.render.block: a header line, then a fence)."""
-    inner = block.split("\n", 1)[1] if "\n" in block else ""
-    inner = inner.split("\n", 1)[1] if inner.startswith("```") else inner
-    return inner[: inner.rfind("\n```")] if inner.rstrip().endswith("```") else inner
 
 
 def values_read(

@@ -90,8 +90,10 @@ class DebugMode:
                  "code": s.code, "excerpt": excerpt, "diff": diff, "values": render_values(s)}
                 for s in found.suspects
             ]
-            # a value a suspect reads may be fixed in its own file (the act rules still judge it)
-            out.editable += [v.path for s in found.suspects for v in s.values if v.path not in out.editable]
+            # a suspect the wide prompt had no room for, or a value one reads, may be fixed in its own
+            # file (the act rules still judge it)
+            more = [s.path for s in found.suspects] + [v.path for s in found.suspects for v in s.values]
+            out.editable += [p for p in dict.fromkeys(more) if p not in out.editable]
         return out
 
     async def _spectrum(self, event: Event, env: ModeEnv) -> dict[tuple[str, str], float] | None:

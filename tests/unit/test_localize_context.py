@@ -302,3 +302,16 @@ def test_the_operator_on_the_failing_line_ranks_ahead_of_those_the_rest_of_the_t
                  e["symbol"] != "V.__init__"]
     assert operators[0] == "V.__ge__"
     assert "V.__ge__" in [s.symbol for s in found.suspects]
+
+
+def test_a_definition_the_wide_budget_had_no_room_for_is_still_a_suspect(repo):
+    """A suspect's prompt holds the failure and that one definition: the wide prompt's budget, which a
+    long failing test or a long function can fill, must not decide which definitions are suspects."""
+    padding = "".join(f"    out = out + 0  # step {i}\n" for i in range(60))
+    (repo / "lib.py").write_text(LIB.replace("    out = 0\n", "    out = 0\n" + padding))
+    wide = run(repo, budget=4000)
+    tight = run(repo, budget=300)
+    assert "total" in [e["symbol"] for e in wide.entries]
+    assert "total" not in [e["symbol"] for e in tight.entries]  # no room in the wide prompt
+    assert [s.symbol for s in tight.suspects] == [s.symbol for s in wide.suspects] == ["total", "helper"]
+    assert tight.suspects[0].code == wide.suspects[0].code and padding in tight.suspects[0].code
