@@ -22,12 +22,14 @@ to fix it. Only short assignments in workspace code are shown; a value the plan 
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from autod import pyast
 from autod.localize.frames import is_test_path
 from autod.localize.render import LONG
 from autod.localize.resolve import Resolver
@@ -100,10 +102,13 @@ def values_read(
         d = index.get(s.path, s.symbol)
         values: list[Value] = []
         used = 0
+        run = names_run(s.code)
         for v in resolver.uses(d) if d is not None else []:
             if len(values) >= MAX_VALUES:
                 break
             if v.kind not in ("constant", "attribute") or v.alias or is_test_path(v.path):
+                continue
+            if v.name not in run:  # read only in an annotation (`other: Comparable`): no behaviour
                 continue
             if v.name.startswith("__") and v.name.endswith("__"):  # __all__, __slots__, __version__
                 continue
@@ -117,6 +122,35 @@ def values_read(
             values.append(Value(v.path, v.qualname, code))
         out.append(dataclasses.replace(s, values=tuple(values)))
     return out
+
+
+def names_run(code: str) -> frozenset[str]:
+    """The names and attribute names a definition's code reads when it runs: annotations left out
+    (a type alias is no value the behaviour depends on), decorators and defaults kept."""
+    try:
+        tree = pyast.parse(textwrap.dedent(code))
+    except (SyntaxError, ValueError):
+        return frozenset()
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.arg) and node.annotation is not None:
+            skip.add(id(node.annotation))
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.returns is not None:
+            skip.add(id(node.returns))
+        elif isinstance(node, ast.AnnAssign):
+            skip.add(id(node.annotation))
+    out: set[str] = set()
+    stack: list[ast.AST] = [tree]
+    while stack:
+        node = stack.pop()
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.Name):
+            out.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            out.add(node.attr)
+        stack.extend(ast.iter_child_nodes(node))
+    return frozenset(out)
 
 
 def render_values(suspect: Suspect) -> str:

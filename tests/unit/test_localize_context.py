@@ -251,7 +251,7 @@ def test_a_suspect_carries_the_short_values_it_reads_and_no_others(repo):
     """A bug in a value shows in the function that reads it: each suspect carries the constants and
     class attributes it reads (its own module's and an imported one's), short and workspace-only: not
     an alias of a class, not a dunder, not a long table, not a value in a denied file, not what only
-    another definition reads."""
+    another definition reads, not a type alias it names only in annotations."""
     (repo / "units.py").write_text("INCH = 25\nSECRET_FACTOR = 7\n")
     (repo / "secret_cfg.py").write_text("TOKEN_LEN = 'hunter2'\n")
     table = "TABLE = [\n" + "".join(f"    {i},\n" for i in range(20)) + "]\n"
@@ -260,7 +260,8 @@ def test_a_suspect_carries_the_short_values_it_reads_and_no_others(repo):
         "__all__ = ['total']\nRATE = 3\nUNUSED = 9\n" + table + "Alias = dict\n\n\n"
         "class Meter:\n    scale = 100\n    other = 1\n\n"
         "    def reading(self, x):\n        return x * self.scale + INCH\n\n\n"
-        "def total(items):\n    t = Alias()\n    m = Meter()\n"
+        "Number = int | float\n\n\n"
+        "def total(items: list[Number]) -> Number:\n    t = Alias()\n    m = Meter()\n"
         "    return sum(m.reading(i) for i in items) * RATE + len(TABLE) + len(__all__) + len(TOKEN_LEN)\n"
     )
     found = run(repo, focus_definitions=3, deny=["secret_cfg.py"])
@@ -273,6 +274,7 @@ def test_a_suspect_carries_the_short_values_it_reads_and_no_others(repo):
     shown = repr(found.suspects)
     assert "hunter2" not in shown and "UNUSED" not in shown and "SECRET_FACTOR" not in shown
     assert "other = 1" not in shown and "Alias" not in shown.replace("Alias()", "")
+    assert "Number = " not in shown  # read only in annotations: a type alias, not a value it runs on
 
 
 def test_the_values_a_suspect_reads_stay_within_their_budget(repo):
