@@ -28,7 +28,6 @@ class Rendered:
     text: str = ""
     entries: list[dict[str, str | None]] = field(default_factory=list)
     used_tokens: int = 0
-    kinds: list[str] = field(default_factory=list)  # each entry's piece kind (function, window...)
     blocks: list[str] = field(default_factory=list)  # each entry's block as shown, in rank order
 
 
@@ -72,7 +71,6 @@ def fill(
         if cost > left:
             continue
         out.blocks.append(text)
-        out.kinds.append(piece.kind)
         left -= cost
         entry = piece.entry()
         entry["lines"] = f"{lo}-{hi}"
