@@ -154,9 +154,13 @@ async def localize(
     code_budget = max(int(budget_tokens * MIN_CODE_SHARE), budget_tokens - render.tokens(diff_text))
     outline_budget = int(code_budget * OUTLINE_SHARE)
 
+    read: dict[str, list[str] | None] = {}  # each file read once: the wide code, outline, suspects, values
+
     def read_lines(rel: str) -> list[str] | None:
-        body = boundary.read_text(rel)
-        return body.splitlines() if body is not None else None
+        if rel not in read:
+            body = boundary.read_text(rel)
+            read[rel] = body.splitlines() if body is not None else None
+        return read[rel]
 
     code = await asyncio.to_thread(render.fill, pieces, read_lines, code_budget - outline_budget)
     shown = {(e["path"] or "", e["symbol"] or "") for e in code.entries}

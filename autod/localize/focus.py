@@ -73,17 +73,15 @@ def eligible(piece: Piece) -> bool:
 def suspects(pieces: list[Piece], read_lines: Callable[[str], list[str] | None], k: int) -> list[Suspect]:
     """The first `k` eligible definitions in rank order (none when k is 0), taken from the ranking,
     not from the wide prompt: a definition its budget had no room for is still a suspect, as its own
-    prompt is small. `read_lines` reads through the Boundary (None: not readable, not a suspect)."""
+    prompt is small. `read_lines` reads through the Boundary, each file once (None: not readable, not
+    a suspect)."""
     out: list[Suspect] = []
-    cache: dict[str, list[str] | None] = {}
     for piece in pieces:
         if len(out) >= k:
             break
         if not eligible(piece):
             continue
-        if piece.path not in cache:
-            cache[piece.path] = read_lines(piece.path)
-        lines = cache[piece.path]
+        lines = read_lines(piece.path)
         if lines and piece.end <= len(lines):
             out.append(Suspect(piece.path, str(piece.symbol), "\n".join(lines[piece.start - 1 : piece.end])))
     return out
