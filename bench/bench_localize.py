@@ -36,6 +36,7 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -46,8 +47,12 @@ import yaml  # noqa: E402
 from localize_bugs import BUGS, HELD_OUT, LIBRARIES  # noqa: E402
 
 from autod.checks.run import run_check  # noqa: E402
+from autod.config.llm import LocalizeConfig  # noqa: E402
 from autod.config.settings import load_config  # noqa: E402
+from autod.localize import focus  # noqa: E402
+from autod.localize.context import localize  # noqa: E402
 from autod.modes import ModeEnv  # noqa: E402
+from autod.modes import debug as debug_mode  # noqa: E402
 from autod.modes.debug import DebugMode  # noqa: E402
 from autod.sources.check import failure_event  # noqa: E402
 from autod.stores.state import State  # noqa: E402
@@ -206,7 +211,14 @@ async def autod_prompt(
         env = ModeEnv(settings=settings, state=state, memory=None, run_check=run)
         event = failure_event(result)
         mode = DebugMode()
-        context = await mode.context(event, env, [])
+        found: list[Any] = []
+
+        async def kept(*args: Any, **kwargs: Any) -> Any:  # what localization found, for the views
+            found.append(await localize(*args, **kwargs))
+            return found[-1]
+
+        with mock.patch.object(debug_mode, "localize", kept):
+            context = await mode.context(event, env, [])
         messages = mode.messages(event, context, [])
         prompt = "\n\n".join(m["content"] for m in messages)
         code = f"{context.get('sources', '')}\n\n{context.get('diff', '')}"
@@ -215,7 +227,15 @@ async def autod_prompt(
             # each suspect with the values its prompt shows beside it (a bug in one is found there)
             views["focused"] = "\n\n".join(
                 f"### {x['path']} · {x['symbol']} \n```python\n{x['code']}\n```"
-                + (f"\n```python\n{x['values']}\n```" if x.get("values") else "") for x in suspects)
+                + (f"\n```python\n{x['values']}\n```" if x.get("values") else "")
+                for x in suspects if not x.get("read_by"))
+            # the value suspects autod's defaults ask about (the values its default suspects read)
+            d = LocalizeConfig()
+            top = found[0].suspects[: d.focus_definitions] if found else []
+            every = {v.path for s in top for v in s.values}
+            views["values"] = "\n\n".join(
+                f"### {v.path} · {v.symbol} (read by {v.read_by})\n```python\n{v.code}\n```"
+                for v in focus.value_suspects(top, d.focus_values, every))
         return prompt, code, list(getattr(context, "used", []))
     finally:
         state.close()

@@ -186,6 +186,8 @@ async def measure_bug(work: Path, pristine: Path, bug: dict[str, Any], variants:
         v = _variant(prompt, code, used, bug, bug_lines, func_lines, int((time.monotonic() - t0) * 1000))
         # the focused view (what candidates.focused draws see): where the bug's definition is in it
         v.update(focus_view(views.get("focused", ""), bug_lines, func_lines))
+        # the value suspects (one draw each): whether the bug sits in one of them
+        v["value_rank"] = focus_view(views.get("values", ""), bug_lines, func_lines)["focus_rank"]
         if not v["function"]:
             v["miss"] = await diagnose(repo, work / f"{bug['id']}-{name}-diag", check, result, bug,
                                        bug_lines, func_lines)
@@ -242,6 +244,9 @@ def summarize(rows: list[dict[str, Any]], name: str) -> dict[str, Any]:
             k: round(sum((v.get("focus_rank") or 99) <= k for _, v in vs) / len(vs), 3)
             for k in range(1, FOCUS_MEASURED + 1)
         }
+        # a focused draw at the default: a suspect's (or a value shown beside it) or a value suspect's
+        out["focus_or_value_hit_rate"] = round(
+            sum(bool(v.get("focus") or v.get("value_rank")) for _, v in vs) / len(vs), 3)
     qt = [v["qwen_tokens"] for _, v in vs if "qwen_tokens" in v]
     if qt:
         out["qwen_tokens_median"], out["qwen_tokens_p90"] = statistics.median(qt), pct(qt, 90)

@@ -72,23 +72,30 @@ class Asker:
 
     @property
     def suspects(self) -> int:
-        """How many suspects the focused view has: `view="focused:K"` asks about the Kth (from 1)."""
-        return len(self.focused)
+        """How many suspect definitions the focused view has: `view="focused:K"` asks about the Kth
+        (from 1)."""
+        return sum(1 for f in self.focused if not f.get("read_by"))
+
+    @property
+    def value_suspects(self) -> int:
+        """How many value suspects follow them: `view="value:J"` asks about the Jth (from 1)."""
+        return len(self.focused) - self.suspects
 
     def _suspect(self, view: str) -> dict[str, str] | None:
-        if not view.startswith("focused") or not self.focused:
+        kind, _, k = view.partition(":")
+        group = [f for f in self.focused if bool(f.get("read_by")) == (kind == "value")]
+        if kind not in ("focused", "value") or not group:
             return None
-        _, _, k = view.partition(":")
         i = int(k) - 1 if k.isdigit() else 0
-        return self.focused[min(max(i, 0), len(self.focused) - 1)]
+        return group[min(max(i, 0), len(group) - 1)]
 
     # -- the request --------------------------------------------------------------------
     async def ask(
         self, *, temperature: float | None = None, seed: int | None = None, n: int = 1, view: str = "wide"
     ) -> PlanResult:
         """A plan (or, with n > 1, several) for the current prompt; answers a `need` once per cycle.
-        `view`: "focused:K" asks about the Kth suspect alone when the mode has one, else the wide
-        prompt is sent."""
+        `view`: "focused:K" asks about the Kth suspect alone when the mode has one ("value:J": the Jth
+        value suspect), else the wide prompt is sent."""
         result = await self._ask(temperature, seed, n, view)
         if result.plan.need and not self.need_answered and self._suspect(view) is None:
             # two stages: the model asked to see definitions before it edits; answered once

@@ -1,12 +1,13 @@
 """Several plans per attempt; keep those that apply and parse; verify them; pick the winner.
 
 One attempt draws up to `candidates.n` plans for the same prompt: the first at temperature 0, the
-rest sampled at `candidates.temperature`, each with its own explicit seed (`seed + (attempt-1)*d + i`
-for an attempt of d draws, so a bench is reproducible), in one request with `n` where the server
-takes it and one by one where it does not (the identical prompt is served from the server's prompt
-cache). Before them, `candidates.focused` draws each ask about one suspect definition alone
-(autod.localize.focus), going round the suspects over the cycle. Drawing is lazy: the next plan is
-asked for only when the ones before did not fix the failure.
+rest sampled at `candidates.temperature`, each with its own explicit seed (`seed + i` for the cycle's
+ith draw, so a bench is reproducible), in one request with `n` where the server takes it and one by
+one where it does not (the identical prompt is served from the server's prompt cache). Before them,
+`candidates.focused` draws each ask about one suspect definition alone (autod.localize.focus), going
+round the suspects over the cycle, and once each suspect had its first, each value suspect is asked
+about once. Drawing is lazy: the next plan is asked for only when the ones before did not fix the
+failure.
 
 Each plan goes through the act rules (`prepare`: confinement, deny globs, judges, scope, the Python
 parse, caps) without writing anything; it is dropped when refused, when it changes nothing, or when it
@@ -62,7 +63,8 @@ class Validator(Protocol):
 class Drawer(Protocol):
     async def ask(self, *, temperature: float | None = None, seed: int | None = None, n: int = 1) -> Any:
         """An autod.planner.PlanResult. A drawer with `has_focus` True (and `suspects`, how many) also
-        takes `view="focused:K"`: a prompt of the Kth suspect definition alone."""
+        takes `view="focused:K"`: a prompt of the Kth suspect definition alone; with `value_suspects`,
+        `view="value:J"`: the Jth value suspect's."""
         ...
 
 
@@ -87,7 +89,8 @@ class Candidate:
     checks_ms: int = 0
     verification: Verification | None = None
     suspect: str = ""  # why a fix may be a symptom patch (autod.act.inlined); kept only as a fallback
-    view: str = "wide"  # the prompt it was drawn from: "focused:K" (the Kth suspect alone) or "wide"
+    # the prompt it was drawn from: "focused:K" (the Kth suspect alone), "value:J" (the Jth value) or "wide"
+    view: str = "wide"
 
     @property
     def diff_lines(self) -> int:
@@ -162,20 +165,27 @@ class CandidateSearch:
 
         Focused draws go round the suspects in rank order over the cycle's attempts ("focused:1" is
         the top-ranked): each suspect's first draw is at temperature 0, its later ones sampled. The
-        first wide draw of every attempt is at temperature 0 (its prompt tells the attempts so far)."""
+        first wide draw of every attempt is at temperature 0 (its prompt tells the attempts so far).
+
+        The value suspects ("value:J", the drawer's `value_suspects`) are each asked once, at
+        temperature 0, in the attempt of the last suspect's first draw, after its focused draws: a value
+        is the less likely place of a bug, and its prompt a few lines long."""
         k = self.cfg.focused if getattr(self.drawer, "has_focus", False) else 0
         s = max(1, int(getattr(self.drawer, "suspects", 1) or 1))
         out = []
         for i in range(k):
             g = (number - 1) * k + i  # the cycle's focused draws so far
             out.append((f"focused:{g % s + 1}", g < s))
+        values = int(getattr(self.drawer, "value_suspects", 0) or 0) if k else 0
+        if values and number == (s - 1) // k + 1:
+            out += [(f"value:{j}", True) for j in range(1, values + 1)]
         return out + [("wide", i == 0) for i in range(self.cfg.n)]
 
     async def attempt(self, number: int) -> AttemptResult:
         """Draw and verify up to n candidates; stop at the first that fixes everything."""
         result = AttemptResult([])
         views = self.views(number)
-        base = self.cfg.seed + (number - 1) * len(views)
+        base = self.cfg.seed + sum(len(self.views(a)) for a in range(1, number))  # the draws before it
         drawn = 0
         # a sampled draw that proposes nothing new (no edit: an echo of the prompt, prose alone; the
         # code copied back as it is; a change already tried) tells nothing about the fixes near the

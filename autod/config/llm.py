@@ -109,6 +109,11 @@ class LocalizeConfig(Strict):
         3, ge=0, le=10,
         description="suspects: the top-ranked definitions the focused draws ask about (candidates.focused)",
     )
+    focus_values: int = Field(
+        2, ge=0, le=10,
+        description="value suspects: short constants or class attributes the suspects read, each asked "
+        "about alone once, after every suspect's first draw (0: values are only shown beside them)",
+    )
 
 
 class CandidatesConfig(Strict):

@@ -14,10 +14,16 @@ Tests are left out (the failure output already shows the failing lines and pytes
 so are constants, class headers, outlines and windows of module-level code: a suspect is a definition
 a plan can rewrite whole; what is not is what the wide view is for.
 
-A constant or a class attribute is never a suspect, but the values a suspect reads are shown with it
-(`Suspect.values`, `values_read`): a bug in a default (`_WIDTH = 8` read by the function under test)
-shows in that function's behaviour, and a prompt that holds the function alone leaves the model no way
-to fix it. Only short assignments in workspace code are shown; a value the plan may not edit is not.
+The values a suspect reads are shown with it (`Suspect.values`, `values_read`): a bug in a default
+(`_WIDTH = 8` read by the function under test) shows in that function's behaviour, and a prompt that
+holds the function alone leaves the model no way to fix it. Only short assignments in workspace code
+are shown; a value the plan may not edit is not.
+
+Shown beside a function, a wrong value was seldom changed by a small model: it rewrote the function
+around the value (a symptom patch) or gave it back as it was. Told "the bug is most likely in this
+value", the same model changed it with its first reply (the oracle of bench/bench_reallib.py). So the
+values the suspects read are also suspects of their own (`value_suspects`, `localize.focus_values` of
+them): each asked about once, alone, after every definition's first draw (autod.candidates.search).
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -61,6 +67,11 @@ class Suspect:
     symbol: str
     code: str  # the definition's exact text
     values: tuple[Value, ...] = ()  # what it reads (values_read)
+    read_by: str = ""  # a value suspect (value_suspects): the suspect definition that reads it
+
+    @property
+    def is_value(self) -> bool:
+        return bool(self.read_by)
 
 
 def eligible(piece: Piece) -> bool:
@@ -119,6 +130,29 @@ def values_read(
             used += len(code)
             values.append(Value(v.path, v.qualname, code))
         out.append(dataclasses.replace(s, values=tuple(values)))
+    return out
+
+
+def value_suspects(found: list[Suspect], k: int, editable: Container[str]) -> list[Suspect]:
+    """The values the suspects read, as suspects of their own: at most `k`, the first value each
+    suspect reads in rank order, then each one's second, and so on (a value read by a higher-ranked
+    definition first, and no suspect's values crowding out the next one's); each value once, named
+    with the first suspect that reads it. Only values in `editable` files (a value a plan may not fix
+    is no question to ask)."""
+    out: list[Suspect] = []
+    seen: set[tuple[str, str]] = set()
+    depth = max((len(s.values) for s in found), default=0)
+    for i in range(depth):
+        for s in found:
+            if len(out) >= k:
+                return out
+            if i >= len(s.values) or (s.values[i].path, s.values[i].symbol) in seen:
+                continue
+            v = s.values[i]
+            seen.add((v.path, v.symbol))
+            if v.path not in editable:
+                continue
+            out.append(Suspect(v.path, v.symbol, v.code, read_by=s.symbol))
     return out
 
 

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 
 from autod.act.edits import ScopeCheck
-from autod.act.judges import Judges
+from autod.act.judges import Judges, editable_paths
 from autod.checks.outcome import Before, decide, failing_tests
 from autod.events import Event, EventKind
 from autod.localize.context import localize
 from autod.localize.excerpt import trim_failure
-from autod.localize.focus import reads, render_values
+from autod.localize.focus import Suspect, reads, render_values, value_suspects
 from autod.memory import Recalled
 from autod.modes import (
     Attempt,
@@ -89,12 +90,25 @@ class DebugMode:
                 {"path": s.path, "symbol": s.symbol, "reads": reads(s),
                  "code": s.code, "excerpt": excerpt, "diff": diff, "values": render_values(s)}
                 for s in found.suspects
+            ] + [  # then the value suspects: one value alone, named with the definition that reads it
+                {"path": v.path, "symbol": v.symbol, "read_by": v.read_by,
+                 "code": v.code, "excerpt": excerpt, "diff": diff}
+                for v in await self._value_suspects(found.suspects, env)
             ]
             # a suspect the wide prompt had no room for, or a value one reads, may be fixed in its own
             # file (the act rules still judge it)
             more = [s.path for s in found.suspects] + [v.path for s in found.suspects for v in s.values]
             out.editable += [p for p in dict.fromkeys(more) if p not in out.editable]
         return out
+
+    async def _value_suspects(self, found: list[Suspect], env: ModeEnv) -> list[Suspect]:
+        """The values the suspects read that a plan may edit, as suspects of their own."""
+        paths = {v.path for s in found for v in s.values}
+        if not paths or not env.settings.localize.focus_values:
+            return []
+        judges = Judges.for_settings(env.settings, self.name)
+        editable = await asyncio.to_thread(editable_paths, paths, env.boundary, judges)  # stats files
+        return value_suspects(found, env.settings.localize.focus_values, frozenset(editable))
 
     async def _spectrum(self, event: Event, env: ModeEnv) -> dict[tuple[str, str], float] | None:
         """Ochiai scores from re-running the failing tests: for a pytest check unless `coverage: false`."""
@@ -137,8 +151,22 @@ class DebugMode:
     def suspect_messages(self, event: Event, context: dict[str, str]) -> list[dict[str, str]]:
         """A focused draw's prompt (Sections.focused): the failure and one suspect definition alone,
         asked for its complete fixed source, in the fenced block the oracle's replies use
-        (bench/reallib_e2e.py); no memory, outline or earlier attempts (a repeat is redrawn)."""
+        (bench/reallib_e2e.py); no memory, outline or earlier attempts (a repeat is redrawn). A value
+        suspect's prompt shows the value's assignment alone and asks for it fixed."""
         diff = context.get("diff") or ""
+        if context.get("read_by"):  # a value suspect: its assignment alone, and who reads it
+            user = render(
+                "debug_value_user",
+                check=event.payload.get("check", "") or event.summary,
+                excerpt=context.get("excerpt") or "(none)",
+                diff=f"\nIt passed before these changes:\n\n```diff\n{diff}\n```\n" if diff else "",
+                path=context.get("path"),
+                symbol=context.get("symbol"),
+                read_by=context.get("read_by"),
+                code=context.get("code"),
+            )
+            return [{"role": "system", "content": render("debug_value_system")},
+                    {"role": "user", "content": user}]
         values = context.get("values") or ""
         user = render(
             "debug_suspect_user",

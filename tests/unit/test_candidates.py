@@ -39,9 +39,10 @@ class ViewDrawer(Drawer):
 
     has_focus = True
 
-    def __init__(self, *plans: Plan, choices: int = 1, suspects: int = 1) -> None:
+    def __init__(self, *plans: Plan, choices: int = 1, suspects: int = 1, values: int = 0) -> None:
         super().__init__(*plans, choices=choices)
         self.suspects = suspects
+        self.value_suspects = values
 
 
 class Judge:
@@ -254,6 +255,33 @@ def test_focused_draws_go_round_the_suspects_in_rank_order_over_the_attempts(tmp
     assert asked == [("focused:1", 0.0), ("focused:2", 0.0), ("wide", 0.0), ("wide", 0.8),
                      ("focused:3", 0.0), ("focused:1", 0.8), ("wide", 0.0), ("wide", 0.8)]
     assert [a["seed"] for a in drawer.asked] == list(range(10, 18))
+
+
+def test_each_value_suspect_is_asked_once_at_temperature_0_once_every_suspect_had_its_first_draw(tmp_path):
+    """A value is the less likely place of the bug: its one draw comes in the attempt in which the last
+    suspect definition had its first, after that attempt's focused draws and before the wide ones; the
+    seeds go on across the attempts, whatever their length."""
+    plans = [whole(f"return a * {k}") for k in range(20)]
+    drawer = ViewDrawer(*plans, suspects=3, values=2)
+    s = search(tmp_path, drawer, Judge({}), n=2, focused=2)
+    asyncio.run(s.attempt(1))
+    asyncio.run(s.attempt(2))
+    asyncio.run(s.attempt(3))
+    asked = [(a.get("view", "wide"), a["temperature"]) for a in drawer.asked]
+    assert asked == [("focused:1", 0.0), ("focused:2", 0.0), ("wide", 0.0), ("wide", 0.8),
+                     ("focused:3", 0.0), ("focused:1", 0.8), ("value:1", 0.0), ("value:2", 0.0),
+                     ("wide", 0.0), ("wide", 0.8),
+                     ("focused:2", 0.8), ("focused:3", 0.8), ("wide", 0.0), ("wide", 0.8)]
+    assert [a["seed"] for a in drawer.asked] == list(range(10, 24))
+    # every suspect's first draw in the first attempt: the values follow them there
+    drawer = ViewDrawer(*plans, suspects=2, values=1)
+    asyncio.run(search(tmp_path, drawer, Judge({}), n=1, focused=4).attempt(1))
+    assert [a.get("view", "wide") for a in drawer.asked] == [
+        "focused:1", "focused:2", "focused:1", "focused:2", "value:1", "wide"]
+    # no focused draws (candidates.focused: 0): no value draws either
+    drawer = ViewDrawer(*plans, suspects=2, values=1)
+    asyncio.run(search(tmp_path, drawer, Judge({}), n=2, focused=0).attempt(1))
+    assert [a.get("view", "wide") for a in drawer.asked] == ["wide", "wide"]
 
 
 def test_a_fix_from_the_focused_view_ends_the_search_before_the_wide_prompt_is_sent(tmp_path):

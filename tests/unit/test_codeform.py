@@ -51,6 +51,15 @@ def test_a_block_without_a_header_is_placed_by_the_name_it_defines_when_only_one
     ]
 
 
+def test_a_class_attributes_assignment_alone_is_placed_on_the_attribute_it_assigns():
+    """A value suspect's prompt shows `Checker._in_fstring` as `_in_fstring = True`; the reply is the
+    bare assignment."""
+    shown = {"pkg/checker.py": ("Checker._in_fstring",)}
+    plan = parse_code_reply("```python\n_in_fstring = False\n```", shown, ["pkg/checker.py"])
+    assert [(e.path, e.symbol, e.replace) for e in plan.edits] == [
+        ("pkg/checker.py", "Checker._in_fstring", "_in_fstring = False\n")]
+
+
 def test_a_block_without_a_header_whose_name_two_classes_share_is_refused_naming_the_form():
     with pytest.raises(PlanInvalid, match=r"2 shown places.*### path · symbol"):
         parse("```python\ndef add(self, a, b):\n    return a + b\n```")

@@ -133,6 +133,14 @@ def test_a_constant_is_a_definition_too():
     assert "LIMIT = 20\n" in replaced("LIMIT", "LIMIT = 20")
 
 
+def test_a_class_attribute_is_replaced_in_its_class_from_its_assignment_alone():
+    """A value suspect's reply (autod.localize.focus.value_suspects): the attribute's new assignment,
+    unindented, replaces it at the class's indentation, and nothing else moves."""
+    out = replaced("Shape.sides", "sides = 4")
+    assert "class Shape:\n    sides = 4\n\n    @functools" in out
+    assert out.replace("sides = 4", "sides = 0") == SHAPES
+
+
 def test_new_helpers_beside_the_definition_go_in_with_it():
     out = replaced("outer", "def _twice(v):\n    return 2 * v\n\n\ndef outer(x):\n    return _twice(x)\n")
     assert "def _twice(v):" in out and "    return _twice(x)" in out

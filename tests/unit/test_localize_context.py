@@ -317,3 +317,23 @@ def test_a_definition_the_wide_budget_had_no_room_for_is_still_a_suspect(repo):
     assert "total" not in [e["symbol"] for e in tight.entries]  # no room in the wide prompt
     assert [s.symbol for s in tight.suspects] == [s.symbol for s in wide.suspects] == ["total", "helper"]
     assert tight.suspects[0].code == wide.suspects[0].code and padding in tight.suspects[0].code
+
+
+def test_the_values_the_suspects_read_are_suspects_of_their_own_breadth_first_and_each_once():
+    """Each suspect's first value before any suspect's second (a higher-ranked reader first), a value
+    two suspects read asked about once, at most k, and none in a file a plan may not edit."""
+    def value(path: str, name: str) -> focus.Value:
+        return focus.Value(path, name, f"{name.rsplit('.', 1)[-1]} = 1")
+
+    first = focus.Suspect("a.py", "f", "def f(): ...", values=(value("a.py", "A1"), value("a.py", "A2")))
+    second = focus.Suspect("b.py", "C.g", "def g(self): ...",
+                           values=(value("b.py", "C.flag"), value("a.py", "A1"), value("judge.py", "J")))
+    third = focus.Suspect("b.py", "h", "def h(): ...", values=(value("judge.py", "J"), value("b.py", "B")))
+    editable = {"a.py", "b.py"}
+    found = focus.value_suspects([first, second, third], 10, editable)
+    assert [(v.path, v.symbol, v.read_by) for v in found] == [
+        ("a.py", "A1", "f"), ("b.py", "C.flag", "C.g"), ("a.py", "A2", "f"), ("b.py", "B", "h")]
+    assert found[1].code == "flag = 1" and found[1].is_value and not first.is_value
+    assert [v.symbol for v in focus.value_suspects([first, second, third], 2, editable)] == ["A1", "C.flag"]
+    assert focus.value_suspects([first, second, third], 0, editable) == []
+    assert "J" in [v.symbol for v in focus.value_suspects([third], 5, {"judge.py", "b.py"})]

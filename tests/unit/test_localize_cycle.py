@@ -182,11 +182,11 @@ def test_the_first_prompt_holds_the_whole_function_without_a_gutter(ws):
 def test_the_first_plans_are_drawn_from_the_focused_view_then_from_the_whole_context(ws):
     """The focused view (the failure and the top suspect alone, asked for its fixed source) goes first;
     when its plans do not fix the failure, the wide prompt (constants, outline, memory) is sent."""
-    planner = ScriptedPlanner(Plan(summary="no idea", edits=[]), FIX)
+    planner = ScriptedPlanner(Plan(summary="no idea", edits=[]), Plan(summary="no idea", edits=[]), FIX)
     deps, _ = make(ws, planner, candidates={"n": 2, "focused": 1, "isolation": "off"})
     r = run(deps)
     assert r.status == "fixed"
-    focused, wide = (req.messages[1]["content"] for req in planner.requests)
+    focused, value, wide = (req.messages[1]["content"] for req in planner.requests)
     assert 'def add(a, b):\n    """Add two numbers."""\n    return (a - b) * SCALE\n' in focused
     assert "The bug is most likely in this definition, `add` in `src/calc.py`" in focused
     # the value it reads is shown with it, and a plan drawn from it may rewrite either
@@ -194,22 +194,27 @@ def test_the_first_plans_are_drawn_from_the_focused_view_then_from_the_whole_con
     assert "or, if the bug is in a value it reads, that value's fixed assignment alone" in focused
     assert "SCALE = 1" in wide and "def unrelated" not in focused
     assert planner.requests[0].symbols == {"src/calc.py": ("add", "SCALE")}
-    assert [c["view"] for c in r.candidates] == ["focused:1", "wide"]
-    assert [(req.temperature, req.seed) for req in planner.requests] == [(0.0, 1), (0.0, 2)]
+    # then the value alone, as a suspect of its own: a plan drawn from it may rewrite that value only
+    assert ("The bug is most likely in this value, `SCALE` in `src/calc.py`, which `add` reads:\n\n"
+            "```python\nSCALE = 1\n```\n\nWrite the fixed assignment of `SCALE`.") in value
+    assert "def add" not in value and "def unrelated" not in value
+    assert planner.requests[1].symbols == {"src/calc.py": ("SCALE",)}
+    assert [c["view"] for c in r.candidates] == ["focused:1", "value:1", "wide"]
+    assert [(req.temperature, req.seed) for req in planner.requests] == [(0.0, 1), (0.0, 2), (0.0, 3)]
 
 
 def test_a_suspect_prompt_asks_for_no_definition_and_a_need_there_spends_no_need_round(ws):
     """A focused draw shows one definition and asks for its fixed source: a `need` in its reply is not
     answered (no request spent on it) and the wide draw after it still has the need round."""
     ask = Plan(summary="need more", need=["src/other.py::unrelated"])
-    planner = ScriptedPlanner(ask, Plan(summary="show me", need=["unrelated"]), FIX)
+    planner = ScriptedPlanner(ask, ask, Plan(summary="show me", need=["unrelated"]), FIX)
     deps, _ = make(ws, planner, candidates={"n": 1, "focused": 1, "isolation": "off"})
     r = run(deps)
     assert r.status == "fixed"
-    suspect, wide, answered = (req.messages for req in planner.requests)
-    assert "NEED:" not in json.dumps(suspect) and "NEED:" in json.dumps(wide)
+    suspect, value, wide, answered = (req.messages for req in planner.requests)
+    assert "NEED:" not in json.dumps(suspect + value) and "NEED:" in json.dumps(wide)
     assert "def unrelated():" in json.dumps(answered) and "def unrelated():" not in json.dumps(wide)
-    assert [c["view"] for c in r.candidates] == ["focused:1", "wide"]
+    assert [c["view"] for c in r.candidates] == ["focused:1", "value:1", "wide"]
 
 
 def test_a_suspect_draw_goes_through_the_act_rules_like_any_other(ws):
@@ -316,6 +321,30 @@ def test_a_bug_in_a_value_the_suspect_reads_is_fixed_from_the_suspects_prompt(ws
     assert (ws / "src" / "limits.py").read_text() == '"""Limits."""\n\nSCALE = 1\n'
 
 
+def test_a_value_the_suspect_reads_is_asked_about_alone_and_fixed_from_that_prompt(ws):
+    """Shown beside the function, the value was left as it was; asked about alone ("the bug is most
+    likely in this value"), the plan rewrites it, and only it: that prompt offers no other definition."""
+    (ws / "src" / "calc.py").write_text(SCALED)
+    (ws / "src" / "limits.py").write_text('"""Limits."""\n\nSCALE = 2\nOTHER = 5\n')
+    fix = Plan(summary="SCALE is wrong",
+               edits=[Edit(path="src/limits.py", symbol="SCALE", replace="SCALE = 1")])
+    planner = ScriptedPlanner(Plan(summary="the function looks right", edits=[]), fix)
+    deps, _ = make(ws, planner, candidates={"n": 1, "focused": 1, "isolation": "off"})
+    r = run(deps, Event(source="check:calc", kind=EventKind.CHECK_FAILED, summary="check calc failed",
+                        fingerprint="fp", payload={"check": "calc", "excerpt": OUTPUT.replace("6", "5"),
+                                                   "failures": 1}))
+    assert r.status == "fixed", r.reason
+    suspect, value = planner.requests
+    assert "in this definition, `add`" in suspect.messages[1]["content"]
+    assert [c["view"] for c in r.candidates] == ["focused:1", "value:1"]
+    assert value.symbols == {"src/limits.py": ("SCALE",)} and value.paths == ("src/limits.py",)
+    prompt = value.messages[1]["content"]
+    assert "most likely in this value, `SCALE` in `src/limits.py`, which `add` reads" in prompt
+    assert "```python\nSCALE = 2\n```" in prompt and "def add" not in prompt and "OTHER" not in prompt
+    assert "assignment" in value.messages[0]["content"] and value.temperature == 0.0
+    assert (ws / "src" / "limits.py").read_text() == '"""Limits."""\n\nSCALE = 1\nOTHER = 5\n'
+
+
 def test_a_value_in_a_judge_is_not_offered_and_an_edit_of_it_is_refused(ws):
     """A value the act rules would not let a plan edit (here a file the operator's judge_globs
     protect) is not shown as fixable: the suspect is asked about alone, and a plan that edits the judge
@@ -334,3 +363,6 @@ def test_a_value_in_a_judge_is_not_offered_and_an_edit_of_it_is_refused(ws):
     assert "It reads these values" not in request.messages[1]["content"]
     assert r.candidates[0]["outcome"] == "refused" and "src/limits.py" in r.candidates[0]["reason"]
     assert (ws / "src" / "limits.py").read_text() == "SCALE = 2\n"
+    # nor is it a value suspect: no prompt asks about it alone
+    assert [c["view"] for c in r.candidates] == ["focused:1", "wide"]
+    assert not any("in this value" in req.messages[1]["content"] for req in planner.requests)
