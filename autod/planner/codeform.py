@@ -247,6 +247,8 @@ def _edits(
 ) -> list[Edit]:
     if editable is not None:  # a bare name is placed among the files the plan may edit
         known = [k for k in known if k in editable or k not in shown]
+    if not has_markers:
+        body = _unqualified(body, shown)
     split = None if has_markers else _split(body, shown, known, header[0] if header else None)
     if split is not None:
         return split
@@ -315,6 +317,31 @@ def _split(
         segment = "\n".join(lines[start - 1 : node.end_lineno])
         out.append(Edit(path=owners[0][0], symbol=owners[0][1], replace=segment))
     return out
+
+
+def _unqualified(body: str, shown: dict[str, tuple[str, ...]]) -> str:
+    """A shown class attribute assigned by its qualified name (`Checker._in_fstring = False`, as the
+    prompt named it) written as the class body has it (`_in_fstring = False`); any other block as it is."""
+    code = textwrap.dedent(body)
+    try:
+        top = pyast.parse(code).body
+    except (SyntaxError, ValueError):
+        return body
+    if len(top) != 1 or not isinstance(top[0], ast.Assign | ast.AnnAssign):
+        return body
+    node = top[0]
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+    target = targets[0]
+    if len(targets) != 1 or not isinstance(target, ast.Attribute) or target.lineno != node.lineno:
+        return body
+    qualname = ast.unparse(target)
+    if not any(qualname in names for names in shown.values()):
+        return body
+    lines = code.splitlines(keepends=True)
+    row = lines[target.lineno - 1].encode()
+    lines[target.lineno - 1] = (row[: target.col_offset].decode() + target.attr
+                                + row[target.end_col_offset :].decode())
+    return "".join(lines)
 
 
 def _defined_name(body: str) -> str | None:

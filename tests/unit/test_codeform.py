@@ -58,6 +58,15 @@ def test_a_class_attributes_assignment_alone_is_placed_on_the_attribute_it_assig
     plan = parse_code_reply("```python\n_in_fstring = False\n```", shown, ["pkg/checker.py"])
     assert [(e.path, e.symbol, e.replace) for e in plan.edits] == [
         ("pkg/checker.py", "Checker._in_fstring", "_in_fstring = False\n")]
+    # written by the name the prompt gave it: the same edit, the class's own spelling
+    for reply in ("```python\nChecker._in_fstring = False\n```",
+                  "### pkg/checker.py · Checker._in_fstring\n```python\nChecker._in_fstring = False\n```"):
+        plan = parse_code_reply(reply, shown, ["pkg/checker.py"])
+        assert [(e.path, e.symbol, e.replace) for e in plan.edits] == [
+            ("pkg/checker.py", "Checker._in_fstring", "_in_fstring = False\n")]
+    # an attribute of something else is not taken for a shown one
+    with pytest.raises(PlanInvalid):
+        parse_code_reply("```python\nOther._in_fstring = False\n```", shown, ["pkg/checker.py"])
 
 
 def test_a_block_without_a_header_whose_name_two_classes_share_is_refused_naming_the_form():
