@@ -69,10 +69,6 @@ class Suspect:
     values: tuple[Value, ...] = ()  # what it reads (values_read)
     read_by: str = ""  # a value suspect (value_suspects): the suspect definition that reads it
 
-    @property
-    def is_value(self) -> bool:
-        return bool(self.read_by)
-
 
 def eligible(piece: Piece) -> bool:
     """Whether a ranked piece may be a suspect: a definition under test a plan can rewrite whole (not a

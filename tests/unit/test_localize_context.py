@@ -333,7 +333,7 @@ def test_the_values_the_suspects_read_are_suspects_of_their_own_breadth_first_an
     found = focus.value_suspects([first, second, third], 10, editable)
     assert [(v.path, v.symbol, v.read_by) for v in found] == [
         ("a.py", "A1", "f"), ("b.py", "C.flag", "C.g"), ("a.py", "A2", "f"), ("b.py", "B", "h")]
-    assert found[1].code == "flag = 1" and found[1].is_value and not first.is_value
+    assert found[1].code == "flag = 1" and not found[1].values
     assert [v.symbol for v in focus.value_suspects([first, second, third], 2, editable)] == ["A1", "C.flag"]
     assert focus.value_suspects([first, second, third], 0, editable) == []
     assert "J" in [v.symbol for v in focus.value_suspects([third], 5, {"judge.py", "b.py"})]
