@@ -34,17 +34,15 @@ A block autod cannot place raises PlanInvalid with a reason the repair round can
 
 from __future__ import annotations
 
-import ast
 import re
 import textwrap
 from collections.abc import Mapping, Sequence
 
-from autod import pyast
-from autod.act.definition import name_of, normalise_symbol
 from autod.errors import PlanInvalid
 from autod.plan import Edit, Plan
 from autod.planner import marks
 from autod.planner.parse import extract_json, parse_plan, strip_thinking
+from autod.planner.placing import SEARCH_RE, Header, edits_for, known_path
 
 __all__ = ["parse_code_reply", "quoted_code"]
 
@@ -55,12 +53,7 @@ _NEED = re.compile(r"^[ \t>*_]*NEED[*_]*[ \t]*:[ \t]*(.+)$", re.MULTILINE)
 _HEADER_LEAD = re.compile(r"^\s*(?:#{1,6}\s*|[-*]\s+)?(?:\*\*)?\s*(?:(?:file|path|edit|in)\s*:\s*)?", re.I)
 _NEW_FILE = re.compile(r"\(\s*new(?:\s+file)?\s*\)", re.I)
 _PATHLIKE = re.compile(r"^[\w./\\-]+\.[A-Za-z0-9]+$|^[\w.-]+(?:/[\w.-]+)+$")
-_SEARCH_RE = re.compile(
-    r"^[ \t]*<{5,9}[ \t]*SEARCH[^\n]*\n(.*?)^[ \t]*={5,9}[ \t]*\n(.*?)^[ \t]*>{5,9}[ \t]*REPLACE[^\n]*$",
-    re.DOTALL | re.MULTILINE,
-)
 _HEADER_LINES = 3  # non-blank lines above a block searched for its header
-Header = tuple[str, str | None, bool]  # path, symbol or None, new file
 
 
 def quoted_code(messages: Sequence[Mapping[str, object]]) -> frozenset[str]:
@@ -125,7 +118,7 @@ def parse_code_reply(
             continue  # the prompt's own code (or a failed attempt's diff), copied back unchanged
         pairs = marks.hunks(body) if lang == "diff" or not marks.parses(body) else None
         if pairs is not None:
-            path = _known_path(header[0] if header else marks.diff_path(body) or "", known)
+            path = known_path(header[0] if header else marks.diff_path(body) or "", known)
             if not path:
                 unplaced.append("a diff that names no file: put `### path` above it")
             elif editable is not None and path in shown and path not in editable:
@@ -134,16 +127,16 @@ def parse_code_reply(
                 edits.extend(Edit(path=path, search=s, replace=r) for s, r in pairs)
             continue
         body = marks.unmark(body)
-        has_markers = bool(_SEARCH_RE.search(body))
+        has_markers = bool(SEARCH_RE.search(body))
         if lang not in _CODE_LANGS and not has_markers and header is None:
             continue  # a shell line, a traceback, a diff the model quoted: not an edit
         if header is not None:
-            header = (_known_path(header[0], known), *header[1:])
+            header = (known_path(header[0], known), *header[1:])
             if editable is not None and header[0] in shown and header[0] not in editable:
                 quotes += 1
                 continue  # a file shown to read (the failing test), not to edit
         try:
-            found = _edits(header, body, has_markers, shown, known, editable)
+            found = edits_for(header, body, has_markers, shown, known, editable)
         except PlanInvalid as exc:  # an example call, a stray snippet: fatal only if nothing else is usable
             unplaced.append(exc.reason)
             continue
@@ -237,159 +230,6 @@ def _read_header(line: str, spaced: frozenset[str] = frozenset()) -> Header | No
     return path.replace("\\", "/").removeprefix("./"), sym, new
 
 
-def _edits(
-    header: Header | None,
-    body: str,
-    has_markers: bool,
-    shown: dict[str, tuple[str, ...]],
-    known: list[str],
-    editable: set[str] | None,
-) -> list[Edit]:
-    if editable is not None:  # a bare name is placed among the files the plan may edit
-        known = [k for k in known if k in editable or k not in shown]
-    if not has_markers:
-        body = _unqualified(body, shown)
-    split = None if has_markers else _split(body, shown, known, header[0] if header else None)
-    if split is not None:
-        return split
-    if header is None:
-        name = _defined_name(body)
-        found = _owners(name, shown, known) if name else []
-        if not found and name:  # `class C:` written around methods of C shown alone
-            wrapped = [_owners(f"{name}.{m}", shown, known) for m in _methods(body)]
-            if wrapped and all(len(w) == 1 for w in wrapped) and len({w[0][0] for w in wrapped}) == 1:
-                return [Edit(path=w[0][0], symbol=w[0][1], replace=body) for w in wrapped]
-        if len(found) != 1:
-            where = f"`{name}` is defined in {len(found)} shown places" if name and found else (
-                f"`{name}` is not a definition shown" if name else "it defines nothing")
-            raise PlanInvalid(f"a code block with no header ({where}): put `### path · symbol` above it")
-        path, qualname = found[0]
-        return [Edit(path=path, symbol=qualname, replace=body)]
-    path, symbol, new = header
-    if has_markers:
-        pairs = [(s.group(1), s.group(2)) for s in _SEARCH_RE.finditer(body)]
-        return [Edit(path=path, search=_chomp(s), replace=_chomp(r)) for s, r in pairs]
-    name = _defined_name(body)
-    if symbol:
-        symbol = _known_symbol(symbol, shown.get(path, ()))
-        if name and name != symbol.rsplit(".", 1)[-1]:
-            # the header names one definition, the block defines another: the code is what the model
-            # wrote last and with care; a header copied from the prompt (or its example) is not
-            found = _owners(name, shown, known)
-            if len(found) == 1:
-                return [Edit(path=found[0][0], symbol=found[0][1], replace=body)]
-        return [Edit(path=path, symbol=symbol, replace=body)]
-    owners = [q for q in shown.get(path, ()) if name and q.rsplit(".", 1)[-1] == name]
-    if len(owners) == 1:
-        return [Edit(path=path, symbol=owners[0], replace=body)]
-    if name and path in known and not new:
-        return [Edit(path=path, symbol=name, replace=body)]  # the act resolves a unique bare name
-    if new or path not in known:
-        return [Edit(path=path, search="", replace=body)]
-    raise PlanInvalid(f"{path}: name the definition the block rewrites: `### {path} · symbol`")
-
-
-def _split(
-    body: str, shown: dict[str, tuple[str, ...]], known: list[str], path: str | None
-) -> list[Edit] | None:
-    """One edit per statement when a block holds several shown definitions and nothing else (a value
-    and the function that reads it, two methods): each statement rewrites its own definition. Left
-    whole, the block would replace the first and put a second copy of the others beside it. None for
-    anything else (one statement, a statement that defines nothing shown, a name shown twice)."""
-    code = textwrap.dedent(body)
-    try:
-        top = pyast.parse(code).body
-    except (SyntaxError, ValueError):
-        return None
-    if len(top) < 2:
-        return None
-    lines = code.splitlines()
-    out: list[Edit] = []
-    seen: set[tuple[str, str]] = set()
-    where = [path] if path is not None and path in shown else known
-    for node in top:
-        name = name_of(node)
-        owners = _owners(name, shown, where) if name else []
-        if len(owners) != 1 or owners[0] in seen:
-            return None
-        seen.add(owners[0])
-        start = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
-        segment = "\n".join(lines[start - 1 : node.end_lineno])
-        out.append(Edit(path=owners[0][0], symbol=owners[0][1], replace=segment))
-    return out
-
-
-def _unqualified(body: str, shown: dict[str, tuple[str, ...]]) -> str:
-    """A shown class attribute assigned by its qualified name (`Checker._in_fstring = False`, as the
-    prompt named it) written as the class body has it (`_in_fstring = False`); any other block as it is."""
-    code = textwrap.dedent(body)
-    try:
-        top = pyast.parse(code).body
-    except (SyntaxError, ValueError):
-        return body
-    if len(top) != 1 or not isinstance(top[0], ast.Assign | ast.AnnAssign):
-        return body
-    node = top[0]
-    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-    target = targets[0]
-    if len(targets) != 1 or not isinstance(target, ast.Attribute) or target.lineno != node.lineno:
-        return body
-    qualname = ast.unparse(target)
-    if not any(qualname in names for names in shown.values()):
-        return body
-    lines = code.splitlines(keepends=True)
-    row = lines[target.lineno - 1].encode()
-    lines[target.lineno - 1] = (row[: target.col_offset].decode() + target.attr
-                                + row[target.end_col_offset :].decode())
-    return "".join(lines)
-
-
-def _defined_name(body: str) -> str | None:
-    """The name the block's first statement defines (a def, a class, an assignment), if it parses;
-    imports and docstrings before it are passed over."""
-    try:
-        tree = pyast.parse(textwrap.dedent(body))
-    except (SyntaxError, ValueError):
-        first = re.search(r"^\s*(?:async\s+def|def|class)\s+([A-Za-z_]\w*)", body, re.MULTILINE)
-        return first.group(1) if first else None
-    for node in tree.body:
-        if not isinstance(node, ast.Import | ast.ImportFrom | ast.Expr):
-            return name_of(node)
-    return None
-
-
-def _methods(body: str) -> list[str]:
-    """The names of the functions a block's one class statement holds (none unless it is one)."""
-    try:
-        tree = pyast.parse(textwrap.dedent(body))
-    except (SyntaxError, ValueError):
-        return []
-    top = [n for n in tree.body if not isinstance(n, ast.Import | ast.ImportFrom)]
-    if len(top) != 1 or not isinstance(top[0], ast.ClassDef):
-        return []
-    return [n.name for n in top[0].body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
-
-
-def _owners(name: str, shown: dict[str, tuple[str, ...]], known: list[str]) -> list[tuple[str, str]]:
-    return [(p, q) for p in known for q in shown.get(p, ()) if q == name or q.rsplit(".", 1)[-1] == name]
-
-
-def _known_path(path: str, known: list[str]) -> str:
-    """A shown path the model shortened (`mod.py` for `src/pkg/mod.py`), when only one matches."""
-    if path in known or not known:
-        return path
-    tails = [k for k in known if k.endswith("/" + path)]
-    return tails[0] if len(tails) == 1 else path
-
-
-def _known_symbol(symbol: str, qualnames: Sequence[str]) -> str:
-    """`parse` for the shown `Parser.parse` when only one shown definition of the file has that name."""
-    s = normalise_symbol(symbol)
-    if s in qualnames:
-        return s
-    tails = [q for q in qualnames if q.rsplit(".", 1)[-1] == s.rsplit(".", 1)[-1]]
-    return tails[0] if len(tails) == 1 else s
-
 
 def _need(text: str, quoted: frozenset[str] = frozenset()) -> list[str]:
     out: list[str] = []
@@ -416,10 +256,6 @@ def _norm(code: str) -> str:
     """Code compared as a quote: dedented, trailing spaces and blank edges dropped."""
     lines = [line.rstrip() for line in textwrap.dedent(code.replace("\r\n", "\n")).split("\n")]
     return "\n".join(lines).strip("\n")
-
-
-def _chomp(s: str) -> str:
-    return s[:-1] if s.endswith("\n") else s
 
 
 def _label(e: Edit) -> str:
