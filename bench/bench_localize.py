@@ -234,8 +234,9 @@ async def autod_prompt(
             top = found[0].suspects[: d.focus_definitions] if found else []
             every = {v.path for s in top for v in s.values}
             views["values"] = "\n\n".join(
-                f"### {v.path} · {v.symbol} (read by {v.read_by})\n```python\n{v.code}\n```"
-                for v in focus.value_suspects(top, d.focus_values, every))
+                f"### {', '.join(v.symbol for v in g.values)} (read by {g.read_by})\n"
+                f"```python\n{focus.render_values(g)}\n```"
+                for g in focus.value_suspects(top, d.focus_values, every))
         return prompt, code, list(getattr(context, "used", []))
     finally:
         state.close()

@@ -188,6 +188,7 @@ async def measure_bug(work: Path, pristine: Path, bug: dict[str, Any], variants:
         v.update(focus_view(views.get("focused", ""), bug_lines, func_lines))
         # the value suspects (one draw each): whether the bug sits in one of them
         v["value_rank"] = focus_view(views.get("values", ""), bug_lines, func_lines)["focus_rank"]
+        v["value_suspects"] = re.findall(r"(?m)^### (.+)$", views.get("values", ""))
         if not v["function"]:
             v["miss"] = await diagnose(repo, work / f"{bug['id']}-{name}-diag", check, result, bug,
                                        bug_lines, func_lines)

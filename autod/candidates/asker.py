@@ -107,15 +107,19 @@ class Asker:
         paths = await asyncio.to_thread(self.edit_paths)  # stats files and reads check scripts
         symbols = self.symbols()
         suspect = self._suspect(view)
-        if suspect is not None and paths is not None and suspect["path"] not in paths:
-            suspect = None  # a file the act rules would not let it edit: the wide prompt instead
-        if suspect is not None:  # that prompt shows one definition: a plan may rewrite it alone,
-            symbols = {suspect["path"]: (suspect["symbol"],)}
+        group = suspect is not None and bool(suspect.get("read_by"))  # values alone, without their reader
+        if suspect is not None and paths is not None:
             reads = [line.partition("\t")[::2] for line in (suspect.get("reads") or "").splitlines()]
-            if paths is not None and any(path not in paths for path, _ in reads):
-                # a value it may not fix is not offered: the suspect is shown alone
-                suspect, reads = {**suspect, "reads": "", "values": ""}, []
-            for path, name in reads:  # or a value it reads
+            if any(path not in paths for path, _ in reads):
+                # a value it may not fix is not offered: the suspect is shown alone (a group: not at all)
+                suspect = None if group else {**suspect, "reads": "", "values": ""}
+            if suspect is not None and not group and suspect["path"] not in paths:
+                suspect = None  # a file the act rules would not let it edit: the wide prompt instead
+        if suspect is not None:  # that prompt shows one definition (a plan may rewrite it alone, or a
+            # value it reads) or one definition's values (a plan may rewrite one of them)
+            symbols = {} if group else {suspect["path"]: (suspect["symbol"],)}
+            for line in (suspect.get("reads") or "").splitlines():
+                path, _, name = line.partition("\t")
                 symbols[path] = (*symbols.get(path, ()), name)
             paths = tuple(symbols) if paths is not None else None
         context = await self.fit(suspect if suspect is not None else self.context)

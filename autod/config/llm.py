@@ -110,9 +110,10 @@ class LocalizeConfig(Strict):
         description="suspects: the top-ranked definitions the focused draws ask about (candidates.focused)",
     )
     focus_values: int = Field(
-        2, ge=0, le=10,
-        description="value suspects: short constants or class attributes the suspects read, each asked "
-        "about alone once, after every suspect's first draw (0: values are only shown beside them)",
+        3, ge=0, le=10,
+        description="value groups: for this many suspects that read short constants or class attributes, "
+        "those values are asked about together, without the function, once each, after every suspect's "
+        "first draw (0: values are only shown beside the suspects)",
     )
 
 

@@ -22,8 +22,9 @@ are shown; a value the plan may not edit is not.
 Shown beside a function, a wrong value was seldom changed by a small model: it rewrote the function
 around the value (a symptom patch) or gave it back as it was. Told "the bug is most likely in this
 value", the same model changed it with its first reply (the oracle of bench/bench_reallib.py). So the
-values the suspects read are also suspects of their own (`value_suspects`, `localize.focus_values` of
-them): each asked about once, alone, after every definition's first draw (autod.candidates.search).
+values the suspects read are also suspects of their own (`value_suspects`): the values of each of the
+first `localize.focus_values` suspects that read any, together, asked about once, without the function,
+after every definition's first draw (autod.candidates.search).
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ class Suspect:
     symbol: str
     code: str  # the definition's exact text
     values: tuple[Value, ...] = ()  # what it reads (values_read)
-    read_by: str = ""  # a value suspect (value_suspects): the suspect definition that reads it
+    read_by: str = ""  # a value group (value_suspects): asks about `values` alone, which this reads
 
 
 def eligible(piece: Piece) -> bool:
@@ -130,26 +131,42 @@ def values_read(
 
 
 def value_suspects(found: list[Suspect], k: int, editable: Container[str]) -> list[Suspect]:
-    """The values the suspects read, as suspects of their own: at most `k`, the first value each
-    suspect reads in rank order, then each one's second, and so on (a value read by a higher-ranked
-    definition first, and no suspect's values crowding out the next one's); each value once, named
-    with the first suspect that reads it. Only values in `editable` files (a value a plan may not fix
-    is no question to ask)."""
+    """The values the suspects read, as suspects of their own: for each of the first `k` suspects (in
+    rank order) that reads any, those values together, as the suspect's copy with only them and
+    `read_by` set. A value is left out when its file is not `editable` (a value a plan may not fix is
+    no question to ask), when an earlier group holds it, and when its assignment holds no literal of
+    its own (an alias, a logger, a type variable: `F = TypeVar("F")` names itself), which cannot be
+    wrong by a number, a flag or a text."""
     out: list[Suspect] = []
     seen: set[tuple[str, str]] = set()
-    depth = max((len(s.values) for s in found), default=0)
-    for i in range(depth):
-        for s in found:
-            if len(out) >= k:
-                return out
-            if i >= len(s.values) or (s.values[i].path, s.values[i].symbol) in seen:
+    for s in found:
+        if len(out) >= k:
+            break
+        kept = []
+        for v in s.values:
+            if (v.path, v.symbol) in seen or v.path not in editable or not has_literal(v.code):
                 continue
-            v = s.values[i]
             seen.add((v.path, v.symbol))
-            if v.path not in editable:
-                continue
-            out.append(Suspect(v.path, v.symbol, v.code, read_by=s.symbol))
+            kept.append(v)
+        if kept:
+            out.append(dataclasses.replace(s, values=tuple(kept), read_by=s.symbol))
     return out
+
+
+def has_literal(code: str) -> bool:
+    """Whether an assignment's value holds a literal other than the assigned name spelt as a string."""
+    try:
+        tree = pyast.parse(code)
+    except (SyntaxError, ValueError):
+        return False
+    for node in tree.body:
+        if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names = {t.id for t in targets if isinstance(t, ast.Name)}
+            if any(isinstance(c, ast.Constant) and not (isinstance(c.value, str) and c.value in names)
+                   for c in ast.walk(node.value)):
+                return True
+    return False
 
 
 def names_run(code: str) -> frozenset[str]:

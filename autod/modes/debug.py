@@ -90,10 +90,10 @@ class DebugMode:
                 {"path": s.path, "symbol": s.symbol, "reads": reads(s),
                  "code": s.code, "excerpt": excerpt, "diff": diff, "values": render_values(s)}
                 for s in found.suspects
-            ] + [  # then the value suspects: one value alone, named with the definition that reads it
-                {"path": v.path, "symbol": v.symbol, "read_by": v.read_by,
-                 "code": v.code, "excerpt": excerpt, "diff": diff}
-                for v in await self._value_suspects(found.suspects, env)
+            ] + [  # then the value groups: the values one suspect reads, without it
+                {"path": g.path, "symbol": g.symbol, "read_by": g.read_by, "reads": reads(g),
+                 "values": render_values(g), "excerpt": excerpt, "diff": diff}
+                for g in await self._value_suspects(found.suspects, env)
             ]
             # a suspect the wide prompt had no room for, or a value one reads, may be fixed in its own
             # file (the act rules still judge it)
@@ -102,7 +102,7 @@ class DebugMode:
         return out
 
     async def _value_suspects(self, found: list[Suspect], env: ModeEnv) -> list[Suspect]:
-        """The values the suspects read that a plan may edit, as suspects of their own."""
+        """The values the suspects read that a plan may edit, grouped by reader (focus.value_suspects)."""
         paths = {v.path for s in found for v in s.values}
         if not paths or not env.settings.localize.focus_values:
             return []
@@ -152,18 +152,27 @@ class DebugMode:
         """A focused draw's prompt (Sections.focused): the failure and one suspect definition alone,
         asked for its complete fixed source, in the fenced block the oracle's replies use
         (bench/reallib_e2e.py); no memory, outline or earlier attempts (a repeat is redrawn). A value
-        suspect's prompt shows the value's assignment alone and asks for it fixed."""
+        group's prompt shows the values one suspect reads, without it, and asks for the wrong one's
+        fixed assignment."""
         diff = context.get("diff") or ""
-        if context.get("read_by"):  # a value suspect: its assignment alone, and who reads it
+        if context.get("read_by"):  # a value group: the values one suspect reads, without it
+            named = [line.split("\t") for line in (context.get("reads") or "").splitlines()]
+            if len(named) == 1:
+                which = f"this value, `{named[0][1]}` in `{named[0][0]}`,"
+                code = (context.get("values") or "").partition("\n")[2]  # its own header said above
+                ask = f"the fixed assignment of `{named[0][1]}`"
+            else:
+                which, code = "one of these values,", context.get("values") or ""
+                ask = "the fixed assignment of the wrong value alone"
             user = render(
                 "debug_value_user",
                 check=event.payload.get("check", "") or event.summary,
                 excerpt=context.get("excerpt") or "(none)",
                 diff=f"\nIt passed before these changes:\n\n```diff\n{diff}\n```\n" if diff else "",
-                path=context.get("path"),
-                symbol=context.get("symbol"),
+                which=which,
                 read_by=context.get("read_by"),
-                code=context.get("code"),
+                code=code,
+                ask=ask,
             )
             return [{"role": "system", "content": render("debug_value_system")},
                     {"role": "user", "content": user}]

@@ -319,21 +319,28 @@ def test_a_definition_the_wide_budget_had_no_room_for_is_still_a_suspect(repo):
     assert tight.suspects[0].code == wide.suspects[0].code and padding in tight.suspects[0].code
 
 
-def test_the_values_the_suspects_read_are_suspects_of_their_own_breadth_first_and_each_once():
-    """Each suspect's first value before any suspect's second (a higher-ranked reader first), a value
-    two suspects read asked about once, at most k, and none in a file a plan may not edit."""
-    def value(path: str, name: str) -> focus.Value:
-        return focus.Value(path, name, f"{name.rsplit('.', 1)[-1]} = 1")
+def test_the_values_each_suspect_reads_are_asked_about_together_in_rank_order_each_once():
+    """A group per suspect that reads values (at most k groups, in rank order): each value once (in
+    the first group that holds it), none in a file a plan may not edit, none without a literal of its
+    own (an alias, a logger, a type variable naming itself)."""
+    def value(path: str, name: str, code: str = "") -> focus.Value:
+        return focus.Value(path, name, code or f"{name.rsplit('.', 1)[-1]} = 1")
 
-    first = focus.Suspect("a.py", "f", "def f(): ...", values=(value("a.py", "A1"), value("a.py", "A2")))
+    first = focus.Suspect("a.py", "f", "def f(): ...", values=(
+        value("a.py", "A1"), value("a.py", "log", "log = logging.getLogger(__name__)"),
+        value("a.py", "F", 'F = TypeVar("F", bound=Callable)'), value("a.py", "A2", "A2 = (None, '-')")))
     second = focus.Suspect("b.py", "C.g", "def g(self): ...",
                            values=(value("b.py", "C.flag"), value("a.py", "A1"), value("judge.py", "J")))
-    third = focus.Suspect("b.py", "h", "def h(): ...", values=(value("judge.py", "J"), value("b.py", "B")))
+    third = focus.Suspect("b.py", "h", "def h(): ...", values=(value("a.py", "A2"),))
+    fourth = focus.Suspect("b.py", "k", "def k(): ...", values=(value("b.py", "B", "B = re.compile('x+')"),))
     editable = {"a.py", "b.py"}
-    found = focus.value_suspects([first, second, third], 10, editable)
-    assert [(v.path, v.symbol, v.read_by) for v in found] == [
-        ("a.py", "A1", "f"), ("b.py", "C.flag", "C.g"), ("a.py", "A2", "f"), ("b.py", "B", "h")]
-    assert found[1].code == "flag = 1" and not found[1].values
-    assert [v.symbol for v in focus.value_suspects([first, second, third], 2, editable)] == ["A1", "C.flag"]
-    assert focus.value_suspects([first, second, third], 0, editable) == []
-    assert "J" in [v.symbol for v in focus.value_suspects([third], 5, {"judge.py", "b.py"})]
+    groups = focus.value_suspects([first, second, third, fourth], 10, editable)
+    assert [(g.path, g.symbol, g.read_by, [v.symbol for v in g.values]) for g in groups] == [
+        ("a.py", "f", "f", ["A1", "A2"]), ("b.py", "C.g", "C.g", ["C.flag"]), ("b.py", "k", "k", ["B"])]
+    two = focus.value_suspects([first, second, third, fourth], 2, editable)
+    assert [g.symbol for g in two] == ["f", "C.g"]
+    assert focus.value_suspects([first, second], 0, editable) == []
+    (judged,) = focus.value_suspects([second], 5, {"judge.py", "b.py"})
+    assert "J" in [v.symbol for v in judged.values]
+    assert not focus.has_literal("OMD = MultiDict") and not focus.has_literal('T = NewType("T", int)')
+    assert focus.has_literal("WIDTH: int = 8") and focus.has_literal("_in_fstring = False")

@@ -345,6 +345,32 @@ def test_a_value_the_suspect_reads_is_asked_about_alone_and_fixed_from_that_prom
     assert (ws / "src" / "limits.py").read_text() == '"""Limits."""\n\nSCALE = 1\nOTHER = 5\n'
 
 
+def test_the_values_a_suspect_reads_are_asked_about_together_and_one_of_them_fixed(ws):
+    """Two values read by the suspect: one prompt shows both (each under its name), offers both, and
+    the plan that rewrites the wrong one alone fixes the failure; a logger it reads is no question."""
+    (ws / "src" / "calc.py").write_text(
+        "import logging\n\nfrom limits import OFFSET, SCALE\n\nlog = logging.getLogger(__name__)\n\n\n"
+        "def add(a, b):\n    log.debug('add')\n    return (a + b) * SCALE + OFFSET\n")
+    (ws / "src" / "limits.py").write_text("SCALE = 1\nOFFSET = 1\n")
+    fix = Plan(summary="no offset", edits=[Edit(path="src/limits.py", symbol="OFFSET", replace="OFFSET = 0")])
+    planner = ScriptedPlanner(Plan(summary="the function looks right", edits=[]), fix)
+    deps, _ = make(ws, planner, candidates={"n": 1, "focused": 1, "isolation": "off"})
+    output = 'Traceback (most recent call last):\n  File "src/calc.py", line 10, in add\nAssertionError\n'
+    r = run(deps, Event(source="check:calc", kind=EventKind.CHECK_FAILED, summary="check calc failed",
+                        fingerprint="fp", payload={"check": "calc", "excerpt": output, "failures": 1}))
+    assert r.status == "fixed", r.reason
+    _suspect, values = planner.requests
+    assert list(values.symbols) == ["src/limits.py"]
+    assert sorted(values.symbols["src/limits.py"]) == ["OFFSET", "SCALE"]
+    prompt = values.messages[1]["content"]
+    assert "most likely in one of these values, which `add` reads" in prompt
+    assert "# SCALE in src/limits.py\nSCALE = 1\n" in prompt
+    assert "# OFFSET in src/limits.py\nOFFSET = 1\n" in prompt
+    assert "getLogger" not in prompt and "def add" not in prompt
+    assert "Write the fixed assignment of the wrong value alone." in prompt
+    assert (ws / "src" / "limits.py").read_text() == "SCALE = 1\nOFFSET = 0\n"
+
+
 def test_a_value_in_a_judge_is_not_offered_and_an_edit_of_it_is_refused(ws):
     """A value the act rules would not let a plan edit (here a file the operator's judge_globs
     protect) is not shown as fixable: the suspect is asked about alone, and a plan that edits the judge

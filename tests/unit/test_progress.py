@@ -62,10 +62,10 @@ def test_a_cycles_budget_is_its_plan_and_check_timeouts_per_attempt_plus_the_gra
     s = load_config(cfg)
     run = 100 + 20 + 4 * KILL_GRACE_S  # every non-fixer check once
     memory = 2 * 5  # a recall's two memory deadlines
-    # each attempt draws 4 focused, 2 value suspects' and n = 4 wide candidates, and up to n again that
+    # each attempt draws 4 focused, 3 value groups' and n = 4 wide candidates, and up to n again that
     # proposed nothing new (the first may ask twice: a context overflow, a request for more
-    # definitions); it verifies each of the 10 plus the winner in the tree; the coverage re-run once
-    assert cycle_budget(s, "auto-debug") == 2 * ((2 + 13) * 60 + 11 * run + memory) + run + 30
+    # definitions); it verifies each of the 11 plus the winner in the tree; the coverage re-run once
+    assert cycle_budget(s, "auto-debug") == 2 * ((2 + 14) * 60 + 12 * run + memory) + run + 30
     s.localize.focus_values = 0  # values only shown beside their readers
     assert cycle_budget(s, "auto-debug") == 2 * ((2 + 11) * 60 + 9 * run + memory) + run + 30
     s.candidates.focused = 0  # the wide prompt alone
