@@ -345,3 +345,30 @@ def test_the_code_reply_form_fixes_through_autod_run_with_no_response_format_sen
         assert repair.startswith("autod could not use your reply: a code block with no header")
     finally:
         assert d.stop() == 0
+
+
+def test_a_wrong_constant_the_suspect_prompt_missed_is_fixed_by_the_prompt_of_its_value_alone(
+    tmp_path, calc_repo, scripted_llm, real_bwrap
+):
+    """The model gives the suspect back unchanged (the value beside it did not catch its eye); the
+    next draw shows the value alone, "the bug is most likely in this value", and its one-line reply
+    is the fix, verified on the mirror and written: the tree never held the unchanged draw."""
+    constant_repo(calc_repo)
+    scripted_llm.push_text("It looks right.\n```python\ndef mul(a, b):\n    return a * b * FACTOR\n```\n")
+    scripted_llm.push_text("```python\nFACTOR = 1\n```\n")
+    d = start(tmp_path, calc_repo, scripted_llm.base_url, llm={"reply_form": "code"},
+              candidates={"n": 1, "focused": 1}, localize={"focus_definitions": 1},
+              modes={"auto-debug": {"enabled": True, "max_attempts_per_cycle": 1}})
+    try:
+        (r,) = d.wait_reflections(1)
+        assert r["status"] == "fixed", r
+        assert [(c["view"], c["outcome"]) for c in r["candidates"]] == [
+            ("focused:1", "no_change"), ("value:1", "fixed")]
+        prompt = scripted_llm.requests[1]["messages"][1]["content"]
+        assert ("The bug is most likely in this value, `FACTOR` in `src/scale.py`, which `mul` reads:"
+                "\n\n```python\nFACTOR = 2\n```") in prompt
+        assert "def mul" not in prompt
+        assert (calc_repo / "src" / "scale.py").read_text() == '"""Scale factors."""\n\nFACTOR = 1\n'
+        assert "a * b * FACTOR" in (calc_repo / "src" / "calc.py").read_text()
+    finally:
+        assert d.stop() == 0
