@@ -207,6 +207,19 @@ def render_values(suspect: Suspect) -> str:
     return "\n".join(parts)
 
 
+def render_group(group: Suspect) -> str:
+    """A value group's values as fenced blocks, one per file (`In `path`:` above each when they are in
+    several), each value's assignment as its file has it, dedented, without a comment naming it: a
+    small model copies such comments back around its fix, and comments out its fix with them."""
+    by_file: dict[str, list[str]] = {}
+    for v in group.values:
+        by_file.setdefault(v.path, []).append(v.code)
+    blocks = ["```python\n" + "\n".join(codes) + "\n```" for codes in by_file.values()]
+    if len(blocks) == 1:
+        return blocks[0]
+    return "\n\n".join(f"In `{path}`:\n\n{b}" for path, b in zip(by_file, blocks, strict=True))
+
+
 def reads(suspect: Suspect) -> str:
     """The values a suspect reads, one `path<TAB>symbol` a line (what a plan drawn from it may rewrite)."""
     return "\n".join(f"{v.path}\t{v.symbol}" for v in suspect.values)

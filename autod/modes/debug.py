@@ -11,7 +11,7 @@ from autod.checks.outcome import Before, decide, failing_tests
 from autod.events import Event, EventKind
 from autod.localize.context import localize
 from autod.localize.excerpt import trim_failure
-from autod.localize.focus import Suspect, reads, render_values, value_suspects
+from autod.localize.focus import Suspect, reads, render_group, render_values, value_suspects
 from autod.memory import Recalled
 from autod.modes import (
     Attempt,
@@ -92,7 +92,7 @@ class DebugMode:
                 for s in found.suspects
             ] + [  # then the value groups: the values one suspect reads, without it
                 {"path": g.path, "symbol": g.symbol, "read_by": g.read_by, "reads": reads(g),
-                 "values": render_values(g), "excerpt": excerpt, "diff": diff}
+                 "blocks": render_group(g), "excerpt": excerpt, "diff": diff}
                 for g in await self._value_suspects(found.suspects, env)
             ]
             # a suspect the wide prompt had no room for, or a value one reads, may be fixed in its own
@@ -157,12 +157,12 @@ class DebugMode:
         diff = context.get("diff") or ""
         if context.get("read_by"):  # a value group: the values one suspect reads, without it
             named = [line.split("\t") for line in (context.get("reads") or "").splitlines()]
+            files = list(dict.fromkeys(path for path, _ in named))
             if len(named) == 1:
                 which = f"this value, `{named[0][1]}` in `{named[0][0]}`,"
-                code = (context.get("values") or "").partition("\n")[2]  # its own header said above
                 ask = f"the fixed assignment of `{named[0][1]}`"
             else:
-                which, code = "one of these values,", context.get("values") or ""
+                which = f"one of these values in `{files[0]}`," if len(files) == 1 else "one of these values,"
                 ask = "the fixed assignment of the wrong value alone"
             user = render(
                 "debug_value_user",
@@ -171,7 +171,7 @@ class DebugMode:
                 diff=f"\nIt passed before these changes:\n\n```diff\n{diff}\n```\n" if diff else "",
                 which=which,
                 read_by=context.get("read_by"),
-                code=code,
+                blocks=context.get("blocks") or "",
                 ask=ask,
             )
             return [{"role": "system", "content": render("debug_value_system")},

@@ -342,5 +342,10 @@ def test_the_values_each_suspect_reads_are_asked_about_together_in_rank_order_ea
     assert focus.value_suspects([first, second], 0, editable) == []
     (judged,) = focus.value_suspects([second], 5, {"judge.py", "b.py"})
     assert "J" in [v.symbol for v in judged.values]
+    # shown as their files have them: a block per file, the file named above each when several
+    assert focus.render_group(groups[0]) == "```python\nA1 = 1\nA2 = (None, '-')\n```"
+    mixed = focus.Suspect("b.py", "g", "", values=(value("a.py", "A1"), value("b.py", "C.flag")), read_by="g")
+    assert focus.render_group(mixed) == (
+        "In `a.py`:\n\n```python\nA1 = 1\n```\n\nIn `b.py`:\n\n```python\nflag = 1\n```")
     assert not focus.has_literal("OMD = MultiDict") and not focus.has_literal('T = NewType("T", int)')
     assert focus.has_literal("WIDTH: int = 8") and focus.has_literal("_in_fstring = False")

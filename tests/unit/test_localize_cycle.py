@@ -363,9 +363,10 @@ def test_the_values_a_suspect_reads_are_asked_about_together_and_one_of_them_fix
     assert list(values.symbols) == ["src/limits.py"]
     assert sorted(values.symbols["src/limits.py"]) == ["OFFSET", "SCALE"]
     prompt = values.messages[1]["content"]
-    assert "most likely in one of these values, which `add` reads" in prompt
-    assert "# SCALE in src/limits.py\nSCALE = 1\n" in prompt
-    assert "# OFFSET in src/limits.py\nOFFSET = 1\n" in prompt
+    # their assignments as the file has them, in one block, with no comment line a reply would copy
+    assert ("most likely in one of these values in `src/limits.py`, which `add` reads:\n\n"
+            "```python\nOFFSET = 1\nSCALE = 1\n```") in prompt
+    assert "# " not in prompt.partition("which `add` reads")[2]
     assert "getLogger" not in prompt and "def add" not in prompt
     assert "Write the fixed assignment of the wrong value alone." in prompt
     assert (ws / "src" / "limits.py").read_text() == "SCALE = 1\nOFFSET = 0\n"
