@@ -20,22 +20,19 @@ the journal. The first candidate that fixes everything wins at once; otherwise t
 
 from __future__ import annotations
 
-import ast
 import asyncio
 import contextlib
-import hashlib
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
 import structlog
 
-from autod import pyast
 from autod.act.edits import FileChange
-from autod.act.inlined import inlined_constants
+from autod.candidates.compare import SAME_CODE, change_key, inlined_constant, same_code
+from autod.candidates.parts import parts
 from autod.config.settings import CandidatesConfig
 from autod.errors import BudgetExhausted, CycleError, PlanInvalid, PlanRejected
 from autod.modes import Verification
@@ -91,6 +88,7 @@ class Candidate:
     suspect: str = ""  # why a fix may be a symptom patch (autod.act.inlined); kept only as a fallback
     # the prompt it was drawn from: "focused:K" (the Kth suspect alone), "value:J" (the Jth value) or "wide"
     view: str = "wide"
+    part: bool = False  # one edit of a value group's reply, tried alone (autod.candidates.parts)
 
     @property
     def diff_lines(self) -> int:
@@ -104,6 +102,8 @@ class Candidate:
         }
         if self.votes > 1:
             out["votes"] = self.votes
+        if self.part:
+            out["part"] = True
         if self.reason:
             out["reason"] = self.reason[:300]
         if self.suspect:
@@ -218,6 +218,8 @@ class CandidateSearch:
                 result.candidates.append(c)
             drawn += len(invalid)
             for i, plan in enumerate(plans, len(invalid)):
+                if view.startswith("value:") and await self._parts(plan, number, seed + i, view, result):
+                    return result
                 c = self._new(number, seed + i, temperature, share, ms, view)
                 c.plan = plan
                 result.candidates.append(c)
@@ -272,6 +274,19 @@ class CandidateSearch:
                 return [], 0, [], _ms(started)  # keep what was drawn; the outage shows next cycle
             raise
         return [res.plan, *res.alternatives], res.tokens.total, list(res.invalid), _ms(started)
+
+    async def _parts(self, plan: Plan, number: int, seed: int, view: str, result: AttemptResult) -> bool:
+        """Each edit of a value group's reply alone, before the reply whole (autod.candidates.parts):
+        candidates of their own, not draws (no model time, no tokens). True: one ended the search."""
+        for part in parts(plan):
+            c = self._new(number, seed, 0.0, 0, 0, view)
+            c.plan, c.part = part, True
+            result.candidates.append(c)
+            done = await self._judge(c, result)
+            self._note(c)
+            if done:
+                return True
+        return False
 
     async def _judge(self, c: Candidate, result: AttemptResult) -> bool:
         """Filter and verify one candidate. True: the search is over (fixed, or kept/proposed in place)."""
@@ -347,60 +362,6 @@ class CandidateSearch:
         if c.verification is not None:
             entry["output"] = c.verification.output[-4000:]
         self.record(entry)
-
-
-SAME_CODE = "the edits change only quotes, spacing or comments: the code does exactly what it did"
-
-
-def same_code(change: FileChange) -> bool:
-    """Whether `change` leaves a Python file's code as it was (the same AST: quotes, spacing and
-    comments aside). A new file, a non-Python file or one that does not parse is a change."""
-    if change.old is None or not change.rel.endswith(".py"):
-        return False
-    try:
-        before, after = (pyast.parse(b.decode("utf-8")) for b in (change.old, change.new))
-    except (SyntaxError, ValueError, UnicodeDecodeError):
-        return False
-    return ast.dump(before) == ast.dump(after)
-
-
-def inlined_constant(changes: list[FileChange]) -> str | None:
-    """Why a candidate is a symptom patch (a constant replaced by a literal), or None."""
-    for ch in changes:
-        if ch.old is None or not ch.rel.endswith(".py"):
-            continue
-        root = ch.path.parents[len(PurePosixPath(ch.rel).parts) - 1]
-
-        def read(rel: str, root: Path = root) -> str | None:
-            target = root / rel
-            try:
-                if ".." in PurePosixPath(rel).parts or not target.is_file():
-                    return None
-                return target.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError):
-                return None
-
-        try:
-            old, new = ch.old.decode("utf-8"), ch.new.decode("utf-8")
-        except UnicodeDecodeError:
-            continue
-        found = inlined_constants(ch.rel, old, new, read)
-        if found:
-            return found[0].reason()
-    return None
-
-
-def change_key(changes: list[FileChange]) -> str:
-    """The same key for two candidates that produce the same files (Python compared by AST)."""
-    h = hashlib.sha256()
-    for c in sorted(changes, key=lambda c: c.rel):
-        h.update(c.rel.encode() + b"\0")
-        body = c.new
-        if c.rel.endswith(".py"):
-            with contextlib.suppress(SyntaxError, ValueError, UnicodeDecodeError):
-                body = ast.dump(pyast.parse(c.new.decode("utf-8"))).encode()
-        h.update(hashlib.sha256(body).digest())
-    return h.hexdigest()
 
 
 def _ms(started: float) -> int:

@@ -312,3 +312,40 @@ def test_a_server_that_takes_n_gets_each_views_rest_in_one_request(tmp_path):
         ("focused:1", 1), ("focused:1", 2), ("wide", 1), ("wide", 2)]
     assert [c.seed for c in found.candidates] == [10, 11, 12, 13, 14, 15]
     assert [c.view for c in found.candidates] == ["focused:1"] * 3 + ["wide"] * 3
+
+
+VALUES = "WIDTH = 8\nFLAG = False\nNAME = 'x'\n\n\ndef add(a, b):\n    return a - b\n"
+ALL_CHANGED = Plan(summary="three values", edits=[
+    Edit(path="calc.py", symbol=name, replace=line)
+    for name, line in (("WIDTH", "WIDTH = 9"), ("FLAG", "FLAG = True"), ("NAME", "NAME = 'y'"))])
+
+
+def test_a_value_groups_reply_changing_several_values_is_tried_one_change_at_a_time_first(tmp_path):
+    """Asked for the wrong value alone, the model changed all three: each change alone is checked
+    (no model time, no tokens, not a draw), in the reply's order, and the one that fixes ends it."""
+    drawer = ViewDrawer(Plan(summary="no idea", edits=[]), ALL_CHANGED, suspects=1, values=1)
+    s = search(tmp_path, drawer, Judge({"FLAG = True\nNAME = 'x'": "fixed"}), n=1, focused=1)
+    (tmp_path / "calc.py").write_text(VALUES)
+    found = asyncio.run(s.attempt(1))
+    assert [(c.view, c.outcome, c.part) for c in found.candidates] == [
+        ("focused:1", "no_change", False), ("value:1", "rolled_back", True), ("value:1", "fixed", True)]
+    assert found.winner is found.candidates[2] and found.winner.diff_lines == 2
+    assert [c.record().get("part") for c in found.candidates] == [None, True, True]
+    assert found.candidates[1].tokens == 0
+    assert [a.get("view") for a in drawer.asked] == ["focused:1", "value:1"]
+    assert (tmp_path / "calc.py").read_text() == VALUES  # judged on the side: the tree is the validator's
+
+
+def test_when_no_change_alone_fixes_it_the_reply_whole_is_tried_and_only_a_value_groups_is_split(tmp_path):
+    drawer = ViewDrawer(Plan(summary="no idea", edits=[]), ALL_CHANGED, suspects=1, values=1)
+    judge = Judge({"WIDTH = 9\nFLAG = True\nNAME = 'y'": "fixed"})
+    s = search(tmp_path, drawer, judge, n=1, focused=1)
+    (tmp_path / "calc.py").write_text(VALUES)
+    found = asyncio.run(s.attempt(1))
+    assert [(c.outcome, c.part) for c in found.candidates[1:]] == [
+        ("rolled_back", True), ("rolled_back", True), ("rolled_back", True), ("fixed", False)]
+    # the same reply from the wide prompt is one candidate
+    drawer = Drawer(ALL_CHANGED)
+    s = search(tmp_path, drawer, Judge({}), n=1)
+    (tmp_path / "calc.py").write_text(VALUES)
+    assert [c.part for c in asyncio.run(s.attempt(1)).candidates] == [False]
