@@ -53,6 +53,8 @@ from autod.planner.llm import DEFAULT_MODE_TOKENS
 PYTHON = sys.executable
 BUG_TIMEOUT_S = 3600.0
 REQUEST_TIMEOUT_S = 900.0
+KEPT_FIELDS = ("n", "attempt", "outcome", "diff_lines", "tokens", "seed", "temperature", "model_ms",
+               "checks_ms", "reason", "view")  # of each candidate's record
 GITIGNORE = "\n.autod/\n__pycache__/\n.pytest_cache/\n"
 ORACLE_SYSTEM = (
     "You fix bugs in Python code. Answer with the complete corrected definition in one ```python "
@@ -184,8 +186,7 @@ def run_autod_bug(parent: Path, pristine: Path, bug: dict[str, Any], url: str, m
         "cycles": [{"status": r["status"], "reason": (r.get("reason") or "")[:300],
                     "attempts": r.get("attempts"), "context": len(r.get("context") or [])}
                    for r in ran["reflections"]],
-        "candidates": [{k: c.get(k) for k in ("n", "attempt", "outcome", "diff_lines", "tokens", "seed",
-                                                "temperature", "model_ms", "checks_ms", "reason", "view")}
+        "candidates": [{k: c.get(k) for k in (*KEPT_FIELDS, *(("part",) if c.get("part") else ()))}
                        for c in candidates],
         "damage": judged["damage"],
         "changed": judged["changed"],
