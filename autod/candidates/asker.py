@@ -78,7 +78,7 @@ class Asker:
 
     @property
     def value_suspects(self) -> int:
-        """How many value suspects follow them: `view="value:J"` asks about the Jth (from 1)."""
+        """How many value groups follow them: `view="value:J"` asks about the Jth (from 1)."""
         return len(self.focused) - self.suspects
 
     def _suspect(self, view: str) -> dict[str, str] | None:
@@ -95,7 +95,7 @@ class Asker:
     ) -> PlanResult:
         """A plan (or, with n > 1, several) for the current prompt; answers a `need` once per cycle.
         `view`: "focused:K" asks about the Kth suspect alone when the mode has one ("value:J": the Jth
-        value suspect), else the wide prompt is sent."""
+        value group), else the wide prompt is sent."""
         result = await self._ask(temperature, seed, n, view)
         if result.plan.need and not self.need_answered and self._suspect(view) is None:
             # two stages: the model asked to see definitions before it edits; answered once

@@ -5,9 +5,9 @@ rest sampled at `candidates.temperature`, each with its own explicit seed (`seed
 ith draw, so a bench is reproducible), in one request with `n` where the server takes it and one by
 one where it does not (the identical prompt is served from the server's prompt cache). Before them,
 `candidates.focused` draws each ask about one suspect definition alone (autod.localize.focus), going
-round the suspects over the cycle, and once each suspect had its first, each value suspect is asked
-about once. Drawing is lazy: the next plan is asked for only when the ones before did not fix the
-failure.
+round the suspects over the cycle, and once each suspect had its first, each value group (the values
+one suspect reads) is asked about once. Drawing is lazy: the next plan is asked for only when the
+ones before did not fix the failure.
 
 Each plan goes through the act rules (`prepare`: confinement, deny globs, judges, scope, the Python
 parse, caps) without writing anything; it is dropped when refused, when it changes nothing, or when it
@@ -61,7 +61,7 @@ class Drawer(Protocol):
     async def ask(self, *, temperature: float | None = None, seed: int | None = None, n: int = 1) -> Any:
         """An autod.planner.PlanResult. A drawer with `has_focus` True (and `suspects`, how many) also
         takes `view="focused:K"`: a prompt of the Kth suspect definition alone; with `value_suspects`,
-        `view="value:J"`: the Jth value suspect's."""
+        `view="value:J"`: the Jth value group's."""
         ...
 
 
@@ -86,7 +86,8 @@ class Candidate:
     checks_ms: int = 0
     verification: Verification | None = None
     suspect: str = ""  # why a fix may be a symptom patch (autod.act.inlined); kept only as a fallback
-    # the prompt it was drawn from: "focused:K" (the Kth suspect alone), "value:J" (the Jth value) or "wide"
+    # the prompt it was drawn from: "focused:K" (the Kth suspect alone), "value:J" (the values the Jth
+    # value group holds) or "wide"
     view: str = "wide"
     part: bool = False  # one edit of a value group's reply, tried alone (autod.candidates.parts)
 
@@ -167,7 +168,7 @@ class CandidateSearch:
         the top-ranked): each suspect's first draw is at temperature 0, its later ones sampled. The
         first wide draw of every attempt is at temperature 0 (its prompt tells the attempts so far).
 
-        The value suspects ("value:J", the drawer's `value_suspects`) are each asked once, at
+        The value groups ("value:J", the drawer's `value_suspects`) are each asked once, at
         temperature 0, in the attempt of the last suspect's first draw, after its focused draws: a value
         is the less likely place of a bug, and its prompt a few lines long."""
         k = self.cfg.focused if getattr(self.drawer, "has_focus", False) else 0
