@@ -229,7 +229,7 @@ async def autod_prompt(
                 f"### {x['path']} · {x['symbol']} \n```python\n{x['code']}\n```"
                 + (f"\n```python\n{x['values']}\n```" if x.get("values") else "")
                 for x in suspects if not x.get("read_by"))
-            # the value suspects autod's defaults ask about (the values its default suspects read)
+            # the value groups autod's defaults ask about (the values its default suspects read)
             d = LocalizeConfig()
             top = found[0].suspects[: d.focus_definitions] if found else []
             every = {v.path for s in top for v in s.values}

@@ -186,7 +186,7 @@ async def measure_bug(work: Path, pristine: Path, bug: dict[str, Any], variants:
         v = _variant(prompt, code, used, bug, bug_lines, func_lines, int((time.monotonic() - t0) * 1000))
         # the focused view (what candidates.focused draws see): where the bug's definition is in it
         v.update(focus_view(views.get("focused", ""), bug_lines, func_lines))
-        # the value suspects (one draw each): whether the bug sits in one of them
+        # the value groups (one draw each): whether the bug sits in one of them
         v["value_rank"] = focus_view(views.get("values", ""), bug_lines, func_lines)["focus_rank"]
         v["value_suspects"] = re.findall(r"(?m)^### (.+)$", views.get("values", ""))
         if not v["function"]:

@@ -30,7 +30,7 @@ PLAN_CALLS_PER_ATTEMPT = 2
 
 def cycle_budget(settings: Settings, mode: str) -> float:
     """The longest a healthy cycle of `mode` can take: each attempt draws up to `candidates.focused`
-    plans from the suspects' prompts (and, in one attempt, one from each value suspect's) and
+    plans from the suspects' prompts (and, in one attempt, one from each value group's) and
     `candidates.n` from the wide one, and redraws up to n that proposed nothing new (the first may ask
     twice: the LLM deadline, or the offline planner's fixers, one plan an attempt); runs every check
     for each plan that proposed something, and once more for the winner in the tree; the coverage
@@ -42,7 +42,7 @@ def cycle_budget(settings: Settings, mode: str) -> float:
     llm = bool(settings.llm.base_url)
     plan_s = settings.llm.timeout_s if llm else runs(True)
     c = settings.candidates
-    values = settings.localize.focus_values if c.focused else 0  # each value suspect's one draw
+    values = settings.localize.focus_values if c.focused else 0  # each value group's one draw
     checked = c.focused + values + c.n if llm else 1  # a redrawn plan is never checked
     drawn = checked + c.n if llm else 1
     attempts = getattr(settings.modes.get(mode), "max_attempts_per_cycle", 1)
