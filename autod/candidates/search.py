@@ -1,13 +1,15 @@
 """Several plans per attempt; keep those that apply and parse; verify them; pick the winner.
 
 One attempt draws up to `candidates.n` plans for the same prompt: the first at temperature 0, the
-rest sampled at `candidates.temperature`, each with its own explicit seed (`seed + i` for the cycle's
-ith draw, so a bench is reproducible), in one request with `n` where the server takes it and one by
-one where it does not (the identical prompt is served from the server's prompt cache). Before them,
-`candidates.focused` draws each ask about one suspect definition alone (autod.localize.focus), going
-round the suspects over the cycle, and once each suspect had its first, each value group (the values
-one suspect reads) is asked about once. Drawing is lazy: the next plan is asked for only when the
-ones before did not fix the failure.
+rest sampled at `candidates.temperature`, in one request with `n` where the server takes it and one by
+one where it does not (the identical prompt is served from the server's prompt cache). Before them, in
+a cycle's first attempt, each suspect definition (autod.localize.focus) is asked about alone
+`candidates.focused` times: first every suspect once at temperature 0, in rank order, then each value
+group (the values one suspect reads) once, then each suspect's sampled draws, one suspect after the
+other (its prompt stays in the server's cache). Each draw carries an explicit seed, `seed + i` for the
+ith draw of its prompt in the cycle, so a bench is reproducible and a draw added to one prompt moves no
+other's samples. Drawing is lazy: the next plan is asked for only when the ones before did not fix the
+failure.
 
 Each plan goes through the act rules (`prepare`: confinement, deny globs, judges, scope, the Python
 parse, caps) without writing anything; it is dropped when refused, when it changes nothing, or when it
@@ -159,39 +161,43 @@ class CandidateSearch:
         self.all: list[Candidate] = []
         self._seen: dict[str, Candidate] = {}
         self._takes_n: bool | None = None
+        self._seeds: dict[str, int] = {}  # view -> its draws so far this cycle (the next one's seed offset)
 
     def views(self, number: int = 1) -> list[tuple[str, bool]]:
-        """(view, at temperature 0) of each of attempt `number`'s draws: `candidates.focused` focused
-        ones first (a short prompt, one suspect definition each), then the n wide ones.
+        """(view, at temperature 0) of each of attempt `number`'s draws, in order.
 
-        Focused draws go round the suspects in rank order over the cycle's attempts ("focused:1" is
-        the top-ranked): each suspect's first draw is at temperature 0, its later ones sampled. The
-        first wide draw of every attempt is at temperature 0 (its prompt tells the attempts so far).
+        The cycle's first attempt asks about the suspects alone ("focused:K", the Kth-ranked), each
+        `candidates.focused` times: every suspect's first draw at temperature 0, in rank order (a bug
+        in the first suspect is fixed by its first reply most often); then each value group ("value:J",
+        the drawer's `value_suspects`) once at temperature 0 (a value is the less likely place of a bug,
+        and its prompt a few lines long); then each suspect's sampled draws, the top-ranked first, one
+        suspect's after the other. A suspect is so asked as often as a prompt showing only the buggy
+        definition would be (the same number of draws, the same temperatures), and before the wide
+        prompt, whose draws cost several times the tokens.
 
-        The value groups ("value:J", the drawer's `value_suspects`) are each asked once, at
-        temperature 0, in the attempt of the last suspect's first draw, after its focused draws: a value
-        is the less likely place of a bug, and its prompt a few lines long."""
-        k = self.cfg.focused if getattr(self.drawer, "has_focus", False) else 0
-        s = max(1, int(getattr(self.drawer, "suspects", 1) or 1))
-        out = []
-        for i in range(k):
-            g = (number - 1) * k + i  # the cycle's focused draws so far
-            out.append((f"focused:{g % s + 1}", g < s))
-        values = int(getattr(self.drawer, "value_suspects", 0) or 0) if k else 0
-        if values and number == (s - 1) // k + 1:
+        Every attempt then draws n from the wide prompt, the first at temperature 0 (its prompt tells
+        the attempts so far; the suspects' prompts do not, so a later attempt does not ask them again)."""
+        per = self.cfg.focused if getattr(self.drawer, "has_focus", False) else 0
+        out: list[tuple[str, bool]] = []
+        if per and number == 1:
+            s = max(1, int(getattr(self.drawer, "suspects", 1) or 1))
+            values = int(getattr(self.drawer, "value_suspects", 0) or 0)
+            out += [(f"focused:{k}", True) for k in range(1, s + 1)]
             out += [(f"value:{j}", True) for j in range(1, values + 1)]
+            for k in range(1, s + 1):
+                out += [(f"focused:{k}", False)] * (per - 1)
         return out + [("wide", i == 0) for i in range(self.cfg.n)]
 
     async def attempt(self, number: int) -> AttemptResult:
         """Draw and verify up to n candidates; stop at the first that fixes everything."""
         result = AttemptResult([])
         views = self.views(number)
-        base = self.cfg.seed + sum(len(self.views(a)) for a in range(1, number))  # the draws before it
         drawn = 0
         # a sampled draw that proposes nothing new (no edit: an echo of the prompt, prose alone; the
         # code copied back as it is; a change already tried) tells nothing about the fixes near the
-        # first one: it does not use up one of the n (n such at most an attempt)
-        idle = 0
+        # first one: it does not use up one of its prompt's draws (as many such as the prompt has
+        # draws in the attempt, at most)
+        idle: dict[str, int] = {}
         while drawn < len(views):
             if drawn and self.tokens_left is not None and not await self.tokens_left():
                 log.info("candidates.budget_spent", drawn=drawn)
@@ -200,18 +206,21 @@ class CandidateSearch:
             # the sampled draws of this view that follow one another: asked in one request
             same = next((j for j, v in enumerate(views[drawn:]) if v != (view, False)), len(views) - drawn)
             want = 1 if first or self._takes_n is False else max(1, same)
-            # a draw that repeats a tried change (or the code as it is) says the model's distribution is
-            # too peaked to explore at this temperature: the next ones are sampled warmer (a little, capped)
-            dups = sum(c.outcome in NOTHING_NEW for c in result.candidates)
+            # a draw that repeats a tried change (or the code as it is) says the model's distribution
+            # for this prompt is too peaked to explore at this temperature: its next draws are sampled
+            # warmer (a little, capped)
+            dups = sum(c.outcome in NOTHING_NEW for c in result.candidates if c.view == view)
             temperature = 0.0 if first else min(self.cfg.temperature + DUPLICATE_WARMING * dups,
                                                 max(self.cfg.temperature, MAX_TEMPERATURE))
-            seed = base + drawn + idle
+            seed = self.cfg.seed + self._seeds.get(view, 0)  # the ith draw of a prompt: seed + i
+            redraws = sum(1 for v in views if v[0] == view)
             plans, spent, invalid, ms = await self._draw(temperature, seed, want, first=drawn == 0, view=view)
             if want > 1 and len(plans) + len(invalid) < want:
                 self._takes_n = False  # the server gave fewer choices than asked: one by one from now
             elif want > 1:
                 self._takes_n = True
             count = max(1, len(plans) + len(invalid))
+            self._seeds[view] = self._seeds.get(view, 0) + count
             share, ms = spent // count, ms // count
             for i, reason in enumerate(invalid):
                 c = self._new(number, seed + i, temperature, share, ms, view)
@@ -224,8 +233,8 @@ class CandidateSearch:
                 c = self._new(number, seed + i, temperature, share, ms, view)
                 c.plan = plan
                 result.candidates.append(c)
-                if temperature > 0 and not plan.edits and not plan.report and idle < self.cfg.n:
-                    idle += 1
+                if temperature > 0 and not plan.edits and not plan.report and idle.get(view, 0) < redraws:
+                    idle[view] = idle.get(view, 0) + 1
                     c.outcome, c.reason = "no_change", plan.summary[:300]
                     log.info("candidates.redraw", n=c.n, why="the draw proposed no edit")
                     self._note(c)
@@ -234,8 +243,8 @@ class CandidateSearch:
                 self._note(c)
                 if done:
                     return result
-                if temperature > 0 and c.outcome in NOTHING_NEW and idle < self.cfg.n:
-                    idle += 1
+                if temperature > 0 and c.outcome in NOTHING_NEW and idle.get(view, 0) < redraws:
+                    idle[view] = idle.get(view, 0) + 1
                     log.info("candidates.redraw", n=c.n, why=f"the draw proposed nothing new ({c.outcome})")
                 else:
                     drawn += 1

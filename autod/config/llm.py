@@ -113,7 +113,7 @@ class LocalizeConfig(Strict):
         3, ge=0, le=10,
         description="value groups: for this many suspects that read short constants or class attributes, "
         "those values are asked about together, without the function, once each, after every suspect's "
-        "first draw (0: values are only shown beside the suspects)",
+        "first draw and before their sampled ones (0: values are only shown beside the suspects)",
     )
 
 
@@ -122,10 +122,12 @@ class CandidatesConfig(Strict):
 
     n: int = Field(4, ge=1, le=16, description="plans drawn per attempt; the first at temperature 0")
     temperature: float = Field(0.8, ge=0, le=2, description="sampling temperature of the 2nd..nth plan")
-    seed: int = Field(1, ge=0, le=2**31 - 1, description="seed of the 1st plan; plan i uses seed + i")
+    seed: int = Field(
+        1, ge=0, le=2**31 - 1, description="seed of each prompt's 1st plan in a cycle; its ith uses seed + i"
+    )
     focused: int = Field(
-        4, ge=0, le=15, description="plans drawn first in each attempt, before the n wide ones, each from "
-        "one suspect definition alone (the failure and that definition; the top-ranked ones in turn)"
+        4, ge=0, le=15, description="plans drawn from each suspect definition alone (the failure and that "
+        "definition), the first at temperature 0, all in a cycle's first attempt before the wide ones"
     )
     isolation: Literal["auto", "off"] = Field(
         "auto", description="auto: verify candidates on a mirror when bwrap works; off: in the tree"

@@ -19,6 +19,7 @@ import structlog
 
 from autod.checks.process import KILL_GRACE_S
 from autod.config.settings import Settings
+from autod.localize.focus import MAX_VALUES
 
 log = structlog.get_logger("autod.runtime.progress")
 
@@ -29,27 +30,36 @@ PLAN_CALLS_PER_ATTEMPT = 2
 
 
 def cycle_budget(settings: Settings, mode: str) -> float:
-    """The longest a healthy cycle of `mode` can take: each attempt draws up to `candidates.focused`
-    plans from the suspects' prompts (and, in one attempt, one from each value group's) and
-    `candidates.n` from the wide one, and redraws up to n that proposed nothing new (the first may ask
-    twice: the LLM deadline, or the offline planner's fixers, one plan an attempt); runs every check
-    for each plan that proposed something, and once more for the winner in the tree; the coverage
-    re-run once; plus the grace."""
+    """The longest a healthy cycle of `mode` can take. With an LLM: the first attempt draws
+    `candidates.focused` plans from each suspect's prompt and one from each value group's (whose
+    reply is checked one change at a time, then whole); every attempt draws `candidates.n` from the
+    wide prompt; sampled plans that proposed nothing new are redrawn, as many as the prompt's draws at
+    most; an attempt's
+    first request may ask twice (a context overflow, a request for more definitions). Offline: the
+    fixers are the planner, one plan an attempt. Every check runs for each plan checked and once more
+    for each attempt's winner in the tree, and once more for the coverage re-run; plus the grace."""
     def runs(fixers: bool) -> float:
         return sum(c.timeout_s + 2 * KILL_GRACE_S for c in settings.checks.values() if c.fixer == fixers)
 
     run_s = runs(False)
-    llm = bool(settings.llm.base_url)
-    plan_s = settings.llm.timeout_s if llm else runs(True)
-    c = settings.candidates
-    values = settings.localize.focus_values if c.focused else 0  # each value group's one draw
-    checked = c.focused + values + c.n if llm else 1  # a redrawn plan is never checked
-    drawn = checked + c.n if llm else 1
     attempts = getattr(settings.modes.get(mode), "max_attempts_per_cycle", 1)
     # a recall may wait memory.timeout_s for the last cycle's writes, then as long for its query
     memory_s = 2 * settings.memory.timeout_s
-    attempt_s = (PLAN_CALLS_PER_ATTEMPT + drawn - 1) * plan_s + (checked + 1) * run_s + memory_s
-    return attempts * attempt_s + run_s + settings.limits.cycle_grace_s
+    c = settings.candidates
+    if settings.llm.base_url:
+        plan_s = settings.llm.timeout_s
+        focused = settings.localize.focus_definitions * c.focused
+        values = settings.localize.focus_values if focused else 0
+        wide = attempts * c.n
+        drawn = 2 * (focused + wide) + values  # a prompt is redrawn as often as it is drawn, at most
+        checked = focused + values * (MAX_VALUES + 1) + wide  # a redrawn plan is never checked
+        asked = attempts * (PLAN_CALLS_PER_ATTEMPT - 1) + drawn
+    else:
+        plan_s = runs(True)
+        asked = attempts * PLAN_CALLS_PER_ATTEMPT
+        checked = attempts
+    return (asked * plan_s + (checked + attempts) * run_s + attempts * memory_s + run_s
+            + settings.limits.cycle_grace_s)
 
 
 @dataclass

@@ -131,7 +131,7 @@ def test_the_focused_prompt_is_sent_first_and_the_whole_context_after_it(
 ):
     """candidates.focused: 2 before n: 3: two plans from the focused view (the one suspect alone, asked as the
     oracle asks; one prompt, the prompt cache serves both), then the wide one, each view opening at
-    temperature 0 with the next seed."""
+    temperature 0, each numbering its own seeds (seed + i for its ith draw)."""
     for plan in (WRONG, whole("still wrong", "def add(a, b):\n    return a * b * 1\n"), WHOLE_FIX):
         scripted_llm.push_plan(plan)
     d = start(tmp_path, calc_repo, scripted_llm.base_url, candidates={"n": 3, "seed": 40, "focused": 2},
@@ -142,7 +142,7 @@ def test_the_focused_prompt_is_sent_first_and_the_whole_context_after_it(
         assert [(c["view"], c["outcome"]) for c in r["candidates"]] == [
             ("focused:1", "rolled_back"), ("focused:1", "rolled_back"), ("wide", "fixed")]
         sent = [(q.get("seed"), q.get("temperature")) for q in scripted_llm.requests]
-        assert sent == [(40, 0.0), (41, 0.8), (42, 0.0)]
+        assert sent == [(40, 0.0), (41, 0.8), (40, 0.0)]
         focused, again, wide = (json.dumps(q["messages"]) for q in scripted_llm.requests)
         assert focused == again and focused != wide
         assert "def add(a, b)" in focused and len(focused) < len(wide)

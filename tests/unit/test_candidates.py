@@ -238,50 +238,73 @@ def test_focused_draws_come_first_each_view_opening_at_temperature_0_then_the_wi
     drawer = ViewDrawer(*plans)  # one suspect
     found = asyncio.run(search(tmp_path, drawer, Judge({}), n=2, focused=2).attempt(1))
     asked = [(a.get("view", "wide"), a["seed"], a["temperature"]) for a in drawer.asked]
-    assert asked == [("focused:1", 10, 0.0), ("focused:1", 11, 0.8), ("wide", 12, 0.0), ("wide", 13, 0.8)]
+    # each prompt's ith draw uses seed + i
+    assert asked == [("focused:1", 10, 0.0), ("focused:1", 11, 0.8), ("wide", 10, 0.0), ("wide", 11, 0.8)]
     assert [c.view for c in found.candidates] == ["focused:1", "focused:1", "wide", "wide"]
     assert [c.record()["view"] for c in found.candidates] == ["focused:1", "focused:1", "wide", "wide"]
 
 
-def test_focused_draws_go_round_the_suspects_in_rank_order_over_the_attempts(tmp_path):
-    """Each suspect is asked about alone: first at temperature 0, one after the other, then sampled;
-    a cycle's second attempt goes on where the first left off (the wide prompt opens each attempt)."""
-    plans = [whole(f"return a * {k}") for k in range(8)]
+def test_every_suspect_is_asked_first_at_temperature_0_then_each_ones_sampled_draws_then_the_wide_prompt(
+        tmp_path):
+    """All of a suspect's draws come in the cycle's first attempt, before the wide prompt: first every
+    suspect once at temperature 0, in rank order, then the top-ranked one's sampled draws, then the
+    next one's (its prompt stays in the server's cache). A later attempt asks the wide prompt only:
+    the suspects' prompts do not tell the attempts so far."""
+    plans = [whole(f"return a * {k}") for k in range(20)]
     drawer = ViewDrawer(*plans, suspects=3)
-    s = search(tmp_path, drawer, Judge({}), n=2, focused=2)
+    s = search(tmp_path, drawer, Judge({}), n=2, focused=3)
     asyncio.run(s.attempt(1))
     asyncio.run(s.attempt(2))
-    asked = [(a.get("view", "wide"), a["temperature"]) for a in drawer.asked]
-    assert asked == [("focused:1", 0.0), ("focused:2", 0.0), ("wide", 0.0), ("wide", 0.8),
-                     ("focused:3", 0.0), ("focused:1", 0.8), ("wide", 0.0), ("wide", 0.8)]
-    assert [a["seed"] for a in drawer.asked] == list(range(10, 18))
+    asked = [(a.get("view", "wide"), a["seed"], a["temperature"]) for a in drawer.asked]
+    assert asked == [("focused:1", 10, 0.0), ("focused:2", 10, 0.0), ("focused:3", 10, 0.0),
+                     ("focused:1", 11, 0.8), ("focused:1", 12, 0.8), ("focused:2", 11, 0.8),
+                     ("focused:2", 12, 0.8), ("focused:3", 11, 0.8), ("focused:3", 12, 0.8),
+                     ("wide", 10, 0.0), ("wide", 11, 0.8),
+                     ("wide", 12, 0.0), ("wide", 13, 0.8)]
 
 
-def test_each_value_suspect_is_asked_once_at_temperature_0_once_every_suspect_had_its_first_draw(tmp_path):
-    """A value is the less likely place of the bug: its one draw comes in the attempt in which the last
-    suspect definition had its first, after that attempt's focused draws and before the wide ones; the
-    seeds go on across the attempts, whatever their length."""
+def test_each_value_suspect_is_asked_once_at_temperature_0_after_every_suspects_first_draw(tmp_path):
+    """A value is the less likely place of the bug, and its prompt a few lines long: its one draw comes
+    once every suspect definition had its first, before their sampled draws. The value draws move no
+    suspect's seeds: each prompt's draws are numbered on their own."""
     plans = [whole(f"return a * {k}") for k in range(20)]
     drawer = ViewDrawer(*plans, suspects=3, values=2)
     s = search(tmp_path, drawer, Judge({}), n=2, focused=2)
     asyncio.run(s.attempt(1))
     asyncio.run(s.attempt(2))
-    asyncio.run(s.attempt(3))
-    asked = [(a.get("view", "wide"), a["temperature"]) for a in drawer.asked]
-    assert asked == [("focused:1", 0.0), ("focused:2", 0.0), ("wide", 0.0), ("wide", 0.8),
-                     ("focused:3", 0.0), ("focused:1", 0.8), ("value:1", 0.0), ("value:2", 0.0),
-                     ("wide", 0.0), ("wide", 0.8),
-                     ("focused:2", 0.8), ("focused:3", 0.8), ("wide", 0.0), ("wide", 0.8)]
-    assert [a["seed"] for a in drawer.asked] == list(range(10, 24))
-    # every suspect's first draw in the first attempt: the values follow them there
+    asked = [(a.get("view", "wide"), a["seed"], a["temperature"]) for a in drawer.asked]
+    assert asked == [("focused:1", 10, 0.0), ("focused:2", 10, 0.0), ("focused:3", 10, 0.0),
+                     ("value:1", 10, 0.0), ("value:2", 10, 0.0),
+                     ("focused:1", 11, 0.8), ("focused:2", 11, 0.8), ("focused:3", 11, 0.8),
+                     ("wide", 10, 0.0), ("wide", 11, 0.8), ("wide", 12, 0.0), ("wide", 13, 0.8)]
     drawer = ViewDrawer(*plans, suspects=2, values=1)
     asyncio.run(search(tmp_path, drawer, Judge({}), n=1, focused=4).attempt(1))
     assert [a.get("view", "wide") for a in drawer.asked] == [
-        "focused:1", "focused:2", "focused:1", "focused:2", "value:1", "wide"]
+        "focused:1", "focused:2", "value:1", *["focused:1"] * 3, *["focused:2"] * 3, "wide"]
     # no focused draws (candidates.focused: 0): no value draws either
     drawer = ViewDrawer(*plans, suspects=2, values=1)
     asyncio.run(search(tmp_path, drawer, Judge({}), n=2, focused=0).attempt(1))
     assert [a.get("view", "wide") for a in drawer.asked] == ["wide", "wide"]
+
+
+def test_a_prompt_that_repeats_itself_warms_and_redraws_only_its_own_draws(tmp_path):
+    """The first suspect's prompt gives the code back when sampled: its next draws are warmer and
+    redrawn (as often as it has draws, at most); the second suspect's draws are sampled as
+    configured, with their own seeds."""
+    back = whole("return a - b")  # the code as it is: unchanged
+    plans = [whole("return a * 1"), whole("return a * 2"), *[back] * 4, whole("return a * 3"),
+             whole("return a * 4"), whole("return a * 5"), whole("return a * 6")]
+    drawer = ViewDrawer(*plans, suspects=2)
+    found = asyncio.run(search(tmp_path, drawer, Judge({}), n=1, focused=3).attempt(1))
+    asked = [(a.get("view", "wide"), a["seed"], a["temperature"]) for a in drawer.asked]
+    assert [c.outcome for c in found.candidates][2:6] == ["unchanged"] * 4
+    assert asked[:2] == [("focused:1", 10, 0.0), ("focused:2", 10, 0.0)]
+    f1 = [(seed, t) for v, seed, t in asked[2:] if v == "focused:1"]
+    # 2 sampled draws + up to 3 redraws; the 4th "unchanged" counts among its two
+    assert [seed for seed, _ in f1] == [11, 12, 13, 14, 15]
+    assert [t for _, t in f1][:2] == [0.8, 1.05] and max(t for _, t in f1) == MAX_TEMPERATURE
+    assert [(v, seed, t) for v, seed, t in asked if v == "focused:2"][1:] == [
+        ("focused:2", 11, 0.8), ("focused:2", 12, 0.8)]
 
 
 def test_a_fix_from_the_focused_view_ends_the_search_before_the_wide_prompt_is_sent(tmp_path):
@@ -299,7 +322,7 @@ def test_the_n_wide_draws_follow_the_focused_ones_and_without_a_focused_view_all
 
     plans = [whole(f"return a * {k}") for k in range(4)]
     suspects = ["focused:1", "focused:2", "focused:3"]
-    assert views(ViewDrawer(*plans, suspects=3), n=1, focused=3) == [*suspects, "wide"]
+    assert views(ViewDrawer(*plans, suspects=3), n=1, focused=1) == [*suspects, "wide"]
     assert views(ViewDrawer(*plans), n=4, focused=0) == ["wide"] * 4
     assert views(Drawer(*plans), n=4, focused=2) == ["wide"] * 4  # the mode has no focused view
 
@@ -310,7 +333,7 @@ def test_a_server_that_takes_n_gets_each_views_rest_in_one_request(tmp_path):
     found = asyncio.run(search(tmp_path, drawer, Judge({}), n=3, focused=3).attempt(1))
     assert [(a.get("view", "wide"), a["n"]) for a in drawer.asked] == [
         ("focused:1", 1), ("focused:1", 2), ("wide", 1), ("wide", 2)]
-    assert [c.seed for c in found.candidates] == [10, 11, 12, 13, 14, 15]
+    assert [c.seed for c in found.candidates] == [10, 11, 12, 10, 11, 12]
     assert [c.view for c in found.candidates] == ["focused:1"] * 3 + ["wide"] * 3
 
 

@@ -200,7 +200,8 @@ def test_the_first_plans_are_drawn_from_the_focused_view_then_from_the_whole_con
     assert "def add" not in value and "def unrelated" not in value
     assert planner.requests[1].symbols == {"src/calc.py": ("SCALE",)}
     assert [c["view"] for c in r.candidates] == ["focused:1", "value:1", "wide"]
-    assert [(req.temperature, req.seed) for req in planner.requests] == [(0.0, 1), (0.0, 2), (0.0, 3)]
+    # each prompt's first draw: temperature 0, the configured seed
+    assert [(req.temperature, req.seed) for req in planner.requests] == [(0.0, 1), (0.0, 1), (0.0, 1)]
 
 
 def test_a_suspect_prompt_asks_for_no_definition_and_a_need_there_spends_no_need_round(ws):
@@ -230,7 +231,7 @@ def test_a_suspect_draw_goes_through_the_act_rules_like_any_other(ws):
     r = run(deps)
     assert r.status == "fixed"
     assert [(c["view"], c["outcome"]) for c in r.candidates][:2] == [
-        ("focused:1", "refused"), ("focused:1", "refused")]
+        ("focused:1", "refused"), ("value:1", "refused")]
     assert not (ws / "src" / "evil.pth").exists() and not (ws.parent / "outside.py").exists()
 
 

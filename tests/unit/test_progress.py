@@ -62,13 +62,17 @@ def test_a_cycles_budget_is_its_plan_and_check_timeouts_per_attempt_plus_the_gra
     s = load_config(cfg)
     run = 100 + 20 + 4 * KILL_GRACE_S  # every non-fixer check once
     memory = 2 * 5  # a recall's two memory deadlines
-    # each attempt draws 4 focused, 3 value groups' and n = 4 wide candidates, and up to n again that
-    # proposed nothing new (the first may ask twice: a context overflow, a request for more
-    # definitions); it verifies each of the 11 plus the winner in the tree; the coverage re-run once
-    assert cycle_budget(s, "auto-debug") == 2 * ((2 + 14) * 60 + 12 * run + memory) + run + 30
+    # the first attempt draws 4 plans from each of the 3 suspects' prompts and one from each of 3 value
+    # groups' (up to 6 changes each checked alone, then the reply whole); each attempt draws n = 4 wide
+    # ones; a prompt's sampled plans that proposed nothing new are redrawn, as many as its draws at
+    # most; an attempt's first request may ask twice (a context overflow, a request for more
+    # definitions); each plan checked and each attempt's winner in the tree; the coverage re-run once
+    asked = 2 + 2 * (12 + 8) + 3
+    checked = 12 + 3 * 7 + 8
+    assert cycle_budget(s, "auto-debug") == asked * 60 + (checked + 2) * run + 2 * memory + run + 30
     s.localize.focus_values = 0  # values only shown beside their readers
-    assert cycle_budget(s, "auto-debug") == 2 * ((2 + 11) * 60 + 9 * run + memory) + run + 30
+    assert cycle_budget(s, "auto-debug") == (2 + 40) * 60 + (20 + 2) * run + 2 * memory + run + 30
     s.candidates.focused = 0  # the wide prompt alone
-    assert cycle_budget(s, "auto-debug") == 2 * ((2 + 7) * 60 + 5 * run + memory) + run + 30
+    assert cycle_budget(s, "auto-debug") == (2 + 16) * 60 + (8 + 2) * run + 2 * memory + run + 30
     s.llm.base_url = None  # offline: the fixers are the planner, and one plan an attempt
     assert cycle_budget(s, "auto-debug") == 2 * (2 * (7 + 2 * KILL_GRACE_S) + 2 * run + memory) + run + 30
