@@ -46,6 +46,7 @@ KEPT = ("fixed", "improved")
 DUPLICATE_WARMING = 0.25  # temperature added to the next draws for each duplicate in the attempt
 NOTHING_NEW = ("duplicate", "unchanged")  # a change already tried, or the code as it is
 MAX_TEMPERATURE = 1.3
+RETRY_SEEDS = 1000  # seeds a cycle may use per prompt (a later cycle on the same failure starts past them)
 Prepare = Callable[[Plan], Awaitable[tuple[list[FileChange], str]]]
 
 
@@ -144,13 +145,21 @@ class CandidateSearch:
         record: Callable[[dict[str, Any]], None] | None = None,
         phase: Callable[[str], AbstractAsyncContextManager[None]] | None = None,
         judged_by_behaviour: bool = False,
+        retry: int = 0,
     ) -> None:
         """`judged_by_behaviour` (modes that fix a failure): a candidate whose Python files parse to
         the same code as before (only quotes, spacing or comments differ) is `unchanged` without a
         check run; one that writes a literal where a function used a workspace constant is a
         `suspect` (autod.act.inlined): verified like any other, but a fix of that kind does not end
-        the search, and it wins only when no other candidate fixes everything."""
+        the search, and it wins only when no other candidate fixes everything.
+
+        `retry`: how many cycles on the same failure came before this one without fixing it. Those
+        asked the same questions: at temperature 0 a prompt's reply would be theirs again, and so
+        would a sampled one with the same seed. So a later cycle's first attempt samples every
+        prompt from its first draw, and every prompt's seeds go on past the earlier cycles'
+        (`RETRY_SEEDS` a cycle)."""
         self.judged_by_behaviour = judged_by_behaviour
+        self.retry = max(0, retry)
         self.phase = phase or (lambda _name: contextlib.nullcontext())  # type: ignore[return-value,arg-type]
         self.cfg = cfg
         self.drawer = drawer
@@ -178,15 +187,18 @@ class CandidateSearch:
         Every attempt then draws n from the wide prompt, the first at temperature 0 (its prompt tells
         the attempts so far; the suspects' prompts do not, so a later attempt does not ask them again)."""
         per = self.cfg.focused if getattr(self.drawer, "has_focus", False) else 0
+        # a later cycle on the same failure asks its first attempt's prompts as the earlier ones did
+        # (the wide one too, when they left no attempt to tell): sampled from the first draw on
+        first = not self.retry or number > 1
         out: list[tuple[str, bool]] = []
         if per and number == 1:
             s = max(1, int(getattr(self.drawer, "suspects", 1) or 1))
             values = int(getattr(self.drawer, "value_suspects", 0) or 0)
-            out += [(f"focused:{k}", True) for k in range(1, s + 1)]
-            out += [(f"value:{j}", True) for j in range(1, values + 1)]
+            out += [(f"focused:{k}", first) for k in range(1, s + 1)]
+            out += [(f"value:{j}", first) for j in range(1, values + 1)]
             for k in range(1, s + 1):
                 out += [(f"focused:{k}", False)] * (per - 1)
-        return out + [("wide", i == 0) for i in range(self.cfg.n)]
+        return out + [("wide", first and i == 0) for i in range(self.cfg.n)]
 
     async def attempt(self, number: int) -> AttemptResult:
         """Draw and verify up to n candidates; stop at the first that fixes everything."""
@@ -212,7 +224,8 @@ class CandidateSearch:
             dups = sum(c.outcome in NOTHING_NEW for c in result.candidates if c.view == view)
             temperature = 0.0 if first else min(self.cfg.temperature + DUPLICATE_WARMING * dups,
                                                 max(self.cfg.temperature, MAX_TEMPERATURE))
-            seed = self.cfg.seed + self._seeds.get(view, 0)  # the ith draw of a prompt: seed + i
+            # the ith draw of a prompt: seed + i (past the earlier cycles' on the same failure)
+            seed = (self.cfg.seed + self.retry * RETRY_SEEDS + self._seeds.get(view, 0)) % 2**31
             redraws = sum(1 for v in views if v[0] == view)
             plans, spent, invalid, ms = await self._draw(temperature, seed, want, first=drawn == 0, view=view)
             if want > 1 and len(plans) + len(invalid) < want:

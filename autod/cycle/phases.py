@@ -97,6 +97,7 @@ class Cycle:
         self.recalled: list[Recalled] = []
         self.attempts: list[Attempt] = []
         self.last_attempt: dict[str, str] | None = None
+        self.earlier_cycles = 0  # cycles before this one that did not fix the same failure
         self.transcript: Transcript | None = (
             deps.transcripts.open(self.r.cycle_id) if deps.transcripts is not None else None
         )
@@ -213,7 +214,8 @@ class Cycle:
                                  tokens_left=self.tokens_left,
                                  record=self.transcript.add if self.transcript is not None else None,
                                  phase=self.phase,
-                                 judged_by_behaviour=bool(self.mode.kinds & FAILURE_KINDS))
+                                 judged_by_behaviour=bool(self.mode.kinds & FAILURE_KINDS),
+                                 retry=self.earlier_cycles)
         max_attempts = getattr(self.settings.modes.get(self.mode.name), "max_attempts_per_cycle", 1)
         await run_attempts(self, search, validator, max_attempts)
 
@@ -256,6 +258,7 @@ class Cycle:
         if self.event.kind not in FAILURE_KINDS:
             return None
         fp = await self.state.call(self.state.fingerprint, self.event.fingerprint)
+        self.earlier_cycles = int((fp or {}).get("attempts") or 0)
         last = (fp or {}).get("last_attempt")
         if not last:
             return None

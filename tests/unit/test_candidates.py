@@ -69,8 +69,9 @@ def search(tmp_path: Path, drawer: Drawer, judge: Judge, **cfg: Any) -> Candidat
         return prepare(plan, boundary, Caps(10, 100, 100_000)), ""
 
     same = cfg.pop("judged_by_behaviour", False)
+    retry = cfg.pop("retry", 0)
     return CandidateSearch(CandidatesConfig(**{"n": 4, "seed": 10, **cfg}), drawer, prep, judge,
-                           judged_by_behaviour=same)
+                           judged_by_behaviour=same, retry=retry)
 
 
 def test_the_first_candidate_that_fixes_everything_stops_the_search(tmp_path):
@@ -285,6 +286,20 @@ def test_each_value_suspect_is_asked_once_at_temperature_0_after_every_suspects_
     drawer = ViewDrawer(*plans, suspects=2, values=1)
     asyncio.run(search(tmp_path, drawer, Judge({}), n=2, focused=0).attempt(1))
     assert [a.get("view", "wide") for a in drawer.asked] == ["wide", "wide"]
+
+
+def test_a_later_cycle_on_the_same_failure_samples_its_first_attempt_with_seeds_past_the_earlier_ones(
+        tmp_path):
+    plans = [whole(f"return a * {k}") for k in range(20)]
+    drawer = ViewDrawer(*plans, suspects=2, values=1)
+    s = search(tmp_path, drawer, Judge({}), n=2, focused=2, retry=2)
+    asyncio.run(s.attempt(1))
+    asyncio.run(s.attempt(2))
+    asked = [(a.get("view", "wide"), a["seed"], a["temperature"]) for a in drawer.asked]
+    assert asked == [("focused:1", 2010, 0.8), ("focused:2", 2010, 0.8), ("value:1", 2010, 0.8),
+                     ("focused:1", 2011, 0.8), ("focused:2", 2011, 0.8),
+                     ("wide", 2010, 0.8), ("wide", 2011, 0.8),
+                     ("wide", 2012, 0.0), ("wide", 2013, 0.8)]  # told this cycle's first attempt
 
 
 def test_a_prompt_that_repeats_itself_warms_and_redraws_only_its_own_draws(tmp_path):

@@ -394,3 +394,28 @@ def test_a_value_in_a_judge_is_not_offered_and_an_edit_of_it_is_refused(ws):
     # nor is it a value suspect: no prompt asks about it alone
     assert [c["view"] for c in r.candidates] == ["focused:1", "wide"]
     assert not any("in this value" in req.messages[1]["content"] for req in planner.requests)
+
+
+def test_a_later_cycle_on_the_same_failure_never_sends_a_question_an_earlier_one_asked(ws):
+    """A failure still failing after a cycle is tried again later. The suspects' prompts do not tell
+    the earlier attempts (nor the wide one, when the earlier cycle changed nothing), so at
+    temperature 0, or sampled with the same seed, the model would give the earlier cycle's replies
+    again: the later cycle samples every prompt from its first draw, with seeds past the earlier
+    cycle's."""
+    idle = Plan(summary="no idea", edits=[])
+    planner = ScriptedPlanner(*[idle] * 40)
+    deps, _ = make(ws, planner, candidates={"n": 2, "focused": 2, "isolation": "off"})
+    first = run(deps)
+    assert first.status == "no_change"
+    asked = len(planner.requests)
+    second = run(deps)
+    assert second.status == "no_change"
+
+    def question(req: Any) -> tuple[str, float | None, int | None]:
+        # a request at temperature 0 is the same question whatever its seed
+        return json.dumps(req.messages), req.temperature, req.seed if req.temperature else None
+
+    earlier = {question(q) for q in planner.requests[:asked]}
+    later = planner.requests[asked:]
+    assert later and not [q for q in later if question(q) in earlier]
+    assert 0.0 not in [q.temperature for q in later]
