@@ -70,7 +70,8 @@ def render(doc: dict[str, Any], out: Callable[[str], None], *, prompts: bool = F
             where = ", ".join(
                 str(x.get("path")) + (f"::{x['symbol']}" if x.get("symbol") else "") for x in edits
             )
-            out(f"plan (seed {e.get('seed')}, choice {e.get('choice')}): {str(plan.get('summary'))[:300]}"
+            summary = str(plan.get("summary"))[:300]
+            out(f"plan ({_view(e)}seed {e.get('seed')}, choice {e.get('choice')}): {summary}"
                 + (f" -> {where}" if where else " (no edits)"))
         elif kind == "invalid":
             out(f"invalid reply (seed {e.get('seed')}): {e.get('reason')}")
@@ -107,8 +108,13 @@ def _exchange(e: dict[str, Any], out: Callable[[str], None], prompts: bool) -> N
         out(f"    {line}")
 
 
+def _view(e: dict[str, Any]) -> str:
+    """Which prompt a plan came from ("focused:2 prompt, "): each numbers its own seeds."""
+    return f"{e['view']} prompt, " if e.get("view") else ""
+
+
 def _candidate(e: dict[str, Any], out: Callable[[str], None]) -> None:
-    head = (f"candidate {e.get('n')} (attempt {e.get('attempt')}, seed {e.get('seed')},"
+    head = (f"candidate {e.get('n')} (attempt {e.get('attempt')}, {_view(e)}seed {e.get('seed')},"
             f" temperature {e.get('temperature')}): {e.get('outcome')}")
     if e.get("reason"):
         head += f" - {e['reason']}"

@@ -60,7 +60,7 @@ def test_the_first_candidate_that_passes_wins_and_no_other_ever_reaches_the_tree
         # `autod show` tells what the model sent and why autod refused it
         shown = run_cli("show", r["cycle_id"][:8], "-c", str(d.config))
         assert shown.returncode == 0, shown.stderr
-        assert "candidate 1 (attempt 1, seed 40, temperature 0.0): refused" in shown.stdout
+        assert "candidate 1 (attempt 1, wide prompt, seed 40, temperature 0.0): refused" in shown.stdout
         assert "return a +" in shown.stdout and "syntax" in shown.stdout
         assert "candidate 2" in shown.stdout and "rolled_back" in shown.stdout
         doc = json.loads(run_cli("show", r["cycle_id"], "--json", "-c", str(d.config)).stdout)
