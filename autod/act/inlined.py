@@ -57,7 +57,7 @@ def _constants(tree: ast.Module) -> set[str]:
     return {n for n in literal if bound[n] == 1}
 
 
-def _functions(tree: ast.Module) -> dict[str, _Func]:
+def functions(tree: ast.Module) -> dict[str, _Func]:
     out: dict[str, _Func] = {}
 
     def walk(body: list[ast.stmt], prefix: str) -> None:
@@ -120,8 +120,8 @@ def inlined_constants(rel: str, old: str, new: str, read: Callable[[str], str | 
     if not constants:
         return []
     found: list[Inlined] = []
-    new_funcs = _functions(after)
-    for qualname, fn in _functions(before).items():
+    new_funcs = functions(after)
+    for qualname, fn in functions(before).items():
         other = new_funcs.get(qualname)
         if other is None:
             continue

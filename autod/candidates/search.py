@@ -33,7 +33,7 @@ from typing import Any, Protocol
 import structlog
 
 from autod.act.edits import FileChange
-from autod.candidates.compare import SAME_CODE, change_key, inlined_constant, same_code
+from autod.candidates.compare import SAME_CODE, change_key, same_code, symptom_patch
 from autod.candidates.parts import parts
 from autod.config.settings import CandidatesConfig
 from autod.errors import BudgetExhausted, CycleError, PlanInvalid, PlanRejected
@@ -345,7 +345,7 @@ class CandidateSearch:
         self._seen[c.key] = c
         if self.judged_by_behaviour and not self.validator.in_place:  # in place a fix is kept at once
             try:
-                c.suspect = await asyncio.to_thread(inlined_constant, c.changes) or ""
+                c.suspect = await asyncio.to_thread(symptom_patch, c.changes) or ""
             except Exception:  # a bug of autod's heuristic never costs the candidate
                 log.exception("candidates.suspect_check_crashed", n=c.n)
         started = time.monotonic()

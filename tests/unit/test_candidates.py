@@ -228,7 +228,7 @@ def test_a_crash_in_the_suspect_check_never_costs_the_candidate(tmp_path, monkey
     def broken(changes):
         raise AttributeError("a bug in autod's heuristic")
 
-    monkeypatch.setattr(search_mod, "inlined_constant", broken)
+    monkeypatch.setattr(search_mod, "symptom_patch", broken)
     s = search(tmp_path, Drawer(whole("return a + b")), Judge({"a + b": "fixed"}), judged_by_behaviour=True)
     found = asyncio.run(s.attempt(1))
     assert found.winner is not None and found.winner.outcome == "fixed" and not found.winner.suspect
