@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from autod import pyast
-from autod.act.inlined import functions
+from autod.act.inlined import functions, workspace_imports
 
 _Func = ast.FunctionDef | ast.AsyncFunctionDef
 
@@ -57,27 +57,12 @@ def _defined(tree: ast.Module) -> set[str]:
 def _workspace_definitions(rel: str, tree: ast.Module, read: Callable[[str], str | None]
                            ) -> dict[str, list[str]]:
     """Definition name -> the workspace files that define one by that name: this module, and the
-    workspace modules it imports from (`from .version import Version`, `from pkg import mod`)."""
+    workspace modules it imports from (`from .version import Version`)."""
     out: dict[str, list[str]] = {name: [rel] for name in _defined(tree)}
-    here = rel.rsplit("/", 1)[0] if "/" in rel else ""
-    for node in tree.body:
-        if not isinstance(node, ast.ImportFrom) or not node.module:
-            continue
-        path = node.module.replace(".", "/") + ".py"
-        tries = [f"{here}/{path}" if here else path] if node.level else [path, f"src/{path}"]
-        if not node.level and here:
-            tries.append(f"{here}/{path}")
-        for cand in tries:
-            text = read(cand)
-            if text is None:
-                continue
-            try:
-                for name in _defined(pyast.parse(text)):
-                    if cand not in out.setdefault(name, []):
-                        out[name].append(cand)
-            except (SyntaxError, ValueError):
-                pass
-            break
+    for _node, cand, module in workspace_imports(rel, tree, read):
+        for name in _defined(module):
+            if cand not in out.setdefault(name, []):
+                out[name].append(cand)
     return out
 
 

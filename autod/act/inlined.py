@@ -11,8 +11,9 @@ defined, so the next plan can fix it there. Pure: file texts in, findings out.
 from __future__ import annotations
 
 import ast
+import contextlib
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from autod import pyast
@@ -80,10 +81,11 @@ def _literals(fn: _Func) -> Counter[str]:
     return Counter(ast.unparse(n) for n in ast.walk(fn) if _literal(n))
 
 
-def _visible_constants(rel: str, tree: ast.Module, read: Callable[[str], str | None]) -> dict[str, str]:
-    """Constant name -> the workspace file that defines it: this module's, and those it imports by
-    name (`from units import X`, `from .units import X`) from a workspace module."""
-    out = {name: rel for name in _constants(tree)}
+def workspace_imports(rel: str, tree: ast.Module, read: Callable[[str], str | None]
+                      ) -> Iterator[tuple[ast.ImportFrom, str, ast.Module]]:
+    """(the import, the workspace file it names, that file parsed) for each `from X import ...` of
+    the module at `rel` whose X is a workspace module (`from units import X`, `from .units import
+    X`, or under `src/`). `read(rel)` gives a workspace file's text, or None."""
     here = rel.rsplit("/", 1)[0] if "/" in rel else ""
     for node in tree.body:
         if not isinstance(node, ast.ImportFrom) or not node.module:
@@ -96,14 +98,20 @@ def _visible_constants(rel: str, tree: ast.Module, read: Callable[[str], str | N
             text = read(cand)
             if text is None:
                 continue
-            try:
-                names = _constants(pyast.parse(text))
-            except (SyntaxError, ValueError):
-                break
-            for alias in node.names:
-                if alias.name in names:
-                    out[alias.asname or alias.name] = cand
+            with contextlib.suppress(SyntaxError, ValueError):
+                yield node, cand, pyast.parse(text)
             break
+
+
+def _visible_constants(rel: str, tree: ast.Module, read: Callable[[str], str | None]) -> dict[str, str]:
+    """Constant name -> the workspace file that defines it: this module's, and those it imports by
+    name (`from units import X`, `from .units import X`) from a workspace module."""
+    out = {name: rel for name in _constants(tree)}
+    for node, cand, module in workspace_imports(rel, tree, read):
+        names = _constants(module)
+        for alias in node.names:
+            if alias.name in names:
+                out[alias.asname or alias.name] = cand
     return out
 
 
