@@ -372,3 +372,32 @@ def test_a_wrong_constant_the_suspect_prompt_missed_is_fixed_by_the_prompt_of_it
         assert "a * b * FACTOR" in (calc_repo / "src" / "calc.py").read_text()
     finally:
         assert d.stop() == 0
+
+
+def test_a_fix_that_stops_calling_the_buggy_helper_is_held_for_a_person_through_autod_run(
+    tmp_path, calc_repo, scripted_llm, real_bwrap
+):
+    """mul() calls a workspace helper that is wrong; a plan that rewrites mul to do the helper's work
+    itself passes the checks but leaves the helper broken: a suspect fix, held for `autod approve`."""
+    from daemon import git
+
+    (calc_repo / "src" / "calc.py").write_text(
+        "from scale import scaled\n\n\ndef add(a, b):\n    return a + b\n\n\n"
+        "def mul(a, b):\n    return scaled(a * b)\n"
+    )
+    (calc_repo / "src" / "scale.py").write_text('"""Scaling."""\n\n\ndef scaled(x):\n    return x * 2\n')
+    git(calc_repo, "add", "-A")
+    git(calc_repo, "commit", "-q", "-m", "a wrong helper")
+    scripted_llm.push_plan({**FIX_PLAN, "summary": "mul multiplies itself", "edits": [
+        {"path": "src/calc.py", "symbol": "mul", "replace": "def mul(a, b):\n    return a * b\n"}]})
+    scripted_llm.push_plan(NO_IDEA)
+    d = start(tmp_path, calc_repo, scripted_llm.base_url, candidates={"n": 1},
+              modes={"auto-debug": {"enabled": True, "max_attempts_per_cycle": 1}})
+    try:
+        (r,) = d.wait_reflections(1)
+        first = r["candidates"][0]
+        assert first["outcome"] == "fixed" and "no longer calls scaled (src/scale.py)" in first["suspect"]
+        assert r["status"] == "pending_approval", r
+        assert "return scaled(a * b)" in (calc_repo / "src" / "calc.py").read_text()  # the tree untouched
+    finally:
+        assert d.stop() == 0
