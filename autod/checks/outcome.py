@@ -1,50 +1,68 @@
-"""What a verification's check runs say about an edit: one pure function, `decide`, and its rules.
+"""The judge: what a verification's check runs say about a candidate. One pure function, `decide`.
 
-In order, the first that applies:
+A candidate is judged by what each test did, compared with the run before it, never by an exit code
+alone. For every check it ran (autod.checks.pertest has the per-test report):
+
 1. a focus command failed: `rolled_back` (the full check would only take longer to say so);
 2. a check could not start: `rolled_back` (a check that cannot start proves nothing);
-3. every check passed: `fixed`;
-4. a check ran no test, or broke before its tests ran (pytest: interrupted, internal or usage error,
-   nothing collected, errors during collection): `rolled_back` (an import the edit broke is not fewer
-   failures);
-5. fewer failures than before, and no new one: `improved`. With pytest's node ids on both sides the
-   failing tests after must be a strict subset of those before; otherwise the counts must come from
-   a summary the check printed, never from a guess;
-6. otherwise `rolled_back` (still failing);
-and whatever 3-6 said, a check that changed the workspace's sources makes it `rolled_back` (its change
-is in no journal: autod can neither take it back nor tell it from the fix). Files a check merely
-wrote (ignored by git, or untracked output: `CheckResult.outputs`) do not count.
+3. a pytest check that reported no results (the process ended before pytest could report: a
+   `SystemExit` or `os._exit` at import, a crash) or had errors during collection: `rolled_back`;
+4. per test, against the check's run before the candidate (or, without one, the tests the failure
+   names): a test that failed before must now be reported **passed** (skipped, xfailed, deselected,
+   errored or missing is not passed); no test that passed before may fail, skip or disappear; the
+   tests collected may not be fewer;
+5. a check that passed before must still pass (every configured check, unless its `covers` globs
+   say the candidate cannot touch what it judges);
+6. then: every check passes and every failing test passes: `fixed`; fewer failing tests (or fewer
+   failures counted by a summary the check printed) and nothing of 3-5 broken: `improved`;
+   otherwise `rolled_back`.
+Whatever 1-6 said, a check that changed the workspace's sources makes it `rolled_back` (its change is
+in no journal: autod can neither take it back nor tell it from the fix). Files a check merely wrote
+(ignored by git, or untracked output: `CheckResult.outputs`) do not count.
+
+A check that is not pytest (a make target, a shell script, ruff) is judged by its exit code; pytest
+started by such a check (`make test`) is heard too, and then judged per test.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
+from autod.checks.pertest import FAILING, PerTestReport
 from autod.checks.run import CheckResult
+from autod.verdict import Status
+
+__all__ = ["Before", "Decision", "Status", "broken", "changed_sources", "count_failures",
+           "counted_failures", "decide", "failing_tests"]
 
 _PYTEST_COUNTS = re.compile(r"(\d+) (failed|errors?)\b")
-_PYTEST_SUMMARY = re.compile(r"=+ .*\b(passed|failed|errors?|skipped|no tests ran)\b.* in [\d.]+m?s", re.I)
+_PYTEST_SUMMARY = re.compile(
+    r"=+ [^\n]{0,200}\b(passed|failed|errors?|skipped|no tests ran)\b[^\n]{0,200} in [\d.]+m?s", re.I
+)
 _PYTEST_BROKEN = re.compile(
     r"errors? during collection|^ERROR collecting |ImportError while loading conftest"
     r"|^INTERNALERROR>|^(?:ERROR: )?usage: |no tests ran in ",
     re.M,
 )
 PYTEST_BROKEN_EXITS = frozenset({2, 3, 4, 5})  # interrupted, internal error, usage error, no tests
+_SHOWN = 5
 
 
 @dataclass(frozen=True)
 class Before:
-    """The failure the cycle works on: how many failed, and which tests (pytest node ids) if known."""
+    """What the candidate is compared with: the failure (how many failed, which tests if known) and
+    each check's last run before the candidate (`runs`, by check name)."""
 
     failures: int
     tests: frozenset[str] | None = None
+    runs: Mapping[str, CheckResult] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class Decision:
-    status: str  # fixed | improved | rolled_back
+    status: Status
     reason: str = ""
 
 
@@ -52,14 +70,91 @@ def decide(results: Sequence[CheckResult], before: Before, *, focus: CheckResult
     """The verification's status from its check runs (see the module's rules)."""
     if focus is not None and not focus.ok:
         check = focus.name.split(":")[0]
-        return Decision("rolled_back", f"focus of check {check} failed; full check not run")
+        return Decision(Status.ROLLED_BACK, f"focus of check {check} failed; full check not run")
     if not results:
-        return Decision("rolled_back", "no configured check to verify the edits with")
+        return Decision(Status.ROLLED_BACK, "no configured check to verify the edits with")
     for r in results:
         if r.error:
-            return Decision("rolled_back", f"check {r.name} cannot start: {r.error}")
-    verdict = _by_failures(results, before)
+            return Decision(Status.ROLLED_BACK, f"check {r.name} cannot start: {r.error}")
+    verdicts = [_judge(r, before) for r in results]
+    verdict = next((v for v in verdicts if v.status is Status.ROLLED_BACK), None)
+    if verdict is None:
+        improved = [v for v in verdicts if v.status is Status.IMPROVED]
+        verdict = improved[0] if improved else Decision(Status.FIXED)
     return changed_sources(results, verdict.status) or verdict
+
+
+def _judge(r: CheckResult, before: Before) -> Decision:
+    """One check's run against its run before the candidate."""
+    prior = before.runs.get(r.name)
+    per_test = r.tests is not None or r.expects_tests or (prior is not None and prior.tests is not None)
+    if per_test:
+        return _by_tests(r, prior, before)
+    if r.ok:
+        return Decision(Status.FIXED)
+    if prior is not None and prior.ok:
+        why = f"check {r.name} passed before and now fails (exit {r.exit_code})"
+        return Decision(Status.ROLLED_BACK, why)
+    return _by_failures(r, before)
+
+
+def _by_tests(r: CheckResult, prior: CheckResult | None, before: Before) -> Decision:
+    after = r.tests
+    if after is None:
+        return Decision(Status.ROLLED_BACK, f"check {r.name} reported no test results (exit {r.exit_code}):"
+                        " the run ended before pytest could report, which proves nothing")
+    was = prior.tests if prior is not None else None
+    new_errors = sorted(set(after.collect_errors) - set(was.collect_errors if was else ()))
+    if new_errors:
+        why = f"check {r.name} had errors during collection: {_ids(new_errors)}"
+        return Decision(Status.ROLLED_BACK, why)
+    if was is not None:
+        gone = sorted(was.seen - after.seen)
+        if gone:
+            return Decision(Status.ROLLED_BACK, f"check {r.name} no longer runs {len(gone)} test(s) it ran"
+                            f" before: {_ids(gone)}")
+        worse = sorted(t for t in was.passed if after.outcomes.get(t) != "passed")
+        if worse:
+            return Decision(Status.ROLLED_BACK, f"check {r.name}: tests that passed before now "
+                            f"{_outcomes(after, worse)}")
+    failing = _failing_before(r.name, was, before)
+    if was is None and prior is not None and prior.ok:
+        failing = frozenset()  # it passed before: nothing of it was failing
+    new = sorted(after.failing - failing)
+    if new:
+        return Decision(Status.ROLLED_BACK, f"check {r.name}: new failures: {_ids(new)}")
+    hidden = sorted(t for t in failing if after.outcomes.get(t) not in ("passed", *FAILING))
+    if hidden:
+        now = _outcomes(after, hidden)
+        why = f"check {r.name}: tests that failed before did not pass, they are now {now}"
+        return Decision(Status.ROLLED_BACK, why)
+    still = sorted(t for t in failing if after.outcomes.get(t) != "passed")
+    if not still and r.ok and not after.collect_errors:
+        if not after.passed and not failing:
+            return Decision(Status.ROLLED_BACK, f"check {r.name} passed no test")
+        return Decision(Status.FIXED)
+    if still and len(still) < len(failing) and not after.collect_errors:
+        return Decision(Status.IMPROVED, f"failures {len(failing)} -> {len(still)}")
+    if not still:  # every test passes and the exit code still says no: a check that is not only tests
+        return Decision(Status.ROLLED_BACK, f"check {r.name} still fails (exit {r.exit_code}) with its tests"
+                        " passing")
+    return Decision(Status.ROLLED_BACK, f"checks still fail ({len(still)} failures, before {len(failing)})")
+
+
+def _failing_before(name: str, was: PerTestReport | None, before: Before) -> frozenset[str]:
+    """The tests that failed before: the check's own report, else the ids the failure names."""
+    if was is not None:
+        return was.failing | frozenset(before.tests or ())
+    return frozenset(before.tests or ())
+
+
+def _ids(ids: Sequence[str]) -> str:
+    shown = ", ".join(ids[:_SHOWN])
+    return shown + (f" (+{len(ids) - _SHOWN} more)" if len(ids) > _SHOWN else "")
+
+
+def _outcomes(report: PerTestReport, ids: Sequence[str]) -> str:
+    return _ids([f"{t} {report.outcomes.get(t, 'not run')}" for t in ids])
 
 
 _SAID = {"fixed": "passed", "improved": "failed less", "no_change": "ran", "rolled_back": "still failed"}
@@ -74,35 +169,32 @@ def changed_sources(results: Sequence[CheckResult], verdict: str) -> Decision | 
     shown = ", ".join(files[:10]) + (f" (+{len(files) - 10} more)" if len(files) > 10 else "")
     who = ", ".join(r.name for r in changed)
     return Decision(
-        "rolled_back",
+        Status.ROLLED_BACK,
         f"the checks {_SAID.get(verdict, 'ran')} but check {who} changed source files during"
         f" verification ({shown}), so autod cannot tell its change from the fix: a check must not edit"
         " the source (run fixing commands as `fixer: true`; add build output to .gitignore)",
     )
 
 
-def _by_failures(results: Sequence[CheckResult], before: Before) -> Decision:
-    if all(r.ok for r in results):
-        return Decision("fixed")
-    for r in results:
-        why = broken(r)
-        if why:
-            return Decision("rolled_back", f"check {r.name} {why}: that proves nothing, no improvement")
-    after_tests = _failing_tests(results)
-    if before.tests and after_tests is not None:
-        new = sorted(after_tests - before.tests)
+def _by_failures(r: CheckResult, before: Before) -> Decision:
+    """A failing check without per-test results: fewer failures by its own summary, or still failing."""
+    why = broken(r)
+    if why:
+        return Decision(Status.ROLLED_BACK, f"check {r.name} {why}: that proves nothing, no improvement")
+    named = failing_tests(r.output)
+    if before.tests and named is not None:  # pytest's summary names them: strictly fewer, none new
+        new = sorted(named - before.tests)
         if new:
-            return Decision("rolled_back", f"new failures: {', '.join(new[:5])}")
-        if after_tests < before.tests:
-            return Decision("improved", f"failures {len(before.tests)} -> {len(after_tests)}")
-        still = f"checks still fail ({len(after_tests)} failures, before {len(before.tests)})"
-        return Decision("rolled_back", still)
-    counts = [counted_failures(r) for r in results]
-    after = sum(c for c in counts if c is not None)
-    if None not in counts and after < before.failures:
-        return Decision("improved", f"failures {before.failures} -> {after}")
-    shown = after if None not in counts else "uncounted"
-    return Decision("rolled_back", f"checks still fail ({shown} failures, before {before.failures})")
+            return Decision(Status.ROLLED_BACK, f"new failures: {_ids(new)}")
+        if named < before.tests:
+            return Decision(Status.IMPROVED, f"failures {len(before.tests)} -> {len(named)}")
+        still = f"checks still fail ({len(named)} failures, before {len(before.tests)})"
+        return Decision(Status.ROLLED_BACK, still)
+    after = counted_failures(r)
+    if after is not None and after < before.failures:
+        return Decision(Status.IMPROVED, f"failures {before.failures} -> {after}")
+    shown = after if after is not None else "uncounted"
+    return Decision(Status.ROLLED_BACK, f"checks still fail ({shown} failures, before {before.failures})")
 
 
 def broken(result: CheckResult) -> str | None:
@@ -119,6 +211,8 @@ def counted_failures(result: CheckResult) -> int | None:
     """Failures a run's own summary reports (pytest's, or parsed error lines); None when it has none."""
     if result.ok:
         return 0
+    if result.tests is not None:
+        return len(result.tests.failing) + len(result.tests.collect_errors) or None
     counts = [int(n) for n, _ in _PYTEST_COUNTS.findall(result.output[-4000:])]
     if counts:
         return sum(counts)
@@ -140,18 +234,6 @@ def failing_tests(text: str) -> frozenset[str] | None:
 
     ids = frozenset(t.nodeid for t in parse_test_ids(text, limit=500))
     return ids or None
-
-
-def _failing_tests(results: Sequence[CheckResult]) -> frozenset[str] | None:
-    out: set[str] = set()
-    for r in results:
-        if r.ok:
-            continue
-        ids = failing_tests(r.output)
-        if ids is None:
-            return None  # a failing run whose failures have no names: compare counts instead
-        out |= ids
-    return frozenset(out)
 
 
 def _looks_like_pytest(text: str) -> bool:

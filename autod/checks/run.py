@@ -15,12 +15,12 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from autod import tally
-from autod.checks import mounts, reaper, sandbox, sourcefiles
+from autod.checks import mounts, pertest, reaper, sandbox, sourcefiles
 from autod.checks.process import CannotStart, run_session
 from autod.checks.programs import (
     VENV_DIRS,
@@ -73,13 +73,21 @@ class CheckResult:
     outputs: list[str] = field(default_factory=list)
     # How it ran: "bwrap", "off" (configured), "unsandboxed" (auto, bwrap unavailable), "" (not run).
     sandbox: str = ""
+    # What each test did, from autod's recorder (autod.checks.pertest); None: no pytest reported.
+    tests: pertest.PerTestReport | None = None
+    # Whether the check runs pytest itself (so a run without `tests` ended before pytest could report).
+    expects_tests: bool = False
 
     @property
     def ok(self) -> bool:
         return self.exit_code == 0 and not self.timed_out
 
     def record(self) -> dict[str, object]:
-        return {"name": self.name, "exit_code": self.exit_code, "duration_ms": self.duration_ms}
+        out: dict[str, object] = {"name": self.name, "exit_code": self.exit_code,
+                                  "duration_ms": self.duration_ms}
+        if self.tests is not None:
+            out["tests"] = self.tests.record()
+        return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -224,7 +232,10 @@ async def run_check(
         return _not_started(name, 126, why, wrapper)
     # `python -m MODULE`: a pytest.py (or pytest/) in the current directory would stand in for the
     # runner and print any verdict; the directory itself stays on sys.path (the project imports from it)
-    module = module_run(argv)
+    # (with autod's import guard loaded, no workspace file can stand in for an installed module: only a
+    # Python started isolated, which loads no guard, needs this refusal)
+    judged = pertest.loads_into(argv)
+    module = module_run(argv) if not judged else None
     stand_in = await asyncio.to_thread(shadowed_module, module, cwd) if module else None
     if stand_in is not None:
         why = (f"cannot start check {name!r}: {stand_in} in the workspace would run instead of the "
@@ -242,6 +253,33 @@ async def run_check(
         tmpdir="/tmp" if private is None else str(private / "tmp"),
     )
     command = [str(program), *argv[1:]]
+    dirs = await asyncio.to_thread(pertest.make_dirs) if judged else None
+    if dirs is not None:
+        own = await asyncio.to_thread(pertest.own_names, settings.workspace if settings is not None else cwd)
+        env.update(dirs.env(view, own, env.get("PYTHONPATH", "")))
+    try:
+        fin, wrapper_error = await _run_judged(
+            name, check, cwd, view, env, command, argv, program, policy, verdict, wrapper, settings, venv,
+            output_dir=output_dir, mount_at=mount_at, bind_back=bind_back, private=private, dirs=dirs,
+        )
+        if wrapper_error is not None:
+            return wrapper_error
+        tests = await asyncio.to_thread(pertest.load, dirs.out) if dirs is not None else None
+    finally:
+        if dirs is not None:
+            await asyncio.to_thread(pertest.remove_dirs, dirs)
+    assert fin is not None
+    return await _result(name, check, cwd, fin, wrapper, program, settings, mount_at, tests,
+                         expects_tests=judged and _runs_pytest(argv))
+
+
+async def _run_judged(
+    name: str, check: CheckConfig, cwd: Path, view: Path, env: dict[str, str], command: list[str],
+    argv: list[str], program: Path, policy: sandbox.Policy, verdict: sandbox.Verdict | None, wrapper: str,
+    settings: Settings | None, venv: Path | None, *, output_dir: Path | None, mount_at: Path | None,
+    bind_back: Sequence[str], private: Path | None, dirs: pertest.JudgeDirs | None,
+) -> tuple[_Finished | None, CheckResult | None]:
+    """Run the command (sandboxed or under the reaper); (finished run, None) or (None, start error)."""
     with contextlib.ExitStack() as stack:
         if wrapper == "bwrap":
             assert verdict is not None and verdict.bwrap is not None
@@ -252,12 +290,12 @@ async def run_check(
             scratch = settings is not None and mounts.real(view) != mounts.real(settings.workspace)
             if scratch and venv is not None and not venv.is_symlink():
                 expose.append(venv)  # the fixer's scratch copy runs with the real workspace's venv
-            writable = [output_dir] if output_dir is not None else []
+            writable = [p for p in (output_dir, dirs.out if dirs else None) if p is not None]
             table = sandbox.mount_table(cwd, policy, expose=expose, writable=writable, mount_at=mount_at,
-                                        bind_back=bind_back)
+                                        bind_back=bind_back, readonly=[dirs.lib] if dirs else [])
             hop = hidden_hop(program, env["PATH"], table)
             if hop is not None:
-                return _not_started(name, 126, hidden_program(name, program, hop), wrapper)
+                return None, _not_started(name, 126, hidden_program(name, program, hop), wrapper)
             full = sandbox.bwrap_argv(
                 verdict.bwrap, command, workspace=cwd, env=env, network=check.network, mounts=table,
                 mount_at=mount_at,
@@ -271,11 +309,28 @@ async def run_check(
                 full, cwd=cwd, env=env, timeout_s=check.timeout_s, output_limit=check.output_limit_kb * 1024
             )
         except CannotStart as exc:
-            return _not_started(name, 126, f"cannot start check {name!r}: {exc}", wrapper)
+            return None, _not_started(name, 126, f"cannot start check {name!r}: {exc}", wrapper)
         finally:
             if private is not None:
                 await asyncio.to_thread(shutil.rmtree, private, True)
     after = await asyncio.to_thread(snapshot, cwd, skip)
+    return _Finished(fin, before, after), None
+
+
+@dataclass
+class _Finished:
+    run: Any  # autod.checks.process's finished session
+    before: dict[str, tuple[int, int, int, int]] | None
+    after: dict[str, tuple[int, int, int, int]] | None
+
+
+async def _result(
+    name: str, check: CheckConfig, cwd: Path, done: _Finished, wrapper: str, program: Path,
+    settings: Settings | None, mount_at: Path | None, tests: pertest.PerTestReport | None, *,
+    expects_tests: bool,
+) -> CheckResult:
+    """The CheckResult of a finished run: start failures, timeouts and what it changed."""
+    fin, before, after = done.run, done.before, done.after
     tally.spend("checks", fin.duration_ms)
     output = fin.output.decode("utf-8", "replace")
     error = _start_failure(output, fin.exit_code, wrapper, program)
@@ -304,7 +359,16 @@ async def run_check(
         changed=changed,
         outputs=outputs,
         sandbox=wrapper,
+        tests=tests,
+        expects_tests=expects_tests,
     )
+
+
+def _runs_pytest(argv: Sequence[str]) -> bool:
+    """Whether the command is pytest itself (`pytest`, `py.test`, `python [-X ...] -m pytest`)."""
+    from autod.localize.spectrum import is_pytest
+
+    return is_pytest(shlex.join(argv))
 
 
 def _under_dir(path: Path, root: Path) -> bool:

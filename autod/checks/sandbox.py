@@ -161,10 +161,12 @@ def mount_table(
     writable: Sequence[Path] = (),
     mount_at: Path | None = None,
     bind_back: Sequence[str] = (),
+    readonly: Sequence[Path] = (),
 ) -> MountTable:
     """What a check in `workspace` sees (autod.checks.mounts has the order and why). `expose`: host paths the
     configured command names (its program, absolute paths in its `run`), bound back read-only where
-    they are hidden; `writable`: autod-owned scratch directories outside the workspace.
+    they are hidden; `writable`: autod-owned scratch directories outside the workspace; `readonly`:
+    autod-owned directories outside it that the check may read but never change (the judge's files).
 
     `mount_at`: `workspace` is a copy (autod.isolation's mirror) shown at this path, the real
     workspace's, with `bind_back` (paths relative to it: venvs) and `.git` from the real tree,
@@ -198,6 +200,8 @@ def mount_table(
         m.bind(venv, writable=False)
     for p in writable:
         m.bind(real(p), writable=True)
+    for p in readonly:
+        m.bind(real(p), writable=False)
     # Again, whatever a bind above uncovered: autod's own files, then the runtime dir and socket last.
     # Never the workspace itself or a directory above it (a log dir that happens to be the checkout).
     for p in own:

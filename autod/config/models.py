@@ -166,6 +166,12 @@ class CheckConfig(Strict):
         None, description="override checks.sandbox for this check (null: inherit)"
     )
     network: bool = Field(False, description="true: the sandboxed check may use the network")
+    covers: list[str] = Field(
+        default_factory=list,
+        max_length=200,
+        description="workspace globs this check judges; a candidate that touches none of them skips it"
+        " when it passed before (empty: every candidate runs it)",
+    )
 
     _sandbox = field_validator("sandbox", mode="before")(lambda v: yaml_off(v))
 

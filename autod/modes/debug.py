@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 
 from autod.act.edits import ScopeCheck
 from autod.act.judges import Judges, editable_paths
-from autod.checks.outcome import Before, decide, failing_tests
 from autod.events import Event, EventKind
 from autod.localize.context import localize
 from autod.localize.excerpt import trim_failure
@@ -197,30 +195,6 @@ class DebugMode:
         return chain(judges.scope() if judges else None, python_syntax_scope)
 
     async def verify(self, event: Event, plan: Plan, env: ModeEnv) -> Verification:
-        configured = env.settings.checks
-        names: list[str] = []
-        failing = event.payload.get("check")
-        if isinstance(failing, str) and failing in configured:
-            names.append(failing)
-        names += [n for n in plan.verify if n in configured and n not in names]
-        if not names:
-            names = [n for n, c in configured.items() if not c.fixer]
-        if not names:
-            return Verification("rolled_back", reason=decide([], Before(1)).reason)
-        for n in names:
-            focus = configured[n].focus
-            if not focus:
-                continue
-            quick = dataclasses.replace(await env.run_check(n, run=focus), name=f"{n}:focus")
-            if not quick.ok:
-                # a failing focus settles it: the full check would only take longer to say so
-                d = decide([], Before(1), focus=quick)
-                return Verification(d.status, [quick], d.reason)
-        results = [await env.run_check(n) for n in names]
-        payload = event.payload
-        known = payload.get("failing_tests")
-        tests = frozenset(str(t) for t in known) if isinstance(known, list) and known else None
-        tests = tests or failing_tests(str(payload.get("excerpt", "")))
-        before = Before(int(payload.get("failures") or 1), tests)
-        d = decide(results, before)
-        return Verification(d.status, results, d.reason)
+        from autod.modes.verifying import verify_by_checks
+
+        return await verify_by_checks(event, plan, env)

@@ -94,8 +94,11 @@ def test_the_environment_is_an_allow_list_without_autod_secrets(tmp_path, mode, 
 
     env = json.loads(r.output)
     for name in ("AUTOD_LLM__API_KEY", "CREDENTIALS_DIRECTORY", "NOTIFY_SOCKET", "WATCHDOG_USEC",
-                 "INVOCATION_ID", "SOME_TOKEN", "PYTHONPATH"):
+                 "INVOCATION_ID", "SOME_TOKEN"):
         assert name not in env
+    # PYTHONPATH is autod's judge directory alone (its import guard and recorder), never the daemon's
+    assert "/evil" not in env.get("PYTHONPATH", "")
+    assert [Path(p).name for p in env["PYTHONPATH"].split(os.pathsep)] == ["lib"]
     assert "sk-the-daemon-key" not in r.output
     assert env["LC_ALL"] == "C.UTF-8" and env["EXTRA"] == "1"
     assert env["HOME"] != os.environ.get("HOME") and env["TMPDIR"]

@@ -1,0 +1,150 @@
+"""autod's import guard for a check's Python: the workspace comes after the standard library and the
+installed packages, whatever the import path says.
+
+Copied as `sitecustomize.py` into a read-only directory that autod puts first on a check's PYTHONPATH,
+so every Python process the check starts runs it at start-up, before any code of the workspace or the
+runner. It runs inside the project's own Python (not autod's): standard library only, and syntax old
+Pythons read. It wraps the standard path finder (`importlib.machinery.PathFinder`, in place, so
+that import hooks which call it directly are covered too) so that, for a top-level module, it:
+
+1. looks first in the import path's entries outside the workspace (the standard library, the venv's
+   site-packages, autod's directory) and takes what it finds there;
+2. only then looks everywhere, as Python would.
+
+So a file the workspace adds (`textwrap.py`, `pytest.py`, `_pytest/`, `pluggy.py`, any name the
+runner or a library it loads imports, now or later) can never stand in for one of those, whichever
+directory pytest or `python -m` put first on `sys.path`. The project's own top-level modules that
+git tracks (named in `_AUTOD_JUDGE_OWN`) resolve as usual, so a project installed into its own venv
+without `-e` still tests its checkout.
+
+Distribution metadata under the workspace (`*.dist-info`, `*.egg-info`) is still readable (versions,
+files), but declares no entry points: a `pytest11` plugin or a console script cannot be registered by
+a file in the workspace.
+"""
+
+import os
+import sys
+
+
+def _install():
+    ws, prefixes = _where()
+    if not ws:
+        return
+    own = {n for n in os.environ.get("_AUTOD_JUDGE_OWN", "").split(",") if n}
+    own -= set(getattr(sys, "stdlib_module_names", ()))
+
+    import importlib.machinery
+
+    base = importlib.machinery.PathFinder
+    verdicts = {}
+
+    def trusted(entry):
+        """An import path entry outside the workspace, or the installed part of one inside it."""
+        if not isinstance(entry, str):
+            return False
+        try:
+            real = verdicts[entry]
+        except KeyError:
+            real = verdicts[entry] = _classify(entry, ws, prefixes)
+        return real
+
+    find_spec = base.find_spec  # bound: called alike whether a class or a static method
+    find_distributions = getattr(base, "find_distributions", None)
+
+    def guarded_find_spec(name, path=None, target=None):
+        """The standard path finder, asked first about the trusted part of the import path."""
+        if path is None and name not in own:
+            spec = find_spec(name, [e for e in sys.path if trusted(e)], target)
+            if spec is not None:
+                return spec
+        return find_spec(name, path, target)
+
+    def guarded_distributions(*args, **kwargs):
+        for dist in find_distributions(*args, **kwargs):
+            where = getattr(dist, "_path", None)
+            if where is not None and not trusted(os.path.dirname(str(where))):
+                dist = _without_entry_points(dist)
+            yield dist
+
+    # Patched on the class itself, not only in sys.meta_path: pytest's assertion rewriter (and other
+    # import hooks) call PathFinder.find_spec directly.
+    # the same kind of method as the one it replaces: callers keep `PathFinder.find_spec` as a class
+    # attribute of their own (pytest's rewriter does), where a plain function would be bound to them
+    _replace(base, "find_spec", guarded_find_spec)
+    if find_distributions is not None:
+        _replace(base, "find_distributions", guarded_distributions)
+
+
+def _replace(cls, name, func):
+    if isinstance(cls.__dict__.get(name), classmethod):
+        setattr(cls, name, classmethod(lambda _cls, *a, **k: func(*a, **k)))
+    else:
+        setattr(cls, name, staticmethod(func))
+
+
+def _where():
+    """The workspace (real path, "" when autod did not say) and the interpreter's own prefixes."""
+    ws = os.environ.get("_AUTOD_JUDGE_WS")
+    prefixes = []
+    for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, getattr(sys, "base_exec_prefix", sys.prefix)):
+        real = os.path.realpath(p)
+        if real not in prefixes:
+            prefixes.append(real)
+    return (os.path.realpath(ws) if ws else ""), prefixes
+
+
+def _classify(entry, ws, prefixes):
+    real = os.path.realpath(entry or os.getcwd())
+    if real != ws and not real.startswith(ws + os.sep):
+        return True
+    for p in prefixes:
+        if real == p or real.startswith(p + os.sep):
+            return True
+    parts = real.split(os.sep)
+    return "site-packages" in parts or "dist-packages" in parts
+
+
+def _without_entry_points(dist):
+    try:
+        from importlib.metadata import PathDistribution
+    except ImportError:
+        return dist
+
+    class NoEntryPoints(PathDistribution):
+        def read_text(self, filename):
+            if filename == "entry_points.txt":
+                return None
+            return PathDistribution.read_text(self, filename)
+
+    try:
+        return NoEntryPoints(dist._path)
+    except Exception:
+        return dist
+
+
+def _chain():
+    """Run the sitecustomize this one stands before (the venv's or the system's), as Python would."""
+    here = os.path.realpath(os.path.dirname(os.path.abspath(__file__)))
+    ws, prefixes = _where()
+    import importlib.machinery
+    import importlib.util
+
+    for entry in list(sys.path):
+        if not isinstance(entry, str) or os.path.realpath(entry or os.getcwd()) == here:
+            continue
+        if ws and not _classify(entry, ws, prefixes):
+            continue  # never the workspace's own sitecustomize
+        spec = importlib.machinery.PathFinder.find_spec("sitecustomize", [entry])
+        if spec is None or spec.loader is None:
+            continue
+        module = importlib.util.module_from_spec(spec)
+        try:
+            spec.loader.exec_module(module)
+        except Exception as exc:
+            sys.stderr.write("Error in sitecustomize; set PYTHONVERBOSE for traceback:\n" + repr(exc) + "\n")
+        return
+
+
+if __name__ == "sitecustomize":
+    _install()
+    _chain()

@@ -1,0 +1,199 @@
+"""What each test did in a check run, from autod's own recorder, and how a check's Python is started.
+
+Every check run gets two directories autod owns, outside the workspace: `lib/` (read-only in the
+sandbox) holds autod's import guard as `sitecustomize.py` (autod.checks.judge_guard) and its pytest
+recorder as `autod_verdicts.py` (autod.checks.judge_plugin); `out/` (writable) receives the recorder's
+`results-<pid>.json`. The check's environment puts `lib/` first on PYTHONPATH and names the recorder in
+PYTEST_PLUGINS, so any Python or pytest the check starts loads both from autod, never from the
+workspace. `load` reads `out/` back with the one safe read (no FIFO, no symlink, capped): what a test
+process wrote there is as untrusted as its output.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import stat
+import subprocess
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from autod.safety.saferead import read_untrusted
+
+__all__ = ["JudgeDirs", "PerTestReport", "load", "loads_into", "make_dirs", "own_names", "remove_dirs"]
+
+PLUGIN = "autod_verdicts"
+MAX_RESULTS_BYTES = 32 << 20  # all result files of one run together
+MAX_RESULT_FILES = 64  # pytest processes of one check run that are heard
+_RESULT_NAME = re.compile(r"results-\d{1,10}\.json")
+_RANK = {"passed": 0, "xpassed": 1, "xfailed": 2, "skipped": 3, "failed": 4, "error": 5}
+FAILING = frozenset({"failed", "error"})
+
+
+@dataclass(frozen=True)
+class PerTestReport:
+    """Per-test outcomes of one check run (every pytest process it started, merged)."""
+
+    outcomes: Mapping[str, str]
+    collected: frozenset[str]
+    collect_errors: tuple[str, ...] = ()
+
+    @property
+    def failing(self) -> frozenset[str]:
+        return frozenset(t for t, o in self.outcomes.items() if o in FAILING)
+
+    @property
+    def passed(self) -> frozenset[str]:
+        return frozenset(t for t, o in self.outcomes.items() if o == "passed")
+
+    @property
+    def seen(self) -> frozenset[str]:
+        """Every test the run collected or reported."""
+        return self.collected | frozenset(self.outcomes)
+
+    def record(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for o in self.outcomes.values():
+            counts[o] = counts.get(o, 0) + 1
+        if self.collect_errors:
+            counts["collect_errors"] = len(self.collect_errors)
+        return counts
+
+
+@dataclass(frozen=True)
+class JudgeDirs:
+    lib: Path  # bound read-only: the guard and the recorder
+    out: Path  # bound writable: the recorder's result files
+
+    def env(self, workspace: Path, own: str, pythonpath: str = "") -> dict[str, str]:
+        """The variables that load the guard and the recorder into every Python the check starts."""
+        path = os.pathsep.join(p for p in (str(self.lib), pythonpath) if p)
+        return {
+            "PYTHONPATH": path,
+            "PYTEST_PLUGINS": PLUGIN,
+            "_AUTOD_JUDGE_WS": str(workspace),
+            "_AUTOD_JUDGE_OWN": own,
+            "_AUTOD_JUDGE_OUT": str(self.out),
+        }
+
+
+def make_dirs() -> JudgeDirs:
+    """A fresh pair of directories for one check run (blocking); `remove_dirs` after it."""
+    root = Path(tempfile.mkdtemp(prefix="autod-judge-"))
+    lib, out = root / "lib", root / "out"
+    lib.mkdir()
+    out.mkdir()
+    pkg = resources.files("autod.checks")
+    (lib / "sitecustomize.py").write_bytes(pkg.joinpath("judge_guard.py").read_bytes())
+    (lib / f"{PLUGIN}.py").write_bytes(pkg.joinpath("judge_plugin.py").read_bytes())
+    for f in lib.iterdir():
+        f.chmod(0o444)
+    lib.chmod(0o555)
+    return JudgeDirs(lib, out)
+
+
+def remove_dirs(dirs: JudgeDirs) -> None:
+    root = dirs.lib.parent
+    with contextlib.suppress(OSError):
+        dirs.lib.chmod(0o755)
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def loads_into(argv: Sequence[str]) -> bool:
+    """Whether the guard and the recorder can load into the command's Python: not when the command
+    starts Python isolated (`-I`), ignoring PYTHON* variables (`-E`) or without `site` (`-S`); such a
+    check is judged by its exit code alone (`autod config check` says so)."""
+    if not argv or not os.path.basename(argv[0]).startswith("python"):
+        return True
+    for arg in argv[1:]:
+        if not arg.startswith("-") or arg.startswith("--"):
+            return True
+        for ch in arg[1:]:
+            if ch in "IES":
+                return False
+            if ch in "mc":
+                return True  # the module or command follows: no more interpreter options
+            if ch in "WX":
+                break  # the rest of this word is the option's value
+    return True
+
+
+def load(out: Path) -> PerTestReport | None:
+    """The merged per-test report in `out`, or None when no pytest process wrote one (blocking).
+
+    Only names the recorder writes are read, each with the safe read; a file that is not a JSON object
+    of the recorder's shape is ignored (as if that process had written nothing)."""
+    try:
+        names = sorted(e.name for e in os.scandir(out) if _RESULT_NAME.fullmatch(e.name))
+    except OSError:
+        return None
+    outcomes: dict[str, str] = {}
+    collected: set[str] = set()
+    errors: list[str] = []
+    heard = 0
+    budget = MAX_RESULTS_BYTES
+    for name in names[:MAX_RESULT_FILES]:
+        try:
+            data = read_untrusted(out / name, cap=budget)
+            doc = json.loads(data)
+        except (OSError, ValueError):
+            continue
+        budget -= len(data)
+        if not isinstance(doc, dict) or doc.get("complete") is not True:
+            continue
+        tests, coll, errs = doc.get("tests"), doc.get("collected"), doc.get("collect_errors")
+        if not isinstance(tests, dict) or not isinstance(coll, list) or not isinstance(errs, list):
+            continue
+        heard += 1
+        for nodeid, outcome in tests.items():
+            if isinstance(nodeid, str) and outcome in _RANK:
+                now = outcomes.get(nodeid)
+                if now is None or _RANK[outcome] > _RANK[now]:
+                    outcomes[nodeid] = outcome
+        collected.update(c for c in coll if isinstance(c, str))
+        errors += [e for e in errs if isinstance(e, str)]
+    if not heard:
+        return None
+    return PerTestReport(outcomes, frozenset(collected), tuple(errors))
+
+
+_OWN_CACHE: dict[tuple[str, float], str] = {}
+
+
+def own_names(workspace: Path) -> str:
+    """The top-level module names the workspace's git tracks (at its root and under src/), comma
+    separated: the import guard resolves these as usual (blocking, cached by the index's mtime)."""
+    from autod.git import safe as gitsafe
+
+    index = workspace / ".git" / "index"
+    try:
+        key = (str(workspace), os.stat(index).st_mtime) if stat.S_ISREG(os.lstat(index).st_mode) else None
+    except OSError:
+        key = None
+    if key is not None and key in _OWN_CACHE:
+        return _OWN_CACHE[key]
+    names: set[str] = set()
+    try:
+        proc = gitsafe.run(workspace, "ls-files", "-z", timeout=20)
+        tracked = proc.stdout.decode("utf-8", "replace").split("\0") if proc.returncode == 0 else []
+    except (OSError, subprocess.SubprocessError):
+        tracked = []
+    for rel in tracked:
+        parts = rel.split("/")
+        if parts[0] == "src" and len(parts) > 1:
+            parts = parts[1:]
+        head = parts[0]
+        name = head[:-3] if len(parts) == 1 and head.endswith(".py") else head if len(parts) > 1 else ""
+        if name.isidentifier():
+            names.add(name)
+    out = ",".join(sorted(names))[:20_000]
+    if key is not None:
+        _OWN_CACHE.clear()
+        _OWN_CACHE[key] = out
+    return out

@@ -1,0 +1,88 @@
+"""Which checks verify a candidate of a fixing mode, in what order, and what the judge is told.
+
+The failing check runs first: when it already says the candidate lost, no other check runs. Then every
+other configured check that passed before the candidate (the daemon's last run of it, as the cycle
+found it) runs too, so a fix that breaks something else is never kept; a check whose `covers` globs
+match none of the candidate's files is skipped. Checks that were failing for another reason are not
+the candidate's to mend and are left out. The judge (autod.checks.outcome.decide) compares each run
+with that check's run before the candidate.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+
+from autod.checks.outcome import Before, Decision, decide, failing_tests
+from autod.checks.run import CheckResult
+from autod.config.models import CheckConfig
+from autod.events import Event
+from autod.modes import ModeEnv, Verification
+from autod.plan import Plan
+from autod.safety.boundary import glob_match
+from autod.verdict import Status
+
+__all__ = ["checks_for", "verify_by_checks"]
+
+
+def checks_for(
+    configured: Mapping[str, CheckConfig], failing: object, plan: Plan, runs: Mapping[str, CheckResult]
+) -> list[str]:
+    """The checks to run, the failing one first (pure)."""
+    names: list[str] = []
+    if isinstance(failing, str) and failing in configured and not configured[failing].fixer:
+        names.append(failing)
+    touched = [e.path for e in plan.edits]
+    for name, check in configured.items():
+        if name in names or check.fixer:
+            continue
+        prior = runs.get(name)
+        asked = name in plan.verify
+        if prior is None:
+            if asked or not names:
+                names.append(name)  # never run yet: only when the plan names it or nothing else judges
+            continue
+        if not prior.ok or prior.error:
+            continue  # failing for another reason: not this candidate's to mend
+        if check.covers and touched and not any(glob_match(g, p) for g in check.covers for p in touched):
+            continue
+        names.append(name)
+    return names
+
+
+async def verify_by_checks(event: Event, plan: Plan, env: ModeEnv) -> Verification:
+    """Run the checks that judge `plan` (focus commands first) and let the judge decide."""
+    runs = dict(env.last_results)
+    names = checks_for(env.settings.checks, event.payload.get("check"), plan, runs)
+    if not names:
+        return Verification(Status.ROLLED_BACK, reason=decide([], Before(1)).reason)
+    for n in names:
+        focus = env.settings.checks[n].focus
+        if not focus:
+            continue
+        quick = dataclasses.replace(await env.run_check(n, run=focus), name=f"{n}:focus")
+        if not quick.ok:
+            # a failing focus settles it: the full check would only take longer to say so
+            d = decide([], Before(1), focus=quick)
+            return Verification(d.status, [quick], d.reason)
+    before = before_of(event, runs)
+    results: list[CheckResult] = []
+    d: Decision | None = None
+    for n in names:
+        results.append(await env.run_check(n))
+        d = decide(results, before)
+        if d.status is Status.ROLLED_BACK:
+            break  # the candidate lost: the other checks would only take longer to say so
+    assert d is not None
+    return Verification(d.status, results, d.reason)
+
+
+def before_of(event: Event, runs: Mapping[str, CheckResult]) -> Before:
+    """What the judge compares with: the failure the event describes and each check's last run."""
+    payload = event.payload
+    known = payload.get("failing_tests")
+    tests: frozenset[str] | None = (
+        frozenset(str(t) for t in known) if isinstance(known, list) and known else None
+    )
+    tests = tests or failing_tests(str(payload.get("excerpt", "")))
+    return Before(int(payload.get("failures") or 1), tests, runs)

@@ -1,0 +1,143 @@
+"""The judge decides by what each test did: generated before/after runs, and the invariant it keeps."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from autod.checks.outcome import Before, decide
+from autod.checks.pertest import PerTestReport
+from autod.checks.run import CheckResult
+from autod.config.models import CheckConfig
+from autod.modes.verifying import checks_for
+from autod.plan import Plan
+from autod.verdict import Status
+
+OUTCOMES = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
+
+
+def report(outcomes: dict[str, str], *, collected: set[str] | None = None,
+           errors: tuple[str, ...] = ()) -> PerTestReport:
+    return PerTestReport(outcomes, frozenset(collected if collected is not None else outcomes), errors)
+
+
+def result(tests: PerTestReport | None, exit_code: int | None = None, name: str = "tests") -> CheckResult:
+    if exit_code is None:
+        exit_code = 0 if tests is not None and all(o in ("passed", "skipped", "xfailed", "xpassed")
+                                                   for o in tests.outcomes.values()) else 1
+    return CheckResult(name, exit_code, "", 10, tests=tests, expects_tests=True)
+
+
+BEFORE_RUN = result(report({"t::a": "failed", "t::b": "passed", "t::c": "passed"}))
+BEFORE = Before(1, frozenset({"t::a"}), {"tests": BEFORE_RUN})
+
+
+def test_every_failing_test_now_passing_and_nothing_else_worse_is_fixed():
+    d = decide([result(report({"t::a": "passed", "t::b": "passed", "t::c": "passed"}))], BEFORE)
+    assert d.status is Status.FIXED
+
+
+def test_a_failing_test_now_skipped_is_not_fixed_though_pytest_exits_0():
+    # unittest.SkipTest or pytest.skip raised by the code under test: "1 skipped", exit 0
+    after = result(report({"t::a": "skipped", "t::b": "passed", "t::c": "passed"}), exit_code=0)
+    d = decide([after], BEFORE)
+    assert d.status is Status.ROLLED_BACK and "t::a skipped" in d.reason
+
+
+def test_a_failing_test_now_xfailed_or_deselected_is_not_fixed():
+    for outcomes, collected in (({"t::a": "xfailed", "t::b": "passed", "t::c": "passed"}, None),
+                                ({"t::b": "passed", "t::c": "passed"}, {"t::b", "t::c"})):
+        d = decide([result(report(outcomes, collected=collected), exit_code=0)], BEFORE)
+        assert d.status is Status.ROLLED_BACK, d
+
+
+def test_a_pytest_run_that_reported_nothing_is_a_failed_run():
+    # SystemExit(0) or os._exit(0) at import: exit 0, no result file
+    d = decide([CheckResult("tests", 0, "", 10, tests=None, expects_tests=True)], BEFORE)
+    assert d.status is Status.ROLLED_BACK and "reported no test results" in d.reason
+
+
+def test_errors_during_collection_are_never_a_pass():
+    outcomes = {"t::b": "passed", "t::c": "passed", "t::a": "passed"}
+    after = result(report(outcomes, errors=("t.py",)), exit_code=0)
+    assert decide([after], BEFORE).status is Status.ROLLED_BACK
+
+
+def test_a_test_that_passed_before_and_now_fails_or_skips_is_a_regression():
+    for now in ("failed", "skipped", "error", "xfailed"):
+        d = decide([result(report({"t::a": "passed", "t::b": now, "t::c": "passed"}))], BEFORE)
+        assert d.status is Status.ROLLED_BACK and "passed before" in d.reason, (now, d)
+
+
+def test_fewer_failing_tests_and_nothing_worse_is_improved():
+    before_run = result(report({"t::a": "failed", "t::b": "failed", "t::c": "passed"}))
+    before = Before(2, None, {"tests": before_run})
+    d = decide([result(report({"t::a": "passed", "t::b": "failed", "t::c": "passed"}))], before)
+    assert d.status is Status.IMPROVED
+
+
+def test_another_check_that_passed_before_must_still_pass():
+    lint_before = CheckResult("lint", 0, "", 5)
+    before = Before(1, frozenset({"t::a"}), {"tests": BEFORE_RUN, "lint": lint_before})
+    fixed_tests = result(report({"t::a": "passed", "t::b": "passed", "t::c": "passed"}))
+    d = decide([fixed_tests, CheckResult("lint", 1, "x.py:1:1: F401 unused", 5)], before)
+    assert d.status is Status.ROLLED_BACK and "lint passed before" in d.reason
+
+
+def test_a_passing_pytest_check_whose_tests_broke_is_rolled_back():
+    other_before = result(report({"u::x": "passed"}), name="unit")
+    before = Before(1, frozenset({"t::a"}), {"tests": BEFORE_RUN, "unit": other_before})
+    fixed_tests = result(report({"t::a": "passed", "t::b": "passed", "t::c": "passed"}))
+    broken = CheckResult("unit", 0, "", 5, tests=None, expects_tests=True)
+    assert decide([fixed_tests, broken], before).status is Status.ROLLED_BACK
+
+
+ids = st.sampled_from([f"t::{c}" for c in "abcdefgh"])
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    before=st.dictionaries(ids, st.sampled_from(("passed", "failed", "error")), min_size=1),
+    after=st.dictionaries(ids, st.sampled_from(OUTCOMES)),
+    exit_code=st.sampled_from((0, 1)),
+    errors=st.sampled_from(((), ("t.py",))),
+)
+def test_fixed_only_when_every_failing_test_passes_and_nothing_got_worse(before, after, exit_code, errors):
+    was = report(before)
+    prior = CheckResult("tests", 0 if not was.failing else 1, "", 10, tests=was, expects_tests=True)
+    run = CheckResult("tests", exit_code, "", 10, tests=report(after, errors=errors), expects_tests=True)
+    d = decide([run], Before(max(1, len(was.failing)), None, {"tests": prior}))
+    now = report(after)
+    invariant = (
+        exit_code == 0
+        and not errors
+        and all(now.outcomes.get(t) == "passed" for t in was.failing | was.passed)
+        and was.seen <= now.seen
+        and not now.failing
+        and bool(now.passed)
+    )
+    assert (d.status is Status.FIXED) == invariant, (before, after, exit_code, errors, d)
+    if d.status is Status.IMPROVED:  # never by hiding or breaking a test
+        assert all(now.outcomes.get(t) == "passed" for t in was.passed)
+        assert all(now.outcomes.get(t) in ("passed", "failed", "error") for t in was.failing)
+
+
+def cfg(**kw: object) -> CheckConfig:
+    return CheckConfig(run="python -m pytest", **kw)  # type: ignore[arg-type]
+
+
+def test_the_failing_check_runs_first_then_every_check_that_passed_before():
+    configured = {"lint": cfg(), "tests": cfg(), "docs": cfg(), "fix": cfg(fixer=True), "other": cfg()}
+    runs = {"lint": CheckResult("lint", 0, "", 1), "tests": CheckResult("tests", 1, "", 1),
+            "docs": CheckResult("docs", 0, "", 1), "other": CheckResult("other", 1, "", 1)}
+    plan = Plan(summary="s", edits=[{"path": "src/a.py", "search": "x", "replace": "y"}])
+    assert checks_for(configured, "tests", plan, runs) == ["tests", "lint", "docs"]
+
+
+def test_a_check_whose_covers_miss_every_touched_file_is_skipped():
+    configured = {"tests": cfg(), "docs": cfg(covers=["docs/**"])}
+    runs = {"tests": CheckResult("tests", 1, "", 1), "docs": CheckResult("docs", 0, "", 1)}
+    plan = Plan(summary="s", edits=[{"path": "src/a.py", "search": "x", "replace": "y"}])
+    assert checks_for(configured, "tests", plan, runs) == ["tests"]
+    plan = Plan(summary="s", edits=[{"path": "docs/a.md", "search": "x", "replace": "y"}])
+    assert checks_for(configured, "tests", plan, runs) == ["tests", "docs"]
