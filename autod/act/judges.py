@@ -1,7 +1,7 @@
 """The judges of a fix are not the fix's to change.
 
-A weak model asked to make a failing test pass will, often enough, edit the test (one rewrote
-`assert add(2, 3) == 5` to `== -1` and was kept as fixed). The judges of a writing mode are:
+A weak model asked to make a failing test pass will, often enough, edit the test. The judges of a
+writing mode are:
 - the files its `judge_globs` match (tests, conftest.py, pytest.ini, tox.ini, setup.cfg, ...);
 - the checks' own scripts: a workspace file a check runs (`./scripts/check.sh`, `python ci/lint.py`),
   every path given to a test runner (`pytest spec/unit`), a config file named by an option
@@ -9,17 +9,15 @@ A weak model asked to make a failing test pass will, often enough, edit the test
 - `pyproject.toml`, but only when an edit changes the settings the checks read: `[tool.pytest*]`,
   `[tool.coverage*]`, `[tool.tox]`, `[tool.nox]`, `[tool.<X>]` for every tool X a check runs, and
   the test/dev extras and dependency groups. Other pyproject edits pass.
-
 - whatever the operator's globs say, pytest's own configuration and entry points
   (`autod.safety.protected.RUNNER_GLOBS`: pytest.ini, .pytest.ini, pytest.toml, .pytest.toml, tox.ini,
   setup.cfg, every conftest.py, a pytest/_pytest/pluggy module anywhere importable, *.pth,
   site/usercustomize), and pyproject's `[build-system]`, entry points and scripts;
-- a Python edit to the code under test that adds a reach into the test runner (`autod.act.reach`:
-  imports pytest, defines hooks, touches sys.modules or the runner's frames, ends the process...).
+- a Python edit to the code under test that adds a reach into the test runner (`autod.act.reach`);
+- in a fixing mode, a file it may not create (`autod.act.allowance`: only modules inside packages).
 
-Paths are compared normalised (`normal_rel`): `src/../scripts/check.sh` and `./scripts//check.sh`
-are `scripts/check.sh`, and an existing path is spelled as the filesystem has it (on a case-insensitive
-one, `Scripts/Check.sh` is `scripts/check.sh`), whatever rule upstream let the spelling through.
+Paths are compared normalised (`normal_rel`: `src/../x.sh` is `x.sh`) and spelled as the filesystem
+has them (on a case-insensitive one, `Scripts/Check.sh` is `scripts/check.sh`).
 
 By default such a plan is refused with a reason that teaches the re-plan what to do instead. With
 `allow_judge_edits: true` it is not refused, but `requires_approval` makes the cycle store it as a
@@ -36,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
+from autod.act.allowance import new_file_refusal
 from autod.act.reach import introduced
 from autod.errors import PlanRejected
 from autod.safety.boundary import glob_match
@@ -92,6 +91,7 @@ class Judges:
     tools: frozenset[str]
     allow: bool
     workspace: Path | None = None  # where paths are spelled as the filesystem has them
+    fixing: bool = False  # a fixing mode: what it may create is an allowance (autod.act.allowance)
 
     @classmethod
     def for_settings(cls, settings: Settings, mode: str) -> Judges | None:
@@ -113,7 +113,9 @@ class Judges:
         globs = list(globs) + [f for t in sorted(tools) for f in _TOOL_FILES.get(t, ())]
         ws = Path(os.path.realpath(settings.workspace))
         scripts = [_Script(normal_rel(s.rel, ws), s.is_dir, s.check) for s in scripts]
-        return cls(mode, tuple(globs), tuple(scripts), frozenset(tools), bool(cfg.allow_judge_edits), ws)
+        fixing = getattr(cfg, "doc_globs", None) is None  # auto-debug; auto-doc creates pages
+        allow = bool(cfg.allow_judge_edits)
+        return cls(mode, tuple(globs), tuple(scripts), frozenset(tools), allow, ws, fixing)
 
     def judged(self, change: FileChange) -> str | None:
         """Why the change edits a judge (a reason that tells the re-plan what to do instead), or None."""
@@ -139,6 +141,8 @@ class Judges:
                     f" process's exit); {self.mode} may not change how the tests run - fix the code under"
                     " test itself, with plain Python, so the failing tests pass as written"
                 )
+        if change.old is None and self.fixing and self.workspace is not None:
+            return new_file_refusal(rel, self.workspace)
         return None
 
     def judged_path(self, rel: str) -> str | None:
@@ -183,7 +187,7 @@ class Judges:
         return check
 
     def touched(self, changes: list[FileChange]) -> list[str]:
-        """The judges among the changes (for the approval a permitted judge edit always needs)."""
+        """The judges among the changes (a permitted judge edit always needs approval)."""
         return [c.rel for c in changes if self.judged(c)]
 
 
