@@ -9,7 +9,6 @@ import contextlib
 import os
 import shlex
 import shutil
-import stat
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -20,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from autod import tally
-from autod.checks import mounts, pertest, reaper, sandbox, sourcefiles
+from autod.checks import mounts, pertest, reaper, sandbox
+from autod.checks.changes import changed_files, runs_code, snapshot, sources_and_outputs
 from autod.checks.process import CannotStart, run_session
 from autod.checks.programs import (
     VENV_DIRS,
@@ -34,7 +34,6 @@ from autod.checks.programs import (
     shadowed_module,
 )
 from autod.config.settings import CheckConfig
-from autod.paths import NOT_SOURCE_DIRS
 
 __all__ = [
     "VENV_DIRS",
@@ -52,7 +51,6 @@ if TYPE_CHECKING:
 log = structlog.get_logger("autod.checks.run")
 
 REAPER = str(Path(reaper.__file__).resolve())
-MAX_SNAPSHOT_ENTRIES = 50_000  # past this the change report is skipped rather than slow
 
 
 @dataclass
@@ -88,44 +86,6 @@ class CheckResult:
         if self.tests is not None:
             out["tests"] = self.tests.record()
         return out
-
-
-# ---------------------------------------------------------------------------------------------
-# What a check changed
-
-
-def snapshot(root: Path, skip: Sequence[Path] = ()) -> dict[str, tuple[int, int, int, int]] | None:
-    """(mtime, size, inode, mode) of every file under root, caches, venvs and .git left out; None
-    when the tree is too large to be worth it."""
-    skipped = {os.path.realpath(p) for p in skip}
-    out: dict[str, tuple[int, int, int, int]] = {}
-    stack = [str(root)]
-    base = len(str(root)) + 1
-    while stack:
-        d = stack.pop()
-        try:
-            entries = list(os.scandir(d))
-        except OSError:
-            continue
-        for e in entries:
-            try:
-                st = e.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            if stat.S_ISDIR(st.st_mode):
-                if e.name not in NOT_SOURCE_DIRS and os.path.realpath(e.path) not in skipped:
-                    stack.append(e.path)
-                continue
-            out[e.path[base:]] = (st.st_mtime_ns, st.st_size, st.st_ino, st.st_mode)
-            if len(out) > MAX_SNAPSHOT_ENTRIES:
-                return None
-    return out
-
-
-def changed_files(before: Mapping[str, object] | None, after: Mapping[str, object] | None) -> list[str]:
-    if before is None or after is None:
-        return []
-    return sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -343,8 +303,8 @@ async def _result(
     changed, outputs = changed_files(before, after), []
     if changed and not check.fixer:
         # a copy of the workspace (mount_at) has the real tree's paths: ask the real tree's git
-        changed, outputs = await _sources_and_outputs(name, mount_at or cwd, changed)
-    planted = _runs_code(changed + outputs, settings) if mount_at is None else []
+        changed, outputs = await sources_and_outputs(name, mount_at or cwd, changed)
+    planted = runs_code(changed + outputs, settings) if mount_at is None else []
     if planted:
         # The sandbox kept them in the workspace, but the operator's own tools will run them later.
         log.error("check.wrote_code_runners", check=name, files=planted[:20],
@@ -374,38 +334,6 @@ def _runs_pytest(argv: Sequence[str]) -> bool:
 def _under_dir(path: Path, root: Path) -> bool:
     real, base = os.path.realpath(path), os.path.realpath(root)
     return real.startswith(base + os.sep)
-
-
-CHANGED_SOURCES_MEANS = (
-    "a fix verified by this check is rolled back, because autod cannot tell the check's change from"
-    " its own: make the check read-only (run fixing commands as `fixer: true` checks); if these files"
-    " are build output, add them to .gitignore"
-)
-
-
-async def _sources_and_outputs(name: str, cwd: Path, changed: list[str]) -> tuple[list[str], list[str]]:
-    """Part what a check changed into the source it must not touch and its harmless output."""
-    split = await asyncio.to_thread(sourcefiles.classify, cwd, changed)
-    if split.sources:
-        # A check that fixes files by itself (ruff with `fix = true`) edits behind autod's journal.
-        log.warning("check.changed_files", check=name, files=split.sources[:20], count=len(split.sources),
-                    means=CHANGED_SOURCES_MEANS, decided_by=split.how)
-    if split.outputs:
-        log.debug("check.wrote_outputs", check=name, files=split.outputs[:20], count=len(split.outputs),
-                  decided_by=split.how)
-    return split.sources, split.outputs
-
-
-def _runs_code(changed: Sequence[str], settings: Settings | None) -> list[str]:
-    """The changed files a plan could never have written (they make tools run code later, or hold
-    credentials, like .envrc or .npmrc)."""
-    from autod.safety.boundary import glob_match
-    from autod.safety.protected import CREDENTIAL_GLOBS, RUNS_CODE_GLOBS
-
-    allow = settings.limits.allow_globs if settings is not None else []
-    globs = (*RUNS_CODE_GLOBS, *CREDENTIAL_GLOBS)
-    hits = [f for f in changed if any(glob_match(g, f) for g in globs)]
-    return [f for f in hits if not any(glob_match(a, f) for a in allow)]
 
 
 def _private_dirs() -> Path:
