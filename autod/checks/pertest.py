@@ -71,12 +71,13 @@ class JudgeDirs:
     lib: Path  # bound read-only: the guard and the recorder
     out: Path  # bound writable: the recorder's result files
 
-    def env(self, workspace: Path, own: str, pythonpath: str = "") -> dict[str, str]:
-        """The variables that load the guard and the recorder into every Python the check starts."""
+    def env(self, workspace: Path, own: str, pythonpath: str = "", plugins: str = "") -> dict[str, str]:
+        """The variables that load the guard and the recorder into every Python the check starts
+        (after the check's own PYTHONPATH entries and PYTEST_PLUGINS, which are kept)."""
         path = os.pathsep.join(p for p in (str(self.lib), pythonpath) if p)
         return {
             "PYTHONPATH": path,
-            "PYTEST_PLUGINS": PLUGIN,
+            "PYTEST_PLUGINS": ",".join(p for p in (plugins, PLUGIN) if p),
             "_AUTOD_JUDGE_WS": str(workspace),
             "_AUTOD_JUDGE_OWN": own,
             "_AUTOD_JUDGE_OUT": str(self.out),

@@ -289,3 +289,13 @@ def test_a_venv_python_in_a_hidden_place_keeps_its_venv_in_the_sandbox(tmp_path,
     code = "import sys, autod_venv_marker as m; print(m.WHERE, sys.prefix)"
     r = run(CheckConfig(run=f"{venv}/bin/python -c '{code}'", sandbox=mode), ws)
     assert r.ok and f"the venv {venv}" in r.output, r.output
+
+
+def test_a_checks_own_pythonpath_and_pytest_plugins_are_kept_beside_autods(tmp_path):
+    names = "('PYTHONPATH', 'PYTEST_PLUGINS')"
+    code = f"import json, os; print(json.dumps({{k: os.environ.get(k) for k in {names}}}))"
+    cfg = CheckConfig(run=f'{sys.executable} -c "{code}"', sandbox="off",
+                      env={"PYTHONPATH": "src", "PYTEST_PLUGINS": "pytest_asyncio"})
+    env = json.loads(run(cfg, tmp_path).output)
+    assert env["PYTHONPATH"].split(os.pathsep)[1:] == ["src"]
+    assert env["PYTEST_PLUGINS"] == "pytest_asyncio,autod_verdicts"
