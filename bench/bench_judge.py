@@ -55,7 +55,9 @@ def bench_library(name: str, rounds: int, work: Path) -> dict[str, Any]:
             sides[side].append(wall)
             if side == "with":
                 tests = result.tests.record() if result.tests else None
-                heard = {"exit_code": result.exit_code, "tests": tests}
+                heard = {**heard, "exit_code": result.exit_code, "tests": tests}
+            else:
+                heard = {**heard, "exit_code_without": result.exit_code}
     w, wo = statistics.median(sides["with"]), statistics.median(sides["without"])
     return {"library": name, "version": lib.version, "rounds": rounds, "with_s": round(w, 3),
             "without_s": round(wo, 3), "ratio": round(w / wo, 4),

@@ -55,7 +55,10 @@ ROOMS: dict[str, list[str]] = {
     "autod/safety/termsafe.py": ["test_termsafe.py"],
     "autod/checks/sandbox.py": ["test_sandbox.py", "test_sandbox_mounts.py", "test_checks.py"],
     "autod/checks/mounts.py": ["test_sandbox_mounts.py", "test_sandbox.py"],
-    "autod/checks/outcome.py": ["test_outcome.py"],
+    "autod/checks/outcome.py": ["test_outcome.py", "test_judge.py"],
+    "autod/checks/pertest.py": ["test_pertest.py"],
+    "autod/act/allowance.py": ["test_allowance.py"],
+    "autod/safety/saferead.py": ["test_saferead.py"],
     "autod/runtime/limits.py": ["test_limits.py"],
 }
 QUICK_MAX_MUTANTS = 25
@@ -111,7 +114,9 @@ def configure(tree: Path, room: str) -> None:
         "source_paths": ["autod"],
         "only_mutate": [room],
         "pytest_add_cli_args_test_selection": [f"tests/unit/{t}" for t in ROOMS[room]],
-        "pytest_add_cli_args": ["-p", "no:cacheprovider", "-q"],
+        # -n 0: the project's addopts start two xdist workers, under which mutmut's trampolines
+        # report every mutant as an error; one process is what a mutant's run needs
+        "pytest_add_cli_args": ["-p", "no:cacheprovider", "-q", "-n", "0"],
         "also_copy": also,
         "use_git_change_detection": False,
     }
