@@ -235,6 +235,11 @@ class EventQueue(Deferrals):
             " WHERE seq = ?",
             (event.summary, json.dumps(payload), kind, PRIORITY[EventKind(kind)], event.merged, row["seq"]),
         )
+        if row["status"] == "pending" and event.kind in FAILURE_KINDS:
+            # News after the row's cycles (a failure back after a restart that came between a cycle's end
+            # and its event's ack): no cycle so far handled it, so every mode takes it again.
+            db.execute("UPDATE events SET done_modes = '[]', deferred_at = ? WHERE seq = ?",
+                       (time.time(), row["seq"]))
         self._bump(db, "merged_total", event.merged)
 
     def _insert(self, db: sqlite3.Connection, event: Event) -> None:

@@ -6,6 +6,7 @@ import asyncio
 import random
 import sqlite3
 import threading
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -495,3 +496,19 @@ def test_put_many_edge_cases_end_like_one_put_per_event(
     tmp_path: Path, events: list[Event], max_pending: int
 ) -> None:
     assert_batch_ends_like_one_put_per_event(tmp_path, events, max_pending)
+
+
+def test_a_failure_back_after_a_restart_is_worked_on_though_its_row_was_handled(queue: EventQueue) -> None:
+    # the cycle finished (its mode marked done) but the daemon stopped before the ack: the row is requeued
+    # at start-up, and the start-up check finds the failure again and merges into it
+    first = ev(EventKind.CHECK_FAILED, "fp1")
+    queue.put(first)
+    assert queue.lease() is not None
+    queue.mark_done(first.id, "auto-debug")
+    assert queue.recover() == 1
+    before = time.time()
+    res = queue.put(ev(EventKind.CHECK_FAILED, "fp1", excerpt="back again"))
+    assert res.merged and res.id == first.id
+    again = queue.lease()
+    assert again is not None and again.done_modes == [] and again.event.payload["excerpt"] == "back again"
+    assert again.deferred_at is not None and again.deferred_at >= before  # earlier cycles do not count
