@@ -150,11 +150,7 @@ def parse_code_reply(
         summary = "rewrites " + ", ".join(_label(e) for e in edits)
     need = _need(text, quoted)
     if not edits and not need:
-        try:  # a JSON plan after all?
-            extract_json(text)
-        except PlanInvalid:
-            pass
-        else:
+        if not quotes and _is_json(text):  # a JSON plan after all (an echo's dict literal is none)
             return parse_plan(text)
         if unplaced:
             raise PlanInvalid(unplaced[0])
@@ -162,6 +158,14 @@ def parse_code_reply(
             summary = summary or f"{quotes} block(s) of the prompt copied back, no change"
     return Plan(summary=(summary or _summary(text) or "no fix proposed")[:MAX_SUMMARY], edits=edits,
                 need=need[:32])
+
+
+def _is_json(text: str) -> bool:
+    try:
+        extract_json(text)
+    except PlanInvalid:
+        return False
+    return True
 
 
 def _header(above: str, spaced: frozenset[str] = frozenset()) -> tuple[Header | None, int]:
