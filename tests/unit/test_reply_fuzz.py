@@ -26,7 +26,7 @@ from autod.localize.render import block
 from autod.planner.codeform import parse_code_reply, quoted_code
 from autod.planner.fences import fence_for
 
-LIBRARIES = ("pydantic", "httpx", "yaml", "structlog", "tenacity", "click", "_pytest")
+LIBRARIES = ("pydantic", "httpx", "yaml", "structlog", "tenacity", "click", "_pytest", "hypothesis")
 _FLIP = {"<=": "<", "<": "<=", ">=": ">", ">": ">=", "==": "!=", "!=": "=="}
 
 
@@ -42,11 +42,11 @@ def definitions(source: str) -> Iterator[tuple[str, int, int]]:
             yield prefix + d.name, first, d.end_lineno or d.lineno
 
 
-def one_change(source: str, first: int, last: int) -> str:
-    """Lines first..last of `source` with one small change, as a model that fixes them writes them."""
-    lines = source.splitlines(keepends=True)
-    seg = lines[first - 1 : last]
-    toks = [t for t in tokenize.generate_tokens(io.StringIO(source).readline) if first <= t.start[0] <= last]
+def one_change(source: str, tokens: list[tokenize.TokenInfo], first: int, last: int) -> str:
+    """Lines first..last of `source` (`tokens` its tokens) with one small change, as a model that fixes
+    them writes them."""
+    seg = source.splitlines(keepends=True)[first - 1 : last]
+    toks = [t for t in tokens if first <= t.start[0] <= last]
     flips = [t for t in toks if t.type == tokenize.OP and t.string in _FLIP]
     numbers = [t for t in toks if t.type == tokenize.NUMBER]
     if flips or numbers:
@@ -64,11 +64,13 @@ def one_change(source: str, first: int, last: int) -> str:
     return out if out.endswith("\n") else out + "\n"
 
 
-def check(path: str, source: str, qualname: str, first: int, last: int) -> list[str]:
+def check(path: str, source: str, qualname: str, first: int, last: int,
+          tokens: list[tokenize.TokenInfo] | None = None) -> list[str]:
     """What went wrong reading this definition back ([] when nothing did)."""
     lines = source.splitlines()
     original = "\n".join(lines[first - 1 : last]) + "\n"
-    changed = one_change(source, first, last)
+    tokens = tokens if tokens is not None else list(tokenize.generate_tokens(io.StringIO(source).readline))
+    changed = one_change(source, tokens, first, last)
     piece = Piece(path=path, start=first, end=last, why="named", key=0.0, symbol=qualname)
     shown, _ = block(piece, lines, long=10**9)
     quoted = quoted_code([{"role": "user", "content": f"The bug is here:\n\n{shown}\n"}])
@@ -108,11 +110,12 @@ def test_every_definition_of_real_libraries_parses_back_to_its_one_change():
         for file in files:
             source = file.read_text(encoding="utf-8")
             path = f"{lib}/{file.relative_to(root).as_posix()}"
+            tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
             for qualname, first, last in definitions(source):
                 counts[lib] = counts.get(lib, 0) + 1
                 seg = "\n".join(source.splitlines()[first - 1 : last])
                 fenced[lib] = fenced.get(lib, 0) + ("```" in seg)
-                wrong += check(path, source, qualname, first, last)
+                wrong += check(path, source, qualname, first, last, tokens)
     total = sum(counts.values())
     misread = len({w.split(" (", 1)[0] for w in wrong})
     per = ", ".join(f"{k} {n} ({fenced[k]})" for k, n in counts.items())
