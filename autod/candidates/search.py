@@ -35,6 +35,7 @@ import structlog
 from autod.act.edits import FileChange
 from autod.candidates.compare import SAME_CODE, change_key, same_code, symptom_patch
 from autod.candidates.parts import parts
+from autod.candidates.reask import echoed, reask
 from autod.config.settings import CandidatesConfig
 from autod.errors import BudgetExhausted, CycleError, PlanInvalid, PlanRejected
 from autod.modes import Verification
@@ -239,6 +240,7 @@ class CandidateSearch:
                 c = self._new(number, seed + i, temperature, share, ms, view)
                 c.outcome, c.reason = "invalid", reason
                 result.candidates.append(c)
+                self._note(c, record=False)  # the asker recorded why it is invalid
             drawn += len(invalid)
             for i, plan in enumerate(plans, len(invalid)):
                 if view.startswith("value:") and await self._parts(plan, number, seed + i, view, result):
@@ -256,6 +258,8 @@ class CandidateSearch:
                 self._note(c)
                 if done:
                     return result
+                if first:  # a greedy reply that changed nothing: asked again another way, not sampled
+                    reask(views, drawn, view, echoed(c.outcome, c.plan))
                 if temperature > 0 and c.outcome in NOTHING_NEW and idle.get(view, 0) < redraws:
                     idle[view] = idle.get(view, 0) + 1
                     log.info("candidates.redraw", n=c.n, why=f"the draw proposed nothing new ({c.outcome})")
@@ -372,10 +376,13 @@ class CandidateSearch:
             return True
         return False
 
-    def _note(self, c: Candidate) -> None:
+    def _note(self, c: Candidate, *, record: bool = True) -> None:
+        # one line a draw, its cost and its outcome: what a bench fits a drawing policy on
         log.info("candidates.judged", n=c.n, attempt=c.attempt, outcome=c.outcome, seed=c.seed,
-                 view=c.view, diff_lines=c.diff_lines, reason=c.reason[:200] or None)
-        if self.record is None:
+                 view=c.view, temperature=c.temperature, tokens=c.tokens, model_s=c.model_ms / 1000,
+                 checks_s=c.checks_ms / 1000, part=c.part, diff_lines=c.diff_lines,
+                 reason=c.reason[:200] or None)
+        if self.record is None or not record:
             return
         entry: dict[str, Any] = {"kind": "candidate", **c.record()}
         if c.outcome == "refused" and c.plan is not None:

@@ -157,7 +157,7 @@ def parse_code_reply(
         if quotes:
             summary = summary or f"{quotes} block(s) of the prompt copied back, no change"
     return Plan(summary=(summary or _summary(text) or "no fix proposed")[:MAX_SUMMARY], edits=edits,
-                need=need[:32])
+                need=need[:32]).with_quotes(quotes)
 
 
 def _is_json(text: str) -> bool:
