@@ -8,7 +8,8 @@ a cycle's first attempt, each suspect definition (autod.localize.focus) is asked
 group (the values one suspect reads) once, then each suspect's sampled draws, one suspect after the
 other (its prompt stays in the server's cache). Each draw carries an explicit seed, `seed + i` for the
 ith draw of its prompt in the cycle, so a bench is reproducible and a draw added to one prompt moves no
-other's samples. Drawing is lazy: the next plan is asked for only when the ones before did not fix the
+other's samples. A suspect whose greedy reply gave its code back is asked again another way before
+its samples (autod.candidates.reask). Drawing is lazy: the next plan is asked for only when the ones before did not fix the
 failure.
 
 Each plan goes through the act rules (`prepare`: confinement, deny globs, judges, scope, the Python
