@@ -15,10 +15,10 @@ A block never closed runs to the end of the reply (a reply cut at the length cap
 
 from __future__ import annotations
 
-import ast
 import re
 from dataclasses import dataclass
 
+from autod import pyast
 from autod.planner import marks
 
 __all__ = ["CODE_LANGS", "Block", "blocks", "fence_for", "fenced"]
@@ -87,7 +87,7 @@ def _parses(code: str) -> bool:
     try:
         if marks.parses(code):
             return True
-        ast.parse("if 1:\n" + code)
+        pyast.parse("if 1:\n" + code)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return False
     return True
