@@ -63,3 +63,16 @@ def test_a_block_that_does_not_parse_ends_at_its_first_fence():
 
 def test_a_tilde_fence_is_closed_only_by_tildes():
     assert [b.body for b in blocks("~~~~\na\n```\n~~~~\n")] == ["a\n```\n"]
+
+
+def test_the_bench_oracle_reads_a_reply_fenced_around_a_docstring_fence_whole(monkeypatch):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "bench" / "reallib_e2e.py"
+    monkeypatch.syspath_prepend(str(path.parent))  # its sibling modules
+    spec = importlib.util.spec_from_file_location("reallib_e2e_under_test", path)
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert bench.fenced(reply(FIXED)) == FIXED and bench.fenced("no block") == "no block"
