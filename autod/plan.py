@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 
 class Edit(BaseModel):
@@ -47,6 +47,18 @@ class Plan(BaseModel):
     # Definitions the model asks to see before it edits ("path::Class.func" or "Class.func"),
     # answered once per cycle from the index under the read rules (autod answers the first few).
     need: list[Annotated[str, Field(max_length=300)]] = Field(default_factory=list, max_length=32)
+    # blocks of the prompt's own code a code-form reply gave back unchanged (autod.planner.codeform):
+    # not part of the schema, never sent nor stored; a plan with no edit and some is an echo
+    _quotes: int = PrivateAttr(0)
+
+    @property
+    def echoed(self) -> bool:
+        """Whether the reply gave the prompt's code back and proposed no edit."""
+        return self._quotes > 0 and not self.edits
+
+    def with_quotes(self, n: int) -> Plan:
+        self._quotes = n
+        return self
 
 
 def plan_schema(

@@ -26,7 +26,6 @@ import argparse
 import ast
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -48,6 +47,7 @@ from autod.errors import PlanRejected
 from autod.localize.excerpt import trim_failure
 from autod.localize.frames import is_test_path
 from autod.modes.debug import EXCERPT_SHARE
+from autod.planner.fences import blocks
 from autod.planner.llm import DEFAULT_MODE_TOKENS
 
 PYTHON = sys.executable
@@ -287,13 +287,11 @@ def chat(url: str, model: str, messages: list[dict[str, str]], temperature: floa
     return doc["choices"][0]["message"]["content"] or "", spent
 
 
-_FENCE = re.compile(r"```[\w+-]*[ \t]*\n(.*?)```", re.DOTALL)
-
-
 def fenced(reply: str) -> str:
-    """The first fenced code block of a reply (the reply itself when it has none)."""
-    m = _FENCE.search(reply)
-    return m.group(1) if m else reply
+    """The first fenced code block of a reply (the reply itself when it has none), read as autod reads
+    one: a docstring's own Markdown fence does not end it (autod.planner.fences)."""
+    found = blocks(reply)
+    return found[0].body if found else reply
 
 
 # -- both, over the bugs ---------------------------------------------------------------------------------

@@ -37,7 +37,8 @@ from autod.errors import PlanRejected
 __all__ = ["Span", "find_definition", "name_of", "normalise_symbol", "parse_new_source", "replace_definition"]
 
 LONG_DEFINITION = 60  # lines; a rewrite of a longer one must keep at least half of them
-_FENCE = re.compile(r"^\s*```[\w+-]*[ \t]*\r?\n(.*?)\r?\n?[ \t]*```\s*$", re.DOTALL)
+# as long a fence as the prompt's (autod.planner.fences), closed by one as long
+_FENCE = re.compile(r"^\s*(`{3,})[\w+-]*[ \t]*\r?\n(.*?)\r?\n?[ \t]*\1\s*$", re.DOTALL)
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _Def = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
 
@@ -207,7 +208,7 @@ def _join(lines: list[str], span: Span, block: str) -> str:
 
 def _unfence(code: str) -> str:
     m = _FENCE.match(code)
-    code = m.group(1) if m else code
+    code = m.group(2) if m else code
     return code.strip("\r\n")
 
 

@@ -18,6 +18,7 @@ import structlog
 
 from autod import logs
 from autod.act.judges import Judges, editable_paths
+from autod.candidates.reask import pointed_messages
 from autod.errors import ContextTooLong, CycleError, LLMUnavailable
 from autod.modes import Attempt, Mode, pack, render, tokens
 from autod.planner import CHARS_PER_TOKEN, TEMPLATE_TOKENS, PlanRequest, PlanResult, estimated_tokens
@@ -84,7 +85,7 @@ class Asker:
     def _suspect(self, view: str) -> dict[str, str] | None:
         kind, _, k = view.partition(":")
         group = [f for f in self.focused if bool(f.get("read_by")) == (kind == "value")]
-        if kind not in ("focused", "value") or not group:
+        if kind not in ("focused", "pointed", "value") or not group:  # pointed: autod.candidates.reask
             return None
         i = int(k) - 1 if k.isdigit() else 0
         return group[min(max(i, 0), len(group) - 1)]
@@ -126,7 +127,7 @@ class Asker:
         request = PlanRequest(
             mode=self.mode.name,
             event=self.event,
-            messages=self.messages_for(context),
+            messages=self.messages_for(context, pointed=view.startswith("pointed:") and suspect is not None),
             context={**context, "attempts": [a.as_dict() for a in self.attempts]},
             paths=paths,
             temperature=temperature,
@@ -161,11 +162,16 @@ class Asker:
                 self.record({"kind": "invalid", "seed": seed, "reason": reason})
         return result
 
-    def messages_for(self, context: dict[str, str]) -> list[dict[str, str]]:
+    def messages_for(self, context: dict[str, str], *, pointed: bool = False) -> list[dict[str, str]]:
+        """The mode's messages for `context`; `pointed`: with the question a suspect is asked again after a
+        reply that changed nothing (autod.candidates.reask)."""
+        messages = [*self.mode.messages(self.event, context, self.attempts), *self.extra_messages]
+        if pointed and context.get("symbol") and not context.get("read_by"):
+            messages = pointed_messages(messages, context)
         # the last line of defence: no configured secret value leaves in a prompt
         return [
             {**m, "content": logs.redact_secrets(m["content"])} if isinstance(m.get("content"), str) else m
-            for m in [*self.mode.messages(self.event, context, self.attempts), *self.extra_messages]
+            for m in messages
         ]
 
     # -- what a plan may name -----------------------------------------------------------

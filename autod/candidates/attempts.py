@@ -9,8 +9,10 @@ from typing import TYPE_CHECKING, Protocol
 
 import structlog
 
+from autod.candidates.clock import deadline_note
 from autod.candidates.search import AttemptResult, Candidate, CandidateSearch
 from autod.candidates.settle import settle
+from autod.cycle.reflect import after_earlier_attempts
 from autod.modes import Attempt, Verification
 from autod.plan import Plan
 
@@ -65,11 +67,26 @@ async def run_attempts(host: Host, search: CandidateSearch, validator: InPlace |
         if fallback is not None and (w is None or w.outcome != "fixed"):
             w = fallback
         if w is not None and w.plan is not None:
-            if not await _keep(host, w, in_place=validator.in_place):
+            if not await _keep(host, w, in_place=validator.in_place) or found.out_of_time:
                 return
             continue
+        if found.out_of_time:  # what the attempt found stands; no re-plan past the deadline
+            _out_of_time(host, found, search)
+            return
         if not await _nothing_kept(host, found):
             return
+
+
+def _out_of_time(host: Host, found: AttemptResult, search: CandidateSearch) -> None:
+    """The record of a cycle its deadline stopped with nothing kept: the reason names the deadline."""
+    r, p = host.r, search.progress()
+    note = deadline_note(search.cfg.max_cycle_minutes, p.done, p.planned)
+    if any(c.plan is not None for c in found.candidates):
+        settle(found, r)
+        r.reason = f"{r.reason}; {note}" if r.reason else note
+    else:
+        r.status, r.reason = after_earlier_attempts(r, "failed", note)
+    log.warning("candidates.out_of_time", status=r.status, reason=r.reason[:300])
 
 
 async def _keep(host: Host, w: Candidate, *, in_place: bool) -> bool:

@@ -8,8 +8,9 @@ a cycle's first attempt, each suspect definition (autod.localize.focus) is asked
 group (the values one suspect reads) once, then each suspect's sampled draws, one suspect after the
 other (its prompt stays in the server's cache). Each draw carries an explicit seed, `seed + i` for the
 ith draw of its prompt in the cycle, so a bench is reproducible and a draw added to one prompt moves no
-other's samples. Drawing is lazy: the next plan is asked for only when the ones before did not fix the
-failure.
+other's samples. A suspect whose greedy reply gave its code back is asked again another way before
+its samples (autod.candidates.reask). Drawing is lazy: the next plan is asked for only when the ones
+before did not fix the failure; none starts past the cycle's deadline (autod.candidates.clock).
 
 Each plan goes through the act rules (`prepare`: confinement, deny globs, judges, scope, the Python
 parse, caps) without writing anything; it is dropped when refused, when it changes nothing, or when it
@@ -33,8 +34,10 @@ from typing import Any, Protocol
 import structlog
 
 from autod.act.edits import FileChange
+from autod.candidates.clock import DrawProgress, progress
 from autod.candidates.compare import SAME_CODE, change_key, same_code, symptom_patch
 from autod.candidates.parts import parts
+from autod.candidates.reask import echoed, reask
 from autod.config.settings import CandidatesConfig
 from autod.errors import BudgetExhausted, CycleError, PlanInvalid, PlanRejected
 from autod.modes import Verification
@@ -120,6 +123,7 @@ class AttemptResult:
     candidates: list[Candidate]
     winner: Candidate | None = None  # fixed or improved; in place: already kept in the tree
     proposed: bool = False  # in place: the validator stored a proposal
+    out_of_time: bool = False  # the cycle's deadline stopped it (autod.candidates.clock)
 
     def drawn(self, outcome: str) -> list[Candidate]:
         return [c for c in self.candidates if c.outcome == outcome]
@@ -146,6 +150,7 @@ class CandidateSearch:
         phase: Callable[[str], AbstractAsyncContextManager[None]] | None = None,
         judged_by_behaviour: bool = False,
         retry: int = 0,
+        deadline: float | None = None,
     ) -> None:
         """`judged_by_behaviour` (modes that fix a failure): a candidate whose Python files parse to
         the same code as before (only quotes, spacing or comments differ) is `unchanged` without a
@@ -159,6 +164,7 @@ class CandidateSearch:
         prompt from its first draw, and every prompt's seeds go on past the earlier cycles'
         (`RETRY_SEEDS` a cycle)."""
         self.judged_by_behaviour = judged_by_behaviour
+        self.deadline, self._left = deadline, 0  # time.monotonic(); the attempt's draws not yet made
         self.retry = max(0, retry)
         self.phase = phase or (lambda _name: contextlib.nullcontext())  # type: ignore[return-value,arg-type]
         self.cfg = cfg
@@ -211,6 +217,10 @@ class CandidateSearch:
         # draws in the attempt, at most)
         idle: dict[str, int] = {}
         while drawn < len(views):
+            self._left = len(views) - drawn
+            if self.deadline is not None and time.monotonic() >= self.deadline:
+                result.out_of_time = True
+                break
             if drawn and self.tokens_left is not None and not await self.tokens_left():
                 log.info("candidates.budget_spent", drawn=drawn)
                 break
@@ -239,6 +249,7 @@ class CandidateSearch:
                 c = self._new(number, seed + i, temperature, share, ms, view)
                 c.outcome, c.reason = "invalid", reason
                 result.candidates.append(c)
+                self._note(c, record=False)  # the asker recorded why it is invalid
             drawn += len(invalid)
             for i, plan in enumerate(plans, len(invalid)):
                 if view.startswith("value:") and await self._parts(plan, number, seed + i, view, result):
@@ -256,18 +267,26 @@ class CandidateSearch:
                 self._note(c)
                 if done:
                     return result
+                if first:  # a greedy reply that changed nothing: asked again another way, not sampled
+                    reask(views, drawn, view, echoed(c.outcome, c.plan))
                 if temperature > 0 and c.outcome in NOTHING_NEW and idle.get(view, 0) < redraws:
                     idle[view] = idle.get(view, 0) + 1
                     log.info("candidates.redraw", n=c.n, why=f"the draw proposed nothing new ({c.outcome})")
                 else:
                     drawn += 1
-            if not plans and not invalid:
+            log.info("candidates.progress", what=(p := self.progress()).line(), **p.as_dict())
+            if not plans and not invalid:  # nothing drawn: an outage, the budget, the deadline in flight
+                result.out_of_time = self.deadline is not None and time.monotonic() >= self.deadline
                 break
         kept = [c for c in result.candidates if c.outcome in KEPT]
         if kept and not self.validator.in_place:
             result.winner = min(kept, key=lambda c: (c.outcome != "fixed", bool(c.suspect), -c.votes,
                                                      c.diff_lines, c.n))
         return result
+
+    def progress(self) -> DrawProgress:
+        """Draws done and planned, model time, an estimate: for `autod status` and the log."""
+        return progress(self.all, self._left, self.deadline)
 
     def _new(self, attempt: int, seed: int, temperature: float, tokens: int, ms: int, view: str) -> Candidate:
         c = Candidate(len(self.all) + 1, attempt, seed, temperature, tokens=tokens, model_ms=ms, view=view)
@@ -279,8 +298,9 @@ class CandidateSearch:
     ) -> tuple[list[Plan], int, list[str], int]:
         """(valid plans, tokens spent, reasons of invalid ones, model ms) of one request."""
         started = time.monotonic()
+        left = None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
         try:
-            async with self.phase("plan"):
+            async with self.phase("plan"), asyncio.timeout(left) as limit:  # a draw writes nothing
                 if view == "wide":  # a drawer without views is asked as before
                     res = await self.drawer.ask(temperature=temperature, seed=seed, n=n)
                 else:
@@ -288,6 +308,11 @@ class CandidateSearch:
         except PlanInvalid as exc:
             spent = sum((exc.tokens or {}).values())
             return [], spent, [exc.reason], _ms(started)
+        except TimeoutError:
+            if not limit.expired():
+                raise
+            log.info("candidates.deadline", view=view, why="the draw in flight passed the cycle's deadline")
+            return [], 0, [], _ms(started)
         except BudgetExhausted:
             if first and not self.all:
                 raise
@@ -372,10 +397,13 @@ class CandidateSearch:
             return True
         return False
 
-    def _note(self, c: Candidate) -> None:
+    def _note(self, c: Candidate, *, record: bool = True) -> None:
+        # one line a draw, its cost and its outcome: what a bench fits a drawing policy on
         log.info("candidates.judged", n=c.n, attempt=c.attempt, outcome=c.outcome, seed=c.seed,
-                 view=c.view, diff_lines=c.diff_lines, reason=c.reason[:200] or None)
-        if self.record is None:
+                 view=c.view, temperature=c.temperature, tokens=c.tokens, model_s=c.model_ms / 1000,
+                 checks_s=c.checks_ms / 1000, part=c.part, diff_lines=c.diff_lines,
+                 reason=c.reason[:200] or None)
+        if self.record is None or not record:
             return
         entry: dict[str, Any] = {"kind": "candidate", **c.record()}
         if c.outcome == "refused" and c.plan is not None:

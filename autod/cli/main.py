@@ -34,11 +34,27 @@ MODES = ("auto-debug", "auto-doc", "auto-plan")
 # -- commands --------------------------------------------------------------------------------
 
 
+def _minutes(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value <= 10080:
+        raise argparse.ArgumentTypeError(f"{text!r}: minutes, more than 0 and at most 10080")
+    return value
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from autod import heap, logs
     from autod.runtime.supervisor import Daemon, DaemonAlreadyRunning
 
     settings = _settings(args)
+    if args.max_minutes is not None:
+        if not args.once:
+            return _die("--max-minutes bounds the cycles of `autod run --once`; a daemon takes "
+                        "candidates.max_cycle_minutes from its config", 2)
+        bound = settings.candidates.model_copy(update={"max_cycle_minutes": args.max_minutes})
+        settings = settings.model_copy(update={"candidates": bound})
     heap.limit_arenas()  # before chromadb, onnxruntime and our pools start threads (autod.heap)
     # The state dir is private (0700) when autod makes it; made first, or the log dir's parents= would
     # create it with the umask's mode.
@@ -193,6 +209,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--once", action="store_true",
                    help="run every check, work through the queue, re-check the tree left, then exit:"
                         " 0 all checks pass, 1 some fail, 2 autod could not do its job")
+    r.add_argument("--max-minutes", type=_minutes, metavar="M",
+                   help="with --once: no cycle draws past M minutes; it ends unfixed, the deadline its"
+                        " reason (candidates.max_cycle_minutes for this run)")
     cfg = sub.add_parser("config", help="config commands")
     cs = cfg.add_subparsers(dest="config_cmd", required=True, metavar="SUBCOMMAND", help="config command")
     chk = cs.add_parser("check", parents=[common], help="validate the config: exit 0, or 78 naming the field")

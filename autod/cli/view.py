@@ -68,6 +68,14 @@ def status_lines(data: dict[str, Any]) -> list[str]:
     return out
 
 
+def draws_line(d: dict[str, Any]) -> str:
+    """The current cycle's draws for a person (autod.candidates.clock.DrawProgress.as_dict)."""
+    from autod.candidates.clock import DrawProgress
+
+    return DrawProgress(d["done"], d["planned"], d["model_s"], d.get("checks_s") or 0.0, d.get("eta_s"),
+                        d.get("deadline_in_s")).line()
+
+
 def daemon_lines(data: dict[str, Any]) -> list[str]:
     out = [
         f"autod running (pid {data['pid']}, up {data['uptime_s']:.0f}s)"
@@ -81,6 +89,8 @@ def daemon_lines(data: dict[str, Any]) -> list[str]:
     if data.get("current_cycle"):
         c = data["current_cycle"]
         out.append(f"  in cycle {c['cycle_id']} ({c['mode']}, {c.get('phase') or '-'}): {c['summary'][:100]}")
+        if c.get("draws"):
+            out.append(f"  draws: {draws_line(c['draws'])}")
     out.append(f"  modes: {', '.join(data.get('modes', [])) or 'none'}   memory: {data.get('memory')}")
     out += sandbox_lines(data)
     llm = data.get("llm", {})

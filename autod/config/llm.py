@@ -143,6 +143,11 @@ class CandidatesConfig(Strict):
     check_timeout_min_s: float = Field(
         120, gt=0, le=86400, description="... never sooner than this (nor later than the check's timeout_s)"
     )
+    max_cycle_minutes: float = Field(
+        0, ge=0, le=10080, description="a cycle's wall time at most: past it no draw starts and the one in "
+        "flight is dropped, the cycle ends unfixed with the deadline as its reason, no edit half-applied "
+        "(0: no bound; `autod run --once --max-minutes` sets it for one run)"
+    )
 
 
 class TranscriptsConfig(Strict):

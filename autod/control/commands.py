@@ -154,6 +154,8 @@ class Commands:
         if running is not None:
             current = {"cycle_id": running.r.cycle_id, "mode": running.r.mode, "summary": running.r.summary,
                        "phase": running.phase_now}
+            if running.drawing is not None:  # its draws: done and planned, model time, an estimate
+                current["draws"] = running.drawing.progress().as_dict()
         errors = d.book.errors()
         return {
             "ok": True,

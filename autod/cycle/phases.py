@@ -26,6 +26,7 @@ from autod.act.journal import Journal
 from autod.act.judges import requires_approval
 from autod.candidates import Asker, CandidateSearch, InPlace, Isolated
 from autod.candidates.attempts import run_attempts
+from autod.candidates.clock import cycle_deadline
 from autod.candidates.validate import choose_validator
 from autod.cycle.reflect import (
     Reflection,
@@ -109,6 +110,7 @@ class Cycle:
         self._spent: dict[str, int] = {}  # replaced by run()'s tally: the LLM's and the checks' time
         self.error: CycleError | None = None  # why it ended early (the retry policy reads it)
         self.phase_now = ""  # the phase it is in (the watchdog names it when a cycle wedges)
+        self.drawing: CandidateSearch | None = None  # its draws so far, for `autod status`
 
     # -- the cycle -------------------------------------------------------------------
     async def run(self) -> Reflection:
@@ -219,7 +221,8 @@ class Cycle:
                                  record=self.transcript.add if self.transcript is not None else None,
                                  phase=self.phase,
                                  judged_by_behaviour=bool(self.mode.kinds & FAILURE_KINDS),
-                                 retry=self.earlier_cycles)
+                                 retry=self.earlier_cycles, deadline=cycle_deadline(cfg, self._started))
+        self.drawing = search
         max_attempts = getattr(self.settings.modes.get(self.mode.name), "max_attempts_per_cycle", 1)
         await run_attempts(self, search, validator, max_attempts)
 

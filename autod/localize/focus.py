@@ -40,6 +40,7 @@ from autod import pyast
 from autod.localize.frames import is_test_path
 from autod.localize.render import LONG
 from autod.localize.resolve import Resolver
+from autod.planner.fences import fenced
 
 if TYPE_CHECKING:
     from autod.localize.index import Index
@@ -214,7 +215,7 @@ def render_group(group: Suspect) -> str:
     by_file: dict[str, list[str]] = {}
     for v in group.values:
         by_file.setdefault(v.path, []).append(v.code)
-    blocks = ["```python\n" + "\n".join(codes) + "\n```" for codes in by_file.values()]
+    blocks = [fenced("\n".join(codes), "python") for codes in by_file.values()]
     if len(blocks) == 1:
         return blocks[0]
     return "\n\n".join(f"In `{path}`:\n\n{b}" for path, b in zip(by_file, blocks, strict=True))

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from autod.localize.index import Index
 from autod.localize.rank import Piece
+from autod.planner.fences import fence_for
 
 LONG = 150  # a definition longer than this is shown as a window around its focus line
 WINDOW = 100  # lines of a long definition shown
@@ -48,7 +49,8 @@ def block(
     # the symbol right after the path: what a whole-definition edit names (`path` + `symbol`)
     name = f" · {piece.symbol}" if piece.symbol else ""
     header = f"### {piece.path}{name} (lines {start}-{end}{note}; {piece.why}{focus})"
-    return f"{header}\n```python\n{body}\n```", (start, end)
+    fence = fence_for(body)  # longer than any fence a docstring in it holds
+    return f"{header}\n{fence}python\n{body}\n{fence}", (start, end)
 
 
 def fill(

@@ -25,6 +25,7 @@ from autod.modes import (
     tokens,
 )
 from autod.plan import Plan
+from autod.planner.fences import fence_for, fenced
 from autod.planner.forms import FORMS
 
 EXCERPT_SHARE = 0.25  # of the context budget, at most, for the failure output
@@ -136,6 +137,8 @@ class DebugMode:
             summary=event.summary,
             check=event.payload.get("check", ""),
             excerpt=context.get("excerpt") or "(none)",
+            excerpt_fence=fence_for(context.get("excerpt") or ""),
+            diff_fence=fence_for(context.get("diff") or ""),
             sources=context.get("sources") or "(no source could be located)",
             diff=context.get("diff") or "(no recent diff)",
             memory=context.get("memory") or "(nothing recalled)",
@@ -166,7 +169,8 @@ class DebugMode:
                 "debug_value_user",
                 check=event.payload.get("check", "") or event.summary,
                 excerpt=context.get("excerpt") or "(none)",
-                diff=f"\nIt passed before these changes:\n\n```diff\n{diff}\n```\n" if diff else "",
+                excerpt_fence=fence_for(context.get("excerpt") or ""),
+                diff=f"\nIt passed before these changes:\n\n{fenced(diff, 'diff')}\n" if diff else "",
                 which=which,
                 read_by=context.get("read_by"),
                 blocks=context.get("blocks") or "",
@@ -179,11 +183,13 @@ class DebugMode:
             "debug_suspect_user",
             check=event.payload.get("check", "") or event.summary,
             excerpt=context.get("excerpt") or "(none)",
-            diff=f"\nIt passed before these changes:\n\n```diff\n{diff}\n```\n" if diff else "",
-            values=f"\nIt reads these values:\n\n```python\n{values}\n```\n" if values else "",
+            excerpt_fence=fence_for(context.get("excerpt") or ""),
+            diff=f"\nIt passed before these changes:\n\n{fenced(diff, 'diff')}\n" if diff else "",
+            values=f"\nIt reads these values:\n\n{fenced(values, 'python')}\n" if values else "",
             path=context.get("path"),
             symbol=context.get("symbol"),
             code=context.get("code"),
+            code_fence=fence_for(context.get("code") or ""),
             or_value=OR_VALUE if values else "",
         )
         system = render("debug_suspect_system",

@@ -40,15 +40,13 @@ from collections.abc import Mapping, Sequence
 
 from autod.errors import PlanInvalid
 from autod.plan import Edit, Plan
-from autod.planner import marks
+from autod.planner import fences, marks
 from autod.planner.parse import extract_json, parse_plan, strip_thinking
 from autod.planner.placing import SEARCH_RE, Header, edits_for, known_path
 
 __all__ = ["parse_code_reply", "quoted_code"]
 
 MAX_SUMMARY = 4000
-_BLOCK = re.compile(r"^[ \t]*```[ \t]*([\w+.-]*)[^\n]*\n(.*?)^[ \t]*```[ \t]*$", re.DOTALL | re.MULTILINE)
-_CODE_LANGS = {"", "python", "py", "python3", "py3"}
 _NEED = re.compile(r"^[ \t>*_]*NEED[*_]*[ \t]*:[ \t]*(.+)$", re.MULTILINE)
 _HEADER_LEAD = re.compile(r"^\s*(?:#{1,6}\s*|[-*]\s+)?(?:\*\*)?\s*(?:(?:file|path|edit|in)\s*:\s*)?", re.I)
 _NEW_FILE = re.compile(r"\(\s*new(?:\s+file)?\s*\)", re.I)
@@ -64,7 +62,7 @@ def quoted_code(messages: Sequence[Mapping[str, object]]) -> frozenset[str]:
     for m in messages:
         content = m.get("content")
         if m.get("role") in ("system", "user") and isinstance(content, str):
-            out.update(_norm(b.group(2)) for b in _BLOCK.finditer(content))
+            out.update(_norm(b.body) for b in fences.blocks(content))
             out.update(_need_key(n.group(1)) for n in _NEED.finditer(content))
     out.discard("")
     return frozenset(out)
@@ -87,29 +85,27 @@ def parse_code_reply(
     if not isinstance(text, str) or not text.strip():
         raise PlanInvalid("the reply is empty")
     text = strip_thinking(text)
-    if len(re.findall(r"^[ \t]*```", text, re.MULTILINE)) % 2:
-        text += "\n```"  # a last block the model never closed
     shown = {p: tuple(q) for p, q in (symbols or {}).items()}
     known = sorted(set(paths or ()) | set(shown))
     editable = set(paths) if paths is not None else None
     spaced = frozenset(k for k in known if " " in k)
     quotes = 0
     unplaced: list[str] = []
-    blocks = list(_BLOCK.finditer(text))
+    blocks = fences.blocks(text)  # a docstring's own fences do not end a block (autod.planner.fences)
     edits: list[Edit] = []
     placed: dict[tuple[str, str], int] = {}  # (path, symbol) -> index in edits: the last block wins
     prev_end = 0
     first_header: int | None = None
     pending: Header | None = None
     for m in blocks:
-        lang, body = m.group(1).lower(), m.group(2)
-        above = text[prev_end : m.start()]
-        prev_end = m.end()
+        lang, body = m.lang, m.body
+        above = text[prev_end : m.start]
+        prev_end = m.end
         header, at = _header(above, spaced)
         body, inner = _inner_header(body, spaced)
         header, pending = header or inner or pending, None
         if header is not None and first_header is None:
-            first_header = m.start() - len(above) + at
+            first_header = m.start - len(above) + at
         if not body.strip():
             pending = header  # a block holding only its header ("the header line is: ..."): the next one's
             continue
@@ -128,7 +124,7 @@ def parse_code_reply(
             continue
         body = marks.unmark(body)
         has_markers = bool(SEARCH_RE.search(body))
-        if lang not in _CODE_LANGS and not has_markers and header is None:
+        if lang not in fences.CODE_LANGS and not has_markers and header is None:
             continue  # a shell line, a traceback, a diff the model quoted: not an edit
         if header is not None:
             header = (known_path(header[0], known), *header[1:])
@@ -148,24 +144,28 @@ def parse_code_reply(
             if edit.whole_definition:
                 placed[key] = len(edits)
             edits.append(edit)
-    cut = first_header if first_header is not None else (blocks[0].start() if blocks else len(text))
-    summary = _summary(_BLOCK.sub(" ", text[:cut]))
+    cut = first_header if first_header is not None else (blocks[0].start if blocks else len(text))
+    summary = _summary(_outside_blocks(text[:cut], blocks))
     if not summary and edits:
         summary = "rewrites " + ", ".join(_label(e) for e in edits)
     need = _need(text, quoted)
     if not edits and not need:
-        try:  # a JSON plan after all?
-            extract_json(text)
-        except PlanInvalid:
-            pass
-        else:
+        if not quotes and _is_json(text):  # a JSON plan after all (an echo's dict literal is none)
             return parse_plan(text)
         if unplaced:
             raise PlanInvalid(unplaced[0])
         if quotes:
             summary = summary or f"{quotes} block(s) of the prompt copied back, no change"
     return Plan(summary=(summary or _summary(text) or "no fix proposed")[:MAX_SUMMARY], edits=edits,
-                need=need[:32])
+                need=need[:32]).with_quotes(quotes)
+
+
+def _is_json(text: str) -> bool:
+    try:
+        extract_json(text)
+    except PlanInvalid:
+        return False
+    return True
 
 
 def _header(above: str, spaced: frozenset[str] = frozenset()) -> tuple[Header | None, int]:
@@ -229,6 +229,18 @@ def _read_header(line: str, spaced: frozenset[str] = frozenset()) -> Header | No
         sym = re.split(r"\s", sym.strip("`'\" "), maxsplit=1)[0].strip("`'\":") or None
     return path.replace("\\", "/").removeprefix("./"), sym, new
 
+
+
+def _outside_blocks(text: str, blocks: Sequence[fences.Block]) -> str:
+    """`text` with the blocks that start in it blanked out."""
+    out, pos = [], 0
+    for b in blocks:
+        if b.start >= len(text):
+            break
+        out.append(text[pos : b.start])
+        pos = b.end
+    out.append(text[pos:])
+    return " ".join(out)
 
 
 def _need(text: str, quoted: frozenset[str] = frozenset()) -> list[str]:

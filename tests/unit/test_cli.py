@@ -28,6 +28,7 @@ POSITIONAL = {
 OPTION_VALUES = {
     "-c": "CONFIG",
     "--cycle": "abc123def456",
+    "--max-minutes": "2.5",
     "--phase": "reflect",
     "--level": "warning",
     "--mode": "auto-doc",

@@ -83,6 +83,9 @@ def test_the_new_source_may_come_indented_as_in_the_class_or_fenced():
     fenced = replaced("Shape.describe", "```python\ndef describe(self):\n    return 'fenced'\n```")
     assert "    def describe(self):\n        return 'indented'\n" in indented
     assert "    def describe(self):\n        return 'fenced'\n" in fenced
+    doc = 'def describe(self):\n    """E.g.\n\n    ```pycon\n    >>> x\n    ```\n    """\n    return \'long\''
+    long = replaced("Shape.describe", f"````python\n{doc}\n````")  # the prompt's fence, copied
+    assert "    def describe(self):\n" in long and "        ```pycon\n" in long and "return 'long'" in long
 
 
 def test_a_def_at_column_zero_with_its_body_indented_for_the_class_is_accepted():

@@ -1,0 +1,78 @@
+"""A suspect asked again another way after a reply that gave its code back.
+
+When a suspect's greedy reply (its first, at temperature 0) gives its definition back as it was (an
+echo of the prompt, the code rewritten to the same AST), one more sample of the same prompt mostly
+says the same: the model read the question as "copy this". Its next draw is a pointed question
+instead, at temperature 0, in place of its first sampled draw (or before the wide
+prompt when it has none): the same prompt and, after it, the failing assertion and the lines of the
+definition the traceback runs through (`debug_pointed.md`). Asked once per suspect and cycle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from autod.modes import render
+from autod.plan import Plan
+from autod.planner.fences import fence_for, fenced
+
+__all__ = ["echoed", "pointed_messages", "reask"]
+
+MAX_FAILURE_LINES = 8
+View = tuple[str, bool]  # (view, at temperature 0), as CandidateSearch.views gives them
+
+
+def echoed(outcome: str, plan: Plan | None) -> bool:
+    """Whether a candidate gave its prompt's code back: the code as it was, or only the prompt's blocks."""
+    return outcome == "unchanged" or (outcome == "no_change" and plan is not None and plan.echoed)
+
+
+def reask(views: list[View], at: int, view: str, echo: bool) -> bool:
+    """After the draw `views[at]` of suspect `view` (`echo`: it gave the code back): put its pointed
+    question next in its turn (in `views`, in place). True when one was placed."""
+    kind, _, k = view.partition(":")
+    pointed = (f"pointed:{k}", True)
+    if kind != "focused" or not echo or pointed in views:
+        return False
+    later = range(at + 1, len(views))
+    sample = next((i for i in later if views[i] == (view, False)), None)
+    if sample is not None:
+        views[sample] = pointed
+    else:
+        views.insert(next((i for i in later if views[i][0] == "wide"), len(views)), pointed)
+    return True
+
+
+def pointed_messages(messages: list[dict[str, str]], suspect: Mapping[str, str]) -> list[dict[str, str]]:
+    """The suspect's prompt with the pointed question added to its last user turn (two user turns in a
+    row are refused by some chat templates)."""
+    excerpt, code = suspect.get("excerpt") or "", suspect.get("code") or ""
+    failure = failing_lines(excerpt) or "(the check's output above)"
+    named = traced_lines(excerpt, code)
+    shown = f"\nThe traceback runs through these lines of it:\n\n{fenced(named, 'python')}\n" if named else ""
+    hint = render("debug_pointed", symbol=suspect.get("symbol", ""), fence=fence_for(failure),
+                  failure=failure, named=shown)
+    out = [dict(m) for m in messages]
+    last = max((i for i, m in enumerate(out) if m.get("role") == "user"), default=None)
+    if last is None:
+        return [*out, {"role": "user", "content": hint.strip()}]
+    out[last]["content"] = out[last]["content"].rstrip("\n") + "\n" + hint
+    return out
+
+
+def failing_lines(excerpt: str) -> str:
+    """The lines of a check's output that say what failed: pytest's `>` source line and `E` lines of
+    the last frame, else the last non-blank lines."""
+    lines = excerpt.splitlines()
+    start = max((i for i, ln in enumerate(lines) if ln.startswith(">")), default=None)
+    if start is not None:
+        picked = [lines[start]] + [ln for ln in lines[start + 1 :] if ln.startswith("E ")]
+    else:
+        picked = [ln for ln in lines if ln.startswith("E ")] or [ln for ln in lines if ln.strip()]
+    return "\n".join(picked[:MAX_FAILURE_LINES] if start is not None else picked[-MAX_FAILURE_LINES:])
+
+
+def traced_lines(excerpt: str, code: str) -> str:
+    """The lines of `code` that pytest's traceback marks with `>` (the frames inside the definition)."""
+    marked = {ln[1:].strip() for ln in excerpt.splitlines() if ln.startswith(">") and ln[1:].strip()}
+    return "\n".join(ln for ln in code.splitlines() if ln.strip() and ln.strip() in marked)
