@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from autod.safety.saferead import read_untrusted_head
+
 if TYPE_CHECKING:
     from autod.checks.mounts import MountTable
 
@@ -141,8 +143,7 @@ def _link_chain(p: Path, stop: Path | None) -> list[Path]:
 
 def _interpreter(p: Path, path: str) -> Path | None:
     try:
-        with open(p, "rb") as f:
-            head = f.read(256)
+        head = read_untrusted_head(p, 256)
     except OSError:
         return None
     if not head.startswith(b"#!"):

@@ -27,6 +27,7 @@ import subprocess
 from pathlib import Path
 
 from autod.safety.filemodes import workspace_umask
+from autod.safety.saferead import read_untrusted, read_untrusted_head
 
 TIMEOUT_S = 60.0
 CONFIG_TIMEOUT_S = 10.0
@@ -119,7 +120,7 @@ def _gitfile_target(ws: Path, dot: Path) -> Path:
     """The gitdir a `.git` file names, if it is a linked worktree's or a submodule's that lies outside
     the workspace (a check cannot have made it) and belongs to this work tree."""
     try:
-        first = dot.read_text(encoding="utf-8", errors="replace")[:4096].splitlines()[0]
+        first = read_untrusted_head(dot, 4096).decode("utf-8", "replace").splitlines()[0]
     except (OSError, IndexError):
         raise GitRefused(f"{dot} cannot be read") from None
     if not first.startswith("gitdir:"):
@@ -131,8 +132,8 @@ def _gitfile_target(ws: Path, dot: Path) -> Path:
     back = target / "gitdir"  # a linked worktree names its .git file here
     if back.is_file():
         try:
-            named = back.read_text(encoding="utf-8").strip()
-        except OSError:
+            named = read_untrusted(back, cap=4096).decode("utf-8").strip()
+        except (OSError, UnicodeDecodeError):
             named = ""
         if named and Path(os.path.realpath(named)) == dot:
             return target

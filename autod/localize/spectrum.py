@@ -23,6 +23,7 @@ import structlog
 
 from autod.localize.frames import is_test_path, parse_test_ids
 from autod.localize.index import Index, build_index
+from autod.safety.saferead import UnsafeRead, read_untrusted
 
 if TYPE_CHECKING:
     from autod.modes import ModeEnv
@@ -148,10 +149,13 @@ async def spectrum_for(env: ModeEnv, check_name: str, output: str) -> dict[tuple
 
 
 def _load(path: Path) -> Mapping[str, Any] | None:
+    """The recorder's result, or None: read as untrusted (a FIFO, a symlink or an oversize file is
+    refused without blocking), then parsed."""
     try:
-        if path.is_symlink() or path.stat().st_size > MAX_RESULT_BYTES:
-            return None
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = json.loads(read_untrusted(path, cap=MAX_RESULT_BYTES))
+    except UnsafeRead as exc:
+        log.warning("localize.result_refused", path=path.name, reason=exc.strerror)
+        return None
     except (OSError, ValueError):
         return None
     return doc if isinstance(doc, dict) else None
