@@ -33,7 +33,8 @@ def test_a_fifo_for_the_recorders_result_neither_wedges_the_cycle_nor_the_stop(
     scripted_llm.push_plan(FIX_PLAN)
     cfg = base_config(calc_repo, state_dir=str(tmp_path / "state"))
     cfg["llm"]["base_url"] = scripted_llm.base_url
-    d = Autod(write_config(tmp_path / "autod.yaml", cfg), log_file=tmp_path / "state" / "logs" / "autod.jsonl")
+    config = write_config(tmp_path / "autod.yaml", cfg)
+    d = Autod(config, log_file=tmp_path / "state" / "logs" / "autod.jsonl")
     d.start()
     try:
         (r,) = d.wait_reflections(1, timeout=150)

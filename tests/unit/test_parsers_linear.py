@@ -43,7 +43,9 @@ PARSERS: list[Callable[[str], object]] = [parse_locations, parse_failures, parse
 @given(unit=st.sampled_from(UNITS) | st.text(alphabet="aZ9_./\\-:()\",é ", min_size=1, max_size=6),
        prefix=st.sampled_from(["", "FAILED ", 'File "', "error: ", "src/x.ts"]),
        parse=st.sampled_from(PARSERS))
-def test_work_grows_linearly_with_one_long_line(unit: str, prefix: str, parse: Callable[[str], object]) -> None:
+def test_work_grows_linearly_with_one_long_line(
+    unit: str, prefix: str, parse: Callable[[str], object]
+) -> None:
     # 16 times the input may cost 16 times the work; the bound leaves room for a loaded machine, and
     # a quadratic parser (256 times) is far past it
     assert growth(parse, unit, prefix) < 64
@@ -55,7 +57,10 @@ def test_any_bytes_scan_without_error(data: bytes) -> None:
         assert 0 <= offset <= len(data) and failure.fingerprint
 
 
-@given(st.lists(st.text(max_size=300) | st.binary(max_size=300).map(lambda b: b.decode("latin-1")), max_size=40))
+LATIN1 = st.binary(max_size=300).map(lambda b: b.decode("latin-1"))
+
+
+@given(st.lists(st.text(max_size=300) | LATIN1, max_size=40))
 def test_mixed_encodings_parse_to_well_formed_locations(lines: list[str]) -> None:
     text = "\n".join(lines)
     for loc in parse_locations(text):
