@@ -106,7 +106,7 @@ def scores(index: Index, boundary: Boundary, doc: Any) -> dict[tuple[str, str], 
 async def spectrum_for(env: ModeEnv, check_name: str, output: str) -> dict[tuple[str, str], float] | None:
     """Re-run the failing tests' files under the recorder via the check; None when that cannot be done."""
     boundary = env.boundary
-    files = test_files(boundary, output)
+    files = await asyncio.to_thread(test_files, boundary, output)
     if not files:
         log.info("localize.coverage_unavailable", check=check_name,
                  reason="the output names no failing test file (pytest's `FAILED path::test` lines)")
