@@ -226,3 +226,28 @@ def hidden_hop(program: Path, path: str, table: MountTable) -> tuple[Path, str] 
         if table.hidden(Path(os.path.abspath(q))):
             return q, how
     return None
+
+
+def hidden_named(args: Sequence[str], *, workspace: Path, table: MountTable) -> tuple[Path, str] | None:
+    """The first file the command line names by absolute path (`python /opt/ci/check.py`) that the
+    check would not see, with the rule that hides it; None when every one is mounted. A check that
+    cannot open its own script is a start error, never a failure for the planner."""
+    for arg in args:
+        value = arg.split("=", 1)[1] if arg.startswith("-") and "=" in arg else arg
+        p = Path(os.path.abspath(value)) if os.path.isabs(value) else None
+        if p is None or _inside(p, workspace) or not os.path.isfile(p) or not table.hidden(p):
+            continue
+        return p, hiding_rule(p, table)
+    return None
+
+
+def hiding_rule(path: Path, table: MountTable) -> str:
+    """Why the sandbox does not show `path`: a credential glob (never bound back), or the hidden place."""
+    from autod.safety.boundary import glob_match
+    from autod.safety.protected import CREDENTIAL_GLOBS
+
+    rel = path.as_posix().lstrip("/")
+    glob = next((g for g in CREDENTIAL_GLOBS if glob_match(g, rel)), None)
+    if glob is not None:
+        return f"its path matches the credential glob {glob!r}, and a credential path is never bound back"
+    return f"it lies in {table.hider(path)}, which the sandbox hides from every check"
