@@ -229,16 +229,17 @@ def hidden_hop(program: Path, path: str, table: MountTable) -> tuple[Path, str] 
 
 
 def hidden_named(args: Sequence[str], *, workspace: Path, table: MountTable) -> tuple[Path, str] | None:
-    """The first file the command line names by absolute path (`python /opt/ci/check.py`) that the
-    check would not see, with the rule that hides it; None when every one is mounted. A check that
-    cannot open its own script is a start error, never a failure for the planner."""
-    for arg in args:
-        value = arg.split("=", 1)[1] if arg.startswith("-") and "=" in arg else arg
-        p = Path(os.path.abspath(value)) if os.path.isabs(value) else None
-        if p is None or _inside(p, workspace) or not os.path.isfile(p) or not table.hidden(p):
-            continue
-        return p, hiding_rule(p, table)
-    return None
+    """The script the command runs (its first argument, `python /opt/ci/check.py`) when the check would
+    not see it, with the rule that hides it; None when it is mounted. A check that cannot open its own
+    script is a start error, never a failure for the planner. (Later arguments are data: a hidden one
+    stays hidden and the check runs.)"""
+    first = next((a for a in args if not a.startswith("-")), None)
+    if first is None or args[: args.index(first)]:
+        return None  # options first (`python -m mod`, `sh -c '...'`): no script named
+    p = Path(os.path.abspath(first)) if os.path.isabs(first) else None
+    if p is None or _inside(p, workspace) or not os.path.isfile(p) or not table.hidden(p):
+        return None
+    return p, hiding_rule(p, table)
 
 
 def hiding_rule(path: Path, table: MountTable) -> str:
