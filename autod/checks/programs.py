@@ -223,8 +223,8 @@ def hidden_hop(program: Path, path: str, table: MountTable) -> tuple[Path, str] 
     """The first place running `program` goes through that the sandbox hides, and how it got there;
     None when the check can run all the way. Read on the host to explain a refusal, never to mount."""
     for q, how in _walk(program, path, None):
-        if table.hidden(Path(os.path.abspath(q))):
-            return q, how
+        if table.hidden(where := Path(os.path.abspath(q))):
+            return q, f"{how}; {hiding_rule(where, table)}"
     return None
 
 
