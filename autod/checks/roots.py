@@ -12,8 +12,9 @@ wholesale,
 - the state dir itself, and the log file's directory when it is named for autod; else the log file
   and every rotation of it beside it (`autod.jsonl.1`, `autod.jsonl.2.gz`).
 
-A root is never the workspace or a directory above it (the workspace is a check's to see), nor one
-inside it (the state dir `.autod` of a workspace is hidden as itself).
+A root above the workspace is hidden with the workspace bound back inside it (the mount table's order):
+the check sees its workspace and nothing else there. A directory named `autod` inside the workspace is
+the project's (a package), not a root; the state dir `.autod` of a workspace is hidden as itself.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ def autod_roots(workspace: Path, state_dir: Path, log_file: Path) -> tuple[Path,
         found += [log, *_rotations(log)]
     out: list[Path] = []
     for p in found:
-        if p not in out and not under(ws, p) and not (under(p, ws) and p.name == ROOT_NAME):
+        if p not in out and p != ws and not (under(p, ws) and p.name == ROOT_NAME):
             out.append(p)
     return tuple(out)
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from autod.checks.roots import autod_roots
+from autod.checks.sandbox import Policy, mount_table
 
 
 @pytest.fixture(autouse=True)
@@ -31,8 +32,14 @@ def test_a_log_outside_an_autod_directory_is_hidden_with_every_rotation(tmp_path
     assert hidden == {"repo.jsonl", "repo.jsonl.1", "repo.jsonl.2.gz"}
 
 
-def test_the_workspace_and_what_is_above_it_are_never_a_root(tmp_path: Path) -> None:
+def test_the_workspace_is_never_a_root_and_stays_visible_below_one(tmp_path: Path) -> None:
     ws = tmp_path / "autod"  # a checkout named autod, its state dir inside it
     roots = autod_roots(ws, ws / ".autod", ws / ".autod" / "logs" / "autod.jsonl")
-    assert ws not in roots and not any(ws.is_relative_to(r) for r in roots)
-    assert ws / ".autod" in roots
+    assert ws not in roots and ws / ".autod" in roots
+    # a workspace kept below an instance's directory: the root is hidden, the workspace bound back
+    ws, state = tmp_path / "var/lib/autod/a/ws", tmp_path / "var/lib/autod/a"
+    ws.mkdir(parents=True)
+    (tmp_path / "var/lib/autod/b").mkdir()
+    policy = Policy(state_dir=state, hidden=autod_roots(ws, state, state / "autod.jsonl"))
+    table = mount_table(ws, policy)
+    assert not table.hidden(ws) and table.hidden(tmp_path / "var/lib/autod/b")
