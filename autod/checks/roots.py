@@ -9,6 +9,8 @@ wholesale,
 - the system roots (`/var/lib/autod`, `/var/log/autod`, `/var/cache/autod`, `/run/autod`);
 - the nearest directory named `autod` above the state dir, the log file and systemd's state, logs,
   cache and runtime directories (a per-instance layout anywhere, a user unit's `~/.local/state/autod`);
+  without one, when such a directory is itself named `autod...` (`/var/lib/autod-a`), every `autod*`
+  directory beside it (`/var/lib/autod-b` too);
 - the state dir itself, and the log file's directory when it is named for autod; else the log file
   and every rotation of it beside it (`autod.jsonl.1`, `autod.jsonl.2.gz`).
 
@@ -39,6 +41,8 @@ def autod_roots(workspace: Path, state_dir: Path, log_file: Path) -> tuple[Path,
         root = next((p for p in (place, *place.parents) if p.name == ROOT_NAME), None)
         if root is not None:
             found.append(root)
+        elif place.name.startswith(ROOT_NAME):  # side by side (`/var/log/autod-a`): every `autod*` there
+            found += [place.parent / n for n in _names(place.parent) if n.startswith(ROOT_NAME)]
     found.append(real(state_dir))
     log = real(log_file)
     if ROOT_NAME in log.parent.name:
@@ -54,8 +58,11 @@ def autod_roots(workspace: Path, state_dir: Path, log_file: Path) -> tuple[Path,
 
 def _rotations(log: Path) -> list[Path]:
     """The rotated copies of `log` beside it now (logrotate's `.1`, `.2.gz`, dated suffixes)."""
+    return [log.parent / n for n in _names(log.parent) if n.startswith((log.name + ".", log.name + "-"))]
+
+
+def _names(directory: Path) -> list[str]:
     try:
-        names = os.listdir(log.parent)
+        return sorted(os.listdir(directory))
     except OSError:
         return []
-    return [log.parent / n for n in sorted(names) if n.startswith((log.name + ".", log.name + "-"))]

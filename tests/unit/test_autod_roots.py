@@ -43,3 +43,10 @@ def test_the_workspace_is_never_a_root_and_stays_visible_below_one(tmp_path: Pat
     policy = Policy(state_dir=state, hidden=autod_roots(ws, state, state / "autod.jsonl"))
     table = mount_table(ws, policy)
     assert not table.hidden(ws) and table.hidden(tmp_path / "var/lib/autod/b")
+
+
+def test_instances_side_by_side_hide_each_other(tmp_path: Path) -> None:
+    for name in ("autod-a", "autod-b", "postgres"):
+        (tmp_path / "lib" / name).mkdir(parents=True)
+    roots = autod_roots(tmp_path / "ws", tmp_path / "lib" / "autod-a", tmp_path / "log" / "autod.jsonl")
+    assert tmp_path / "lib" / "autod-b" in roots and tmp_path / "lib" / "postgres" not in roots
