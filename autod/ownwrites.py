@@ -7,6 +7,10 @@ import threading
 import time
 from pathlib import Path
 
+from autod.safety.saferead import read_untrusted
+
+MAX_OWN_BYTES = 256 * 2**20  # a file autod wrote; a bigger one (or a FIFO) is not what it wrote
+
 
 class OwnWrites:
     """Path -> sha256 of the bytes autod last wrote there (or None for a deletion)."""
@@ -38,7 +42,7 @@ class OwnWrites:
                 del self._seen[path]
                 return False
         try:
-            current = hashlib.sha256(path.read_bytes()).hexdigest()
+            current = hashlib.sha256(read_untrusted(path, cap=MAX_OWN_BYTES)).hexdigest()
         except FileNotFoundError:
             current = None
         except OSError:

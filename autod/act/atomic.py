@@ -160,7 +160,7 @@ def _write_all(fd: int, data: bytes) -> None:
 def read_current(path: Path) -> bytes | None:
     """The file's bytes now, None if it does not exist; never follows a symlink."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | _O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | _O_CLOEXEC)  # a FIFO: no wait
     except FileNotFoundError:
         return None
     with os.fdopen(fd, "rb") as f:

@@ -152,8 +152,9 @@ def unified_diff(changes: Sequence[FileChange], *, context: int = 3) -> str:
 def _read_original(rel: str, path: Path, max_bytes: int) -> tuple[bytes | None, int | None]:
     """Bytes and permission bits of the file now, or (None, None) if it does not exist."""
     try:
-        # O_NOFOLLOW: a symlink swapped in after the confinement walk is refused, not followed.
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+        # O_NOFOLLOW: a symlink swapped in after the confinement walk is refused, not followed;
+        # O_NONBLOCK: a FIFO opens at once (and is refused below), never waits for a writer.
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
         return None, None
     except OSError as e:

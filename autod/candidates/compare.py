@@ -13,7 +13,9 @@ from autod import pyast
 from autod.act.bypassed import bypassed_calls
 from autod.act.edits import FileChange
 from autod.act.inlined import functions, inlined_constants
+from autod.safety.saferead import read_untrusted
 
+MAX_READ_BYTES = 2_000_000  # a module read to compare a rewrite with
 SAME_CODE = "the edits change only quotes, spacing or comments: the code does exactly what it did"
 
 
@@ -48,9 +50,9 @@ def symptom_patch(changes: list[FileChange]) -> str | None:
         def read(rel: str, root: Path = root) -> str | None:
             target = root / rel
             try:
-                if ".." in PurePosixPath(rel).parts or not target.is_file():
+                if ".." in PurePosixPath(rel).parts:
                     return None
-                return target.read_text(encoding="utf-8")
+                return read_untrusted(target, cap=MAX_READ_BYTES).decode("utf-8")
             except (OSError, UnicodeDecodeError):
                 return None
 

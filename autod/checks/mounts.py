@@ -71,6 +71,13 @@ class MountTable:
     def hidden(self, path: Path) -> bool:
         return self.covering(path) in ("tmpfs", "null")
 
+    def hider(self, path: Path) -> Path | None:
+        """The hidden place that covers `path` (an empty directory or /dev/null), None if it is seen."""
+        for op in reversed(self.ops):
+            if under(path, op.dest):
+                return op.dest if op.kind in ("tmpfs", "null") else None
+        return None
+
     def tmpfs(self, path: Path) -> None:
         self.ops.append(_Op("tmpfs", path, path))
 

@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from autod.safety.saferead import read_untrusted_head
+
 if TYPE_CHECKING:
     from autod.checks.mounts import MountTable
 
@@ -141,8 +143,7 @@ def _link_chain(p: Path, stop: Path | None) -> list[Path]:
 
 def _interpreter(p: Path, path: str) -> Path | None:
     try:
-        with open(p, "rb") as f:
-            head = f.read(256)
+        head = read_untrusted_head(p, 256)
     except OSError:
         return None
     if not head.startswith(b"#!"):
@@ -222,6 +223,32 @@ def hidden_hop(program: Path, path: str, table: MountTable) -> tuple[Path, str] 
     """The first place running `program` goes through that the sandbox hides, and how it got there;
     None when the check can run all the way. Read on the host to explain a refusal, never to mount."""
     for q, how in _walk(program, path, None):
-        if table.hidden(Path(os.path.abspath(q))):
-            return q, how
+        if table.hidden(where := Path(os.path.abspath(q))):
+            return q, f"{how}; {hiding_rule(where, table)}"
     return None
+
+
+def hidden_named(args: Sequence[str], *, workspace: Path, table: MountTable) -> tuple[Path, str] | None:
+    """The script the command runs (its first argument, `python /opt/ci/check.py`) when the check would
+    not see it, with the rule that hides it; None when it is mounted. A check that cannot open its own
+    script is a start error, never a failure for the planner. (Later arguments are data: a hidden one
+    stays hidden and the check runs.)"""
+    first = next((a for a in args if not a.startswith("-")), None)
+    if first is None or args[: args.index(first)]:
+        return None  # options first (`python -m mod`, `sh -c '...'`): no script named
+    p = Path(os.path.abspath(first)) if os.path.isabs(first) else None
+    if p is None or _inside(p, workspace) or not os.path.isfile(p) or not table.hidden(p):
+        return None
+    return p, hiding_rule(p, table)
+
+
+def hiding_rule(path: Path, table: MountTable) -> str:
+    """Why the sandbox does not show `path`: a credential glob (never bound back), or the hidden place."""
+    from autod.safety.boundary import glob_match
+    from autod.safety.protected import CREDENTIAL_GLOBS
+
+    rel = path.as_posix().lstrip("/")
+    glob = next((g for g in CREDENTIAL_GLOBS if glob_match(g, rel)), None)
+    if glob is not None:
+        return f"its path matches the credential glob {glob!r}, and a credential path is never bound back"
+    return f"it lies in {table.hider(path)}, which the sandbox hides from every check"

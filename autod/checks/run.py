@@ -28,6 +28,7 @@ from autod.checks.programs import (
     exposures,
     find_venv,
     hidden_hop,
+    hidden_named,
     module_run,
     resolve_program,
     runtime_paths,
@@ -101,6 +102,12 @@ def hidden_program(name: str, program: Path, hop: tuple[Path, str]) -> str:
         " the workspace's venv from an interpreter the sandbox shows (/usr/bin/python3, or autod's own"
         f" {sys.base_prefix}), or add that interpreter's install directory to checks.expose"
     )
+
+
+def hidden_file(name: str, hop: tuple[Path, str]) -> str:
+    """The refusal of a check whose command line names a file the sandbox does not show (exit 126)."""
+    return (f"cannot start check {name!r}: {hop[0]}, named on its command line, is not mounted in the"
+            f" sandbox: {hop[1]}; move it into the workspace or a directory checks see, or rename it")
 
 
 def _not_started(name: str, code: int, why: str, mode: str = "") -> CheckResult:
@@ -256,6 +263,8 @@ async def _run_judged(
             hop = hidden_hop(program, env["PATH"], table)
             if hop is not None:
                 return None, _not_started(name, 126, hidden_program(name, program, hop), wrapper)
+            if named := hidden_named(argv[1:], workspace=view, table=table):
+                return None, _not_started(name, 126, hidden_file(name, named), wrapper)
             full = sandbox.bwrap_argv(
                 verdict.bwrap, command, workspace=cwd, env=env, network=check.network, mounts=table,
                 mount_at=mount_at,
@@ -368,6 +377,8 @@ def sandbox_problem(
     hop = hidden_hop(program, path, table)
     if hop is not None:
         return hidden_program(name, program, hop), True
+    if named := hidden_named(argv[1:], workspace=settings.workspace, table=table):
+        return hidden_file(name, named), True
     python = venv / "bin" / "python" if venv is not None else None
     if python is not None and os.path.lexists(python) and (hop := hidden_hop(python, path, table)):
         return hidden_program(name, python, hop).replace("cannot start check", "check"), False

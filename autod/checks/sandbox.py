@@ -37,6 +37,7 @@ from autod.checks.env import (
     env_name_denied,
 )
 from autod.checks.mounts import HIDDEN_DIRS, MountTable, exposable, real, under, workspace_venvs
+from autod.checks.roots import autod_roots
 
 __all__ = [
     "ENV_ALLOW",
@@ -93,8 +94,8 @@ class Policy:
                   settings.memory.auth_token_file):
             if f:
                 hidden.append(Path(f))
-        log_dir = settings.log_file.parent
-        hidden.append(log_dir if "autod" in log_dir.name else settings.log_file)
+        # every instance's state, logs, cache and runtime dir, this one's rotated logs (autod.checks.roots)
+        hidden += autod_roots(workspace, settings.state_path, settings.log_file)
         return cls(
             mode=settings.checks_sandbox,
             state_dir=settings.state_path,

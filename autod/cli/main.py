@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import sys
 from collections.abc import Callable
@@ -47,6 +46,7 @@ def _minutes(text: str) -> float:
 def cmd_run(args: argparse.Namespace) -> int:
     from autod import heap, logs
     from autod.runtime.supervisor import Daemon, DaemonAlreadyRunning
+    from autod.threads import STOP_JOIN_S, exit_now, run_bounded
 
     settings = _settings(args)
     if args.max_minutes is not None:
@@ -62,11 +62,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     logs.configure_logging(level=settings.logging.level, file=settings.log_file, secrets=settings.secrets())
     daemon = Daemon(settings, find_config(args.config), once=args.once)
     try:
-        return asyncio.run(daemon.run())
+        code, stuck = run_bounded(daemon.run(), join_s=STOP_JOIN_S)
     except DaemonAlreadyRunning as exc:
         return _die(str(exc), 2 if args.once else 1)  # --once: 1 means "checks still fail"
     except KeyboardInterrupt:
         return 0
+    if stuck:  # a thread blocked past the stop's wait is left behind, never joined (autod.threads)
+        log = logs.get_logger("autod.daemon")
+        log.warning("daemon.threads_abandoned", threads=stuck, waited_s=STOP_JOIN_S)
+        exit_now(code)
+    return code
 
 
 def cmd_config_check(args: argparse.Namespace) -> int:

@@ -183,8 +183,8 @@ def identity(ws: Path) -> list[str]:
 
 
 def format_patch(ws: Path, commit: str) -> bytes:
-    """`git format-patch -1 --stdout COMMIT`: the mbox a `git am` applies."""
-    r = git(ws, "format-patch", "-1", "--stdout", "--no-ext-diff", "--no-textconv", "--no-color", commit)
+    """`git format-patch -1 --stdout COMMIT`: the mbox a `git am` applies, shaped by autod alone."""
+    r = git(ws, "format-patch", "-1", "--stdout", *gitsafe.PATCH_FLAGS, commit)
     _need(r, "format-patch")
     return r.stdout
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import structlog
 
 from autod.git import safe as gitsafe
+from autod.safety.saferead import read_untrusted
 
 log = structlog.get_logger("autod.runtime.supervisor")
 
@@ -28,7 +29,7 @@ def git_dir(workspace: Path) -> Path | None:
     common = gitdir / "commondir"  # a linked worktree: info/exclude lives in the main repository
     if common.is_file():
         try:
-            rel = common.read_text(encoding="utf-8").strip()
+            rel = read_untrusted(common, cap=4096).decode("utf-8").strip()
         except (OSError, UnicodeDecodeError):
             return gitdir
         return (gitdir / rel).resolve()
@@ -49,7 +50,7 @@ def exclude_state_dir(workspace: Path, state_dir: Path) -> bool:
     line = f"/{rel.as_posix()}/"
     exclude = gitdir / "info" / "exclude"
     try:
-        text = exclude.read_text(encoding="utf-8") if exclude.exists() else ""
+        text = read_untrusted(exclude, cap=1 << 20).decode("utf-8") if exclude.exists() else ""
         if line in text.splitlines():
             return False
         exclude.parent.mkdir(parents=True, exist_ok=True)

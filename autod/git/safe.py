@@ -7,7 +7,10 @@ pager, an editor, askpass, credential helpers, ssh, signing. autod runs git unsa
 own rights, so a file planted in `.git` (or one it includes) would run as the daemon. Here each of
 those is switched off on the command line, which outranks every config file; the system and global
 configs are not read at all; and the repository's own config (with its includes) is read, never
-executed, to neutralise the drivers it names. Every call has a deadline.
+executed, to neutralise the drivers it names. Nor does git read any file the repository's config
+names: every key that names one (excludes, attributes, template, mailmap, order file, signature,
+cookies) is pinned to /dev/null on the command line, and a patch's headers and signature are set by
+format-patch flags (PATCH_FLAGS), never by `format.*`. Every call has a deadline.
 
 Which repository is autod's own decision too (`repository`): git runs with an explicit `--git-dir`
 and `--work-tree` (the workspace), never discovering one. The workspace's `.git` must be a
@@ -27,6 +30,7 @@ import subprocess
 from pathlib import Path
 
 from autod.safety.filemodes import workspace_umask
+from autod.safety.saferead import read_untrusted, read_untrusted_head
 
 TIMEOUT_S = 60.0
 CONFIG_TIMEOUT_S = 10.0
@@ -56,6 +60,24 @@ SAFE_CONFIG = (
     # The ownership check exists to stop a repository's config from running code as another user;
     # nothing in it runs here, so a workspace owned by the operator works under the service user.
     "safe.directory=*",
+    # Every key naming a file git would read is /dev/null, whatever the repository's config or a
+    # file it includes says: a committed `.gitconfig` cannot put a credential into a signature, a
+    # template, a mailmap or an order file. (The patch's own headers: PATCH_FLAGS.)
+    "core.excludesFile=/dev/null",
+    "core.attributesFile=/dev/null",
+    "commit.template=/dev/null",
+    "mailmap.file=/dev/null",
+    "mailmap.blob=",
+    "diff.orderFile=/dev/null",
+    "format.signatureFile=/dev/null",
+    "http.cookieFile=/dev/null",
+)
+# format-patch decides its headers, signature and prefixes itself: no `format.*` of the repository
+# (headers, to/cc, from, subject prefix, notes, signature) shapes the patch autod writes.
+PATCH_FLAGS = (
+    "--no-signature", "--no-add-header", "--no-to", "--no-cc", "--no-from", "--no-notes", "--no-thread",
+    "--no-numbered", "--no-cover-letter", "--no-base", "--subject-prefix=PATCH",
+    "--src-prefix=a/", "--dst-prefix=b/", "--no-ext-diff", "--no-textconv", "--no-color",
 )
 # Environment variables git reads that could point it elsewhere or run something are not passed.
 PASS_ENV = frozenset({"PATH", "HOME", "LANG", "LANGUAGE", "TZ", "USER", "LOGNAME", "TMPDIR"})
@@ -119,7 +141,7 @@ def _gitfile_target(ws: Path, dot: Path) -> Path:
     """The gitdir a `.git` file names, if it is a linked worktree's or a submodule's that lies outside
     the workspace (a check cannot have made it) and belongs to this work tree."""
     try:
-        first = dot.read_text(encoding="utf-8", errors="replace")[:4096].splitlines()[0]
+        first = read_untrusted_head(dot, 4096).decode("utf-8", "replace").splitlines()[0]
     except (OSError, IndexError):
         raise GitRefused(f"{dot} cannot be read") from None
     if not first.startswith("gitdir:"):
@@ -131,8 +153,8 @@ def _gitfile_target(ws: Path, dot: Path) -> Path:
     back = target / "gitdir"  # a linked worktree names its .git file here
     if back.is_file():
         try:
-            named = back.read_text(encoding="utf-8").strip()
-        except OSError:
+            named = read_untrusted(back, cap=4096).decode("utf-8").strip()
+        except (OSError, UnicodeDecodeError):
             named = ""
         if named and Path(os.path.realpath(named)) == dot:
             return target

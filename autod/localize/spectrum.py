@@ -23,6 +23,7 @@ import structlog
 
 from autod.localize.frames import is_test_path, parse_test_ids
 from autod.localize.index import Index, build_index
+from autod.safety.saferead import UnsafeRead, read_untrusted
 
 if TYPE_CHECKING:
     from autod.modes import ModeEnv
@@ -105,7 +106,7 @@ def scores(index: Index, boundary: Boundary, doc: Any) -> dict[tuple[str, str], 
 async def spectrum_for(env: ModeEnv, check_name: str, output: str) -> dict[tuple[str, str], float] | None:
     """Re-run the failing tests' files under the recorder via the check; None when that cannot be done."""
     boundary = env.boundary
-    files = test_files(boundary, output)
+    files = await asyncio.to_thread(test_files, boundary, output)
     if not files:
         log.info("localize.coverage_unavailable", check=check_name,
                  reason="the output names no failing test file (pytest's `FAILED path::test` lines)")
@@ -148,10 +149,13 @@ async def spectrum_for(env: ModeEnv, check_name: str, output: str) -> dict[tuple
 
 
 def _load(path: Path) -> Mapping[str, Any] | None:
+    """The recorder's result, or None: read as untrusted (a FIFO, a symlink or an oversize file is
+    refused without blocking), then parsed."""
     try:
-        if path.is_symlink() or path.stat().st_size > MAX_RESULT_BYTES:
-            return None
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = json.loads(read_untrusted(path, cap=MAX_RESULT_BYTES))
+    except UnsafeRead as exc:
+        log.warning("localize.result_refused", path=path.name, reason=exc.strerror)
+        return None
     except (OSError, ValueError):
         return None
     return doc if isinstance(doc, dict) else None

@@ -23,11 +23,13 @@ from autod.errors import PlanInvalid
 from autod.paths import NOT_SOURCE_DIRS
 from autod.plan import Edit, Plan
 from autod.planner import PlanRequest, PlanResult
+from autod.safety.saferead import read_untrusted
 
 log = structlog.get_logger("autod.planner.rules")
 
 SCRATCH_SKIP = NOT_SOURCE_DIRS  # build output is copied: a fixer may read it
 MAX_SCRATCH_BYTES = 200_000_000
+MAX_FILE_BYTES = 32 * 2**20  # one file a fixer rewrote, read back
 
 
 def _copy_workspace(workspace: Path, state_dir: Path, dest: Path) -> None:
@@ -63,7 +65,8 @@ def _diff_trees(original: Path, scratch: Path, skip: set[str]) -> list[Edit]:
             if new_path.is_symlink() or not old_path.is_file() or old_path.is_symlink():
                 continue
             try:
-                old, new = old_path.read_bytes(), new_path.read_bytes()
+                old = read_untrusted(old_path, cap=MAX_FILE_BYTES)
+                new = read_untrusted(new_path, cap=MAX_FILE_BYTES)
             except OSError:
                 continue
             if old == new or not old:

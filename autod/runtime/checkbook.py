@@ -10,6 +10,7 @@ kept cycle's verification found, other than the one the cycle worked on, becomes
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -70,9 +71,11 @@ class CheckBook:
         return {name: run.error for name, run in self.ledger.runs.items() if run.error}
 
     async def record(self, result: CheckResult, at: float) -> Run:
-        # Into the ledger before the first await: a cycle that takes the workspace lock next must see it.
+        # Called with the workspace lock held, so a cycle that takes it next sees this run; the output
+        # is parsed in a worker thread (untrusted and possibly long), never on the loop.
         failing = not result.ok and not result.error
-        run = Run(result.name, at, result.ok, result_fingerprint(result) if failing else None, result.error)
+        fp = await asyncio.to_thread(result_fingerprint, result) if failing else None
+        run = Run(result.name, at, result.ok, fp, result.error)
         counted = self.ledger.record(run, result)
         if counted:
             await self.counted(counted, None)
@@ -85,7 +88,7 @@ class CheckBook:
                 await self._passed(run)
             elif event is not None and run.fingerprint and run.fingerprint != event.fingerprint:
                 result = self.ledger.results[run.check]
-                follow = failure_event(result, checked_at=run.at)
+                follow = await asyncio.to_thread(failure_event, result, checked_at=run.at)
                 log.info("check.failure_left", check=run.check, fingerprint=follow.fingerprint,
                          after=event.fingerprint)
                 await self.accept(follow)

@@ -170,7 +170,7 @@ class Daemon:
     async def probe_check(self, name: str) -> None:
         """Run a check now to learn the present (no result of it since start-up); queue its failure."""
         result, at = await self.check_source.run(name)
-        event = self.check_source.event_for(result, at)
+        event = await self.check_source.event_for(result, at)
         if event is not None:
             await self.accept(event)
 

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from autod.errors import PlanRejected
 from autod.safety.protected import CREDENTIAL_GLOBS, RUNS_CODE_GLOBS
+from autod.safety.saferead import read_untrusted
 
 if TYPE_CHECKING:
     from autod.config.settings import Settings
@@ -250,18 +251,10 @@ class Boundary:
         rel = self.readable(path)
         if rel is None:
             return None
-        try:
-            fd = os.open(self.workspace / rel, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+        try:  # a FIFO a check left here is refused at once, never waited on
+            data = read_untrusted(self.workspace / rel, cap=max_bytes)
         except OSError:
             return None
-        try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode) or st.st_size > max_bytes:
-                return None
-            with os.fdopen(os.dup(fd), "rb") as f:
-                data = f.read(max_bytes + 1)
-        finally:
-            os.close(fd)
         if b"\x00" in data[:8192]:
             return None  # binary
         return data.decode("utf-8", "replace")

@@ -24,7 +24,7 @@ import os
 import stat
 from pathlib import Path
 
-__all__ = ["UnsafeRead", "exists_regular", "read_untrusted", "read_untrusted_text"]
+__all__ = ["UnsafeRead", "exists_regular", "read_untrusted", "read_untrusted_head", "read_untrusted_text"]
 
 _FLAGS = (os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK
           | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0))
@@ -37,16 +37,9 @@ class UnsafeRead(OSError):
 def read_untrusted(path: str | os.PathLike[str], *, cap: int) -> bytes:
     """The bytes of the regular file at `path` (at most `cap`), read without following a final
     symlink and without blocking. Raises UnsafeRead (or OSError when it does not exist)."""
-    try:
-        fd = os.open(path, _FLAGS)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise UnsafeRead(errno.ELOOP, "a symlink, not followed", str(path)) from None
-        raise
+    fd = _open_regular(path)
     try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise UnsafeRead(errno.EINVAL, f"not a regular file ({_kind(st.st_mode)})", str(path))
         if st.st_size > cap:
             raise UnsafeRead(errno.EFBIG, f"{st.st_size} bytes, over the {cap}-byte cap", str(path))
         chunks: list[bytes] = []
@@ -63,6 +56,30 @@ def read_untrusted(path: str | os.PathLike[str], *, cap: int) -> bytes:
         return data
     finally:
         os.close(fd)
+
+
+def read_untrusted_head(path: str | os.PathLike[str], size: int) -> bytes:
+    """The first `size` bytes of the regular file at `path`, by the same rules (no symlink, no FIFO wait);
+    a longer file is not refused, only its head read."""
+    fd = _open_regular(path)
+    try:
+        return os.read(fd, size)
+    finally:
+        os.close(fd)
+
+
+def _open_regular(path: str | os.PathLike[str]) -> int:
+    try:
+        fd = os.open(path, _FLAGS)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UnsafeRead(errno.ELOOP, "a symlink, not followed", str(path)) from None
+        raise
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise UnsafeRead(errno.EINVAL, f"not a regular file ({_kind(st.st_mode)})", str(path))
+    return fd
 
 
 def read_untrusted_text(path: str | os.PathLike[str], *, cap: int) -> str:

@@ -119,11 +119,12 @@ class CheckSource:
                 await self.on_result(result, at)
         return result, at
 
-    def event_for(self, result: CheckResult, at: float) -> Event | None:
-        """The event a run gives: a failure that is not a configuration error."""
+    async def event_for(self, result: CheckResult, at: float) -> Event | None:
+        """The event a run gives: a failure that is not a configuration error (its output parsed in a
+        worker thread: a check's output is untrusted and can be long)."""
         if result.ok or result.error:
             return None
-        return failure_event(result, checked_at=at)
+        return await asyncio.to_thread(failure_event, result, checked_at=at)
 
     async def _cron(self, name: str, expr: str) -> None:
         from autod.sources.cron import cron_ticks
@@ -144,7 +145,7 @@ class CheckSource:
                     if ("start" in c.when or self.start_all) and not c.fixer
                 ]
                 for name in start:
-                    event = self.event_for(*await self.run(name))
+                    event = await self.event_for(*await self.run(name))
                     if event is not None:
                         yield event
             self.started.set()
@@ -152,7 +153,7 @@ class CheckSource:
             while True:
                 why, names = await self._triggers.get()
                 for name in names:
-                    event = self.event_for(*await self.run(name))
+                    event = await self.event_for(*await self.run(name))
                     if event is not None:
                         log.info("check.failed", check=name, trigger=why)
                         yield event

@@ -10,6 +10,7 @@ import asyncio
 import hashlib
 import json
 import os
+import stat
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,11 +104,15 @@ class FileFollower:
     def _open(self) -> bool:
         first = self._first_poll
         self._first_poll = False
-        try:
-            fh = open(self.path, "rb")  # noqa: SIM115 - held open across polls on purpose
+        try:  # O_NONBLOCK: a named pipe put at the path opens at once (refused below), never waits
+            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
         except (FileNotFoundError, NotADirectoryError, PermissionError):
             return False
-        st = os.fstat(fh.fileno())
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):  # a FIFO, socket or device is no log to tail
+            os.close(fd)
+            return False
+        fh = os.fdopen(fd, "rb")  # held open across polls on purpose
         self._id = (st.st_dev, st.st_ino)
         start = 0
         saved = self._saved

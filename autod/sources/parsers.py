@@ -37,12 +37,25 @@ class Failure:
 # ---------------------------------------------------------------------------------------
 # Locations
 
-_LOC_FRAME = re.compile(r'File "(?P<path>[^"<>]+)", line (?P<line>\d+)')
-_LOC_TSC = re.compile(r"(?P<path>[\w./\\~+@-]*[\w~+@-]\.[A-Za-z][\w+]{0,9})\((?P<line>\d+),\d+\)")
+# Linear by construction, on any line: a path is one maximal run of path characters, taken whole
+# (possessive `++`: never given back) and only where a run begins (the look-behind), so each character
+# is scanned once; whether the run ends in a file name (`x.py`) is asked of its last few characters
+# afterwards (`_NAMED_FILE`). Backtracking over a long run of word characters from every start
+# position made the earlier patterns quadratic (a 64 KB line took most of a minute).
+_PATH_CHARS = r"[\w./\\~+@-]"
+_LOC_FRAME = re.compile(r'File "(?P<path>[^"<>]++)", line (?P<line>\d++)')
+_LOC_TSC = re.compile(rf"(?<!{_PATH_CHARS})(?P<path>{_PATH_CHARS}++)\((?P<line>\d++),\d++\)")
 _LOC_COLON = re.compile(
-    r"(?:^|(?<=[\s\"'(\[<>=,]))(?P<path>(?:[A-Za-z]:[\\/])?[\w./\\~+@-]*[\w~+@-]\.[A-Za-z][\w+]{0,9})"
-    r":(?P<line>\d+)(?=[:\s),]|$)"
+    r"(?:^|(?<=[\s\"'(\[<>=,]))(?P<path>(?:[A-Za-z]:[\\/])?" + _PATH_CHARS + r"++)"
+    r":(?P<line>\d++)(?=[:\s),]|$)"
 )
+_NAMED_FILE = re.compile(r"[\w~+@-]\.[A-Za-z][\w+]{0,9}\Z")  # the run's end: a name with an extension
+MAX_LOCATION_LINE = 16_384  # a location further into one line than this is not looked for
+MAX_LOCATION_TEXT = 4 * 2**20  # nor one past the first 4 MB of a text
+
+
+def _named_file(path: str) -> bool:
+    return _NAMED_FILE.search(path[-12:]) is not None
 
 
 def parse_locations(text: str) -> list[dict[str, object]]:
@@ -50,11 +63,13 @@ def parse_locations(text: str) -> list[dict[str, object]]:
     out: list[dict[str, object]] = []
     seen: set[tuple[str, int]] = set()
     eslint_path: str | None = None
-    for line in _ANSI.sub("", text).splitlines():
+    for line in _ANSI.sub("", text[:MAX_LOCATION_TEXT]).splitlines():
+        line = line[:MAX_LOCATION_LINE]
         found: list[tuple[int, str, int]] = []
         for pattern in (_LOC_FRAME, _LOC_TSC, _LOC_COLON):
             for m in pattern.finditer(line):
-                found.append((m.start(), m.group("path"), int(m.group("line"))))
+                if pattern is _LOC_FRAME or _named_file(m.group("path")):
+                    found.append((m.start(), m.group("path"), int(m.group("line"))))
         pm = ESLINT_PATH.match(line)
         if pm:
             eslint_path = pm.group("path")

@@ -26,6 +26,7 @@ from typing import Any
 import structlog
 
 from autod import logs
+from autod.safety.saferead import read_untrusted_text
 
 __all__ = ["Transcript", "TranscriptStore"]
 
@@ -33,6 +34,7 @@ log = structlog.get_logger("autod.transcripts")
 
 _CYCLE_ID = re.compile(r"^[0-9a-f]{6,32}$")
 MAX_CYCLE_BYTES = 8 * 2**20  # one cycle's transcript, at most (a note marks where it was cut)
+MAX_TRANSCRIPT_BYTES = MAX_CYCLE_BYTES + 2**20  # what is read back: the cut note and the last entry over
 
 
 def _redact(value: Any) -> Any:
@@ -74,7 +76,7 @@ class TranscriptStore:
     def read(self, cycle_id: str) -> list[dict[str, Any]]:
         """A cycle's entries, prompts resolved into the exchanges that sent them. [] when none."""
         try:
-            text = self.path(cycle_id).read_text(encoding="utf-8", errors="replace")
+            text = read_untrusted_text(self.path(cycle_id), cap=MAX_TRANSCRIPT_BYTES)
         except (OSError, ValueError):
             return []
         prompts: dict[str, Any] = {}
