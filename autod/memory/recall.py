@@ -184,3 +184,34 @@ def render_recalled(
         out.append(item)
         left -= cost
     return "\n".join(out)
+
+
+BRIEF_CHARS = 300  # one recalled item's line in a focused prompt, at most
+
+
+def brief_line(r: Recalled) -> str:
+    """One recalled episode or lesson as a line: what failed, what was changed, whether it held.
+    An observation (N0: raw failure output seen before) tells nothing a focused prompt lacks: ""."""
+    if r.tier is Tier.N0:
+        return ""
+    text = episode_text(r.text) if r.tier is Tier.N1 else r.text
+    first = _norm(strip_progress(text).split("\n", 1)[0])
+    if len(first) > BRIEF_CHARS:
+        first = first[: BRIEF_CHARS - 3] + "..."
+    failed = r.metadata.get("polarity") == "failure" or "did NOT work" in first
+    return f"- ({'did not work' if failed else LABELS[r.tier]}) {first}" if first else ""
+
+
+def render_brief(recalled: Iterable[Recalled], *, budget_tokens: int) -> str:
+    """Recalled items for a prompt that shows one definition: a short line each, within the budget,
+    no line twice (the same failure fixed twice reads once)."""
+    out: list[str] = []
+    left = budget_tokens
+    for r in recalled:
+        line = brief_line(r)
+        cost = estimate_tokens(line)
+        if not line or line in out or cost > left:
+            continue
+        out.append(line)
+        left -= cost
+    return "\n".join(out)

@@ -1,0 +1,58 @@
+"""Memory that pays, through `autod run`, a loopback LLM that records prompts and the real bwrap: what an
+earlier cycle learned reaches the prompts that fix (the suspects' own), and a failure fixed before is
+fixed again by replaying the kept change, with no model call."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from daemon import FIX_PLAN, Autod, base_config, write_config
+
+pytestmark = pytest.mark.slow
+
+WATCH = [{"type": "watch", "paths": ["src", "tests"], "settle_ms": 200}]
+
+
+def whole(summary: str, source: str) -> dict:
+    edit = {"path": "src/calc.py", "symbol": "add", "replace": source}
+    return {**FIX_PLAN, "summary": summary, "edits": [edit]}
+
+
+def start(tmp_path: Path, repo: Path, llm_url: str, **overrides: object) -> Autod:
+    cfg = base_config(repo, sources=WATCH, **overrides)
+    cfg["llm"]["base_url"] = llm_url
+    cfg["state_dir"] = str(tmp_path / "state")
+    config = write_config(tmp_path / "autod.yaml", cfg)
+    return Autod(config, log_file=tmp_path / "state/logs/autod.jsonl").start()
+
+
+def test_the_second_cycles_first_request_a_suspects_prompt_carries_the_first_cycles_lesson(
+    tmp_path, calc_repo, scripted_llm, real_bwrap
+):
+    """Cycle 1 tries two wrong ideas (rolled back); the same failure again: the first request of cycle 2,
+    the suspect's focused prompt, tells what was tried and that it did not work."""
+    scripted_llm.push_plan(whole("multiply the operands", "def add(a, b):\n    return a * b\n"))
+    scripted_llm.push_plan(whole("multiply the operands", "def add(a, b):\n    return a * b\n"))
+    d = start(tmp_path, calc_repo, scripted_llm.base_url, candidates={"n": 1, "focused": 1},
+              modes={"auto-debug": {"enabled": True, "max_attempts_per_cycle": 1}})
+    try:
+        (r1,) = d.wait_reflections(1)
+        assert r1["status"] == "rolled_back" and "did NOT work" in r1["lesson"], r1
+        first_cycle = len(scripted_llm.requests)
+        time.sleep(1.5)  # the lesson is written; the watcher is armed
+        scripted_llm.push_plan(whole("add must add", "def add(a, b):\n    return a + b\n"))
+        test_file = calc_repo / "tests" / "test_calc.py"
+        test_file.write_text(test_file.read_text() + "\n# touched by a human\n")
+        r2 = d.wait_reflections(2)[1]
+        assert r2["fingerprint"] == r1["fingerprint"] and r2["status"] == "fixed", r2
+        assert r2["memory_used"], "the second cycle recalled nothing"
+        assert r2["candidates"][0]["view"] == "focused:1"
+        prompt = scripted_llm.requests[first_cycle]["messages"][1]["content"]
+        assert "The bug is most likely in this definition, `add` in `src/calc.py`" in prompt
+        memory = prompt.split("What autod remembers of similar failures:")[1].split("The bug is")[0]
+        assert "multiply the operands" in memory and "did not work" in memory, prompt
+        assert len(memory) < 1200  # a line an item, not the wide prompt's episodes with their diffs
+    finally:
+        assert d.stop() == 0
