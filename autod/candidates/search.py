@@ -9,7 +9,8 @@ group (the values one suspect reads) once, then each suspect's sampled draws, on
 other (its prompt stays in the server's cache). Each draw carries an explicit seed, `seed + i` for the
 ith draw of its prompt in the cycle, so a bench is reproducible and a draw added to one prompt moves no
 other's samples. Drawing is lazy: the next plan is asked for only when the ones before did not fix the
-failure.
+failure. Before any draw, a fix memory holds for this failure (autod.candidates.replay) is tried as a
+candidate of its own (view "replay"), with no model call.
 
 Each plan goes through the act rules (`prepare`: confinement, deny globs, judges, scope, the Python
 parse, caps) without writing anything; it is dropped when refused, when it changes nothing, or when it
@@ -25,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -35,6 +36,7 @@ import structlog
 from autod.act.edits import FileChange
 from autod.candidates.compare import SAME_CODE, change_key, same_code, symptom_patch
 from autod.candidates.parts import parts
+from autod.candidates.replay import Replay
 from autod.config.settings import CandidatesConfig
 from autod.errors import BudgetExhausted, CycleError, PlanInvalid, PlanRejected
 from autod.modes import Verification
@@ -93,6 +95,7 @@ class Candidate:
     # value group holds) or "wide"
     view: str = "wide"
     part: bool = False  # one edit of a value group's reply, tried alone (autod.candidates.parts)
+    replay_of: str = ""  # a remembered fix replayed (autod.candidates.replay): the episode's id
 
     @property
     def diff_lines(self) -> int:
@@ -108,6 +111,8 @@ class Candidate:
             out["votes"] = self.votes
         if self.part:
             out["part"] = True
+        if self.replay_of:
+            out["replay_of"] = self.replay_of
         if self.reason:
             out["reason"] = self.reason[:300]
         if self.suspect:
@@ -146,6 +151,7 @@ class CandidateSearch:
         phase: Callable[[str], AbstractAsyncContextManager[None]] | None = None,
         judged_by_behaviour: bool = False,
         retry: int = 0,
+        replays: Sequence[Replay] = (),
     ) -> None:
         """`judged_by_behaviour` (modes that fix a failure): a candidate whose Python files parse to
         the same code as before (only quotes, spacing or comments differ) is `unchanged` without a
@@ -157,7 +163,9 @@ class CandidateSearch:
         asked the same questions: at temperature 0 a prompt's reply would be theirs again, and so
         would a sampled one with the same seed. So a later cycle's first attempt samples every
         prompt from its first draw, and every prompt's seeds go on past the earlier cycles'
-        (`RETRY_SEEDS` a cycle)."""
+        (`RETRY_SEEDS` a cycle).
+
+        `replays`: fixes memory holds for this failure, tried before the first draw (no model call)."""
         self.judged_by_behaviour = judged_by_behaviour
         self.retry = max(0, retry)
         self.phase = phase or (lambda _name: contextlib.nullcontext())  # type: ignore[return-value,arg-type]
@@ -171,6 +179,7 @@ class CandidateSearch:
         self._seen: dict[str, Candidate] = {}
         self._takes_n: bool | None = None
         self._seeds: dict[str, int] = {}  # view -> its draws so far this cycle (the next one's seed offset)
+        self.replays = list(replays)
 
     def views(self, number: int = 1) -> list[tuple[str, bool]]:
         """(view, at temperature 0) of each of attempt `number`'s draws, in order.
@@ -203,6 +212,15 @@ class CandidateSearch:
     async def attempt(self, number: int) -> AttemptResult:
         """Draw and verify up to n candidates; stop at the first that fixes everything."""
         result = AttemptResult([])
+        # fixes memory holds, first: judged like any plan, verified on the mirror only, no model call
+        for replay in self.replays if number == 1 and not self.validator.in_place else ():
+            c = self._new(number, None, 0.0, 0, 0, "replay")
+            c.plan, c.replay_of = replay.plan, replay.episode
+            result.candidates.append(c)
+            done = await self._judge(c, result)
+            self._note(c)
+            if done:
+                return result
         views = self.views(number)
         drawn = 0
         # a sampled draw that proposes nothing new (no edit: an echo of the prompt, prose alone; the

@@ -25,6 +25,7 @@ from autod.act.journal import Journal
 from autod.act.judges import requires_approval
 from autod.candidates import Asker, CandidateSearch, InPlace, Isolated
 from autod.candidates.attempts import run_attempts
+from autod.candidates.replay import event_tests, replays, to_remember
 from autod.candidates.validate import choose_validator
 from autod.cycle.reflect import (
     Reflection,
@@ -216,6 +217,10 @@ class Cycle:
                                  phase=self.phase,
                                  judged_by_behaviour=bool(self.mode.kinds & FAILURE_KINDS),
                                  retry=self.earlier_cycles)
+        if search.judged_by_behaviour and self.recalled:  # a fix memory holds: tried before any draw
+            search.replays = await asyncio.to_thread(lambda: replays(
+                self.recalled, self.deps.env.boundary, fingerprint=self.event.fingerprint,
+                tests=event_tests(self.event.payload)))
         max_attempts = getattr(self.settings.modes.get(self.mode.name), "max_attempts_per_cycle", 1)
         await run_attempts(self, search, validator, max_attempts)
 
@@ -292,7 +297,7 @@ class Cycle:
             self.r.checks = [c.record() for c in verification.checks]
             if verification.status in ("fixed", "improved", "no_change"):
                 await asyncio.to_thread(journal.keep)
-                kept = True
+                kept, self.kept = True, tuple(changes)
                 for hook in self.deps.extra_after_keep:
                     await hook(self, changes)
             return verification
@@ -387,7 +392,9 @@ class Cycle:
             )
             r.lesson = distil_lesson(r, self.event)
             if self.deps.memory is not None and teaches(r):  # an outage teaches nothing about the code
-                await remember(self.deps.memory, r, self.last_diff)
+                replay = await asyncio.to_thread(to_remember, self.kept, self.event.payload) if (
+                    r.status in ("fixed", "improved")) else ""
+                await remember(self.deps.memory, r, self.last_diff, replay=replay)
         log_reflection(r)
         await self.state.call(self.state.cycle_finished, r.cycle_id, r.status, r.reason, r.record())
         if self.transcript is not None:
@@ -396,6 +403,7 @@ class Cycle:
 
     # -- helpers -----------------------------------------------------------------------
     last_diff: str = ""  # the diff of the last plan prepared (the record's episode)
+    kept: tuple[FileChange, ...] = ()  # the changes kept in the tree (the episode's replay)
 
     @contextlib.asynccontextmanager
     async def phase(self, name: str) -> AsyncIterator[None]:

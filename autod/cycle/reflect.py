@@ -141,10 +141,12 @@ def timing(started: float, spent: dict[str, int]) -> dict[str, int]:
     return {"wall_ms": wall, "model_ms": model, "checks_ms": checks, "autod_ms": own}
 
 
-async def remember(memory: Memory, r: Reflection, diff: str) -> None:
-    """The cycle's episode (N1) and lesson (N2), redacted, written off the cycle's path (deferred)."""
+async def remember(memory: Memory, r: Reflection, diff: str, *, replay: str = "") -> None:
+    """The cycle's episode (N1) and lesson (N2), redacted, written off the cycle's path (deferred).
+    `replay`: what a later cycle needs to replay a kept fix (autod.candidates.replay), in the metadata
+    of both (a fleet shares lessons, not episodes)."""
     meta = {"fingerprint": r.fingerprint, "mode": r.mode, "status": r.status, "kind": r.kind,
-            "cycle_id": r.cycle_id}
+            "cycle_id": r.cycle_id, "replay": replay or None}
     try:
         episode = episode_text(r, diff)
         # deferred: the memory's writer stores them off the cycle's path; the next recall waits for them

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from daemon import FIX_PLAN, Autod, base_config, write_config
+from daemon import CALC_BUGGY, FIX_PLAN, Autod, base_config, write_config
 
 pytestmark = pytest.mark.slow
 
@@ -54,5 +54,31 @@ def test_the_second_cycles_first_request_a_suspects_prompt_carries_the_first_cyc
         memory = prompt.split("What autod remembers of similar failures:")[1].split("The bug is")[0]
         assert "multiply the operands" in memory and "did not work" in memory, prompt
         assert len(memory) < 1200  # a line an item, not the wide prompt's episodes with their diffs
+    finally:
+        assert d.stop() == 0
+
+
+def test_a_failure_fixed_before_is_fixed_again_by_replaying_the_kept_change_with_no_model_call(
+    tmp_path, calc_repo, scripted_llm, real_bwrap
+):
+    """Cycle 1 asks the model and keeps its fix; the bug comes back (a bad merge): cycle 2 replays the
+    kept change, verified on the mirror, and asks the model nothing."""
+    scripted_llm.push_plan(whole("add must add", "def add(a, b):\n    return a + b\n"))
+    d = start(tmp_path, calc_repo, scripted_llm.base_url,
+              modes={"auto-debug": {"enabled": True, "max_attempts_per_cycle": 1}})
+    calc = calc_repo / "src" / "calc.py"
+    try:
+        (r1,) = d.wait_reflections(1)
+        assert r1["status"] == "fixed" and "return a + b" in calc.read_text(), r1
+        assert len(scripted_llm.requests) == 1
+        time.sleep(1.5)  # the episode is written; the watcher is armed
+        calc.write_text(CALC_BUGGY)  # the bug is back
+        r2 = d.wait_reflections(2)[1]
+        assert r2["status"] == "fixed", r2
+        assert "return a + b" in calc.read_text()
+        assert len(scripted_llm.requests) == 1, "the second fix asked the model"
+        assert [(c["view"], c["outcome"]) for c in r2["candidates"]] == [("replay", "fixed")]
+        assert r2["candidates"][0]["replay_of"] in r2["memory_used"]
+        assert r2["tokens"] == {"prompt": 0, "completion": 0}
     finally:
         assert d.stop() == 0
