@@ -24,13 +24,13 @@ import structlog
 from autod import pyast
 from autod.act.edits import FileChange
 from autod.memory import Recalled, Tier
+from autod.memory.recall import REPLAY_KEY
 from autod.plan import Edit, Plan
 from autod.safety.boundary import Boundary
 from autod.safety.saferead import read_untrusted_text
 
 log = structlog.get_logger("autod.candidates.replay")
 
-REPLAY_KEY = "replay"  # the episode's metadata key
 MAX_DEFINITIONS = 4  # a fix that changed more is not replayed (it was no small fix)
 MAX_TEXT = 8000  # characters of one definition's text, old or new
 MAX_TESTS = 20

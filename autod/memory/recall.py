@@ -215,3 +215,25 @@ def render_brief(recalled: Iterable[Recalled], *, budget_tokens: int) -> str:
         out.append(line)
         left -= cost
     return "\n".join(out)
+
+
+REPLAY_KEY = "replay"  # an episode's or lesson's metadata: what its kept fix changed (candidates.replay)
+
+
+def fixed_definitions(recalled: Iterable[Recalled]) -> dict[tuple[str, str], float]:
+    """(path, qualname) -> how strongly recalled (the best item's score, at most 1) of each definition
+    a remembered fix that held changed; a malformed record is skipped (memory is untrusted)."""
+    out: dict[tuple[str, str], float] = {}
+    for r in recalled:
+        if r.tier is Tier.N0 or r.metadata.get("status") not in ("fixed", "improved"):
+            continue
+        try:
+            doc = json.loads(str(r.metadata.get(REPLAY_KEY) or "null"))
+        except ValueError:
+            continue
+        defs = doc.get("definitions") if isinstance(doc, dict) else None
+        for d in defs if isinstance(defs, list) else []:
+            if isinstance(d, dict) and isinstance(d.get("path"), str) and isinstance(d.get("symbol"), str):
+                key = (d["path"], d["symbol"])
+                out[key] = max(out.get(key, 0.0), min(1.0, max(0.0, float(r.score))))
+    return out

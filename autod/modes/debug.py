@@ -13,7 +13,7 @@ from autod.localize.context import localize
 from autod.localize.excerpt import trim_failure
 from autod.localize.focus import Suspect, reads, render_group, render_values, value_suspects
 from autod.memory import Recalled
-from autod.memory.recall import render_brief
+from autod.memory.recall import fixed_definitions, render_brief
 from autod.modes import (
     Attempt,
     ModeEnv,
@@ -80,6 +80,7 @@ class DebugMode:
             last_green=since if isinstance(since, str) else None,
             budget_tokens=max(500, budget - tokens(excerpt) - tokens(memory)),
             spectrum=spectrum,
+            remembered=fixed_definitions(recalled),  # past fixes of similar failures move up (bounded)
         )
         out = Sections(excerpt=excerpt, sources=found.sources, diff=found.diff, memory=memory)
         out.used = found.entries
