@@ -113,6 +113,10 @@ class Candidate:
             out["part"] = True
         if self.replay_of:
             out["replay_of"] = self.replay_of
+        if self.plan is not None and self.plan.edits:  # the idea, for a lesson when it did not work
+            out["idea"] = self.plan.summary.strip().split("\n", 1)[0][:200]
+            where = {f"{e.path}::{e.symbol}" if e.symbol else e.path for e in self.plan.edits}
+            out["where"] = sorted(where)[:5]
         if self.reason:
             out["reason"] = self.reason[:300]
         if self.suspect:
