@@ -4,6 +4,7 @@ fixed again by replaying the kept change, with no model call."""
 
 from __future__ import annotations
 
+import subprocess
 import time
 from pathlib import Path
 
@@ -82,3 +83,55 @@ def test_a_failure_fixed_before_is_fixed_again_by_replaying_the_kept_change_with
         assert r2["tokens"] == {"prompt": 0, "completion": 0}
     finally:
         assert d.stop() == 0
+
+
+def test_a_failure_daemon_a_fixed_is_replayed_by_daemon_b_on_its_own_clone_with_no_model_call(
+    tmp_path, calc_repo, real_bwrap
+):
+    """Two daemons share one `chroma run` server (a fleet): A asks its model and keeps the fix; B meets
+    the same failure on its own clone and replays A's fix from the shared lesson: B's model is never
+    asked."""
+    from chromaserver import ChromaServer
+    from llmserver import ScriptedLLM
+
+    clone = tmp_path / "clone-b"
+    subprocess.run(["git", "clone", "-q", str(calc_repo), str(clone)], check=True)
+    server = ChromaServer(tmp_path / "chroma-work")
+    (tmp_path / "chroma-work").mkdir()
+    server.start()
+    daemons: list[Autod] = []
+    try:
+        with ScriptedLLM() as llm_a, ScriptedLLM() as llm_b:
+            llm_a.push_plan(whole("add must add", "def add(a, b):\n    return a + b\n"))
+            memory = {"url": server.url, "timeout_s": 10, "open_wait_s": 30}
+            for name, repo, llm in (("a", calc_repo, llm_a), ("b", clone, llm_b)):
+                cfg = base_config(repo, memory=memory, llm={"base_url": llm.base_url},
+                                  modes={"auto-debug": {"enabled": True, "max_attempts_per_cycle": 1}})
+                cfg["state_dir"] = str(tmp_path / f"state-{name}")
+                cfg["checks"]["tests"]["when"] = ["start"]
+                if name == "b":
+                    # B starts only once A's lesson is on the server
+                    (r_a,) = daemons[0].wait_reflections(1)
+                    assert r_a["status"] == "fixed", r_a
+                    deadline = time.monotonic() + 60  # a hang guard: the lesson's write is deferred
+                    while not [x for x in _items(server, "mem_n2") if x.get("replay")]:
+                        assert time.monotonic() < deadline, "A's lesson never reached the server"
+                        time.sleep(0.5)
+                config = write_config(tmp_path / f"{name}.yaml", cfg)
+                daemons.append(Autod(config, log_file=tmp_path / f"state-{name}/logs/autod.jsonl").start())
+            (r_b,) = daemons[1].wait_reflections(1)
+            assert r_b["status"] == "fixed", r_b
+            assert "return a + b" in (clone / "src" / "calc.py").read_text()
+            assert [(c["view"], c["outcome"]) for c in r_b["candidates"]] == [("replay", "fixed")]
+            assert len(llm_b.requests) == 0 and len(llm_a.requests) == 1
+    finally:
+        for d in daemons:
+            assert d.stop() == 0
+        server.stop()
+
+
+def _items(server: object, collection: str) -> list[dict]:
+    try:
+        return server.items(collection)  # type: ignore[attr-defined]
+    except Exception:  # the collection is created by the first write
+        return []
