@@ -146,7 +146,7 @@ class CandidateSearch:
     def __init__(
         self,
         cfg: CandidatesConfig,
-        drawer: Drawer,
+        drawer: Drawer | None,
         prepare: Prepare,
         validator: Validator,
         *,
@@ -225,7 +225,7 @@ class CandidateSearch:
             self._note(c)
             if done:
                 return result
-        views = self.views(number)
+        views = self.views(number) if self.drawer is not None else []  # no prompt yet: replays alone
         drawn = 0
         # a sampled draw that proposes nothing new (no edit: an echo of the prompt, prose alone; the
         # code copied back as it is; a change already tried) tells nothing about the fixes near the
@@ -302,6 +302,7 @@ class CandidateSearch:
         """(valid plans, tokens spent, reasons of invalid ones, model ms) of one request."""
         started = time.monotonic()
         try:
+            assert self.drawer is not None, "a draw needs a prompt"
             async with self.phase("plan"):
                 if view == "wide":  # a drawer without views is asked as before
                     res = await self.drawer.ask(temperature=temperature, seed=seed, n=n)

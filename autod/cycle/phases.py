@@ -24,7 +24,7 @@ from autod.act.edits import FileChange, prepare, unified_diff
 from autod.act.journal import Journal
 from autod.act.judges import requires_approval
 from autod.candidates import Asker, CandidateSearch, InPlace, Isolated
-from autod.candidates.attempts import run_attempts
+from autod.candidates.attempts import replay_first, run_attempts
 from autod.candidates.replay import event_tests, replays, to_remember
 from autod.candidates.validate import choose_validator
 from autod.cycle.reflect import (
@@ -138,15 +138,8 @@ class Cycle:
         return self.r
 
     async def observe(self) -> None:
-        await self.state.call(
-            self.state.cycle_started,
-            self.r.cycle_id,
-            self.event.id,
-            self.mode.name,
-            self.event.fingerprint,
-            str(self.event.kind),
-            self.event.summary,
-        )
+        await self.state.call(self.state.cycle_started, self.r.cycle_id, self.event.id, self.mode.name,
+                              self.event.fingerprint, str(self.event.kind), self.event.summary)
         log.info(
             "cycle.observed",
             kind=str(self.event.kind),
@@ -175,11 +168,8 @@ class Cycle:
     async def plan_and_act(self) -> None:
         """PLAN and ACT: candidates drawn, filtered and verified, re-planned after a failed attempt."""
         if self.approved is not None:
-            self.r.attempts, self.r.plan_summary, self.r.planner = (
-                1,
-                self.approved.summary,
-                "operator-approved",
-            )
+            self.r.attempts, self.r.planner = 1, "operator-approved"
+            self.r.plan_summary = self.approved.summary
             async with self.phase("act"):
                 verification = await self.act(self.approved)
             assert verification is not None
@@ -187,6 +177,10 @@ class Cycle:
             return
         async with self.phase("plan"):
             await self.recall()
+        # a fix memory holds for this failure, kept: no localization, no model call
+        if self.mode.writes_code and self.recalled and await replay_first(self, await self.new_search()):
+            return
+        async with self.phase("plan"):
             context = await self.mode.context(self.event, self.deps.env, self.recalled)
             self.r.context = list(getattr(context, "used", []))
             editable = getattr(context, "editable", None)
@@ -207,22 +201,26 @@ class Cycle:
 
     async def search(self, asker: Asker) -> None:
         """Attempt by attempt: draw candidates, keep the winner (written and verified in the tree)."""
-        validator = await self.validator()
+        search = self.searching or await self.new_search()
+        search.drawer, search.retry = asker, self.earlier_cycles
+        max_attempts = getattr(self.settings.modes.get(self.mode.name), "max_attempts_per_cycle", 1)
+        await run_attempts(self, search, search.validator, max_attempts)  # type: ignore[arg-type]
+
+    async def new_search(self) -> CandidateSearch:
+        """The cycle's candidate search, with the fixes memory holds for this failure to try first (its
+        drawer is set once there is a prompt to draw from)."""
         cfg = self.settings.candidates
         if self.deps.planner_name != "llm":  # a deterministic planner (the offline rules): one plan
             cfg = cfg.model_copy(update={"n": 1, "focused": 0})
-        search = CandidateSearch(cfg, asker, self.prepare_changes, validator,
-                                 tokens_left=self.tokens_left,
-                                 record=self.transcript.add if self.transcript is not None else None,
-                                 phase=self.phase,
-                                 judged_by_behaviour=bool(self.mode.kinds & FAILURE_KINDS),
-                                 retry=self.earlier_cycles)
-        if search.judged_by_behaviour and self.recalled:  # a fix memory holds: tried before any draw
+        self.searching = search = CandidateSearch(
+            cfg, None, self.prepare_changes, await self.validator(), tokens_left=self.tokens_left,
+            record=self.transcript.add if self.transcript is not None else None, phase=self.phase,
+            judged_by_behaviour=bool(self.mode.kinds & FAILURE_KINDS))
+        if search.judged_by_behaviour and self.recalled:
             search.replays = await asyncio.to_thread(lambda: replays(
                 self.recalled, self.deps.env.boundary, fingerprint=self.event.fingerprint,
                 tests=event_tests(self.event.payload)))
-        max_attempts = getattr(self.settings.modes.get(self.mode.name), "max_attempts_per_cycle", 1)
-        await run_attempts(self, search, validator, max_attempts)
+        return search
 
     async def validator(self) -> InPlace | Isolated:
         """Candidates are verified on the workspace's mirror when it can be used, else in place."""
@@ -404,6 +402,7 @@ class Cycle:
     # -- helpers -----------------------------------------------------------------------
     last_diff: str = ""  # the diff of the last plan prepared (the record's episode)
     kept: tuple[FileChange, ...] = ()  # the changes kept in the tree (the episode's replay)
+    searching: CandidateSearch | None = None  # the cycle's candidate search, once made
 
     @contextlib.asynccontextmanager
     async def phase(self, name: str) -> AsyncIterator[None]:

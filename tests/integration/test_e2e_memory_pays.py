@@ -63,7 +63,7 @@ def test_a_failure_fixed_before_is_fixed_again_by_replaying_the_kept_change_with
     tmp_path, calc_repo, scripted_llm, real_bwrap
 ):
     """Cycle 1 asks the model and keeps its fix; the bug comes back (a bad merge): cycle 2 replays the
-    kept change, verified on the mirror, and asks the model nothing."""
+    kept change, verified on the mirror, before any localization, and asks the model nothing."""
     scripted_llm.push_plan(whole("add must add", "def add(a, b):\n    return a + b\n"))
     d = start(tmp_path, calc_repo, scripted_llm.base_url,
               modes={"auto-debug": {"enabled": True, "max_attempts_per_cycle": 1}})
@@ -81,6 +81,8 @@ def test_a_failure_fixed_before_is_fixed_again_by_replaying_the_kept_change_with
         assert [(c["view"], c["outcome"]) for c in r2["candidates"]] == [("replay", "fixed")]
         assert r2["candidates"][0]["replay_of"] in r2["memory_used"]
         assert r2["tokens"] == {"prompt": 0, "completion": 0}
+        assert r2["context"] == []  # nothing localized: the replay was tried before any prompt was built
+        assert r2["attempts"] == 1
     finally:
         assert d.stop() == 0
 
@@ -135,3 +137,31 @@ def _items(server: object, collection: str) -> list[dict]:
         return server.items(collection)  # type: ignore[attr-defined]
     except Exception:  # the collection is created by the first write
         return []
+
+
+def test_a_replay_that_no_longer_fixes_is_a_rejected_candidate_never_in_the_tree_and_the_model_is_asked(
+    tmp_path, calc_repo, scripted_llm, real_bwrap
+):
+    """The bug comes back, but the test now wants another answer: the replayed fix fails on the mirror
+    (recorded, never written into the tree), and the model's fix is drawn after it."""
+    scripted_llm.push_plan(whole("add must add", "def add(a, b):\n    return a + b\n"))
+    d = start(tmp_path, calc_repo, scripted_llm.base_url,
+              modes={"auto-debug": {"enabled": True, "max_attempts_per_cycle": 1}})
+    calc, test_file = calc_repo / "src" / "calc.py", calc_repo / "tests" / "test_calc.py"
+    try:
+        (r1,) = d.wait_reflections(1)
+        assert r1["status"] == "fixed", r1
+        time.sleep(1.5)  # the episode is written; the watcher is armed
+        scripted_llm.push_plan(whole("add one more", "def add(a, b):\n    return a + b + 1\n"))
+        test_file.write_text(test_file.read_text().replace("add(2, 3) == 5", "add(2, 3) == 6"))
+        calc.write_text(CALC_BUGGY)
+        r2 = d.wait_reflections(2)[1]
+        assert r2["status"] == "fixed", r2
+        assert [(c["view"], c["outcome"]) for c in r2["candidates"]] == [("replay", "rolled_back"),
+                                                                         ("wide", "fixed")]
+        assert "return a + b + 1" in calc.read_text()
+        assert len(scripted_llm.requests) == 2
+        runs = [x for x in d.records() if x.get("event") == "act.applied"]
+        assert len(runs) == 2  # the tree got cycle 1's fix and the model's, never the failed replay
+    finally:
+        assert d.stop() == 0
