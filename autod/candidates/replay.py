@@ -129,7 +129,8 @@ def close(now: str, then: str) -> bool:
     """Whether a definition's text now is the text a fix found (or nearly: a comment, a renamed local)."""
     if now == then:
         return True
-    return difflib.SequenceMatcher(None, now, then, autojunk=False).ratio() >= CLOSE_RATIO
+    m = difflib.SequenceMatcher(None, now, then, autojunk=False)
+    return m.real_quick_ratio() >= CLOSE_RATIO and m.quick_ratio() >= CLOSE_RATIO and m.ratio() >= CLOSE_RATIO
 
 
 def replays(recalled: Iterable[Recalled], boundary: Boundary, *, fingerprint: str,
