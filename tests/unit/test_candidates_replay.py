@@ -101,3 +101,20 @@ def test_a_replay_that_fixes_wins_before_any_draw_and_one_that_fails_is_a_reject
     assert [(c.view, c.outcome) for c in found.candidates] == [("replay", "rolled_back"), ("wide", "fixed")]
     assert (tmp_path / "calc.py").read_text() == SRC  # never applied: verified on the mirror only
     assert len(drawer.asked) == 1 and found.winner is found.candidates[1]
+
+
+def test_replays_go_first_with_no_prompt_yet_and_the_search_then_goes_on_without_trying_them_again(tmp_path):
+    record = replay_record(kept(tmp_path, SRC, "add", FIXED), [])
+    boundary = Boundary(tmp_path, tmp_path / ".autod", [])
+    (tmp_path / "calc.py").write_text(SRC)
+    (r,) = replays([episode(record)], boundary, fingerprint="fp1", tests=[])
+    judge = Judge({"b + a": "fixed"})  # the replayed text (a + b) does not fix it now
+    s = search(tmp_path, Drawer(), judge)
+    s.drawer, s.replays = None, [r]
+    first = asyncio.run(s.attempt(1))  # before localization: no drawer, the replays alone
+    assert [(c.view, c.outcome) for c in first.candidates] == [("replay", "rolled_back")]
+    s.replays, s.drawer = [], Drawer(whole("return a + b"), whole("return b + a"))
+    then = asyncio.run(s.attempt(1))
+    # the model proposing the replayed change again is a duplicate, never verified twice
+    assert [(c.view, c.outcome) for c in then.candidates] == [("wide", "duplicate"), ("wide", "fixed")]
+    assert len(judge.seen) == 2 and [c.n for c in s.all] == [1, 2, 3]
