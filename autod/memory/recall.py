@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -187,6 +188,7 @@ def render_recalled(
 
 
 BRIEF_CHARS = 300  # one recalled item's line in a focused prompt, at most
+MODE_TAG = re.compile(r"^\[[a-z-]+\] ")  # "[auto-debug] " at the head of a lesson
 
 
 def brief_line(r: Recalled) -> str:
@@ -195,7 +197,7 @@ def brief_line(r: Recalled) -> str:
     if r.tier is Tier.N0:
         return ""
     text = episode_text(r.text) if r.tier is Tier.N1 else r.text
-    first = _norm(strip_progress(text).split("\n", 1)[0])
+    first = MODE_TAG.sub("", _norm(strip_progress(text).split("\n", 1)[0]))  # the prompt's mode's own
     if len(first) > BRIEF_CHARS:
         first = first[: BRIEF_CHARS - 3] + "..."
     failed = r.metadata.get("polarity") == "failure" or "did NOT work" in first

@@ -181,7 +181,7 @@ def test_a_focused_prompt_gets_a_short_line_per_episode_and_lesson_and_no_observ
     lines = text.splitlines()
     assert lines == [
         "- (earlier attempt) Failure: test_add fails. Tried: multiply the operands. Outcome: rolled_back.",
-        "- (did not work) [auto-debug] Failure: x. Tried: y. Outcome: it did NOT work and was rolled back.",
-        "- (lesson) [auto-debug] Failure: x. Tried: z. Outcome: it worked: the checks pass.",
+        "- (did not work) Failure: x. Tried: y. Outcome: it did NOT work and was rolled back.",
+        "- (lesson) Failure: x. Tried: z. Outcome: it worked: the checks pass.",
     ]
     assert len(render_brief(items, budget_tokens=40).splitlines()) == 1  # the budget holds one line
