@@ -93,7 +93,9 @@ def test_a_replay_that_fixes_wins_before_any_draw_and_one_that_fails_is_a_reject
     found = asyncio.run(s.attempt(1))
     assert [(c.view, c.outcome) for c in found.candidates] == [("replay", "fixed")]
     assert found.winner is found.candidates[0] and not drawer.asked  # no model call
-    assert found.candidates[0].record()["replay_of"] == "ep1"
+    record = found.candidates[0].record()
+    assert record["replay_of"] == "ep1" and record["where"] == ["calc.py::add"]  # the idea, for a lesson
+    assert record["idea"].startswith("replay the fix kept by cycle c0ffee")
     drawer = Drawer(whole("return b + a"))
     s = search(tmp_path, drawer, Judge({"b + a": "fixed"}))  # the replayed text does not fix it now
     s.replays = [r]
