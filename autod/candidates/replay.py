@@ -192,7 +192,17 @@ def event_tests(payload: dict[str, Any]) -> set[str]:
     known = payload.get("failing_tests")
     if isinstance(known, list) and known:
         return {str(t) for t in known}
-    return set(failing_tests(str(payload.get("excerpt", ""))))
+    return set(failing_tests(str(payload.get("excerpt", ""))) or ())
+
+
+def for_failure(recalled: Iterable[Recalled], boundary: Boundary, *, fingerprint: str,
+                payload: dict[str, Any]) -> list[Replay]:
+    """`replays` for a failure event (blocking); a bug here costs the cycle its replays, nothing more."""
+    try:
+        return replays(recalled, boundary, fingerprint=fingerprint, tests=event_tests(payload))
+    except Exception:
+        log.exception("replay.lookup_failed")
+        return []
 
 
 def to_remember(changes: Iterable[FileChange], payload: dict[str, Any]) -> str:

@@ -25,7 +25,7 @@ from autod.act.journal import Journal
 from autod.act.judges import requires_approval
 from autod.candidates import Asker, CandidateSearch, InPlace, Isolated
 from autod.candidates.attempts import replay_first, run_attempts
-from autod.candidates.replay import event_tests, replays, to_remember
+from autod.candidates.replay import for_failure, to_remember
 from autod.candidates.validate import choose_validator
 from autod.cycle.reflect import (
     Reflection,
@@ -217,9 +217,9 @@ class Cycle:
             record=self.transcript.add if self.transcript is not None else None, phase=self.phase,
             judged_by_behaviour=bool(self.mode.kinds & FAILURE_KINDS))
         if search.judged_by_behaviour and self.recalled:
-            search.replays = await asyncio.to_thread(lambda: replays(
-                self.recalled, self.deps.env.boundary, fingerprint=self.event.fingerprint,
-                tests=event_tests(self.event.payload)))
+            search.replays = await asyncio.to_thread(for_failure, self.recalled, self.deps.env.boundary,
+                                                     fingerprint=self.event.fingerprint,
+                                                     payload=self.event.payload)
         return search
 
     async def validator(self) -> InPlace | Isolated:

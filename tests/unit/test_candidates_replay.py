@@ -120,3 +120,15 @@ def test_replays_go_first_with_no_prompt_yet_and_the_search_then_goes_on_without
     # the model proposing the replayed change again is a duplicate, never verified twice
     assert [(c.view, c.outcome) for c in then.candidates] == [("wide", "duplicate"), ("wide", "fixed")]
     assert len(judge.seen) == 2 and [c.n for c in s.all] == [1, 2, 3]
+
+
+def test_an_event_that_names_no_failing_test_finds_replays_by_fingerprint_and_never_crashes(tmp_path):
+    from autod.candidates.replay import event_tests, for_failure
+
+    assert event_tests({"excerpt": "manual trigger: tidy mul"}) == set()
+    record = replay_record(kept(tmp_path, SRC, "add", FIXED), [])
+    boundary = Boundary(tmp_path, tmp_path / ".autod", [])
+    (tmp_path / "calc.py").write_text(SRC)
+    assert for_failure([episode(record)], boundary, fingerprint="other", payload={"excerpt": "x"}) == []
+    (r,) = for_failure([episode(record)], boundary, fingerprint="fp1", payload={})
+    assert r.episode == "ep1"
