@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import difflib
 import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -37,6 +38,7 @@ MAX_TESTS = 20
 MAX_REPLAYS = 2  # candidates a cycle tries from memory before it asks the model
 CLOSE_RATIO = 0.9  # how close the definition's text now must be to the text the fix found
 FILE_CAP = 2_000_000
+ID = re.compile(r"[0-9a-f]{6,40}")
 
 
 @dataclass(frozen=True)
@@ -154,10 +156,12 @@ def replays(recalled: Iterable[Recalled], boundary: Boundary, *, fingerprint: st
         if not edits or key in seen:
             continue
         seen.add(key)
-        cycle = str(meta.get("cycle_id") or "")[:40]
-        names = ", ".join(f"{e.symbol} in {e.path}" for e in edits)
-        plan = Plan(summary=f"replay the fix kept by cycle {cycle or item.id[:12]}: {names}"[:4000],
-                    edits=edits)
+        # ids come from the store (a peer may have written them): only an id's shape reaches a summary
+        cycle = str(meta.get("cycle_id") or "")
+        cycle = cycle if ID.fullmatch(cycle) else ""
+        names = ", ".join(f"{e.symbol} in {e.path}" for e in edits)  # both checked against the file
+        where = f"cycle {cycle}" if cycle else "an earlier cycle"
+        plan = Plan(summary=f"replay the fix kept by {where}: {names}"[:4000], edits=edits)
         out.append(Replay(plan, item.id, cycle))
         if len(out) >= MAX_REPLAYS:
             break
