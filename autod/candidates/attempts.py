@@ -89,6 +89,23 @@ def _out_of_time(host: Host, found: AttemptResult, search: CandidateSearch) -> N
     log.warning("candidates.out_of_time", status=r.status, reason=r.reason[:300])
 
 
+async def replay_first(host: Host, search: CandidateSearch) -> bool:
+    """The fixes memory holds for this failure (`search.replays`), verified on the mirror before any
+    localization or model call: True when one fixed everything and the cycle is over (kept in the
+    tree, or held for a person). What they did stays in the record, and the search goes on from them:
+    a change tried is not tried again, one that fixed only in part is not kept alone."""
+    if not search.replays or search.validator.in_place:
+        return False
+    found = await search.attempt(1)
+    search.replays = []
+    host.r.candidates = [c.record() for c in search.all]
+    w = found.winner
+    if w is None or w.plan is None or w.outcome != "fixed" or w.suspect:
+        return False
+    host.r.attempts = 1
+    return not await _keep(host, w, in_place=False)  # rolled back in the tree: the search goes on
+
+
 async def _keep(host: Host, w: Candidate, *, in_place: bool) -> bool:
     """The winner into the tree (or held as a proposal); True when it rolled back there and a re-plan,
     told why, is worth it."""

@@ -11,6 +11,8 @@ ith draw of its prompt in the cycle, so a bench is reproducible and a draw added
 other's samples. A suspect whose greedy reply gave its code back is asked again another way before
 its samples (autod.candidates.reask). Drawing is lazy: the next plan is asked for only when the ones
 before did not fix the failure; none starts past the cycle's deadline (autod.candidates.clock).
+Before any draw, a fix memory holds for this failure (autod.candidates.replay) is tried as a
+candidate of its own (view "replay"), with no model call.
 
 Each plan goes through the act rules (`prepare`: confinement, deny globs, judges, scope, the Python
 parse, caps) without writing anything; it is dropped when refused, when it changes nothing, or when it
@@ -26,22 +28,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import structlog
 
 from autod.act.edits import FileChange
+from autod.candidates.candidate import AttemptResult, Candidate, Drawer, Validator
 from autod.candidates.clock import DrawProgress, progress
 from autod.candidates.compare import SAME_CODE, change_key, same_code, symptom_patch
 from autod.candidates.parts import parts
 from autod.candidates.reask import echoed, reask
+from autod.candidates.replay import Replay
 from autod.config.settings import CandidatesConfig
 from autod.errors import BudgetExhausted, CycleError, PlanInvalid, PlanRejected
-from autod.modes import Verification
 from autod.plan import Plan
+
+__all__ = ["AttemptResult", "Candidate", "CandidateSearch", "Drawer", "Validator"]
 
 log = structlog.get_logger("autod.candidates")
 
@@ -53,95 +57,13 @@ RETRY_SEEDS = 1000  # seeds a cycle may use per prompt (a later cycle on the sam
 Prepare = Callable[[Plan], Awaitable[tuple[list[FileChange], str]]]
 
 
-class Validator(Protocol):
-    """Verifies one candidate. `in_place`: it is written into the working tree (and kept if good)."""
-
-    in_place: bool
-
-    async def validate(self, plan: Plan, changes: list[FileChange]) -> Verification | None:
-        """The verification's outcome; None: stored as a proposal instead (in place only)."""
-        ...
-
-
-class Drawer(Protocol):
-    async def ask(self, *, temperature: float | None = None, seed: int | None = None, n: int = 1) -> Any:
-        """An autod.planner.PlanResult. A drawer with `has_focus` True (and `suspects`, how many) also
-        takes `view="focused:K"`: a prompt of the Kth suspect definition alone; with `value_suspects`,
-        `view="value:J"`: the Jth value group's."""
-        ...
-
-
-@dataclass
-class Candidate:
-    """One drawn plan and what became of it."""
-
-    n: int  # its number in the cycle, from 1
-    attempt: int
-    seed: int | None
-    temperature: float
-    plan: Plan | None = None
-    # fixed | improved | rolled_back | refused | invalid | duplicate | unchanged | no_change | proposed
-    outcome: str = ""
-    reason: str = ""
-    changes: list[FileChange] = field(default_factory=list)
-    diff: str = ""
-    key: str = ""
-    votes: int = 1
-    tokens: int = 0
-    model_ms: int = 0
-    checks_ms: int = 0
-    verification: Verification | None = None
-    suspect: str = ""  # why a fix may be a symptom patch (autod.act.inlined); kept only as a fallback
-    # the prompt it was drawn from: "focused:K" (the Kth suspect alone), "value:J" (the values the Jth
-    # value group holds) or "wide"
-    view: str = "wide"
-    part: bool = False  # one edit of a value group's reply, tried alone (autod.candidates.parts)
-
-    @property
-    def diff_lines(self) -> int:
-        return sum(c.added + c.removed for c in self.changes)
-
-    def record(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "n": self.n, "attempt": self.attempt, "outcome": self.outcome, "diff_lines": self.diff_lines,
-            "tokens": self.tokens, "seed": self.seed, "temperature": self.temperature,
-            "model_ms": self.model_ms, "checks_ms": self.checks_ms, "view": self.view,
-        }
-        if self.votes > 1:
-            out["votes"] = self.votes
-        if self.part:
-            out["part"] = True
-        if self.reason:
-            out["reason"] = self.reason[:300]
-        if self.suspect:
-            out["suspect"] = self.suspect[:300]
-        return out
-
-
-@dataclass
-class AttemptResult:
-    candidates: list[Candidate]
-    winner: Candidate | None = None  # fixed or improved; in place: already kept in the tree
-    proposed: bool = False  # in place: the validator stored a proposal
-    out_of_time: bool = False  # the cycle's deadline stopped it (autod.candidates.clock)
-
-    def drawn(self, outcome: str) -> list[Candidate]:
-        return [c for c in self.candidates if c.outcome == outcome]
-
-    def summary(self) -> str:
-        counts: dict[str, int] = {}
-        for c in self.candidates:
-            counts[c.outcome] = counts.get(c.outcome, 0) + 1
-        return ", ".join(f"{k} {v}" for k, v in counts.items()) or "none drawn"
-
-
 class CandidateSearch:
     """The candidates of one cycle, attempt by attempt (duplicates are refused across attempts)."""
 
     def __init__(
         self,
         cfg: CandidatesConfig,
-        drawer: Drawer,
+        drawer: Drawer | None,
         prepare: Prepare,
         validator: Validator,
         *,
@@ -151,6 +73,7 @@ class CandidateSearch:
         judged_by_behaviour: bool = False,
         retry: int = 0,
         deadline: float | None = None,
+        replays: Sequence[Replay] = (),
     ) -> None:
         """`judged_by_behaviour` (modes that fix a failure): a candidate whose Python files parse to
         the same code as before (only quotes, spacing or comments differ) is `unchanged` without a
@@ -162,7 +85,9 @@ class CandidateSearch:
         asked the same questions: at temperature 0 a prompt's reply would be theirs again, and so
         would a sampled one with the same seed. So a later cycle's first attempt samples every
         prompt from its first draw, and every prompt's seeds go on past the earlier cycles'
-        (`RETRY_SEEDS` a cycle)."""
+        (`RETRY_SEEDS` a cycle).
+
+        `replays`: fixes memory holds for this failure, tried before the first draw (no model call)."""
         self.judged_by_behaviour = judged_by_behaviour
         self.deadline, self._left = deadline, 0  # time.monotonic(); the attempt's draws not yet made
         self.retry = max(0, retry)
@@ -177,6 +102,7 @@ class CandidateSearch:
         self._seen: dict[str, Candidate] = {}
         self._takes_n: bool | None = None
         self._seeds: dict[str, int] = {}  # view -> its draws so far this cycle (the next one's seed offset)
+        self.replays = list(replays)
 
     def views(self, number: int = 1) -> list[tuple[str, bool]]:
         """(view, at temperature 0) of each of attempt `number`'s draws, in order.
@@ -209,7 +135,16 @@ class CandidateSearch:
     async def attempt(self, number: int) -> AttemptResult:
         """Draw and verify up to n candidates; stop at the first that fixes everything."""
         result = AttemptResult([])
-        views = self.views(number)
+        # fixes memory holds, first: judged like any plan, verified on the mirror only, no model call
+        for replay in self.replays if number == 1 and not self.validator.in_place else ():
+            c = self._new(number, None, 0.0, 0, 0, "replay")
+            c.plan, c.replay_of = replay.plan, replay.episode
+            result.candidates.append(c)
+            done = await self._judge(c, result)
+            self._note(c)
+            if done:
+                return result
+        views = self.views(number) if self.drawer is not None else []  # no prompt yet: replays alone
         drawn = 0
         # a sampled draw that proposes nothing new (no edit: an echo of the prompt, prose alone; the
         # code copied back as it is; a change already tried) tells nothing about the fixes near the
@@ -300,6 +235,7 @@ class CandidateSearch:
         started = time.monotonic()
         left = None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
         try:
+            assert self.drawer is not None, "a draw needs a prompt"
             async with self.phase("plan"), asyncio.timeout(left) as limit:  # a draw writes nothing
                 if view == "wide":  # a drawer without views is asked as before
                     res = await self.drawer.ask(temperature=temperature, seed=seed, n=n)

@@ -25,14 +25,16 @@ from autod.act.edits import FileChange, prepare, unified_diff
 from autod.act.journal import Journal
 from autod.act.judges import requires_approval
 from autod.candidates import Asker, CandidateSearch, InPlace, Isolated
-from autod.candidates.attempts import run_attempts
+from autod.candidates.attempts import replay_first, run_attempts
 from autod.candidates.clock import cycle_deadline
+from autod.candidates.replay import for_failure, to_remember
 from autod.candidates.validate import choose_validator
 from autod.cycle.reflect import (
     Reflection,
     after_earlier_attempts,
     distil_lesson,
     log_reflection,
+    observed,
     remember,
     teaches,
     timing,
@@ -143,15 +145,8 @@ class Cycle:
         return self.r
 
     async def observe(self) -> None:
-        await self.state.call(
-            self.state.cycle_started,
-            self.r.cycle_id,
-            self.event.id,
-            self.mode.name,
-            self.event.fingerprint,
-            str(self.event.kind),
-            self.event.summary,
-        )
+        await self.state.call(self.state.cycle_started, self.r.cycle_id, self.event.id, self.mode.name,
+                              self.event.fingerprint, str(self.event.kind), self.event.summary)
         log.info(
             "cycle.observed",
             kind=str(self.event.kind),
@@ -159,32 +154,13 @@ class Cycle:
             merged=self.event.merged,
         )
         if self.deps.memory is not None:
-            from autod.localize.excerpt import strip_progress
-
-            # progress dots and timings would make every run of the same failure a new memory
-            excerpt = strip_progress(str(self.event.payload.get("excerpt", "")))[:2000]
-            text = logs.redact_text(f"{self.event.kind}: {self.event.summary}\n{excerpt}")
-            try:
-                await self.deps.memory.observe(
-                    text,
-                    {
-                        "kind": str(self.event.kind),
-                        "fingerprint": self.event.fingerprint,
-                        "mode": self.mode.name,
-                        "event_id": self.event.id,
-                    },
-                )
-            except Exception as exc:  # memory trouble is never a reason to fail a cycle
-                log.warning("memory.observe_failed", error=type(exc).__name__)
+            await observed(self.deps.memory, self.event, self.mode.name)
 
     async def plan_and_act(self) -> None:
         """PLAN and ACT: candidates drawn, filtered and verified, re-planned after a failed attempt."""
         if self.approved is not None:
-            self.r.attempts, self.r.plan_summary, self.r.planner = (
-                1,
-                self.approved.summary,
-                "operator-approved",
-            )
+            self.r.attempts, self.r.planner = 1, "operator-approved"
+            self.r.plan_summary = self.approved.summary
             async with self.phase("act"):
                 verification = await self.act(self.approved)
             assert verification is not None
@@ -192,6 +168,10 @@ class Cycle:
             return
         async with self.phase("plan"):
             await self.recall()
+        # a fix memory holds for this failure, kept: no localization, no model call
+        if self.mode.writes_code and self.recalled and await replay_first(self, await self.new_search()):
+            return
+        async with self.phase("plan"):
             context = await self.mode.context(self.event, self.deps.env, self.recalled)
             self.r.context = list(getattr(context, "used", []))
             editable = getattr(context, "editable", None)
@@ -212,19 +192,27 @@ class Cycle:
 
     async def search(self, asker: Asker) -> None:
         """Attempt by attempt: draw candidates, keep the winner (written and verified in the tree)."""
-        validator = await self.validator()
+        search = self.searching or await self.new_search()
+        search.drawer, search.retry = asker, self.earlier_cycles
+        max_attempts = getattr(self.settings.modes.get(self.mode.name), "max_attempts_per_cycle", 1)
+        await run_attempts(self, search, search.validator, max_attempts)  # type: ignore[arg-type]
+
+    async def new_search(self) -> CandidateSearch:
+        """The cycle's candidate search, with the fixes memory holds for this failure to try first (its
+        drawer is set once there is a prompt to draw from)."""
         cfg = self.settings.candidates
         if self.deps.planner_name != "llm":  # a deterministic planner (the offline rules): one plan
             cfg = cfg.model_copy(update={"n": 1, "focused": 0})
-        search = CandidateSearch(cfg, asker, self.prepare_changes, validator,
-                                 tokens_left=self.tokens_left,
-                                 record=self.transcript.add if self.transcript is not None else None,
-                                 phase=self.phase,
-                                 judged_by_behaviour=bool(self.mode.kinds & FAILURE_KINDS),
-                                 retry=self.earlier_cycles, deadline=cycle_deadline(cfg, self._started))
-        self.drawing = search
-        max_attempts = getattr(self.settings.modes.get(self.mode.name), "max_attempts_per_cycle", 1)
-        await run_attempts(self, search, validator, max_attempts)
+        self.searching = self.drawing = search = CandidateSearch(
+            cfg, None, self.prepare_changes, await self.validator(), tokens_left=self.tokens_left,
+            record=self.transcript.add if self.transcript is not None else None, phase=self.phase,
+            judged_by_behaviour=bool(self.mode.kinds & FAILURE_KINDS),
+            deadline=cycle_deadline(cfg, self._started))
+        if search.judged_by_behaviour and self.recalled:
+            search.replays = await asyncio.to_thread(for_failure, self.recalled, self.deps.env.boundary,
+                                                     fingerprint=self.event.fingerprint,
+                                                     payload=self.event.payload)
+        return search
 
     async def validator(self) -> InPlace | Isolated:
         """Candidates are verified on the workspace's mirror when it can be used, else in place."""
@@ -299,7 +287,7 @@ class Cycle:
             self.r.checks = [c.record() for c in verification.checks]
             if verification.status in ("fixed", "improved", "no_change"):
                 await asyncio.to_thread(journal.keep)
-                kept = True
+                kept, self.kept = True, tuple(changes)
                 for hook in self.deps.extra_after_keep:
                     await hook(self, changes)
             return verification
@@ -394,7 +382,9 @@ class Cycle:
             )
             r.lesson = distil_lesson(r, self.event)
             if self.deps.memory is not None and teaches(r):  # an outage teaches nothing about the code
-                await remember(self.deps.memory, r, self.last_diff)
+                replay = await asyncio.to_thread(to_remember, self.kept, self.event.payload) if (
+                    r.status in ("fixed", "improved")) else ""
+                await remember(self.deps.memory, r, self.last_diff, replay=replay)
         log_reflection(r)
         await self.state.call(self.state.cycle_finished, r.cycle_id, r.status, r.reason, r.record())
         if self.transcript is not None:
@@ -403,6 +393,8 @@ class Cycle:
 
     # -- helpers -----------------------------------------------------------------------
     last_diff: str = ""  # the diff of the last plan prepared (the record's episode)
+    kept: tuple[FileChange, ...] = ()  # the changes kept in the tree (the episode's replay)
+    searching: CandidateSearch | None = None  # the cycle's candidate search, once made
 
     @contextlib.asynccontextmanager
     async def phase(self, name: str) -> AsyncIterator[None]:

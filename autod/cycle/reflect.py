@@ -1,4 +1,5 @@
-"""REFLECT: the reflection record, the lesson, and where they go (log, state db, memory)."""
+"""REFLECT: the reflection record, the lessons (the cycle's, and one per idea that did not work), and
+where they go (log, state db, memory)."""
 
 from __future__ import annotations
 
@@ -141,10 +142,36 @@ def timing(started: float, spent: dict[str, int]) -> dict[str, int]:
     return {"wall_ms": wall, "model_ms": model, "checks_ms": checks, "autod_ms": own}
 
 
-async def remember(memory: Memory, r: Reflection, diff: str) -> None:
-    """The cycle's episode (N1) and lesson (N2), redacted, written off the cycle's path (deferred)."""
+MAX_FAILED_IDEAS = 3  # lessons a cycle stores of candidates that did not fix the failure
+
+
+def failed_ideas(r: Reflection) -> list[str]:
+    """A lesson for each distinct idea the cycle verified that did not fix the failure ("changing X in
+    Y did not fix Z"), so a later cycle's prompts tell it what not to try again. The idea the cycle's
+    own lesson already tells (its last plan, when that failed too) is left to that lesson."""
+    what = r.summary.strip().splitlines()[0][:300] if r.summary.strip() else r.kind
+    own = (r.plan_summary or "").strip().split("\n", 1)[0][:200]
+    seen = {own} if own and r.status not in ("fixed", "improved") else set()
+    out: list[str] = []
+    for c in r.candidates:
+        idea = str(c.get("idea") or "")
+        if c.get("outcome") != "rolled_back" or not idea or idea in seen:
+            continue
+        seen.add(idea)
+        where = ", ".join(str(w) for w in c.get("where") or []) or "the code"
+        out.append(f"[{r.mode}] Failure: {what}. Tried: {idea} (changed {where}). "
+                   "Outcome: it did NOT work: the checks still failed.")
+        if len(out) >= MAX_FAILED_IDEAS:
+            break
+    return out
+
+
+async def remember(memory: Memory, r: Reflection, diff: str, *, replay: str = "") -> None:
+    """The cycle's episode (N1) and lesson (N2), redacted, written off the cycle's path (deferred).
+    `replay`: what a later cycle needs to replay a kept fix (autod.candidates.replay), in the metadata
+    of both (a fleet shares lessons, not episodes)."""
     meta = {"fingerprint": r.fingerprint, "mode": r.mode, "status": r.status, "kind": r.kind,
-            "cycle_id": r.cycle_id}
+            "cycle_id": r.cycle_id, "replay": replay or None}
     try:
         episode = episode_text(r, diff)
         # deferred: the memory's writer stores them off the cycle's path; the next recall waits for them
@@ -152,5 +179,23 @@ async def remember(memory: Memory, r: Reflection, diff: str) -> None:
         if r.lesson:
             lesson = logs.redact_text(r.lesson)
             await memory.add_lesson(lesson, meta, success=r.status in ("fixed", "improved"), defer=True)
+        failed = {**meta, "status": "rolled_back", "replay": None}  # the idea's outcome, not the cycle's
+        for idea in failed_ideas(r):
+            await memory.add_lesson(logs.redact_text(idea), failed, success=False, defer=True)
     except Exception as exc:  # memory trouble never fails a cycle
         log.warning("memory.write_failed", error=type(exc).__name__, cycle_id=r.cycle_id)
+
+
+async def observed(memory: Memory, event: Event, mode: str) -> None:
+    """OBSERVE's memory: the event as an N0 item (progress noise out, secrets redacted). Memory trouble
+    is never a reason to fail a cycle."""
+    from autod.localize.excerpt import strip_progress
+
+    # progress dots and timings would make every run of the same failure a new memory
+    excerpt = strip_progress(str(event.payload.get("excerpt", "")))[:2000]
+    text = logs.redact_text(f"{event.kind}: {event.summary}\n{excerpt}")
+    meta = {"kind": str(event.kind), "fingerprint": event.fingerprint, "mode": mode, "event_id": event.id}
+    try:
+        await memory.observe(text, meta)
+    except Exception as exc:
+        log.warning("memory.observe_failed", error=type(exc).__name__)

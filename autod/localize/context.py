@@ -114,6 +114,7 @@ async def localize(
     last_green: str | None,
     budget_tokens: int,
     spectrum: dict[tuple[str, str], float] | None = None,
+    remembered: dict[tuple[str, str], float] | None = None,
 ) -> Localized:
     """Ranked code context for a failure, within `budget_tokens` (the diff since green is never cut)."""
     cfg = settings.localize
@@ -140,7 +141,8 @@ async def localize(
     ]
     tests = test_definitions(index, failure, failing_sections(text))
     ops = await asyncio.to_thread(failing_line_ops, boundary, tests)
-    pieces = rank(index, changed=changed, sites=sites, tests=tests, spectrum=spectrum, failing_ops=ops)
+    pieces = rank(index, changed=changed, sites=sites, tests=tests, spectrum=spectrum, failing_ops=ops,
+                  remembered=remembered)
     if last_green is None:
         # no green revision to diff against: the recent commits of the files the failure leads to
         touched = list(dict.fromkeys(p.path for p in pieces if not is_test_path(p.path)))[:5]

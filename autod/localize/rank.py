@@ -15,6 +15,11 @@ from autod.localize.index import Definition, Index
 from autod.localize.resolve import Resolver
 
 WINDOW = 8  # lines each side of a module-level line a frame names
+# a definition a remembered fix of a similar failure changed moves up by this many rank keys at most,
+# and never ahead of what changed since green or where the error was raised: memory reorders the
+# evidence, it never stands in for it (a definition no evidence names is not added)
+MEMORY_BOOST = 0.6
+MEMORY_FLOOR = 1.1
 
 
 @dataclass
@@ -87,6 +92,7 @@ def rank(
     tests: list[tuple[Definition, int | None]],
     spectrum: Mapping[tuple[str, str], float] | None = None,
     failing_ops: tuple[str, ...] = (),
+    remembered: Mapping[tuple[str, str], float] | None = None,
 ) -> list[Piece]:
     """All candidate pieces, best first.
 
@@ -94,7 +100,8 @@ def rank(
     files), innermost first; tests: the failing tests' definitions with the line their frame names.
     spectrum: (path, qualname) -> suspiciousness in [0, 1] from the coverage re-run. failing_ops:
     the special methods the failing line itself reaches (`assert a >= b`: __ge__), ranked ahead of
-    those the rest of the test reaches (a test of comparisons uses all six operators).
+    those the rest of the test reaches (a test of comparisons uses all six operators). remembered:
+    (path, qualname) -> weight in [0, 1] of definitions past fixes of similar failures changed.
     """
     r = Ranking(index)
     # (a) what changed since the last green check: the enclosing definitions, whole
@@ -137,6 +144,11 @@ def rank(
     _data(r, hop2, base=5.0)
     if spectrum:
         _spectrum(r, index, spectrum)
+    for ident, weight in (remembered or {}).items():
+        p = r.pieces.get(ident)
+        if p is not None and p.key > MEMORY_FLOOR:
+            p.key = max(MEMORY_FLOOR, p.key - MEMORY_BOOST * min(1.0, max(0.0, weight)))
+            p.why += "; a past fix of a similar failure changed it"
     return r.ranked()
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -184,3 +185,57 @@ def render_recalled(
         out.append(item)
         left -= cost
     return "\n".join(out)
+
+
+BRIEF_CHARS = 300  # one recalled item's line in a focused prompt, at most
+MODE_TAG = re.compile(r"^\[[a-z-]+\] ")  # "[auto-debug] " at the head of a lesson
+
+
+def brief_line(r: Recalled) -> str:
+    """One recalled episode or lesson as a line: what failed, what was changed, whether it held.
+    An observation (N0: raw failure output seen before) tells nothing a focused prompt lacks: ""."""
+    if r.tier is Tier.N0:
+        return ""
+    text = episode_text(r.text) if r.tier is Tier.N1 else r.text
+    first = MODE_TAG.sub("", _norm(strip_progress(text).split("\n", 1)[0]))  # the prompt's mode's own
+    if len(first) > BRIEF_CHARS:
+        first = first[: BRIEF_CHARS - 3] + "..."
+    failed = r.metadata.get("polarity") == "failure" or "did NOT work" in first
+    return f"- ({'did not work' if failed else LABELS[r.tier]}) {first}" if first else ""
+
+
+def render_brief(recalled: Iterable[Recalled], *, budget_tokens: int) -> str:
+    """Recalled items for a prompt that shows one definition: a short line each, within the budget,
+    no line twice (the same failure fixed twice reads once)."""
+    out: list[str] = []
+    left = budget_tokens
+    for r in recalled:
+        line = brief_line(r)
+        cost = estimate_tokens(line)
+        if not line or line in out or cost > left:
+            continue
+        out.append(line)
+        left -= cost
+    return "\n".join(out)
+
+
+REPLAY_KEY = "replay"  # an episode's or lesson's metadata: what its kept fix changed (candidates.replay)
+
+
+def fixed_definitions(recalled: Iterable[Recalled]) -> dict[tuple[str, str], float]:
+    """(path, qualname) -> how strongly recalled (the best item's score, at most 1) of each definition
+    a remembered fix that held changed; a malformed record is skipped (memory is untrusted)."""
+    out: dict[tuple[str, str], float] = {}
+    for r in recalled:
+        if r.tier is Tier.N0 or r.metadata.get("status") not in ("fixed", "improved"):
+            continue
+        try:
+            doc = json.loads(str(r.metadata.get(REPLAY_KEY) or "null"))
+        except ValueError:
+            continue
+        defs = doc.get("definitions") if isinstance(doc, dict) else None
+        for d in defs if isinstance(defs, list) else []:
+            if isinstance(d, dict) and isinstance(d.get("path"), str) and isinstance(d.get("symbol"), str):
+                key = (d["path"], d["symbol"])
+                out[key] = max(out.get(key, 0.0), min(1.0, max(0.0, float(r.score))))
+    return out

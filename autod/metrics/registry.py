@@ -44,6 +44,15 @@ class Metrics:
         self.edits = Counter(
             "autod_edited_lines", "Lines added and removed by kept cycles", ["change"], registry=r
         )
+        self.replays = Counter(
+            "autod_memory_replays",
+            "Fixes replayed from memory as candidates (no model call), by the candidate's outcome",
+            ["outcome"],
+            registry=r,
+        )
+        self.recalled = Counter(
+            "autod_memory_recalled_items", "Memory items recalled into cycles' prompts", registry=r
+        )
         # -- LLM -------------------------------------------------------------------------------
         self.llm_requests = Counter(
             "autod_llm_requests",
@@ -131,6 +140,10 @@ class Metrics:
         for kind in ("prompt", "completion"):
             if tokens.get(kind):
                 self.llm_tokens.labels(kind).inc(tokens[kind])
+        for c in record.get("candidates") or []:
+            if c.get("replay_of"):
+                self.replays.labels(str(c.get("outcome") or "-")).inc()
+        self.recalled.inc(len(record.get("memory_used") or []))
         if record.get("status") in ("fixed", "improved", "no_change"):
             for e in record.get("edits") or []:
                 self.edits.labels("added").inc(int(e.get("added") or 0))

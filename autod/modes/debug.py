@@ -11,6 +11,7 @@ from autod.localize.context import localize
 from autod.localize.excerpt import trim_failure
 from autod.localize.focus import Suspect, reads, render_group, render_values, value_suspects
 from autod.memory import Recalled
+from autod.memory.recall import fixed_definitions, render_brief
 from autod.modes import (
     Attempt,
     ModeEnv,
@@ -78,20 +79,24 @@ class DebugMode:
             last_green=since if isinstance(since, str) else None,
             budget_tokens=max(500, budget - tokens(excerpt) - tokens(memory)),
             spectrum=spectrum,
+            remembered=fixed_definitions(recalled),  # past fixes of similar failures move up (bounded)
         )
         out = Sections(excerpt=excerpt, sources=found.sources, diff=found.diff, memory=memory)
         out.used = found.entries
         out.editable = [str(e["path"]) for e in found.entries if e.get("path")]
         if found.suspects:  # per suspect: the failure, that definition alone, the diff since green
             diff = found.diff if len(found.diff) <= SUSPECT_DIFF_CHARS else ""
+            # what memory holds of similar failures, a line each (last: the first cut when over a window)
+            brief = render_brief(recalled, budget_tokens=memory_budget(env.settings, budget))
             # in the order a prompt over the server's window is cut from the end (autod.modes.pack)
             out.focused = [
                 {"path": s.path, "symbol": s.symbol, "reads": reads(s),
-                 "code": s.code, "excerpt": excerpt, "diff": diff, "values": render_values(s)}
+                 "code": s.code, "excerpt": excerpt, "diff": diff, "values": render_values(s),
+                 "memory": brief}
                 for s in found.suspects
             ] + [  # then the value groups: the values one suspect reads, without it
                 {"path": g.path, "symbol": g.symbol, "read_by": g.read_by, "reads": reads(g),
-                 "blocks": render_group(g), "excerpt": excerpt, "diff": diff}
+                 "blocks": render_group(g), "excerpt": excerpt, "diff": diff, "memory": brief}
                 for g in await self._value_suspects(found.suspects, env)
             ]
             # a suspect the wide prompt had no room for, or a value one reads, may be fixed in its own
@@ -152,10 +157,12 @@ class DebugMode:
     def suspect_messages(self, event: Event, context: dict[str, str]) -> list[dict[str, str]]:
         """A focused draw's prompt (Sections.focused): the failure and one suspect definition alone,
         asked for its complete fixed source, in the fenced block the oracle's replies use
-        (bench/reallib_e2e.py); no memory, outline or earlier attempts (a repeat is redrawn). A value
-        group's prompt shows the values one suspect reads, without it, and asks for the wrong one's
-        fixed assignment."""
+        (bench/reallib_e2e.py), with what memory holds of similar failures a line each; no outline or
+        earlier attempts (a repeat is redrawn). A value group's prompt shows the values one suspect
+        reads, without it, and asks for the wrong one's fixed assignment."""
         diff = context.get("diff") or ""
+        memory = context.get("memory") or ""
+        memory = f"\nWhat autod remembers of similar failures:\n{memory}\n" if memory else ""
         if context.get("read_by"):  # a value group: the values one suspect reads, without it
             named = [line.split("\t") for line in (context.get("reads") or "").splitlines()]
             files = list(dict.fromkeys(path for path, _ in named))
@@ -171,6 +178,7 @@ class DebugMode:
                 excerpt=context.get("excerpt") or "(none)",
                 excerpt_fence=fence_for(context.get("excerpt") or ""),
                 diff=f"\nIt passed before these changes:\n\n{fenced(diff, 'diff')}\n" if diff else "",
+                memory=memory,
                 which=which,
                 read_by=context.get("read_by"),
                 blocks=context.get("blocks") or "",
@@ -186,6 +194,7 @@ class DebugMode:
             excerpt_fence=fence_for(context.get("excerpt") or ""),
             diff=f"\nIt passed before these changes:\n\n{fenced(diff, 'diff')}\n" if diff else "",
             values=f"\nIt reads these values:\n\n{fenced(values, 'python')}\n" if values else "",
+            memory=memory,
             path=context.get("path"),
             symbol=context.get("symbol"),
             code=context.get("code"),

@@ -1,7 +1,8 @@
 """`autod show CYCLE`: one cycle as an operator reads it - what failed, what went into the prompt,
-every candidate the model drew and what became of it (a refusal with the offending text), and every
-exchange with the server (with `--prompts`, the messages it was sent). Reads the state db and the
-transcript directly, so it works with the daemon up or down."""
+what memory contributed (the items recalled, a fix replayed from it), every candidate the model drew
+and what became of it (a refusal with the offending text), and every exchange with the server (with
+`--prompts`, the messages it was sent). Reads the state db and the transcript directly, so it works
+with the daemon up or down."""
 
 from __future__ import annotations
 
@@ -53,6 +54,7 @@ def render(doc: dict[str, Any], out: Callable[[str], None], *, prompts: bool = F
     for ctx in rec.get("context") or []:
         name = f" · {ctx['symbol']}" if ctx.get("symbol") else ""
         out(f"  context: {ctx.get('path')}{name} ({ctx.get('lines')}; {ctx.get('why')})")
+    _memory(rec, out)
     entries = doc.get("transcript") or []
     if not entries:
         out("  (no transcript: the cycle asked no model, or transcripts are off)")
@@ -82,6 +84,16 @@ def render(doc: dict[str, Any], out: Callable[[str], None], *, prompts: bool = F
             out(f"note: {e.get('text')}")
 
 
+def _memory(rec: dict[str, Any], out: Callable[[str], None]) -> None:
+    """What memory contributed: the items recalled (into the prompts) and any fix replayed from it."""
+    if rec.get("memory_used"):
+        out(f"  memory:  recalled {', '.join(str(i) for i in rec['memory_used'])}")
+    for c in rec.get("candidates") or []:
+        if c.get("replay_of"):
+            out(f"  memory:  replayed the fix of {c['replay_of']} as candidate {c.get('n')}: "
+                f"{c.get('outcome')} (no model call)")
+
+
 def _exchange(e: dict[str, Any], out: Callable[[str], None], prompts: bool) -> None:
     params = e.get("params") or {}
     shown = ", ".join(f"{k} {params[k]}" for k in ("seed", "temperature", "n", "max_tokens") if k in params)
@@ -109,7 +121,10 @@ def _exchange(e: dict[str, Any], out: Callable[[str], None], prompts: bool) -> N
 
 
 def _view(e: dict[str, Any]) -> str:
-    """Which prompt a plan came from ("focused:2 prompt, "): each numbers its own seeds."""
+    """Which prompt a plan came from ("focused:2 prompt, "): each numbers its own seeds; a replay
+    came from memory."""
+    if e.get("replay_of"):
+        return f"replayed from memory {e['replay_of']}, "
     return f"{e['view']} prompt, " if e.get("view") else ""
 
 

@@ -72,6 +72,7 @@ def test_a_recurring_failure_prompt_contains_the_earlier_lesson(tmp_path, calc_r
         assert r2["fingerprint"] == r1["fingerprint"]
         assert r2["status"] == "fixed", r2
         assert r2["memory_used"], "the second cycle recalled nothing"
+        assert len(scripted_llm.requests) == 2  # the second cycle's first request is the one read below
         prompt = json.dumps(scripted_llm.requests[1]["messages"])
         memory_section = prompt.split("What autod remembers")[1].split("Earlier attempts")[0]
         assert "swap the operands" in memory_section and "did NOT work" in memory_section

@@ -19,6 +19,7 @@ AREAS = {
     "sandbox",
     "queue",
     "dispatch",
+    "replay",
     "cycle",
     "plan",
     "act",

@@ -161,3 +161,27 @@ def test_memory_never_takes_more_than_its_share_of_the_prompt(tmp_path) -> None:
     items = [Recalled(f"l{i}", Tier.N2, f"lesson {i}: " + "word " * 200, 0.9) for i in range(10)]
     text = render_recalled(items, budget_tokens=budget)
     assert 0 < estimate_tokens(text) <= budget and text.count("- (lesson)") == 2
+
+
+def test_a_focused_prompt_gets_a_short_line_per_episode_and_lesson_and_no_observation():
+    from autod.memory.recall import render_brief
+
+    episode = ("Failure: test_add fails. Tried: multiply the operands. Outcome: rolled_back.\n"
+               "The change:\n-    return a - b\n+    return a * b")
+    items = [
+        Recalled("o", Tier.N0, "check_failed: test_add fails\nE assert -1 == 5", 1.0),
+        Recalled("e", Tier.N1, episode, 0.9),
+        Recalled("l", Tier.N2,
+                 "[auto-debug] Failure: x. Tried: y. Outcome: it did NOT work and was rolled back.",
+                 0.8, {"polarity": "failure"}),
+        Recalled("w", Tier.N2, "[auto-debug] Failure: x. Tried: z. Outcome: it worked: the checks pass.", 0.7,
+                 {"polarity": "success"}),
+    ]
+    text = render_brief(items, budget_tokens=1000)
+    lines = text.splitlines()
+    assert lines == [
+        "- (earlier attempt) Failure: test_add fails. Tried: multiply the operands. Outcome: rolled_back.",
+        "- (did not work) Failure: x. Tried: y. Outcome: it did NOT work and was rolled back.",
+        "- (lesson) Failure: x. Tried: z. Outcome: it worked: the checks pass.",
+    ]
+    assert len(render_brief(items, budget_tokens=40).splitlines()) == 1  # the budget holds one line

@@ -183,3 +183,17 @@ def test_the_grafana_dashboard_uses_only_metrics_autod_exports():
         "autod_queue_depth",
         "autod_memory_items",
     } <= used
+
+
+def test_replays_from_memory_are_counted_by_outcome_and_recalled_items_counted():
+    metrics = Metrics()
+    replayed = {**RECORD, "memory_used": ["ep1", "l2"], "candidates": [
+        {"n": 1, "view": "replay", "replay_of": "ep1", "outcome": "rolled_back"},
+        {"n": 2, "view": "wide", "outcome": "fixed"}]}
+    metrics.cycle_finished(replayed)
+    metrics.cycle_finished({**RECORD, "memory_used": ["ep1"], "candidates": [
+        {"n": 1, "view": "replay", "replay_of": "ep1", "outcome": "fixed"}]})
+    fams = families(metrics.exposition().decode())
+    assert sample(fams, "autod_memory_replays", {"outcome": "fixed"}, "_total") == 1
+    assert sample(fams, "autod_memory_replays", {"outcome": "rolled_back"}, "_total") == 1
+    assert sample(fams, "autod_memory_recalled_items", None, "_total") == 3

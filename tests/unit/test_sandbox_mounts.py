@@ -209,13 +209,19 @@ def test_python_module_checks_cannot_be_shadowed_from_the_current_directory(
     ws = tmp_path / "ws"
     ws.mkdir()
     (ws / "pytest.py").write_text("print('2 passed'); raise SystemExit(0)\n")
+    # autod's import guard: the installed pytest runs, the stand-in is never imported
     r = run(CheckConfig(run=f"{sys.executable} -m pytest --version", sandbox="bwrap"), ws)
+    assert r.ok and "2 passed" not in r.output and "pytest" in r.output, r.output
+    # a Python started isolated loads no guard: the stand-in is refused by name instead
+    r = run(CheckConfig(run=f"{sys.executable} -I -m pytest --version", sandbox="bwrap"), ws)
     assert not r.ok and r.error and "2 passed" not in r.output
     assert "pytest.py in the workspace would run instead of the installed `pytest`" in r.error
     (ws / "pytest.py").unlink()
     (ws / "json").mkdir()
     (ws / "json" / "__init__.py").write_text("print('SHADOWED'); raise SystemExit(0)\n")
     r = run(CheckConfig(run=f"{sys.executable} -m json.tool --help", sandbox="bwrap"), ws)
+    assert r.ok and "SHADOWED" not in r.output and "usage" in r.output, r.output
+    r = run(CheckConfig(run=f"{sys.executable} -I -m json.tool --help", sandbox="bwrap"), ws)
     assert r.error and "json/__init__.py in the workspace" in r.error and "SHADOWED" not in r.output
     # a directory without __init__ is a namespace portion: the installed module wins, the check runs
     (ws / "json" / "__init__.py").unlink()

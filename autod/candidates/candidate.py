@@ -1,0 +1,100 @@
+"""The values of a candidate search: one drawn plan and what became of it (`Candidate`), one attempt's
+draws (`AttemptResult`), and the two seams a search is given (`Validator`, `Drawer`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from autod.act.edits import FileChange
+from autod.modes import Verification
+from autod.plan import Plan
+
+
+class Validator(Protocol):
+    """Verifies one candidate. `in_place`: it is written into the working tree (and kept if good)."""
+
+    in_place: bool
+
+    async def validate(self, plan: Plan, changes: list[FileChange]) -> Verification | None:
+        """The verification's outcome; None: stored as a proposal instead (in place only)."""
+        ...
+
+
+class Drawer(Protocol):
+    async def ask(self, *, temperature: float | None = None, seed: int | None = None, n: int = 1) -> Any:
+        """An autod.planner.PlanResult. A drawer with `has_focus` True (and `suspects`, how many) also
+        takes `view="focused:K"`: a prompt of the Kth suspect definition alone; with `value_suspects`,
+        `view="value:J"`: the Jth value group's."""
+        ...
+
+
+@dataclass
+class Candidate:
+    """One drawn plan and what became of it."""
+
+    n: int  # its number in the cycle, from 1
+    attempt: int
+    seed: int | None
+    temperature: float
+    plan: Plan | None = None
+    # fixed | improved | rolled_back | refused | invalid | duplicate | unchanged | no_change | proposed
+    outcome: str = ""
+    reason: str = ""
+    changes: list[FileChange] = field(default_factory=list)
+    diff: str = ""
+    key: str = ""
+    votes: int = 1
+    tokens: int = 0
+    model_ms: int = 0
+    checks_ms: int = 0
+    verification: Verification | None = None
+    suspect: str = ""  # why a fix may be a symptom patch (autod.act.inlined); kept only as a fallback
+    # the prompt it was drawn from: "focused:K" (the Kth suspect alone), "value:J" (the values the Jth
+    # value group holds) or "wide"
+    view: str = "wide"
+    part: bool = False  # one edit of a value group's reply, tried alone (autod.candidates.parts)
+    replay_of: str = ""  # a remembered fix replayed (autod.candidates.replay): the episode's id
+
+    @property
+    def diff_lines(self) -> int:
+        return sum(c.added + c.removed for c in self.changes)
+
+    def record(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "n": self.n, "attempt": self.attempt, "outcome": self.outcome, "diff_lines": self.diff_lines,
+            "tokens": self.tokens, "seed": self.seed, "temperature": self.temperature,
+            "model_ms": self.model_ms, "checks_ms": self.checks_ms, "view": self.view,
+        }
+        if self.votes > 1:
+            out["votes"] = self.votes
+        if self.part:
+            out["part"] = True
+        if self.replay_of:
+            out["replay_of"] = self.replay_of
+        if self.plan is not None and self.plan.edits:  # the idea, for a lesson when it did not work
+            out["idea"] = self.plan.summary.strip().split("\n", 1)[0][:200]
+            where = {f"{e.path}::{e.symbol}" if e.symbol else e.path for e in self.plan.edits}
+            out["where"] = sorted(where)[:5]
+        if self.reason:
+            out["reason"] = self.reason[:300]
+        if self.suspect:
+            out["suspect"] = self.suspect[:300]
+        return out
+
+
+@dataclass
+class AttemptResult:
+    candidates: list[Candidate]
+    winner: Candidate | None = None  # fixed or improved; in place: already kept in the tree
+    proposed: bool = False  # in place: the validator stored a proposal
+    out_of_time: bool = False  # the cycle's deadline stopped it (autod.candidates.clock)
+
+    def drawn(self, outcome: str) -> list[Candidate]:
+        return [c for c in self.candidates if c.outcome == outcome]
+
+    def summary(self) -> str:
+        counts: dict[str, int] = {}
+        for c in self.candidates:
+            counts[c.outcome] = counts.get(c.outcome, 0) + 1
+        return ", ".join(f"{k} {v}" for k, v in counts.items()) or "none drawn"
