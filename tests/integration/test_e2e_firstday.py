@@ -1,0 +1,100 @@
+"""A new operator's first day through the real CLI and `autod run`: typos are errors, a bad file on disk
+does not lock the operator out, `run --once` with nothing to run says so, and Ctrl-C exits as documented."""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+
+import pytest
+from daemon import Autod, base_config, run_cli, write_config
+
+pytestmark = pytest.mark.slow
+
+
+def config_file(tmp_path: Path, repo: Path, **overrides: object) -> Path:
+    cfg = base_config(repo, **overrides)
+    cfg["state_dir"] = str(tmp_path / "state")
+    return write_config(tmp_path / "autod.yaml", cfg)
+
+
+@pytest.mark.parametrize(
+    ("variable", "says"),
+    [
+        ("AUTOD_LIMTS__MAX_CYCLES_PER_HOUR",
+         "environment variable AUTOD_LIMTS__MAX_CYCLES_PER_HOUR: limts: unknown section (did you mean AUTOD_LIMITS__"),
+        ("AUTOD_LIMITS_MAX_CYCLES_PER_HOUR",
+         "environment variable AUTOD_LIMITS_MAX_CYCLES_PER_HOUR: sets nothing (a section and its key are joined by"
+         " two underscores: AUTOD_LIMITS__MAX_CYCLES_PER_HOUR)"),
+    ],
+)
+def test_a_misspelt_environment_override_is_an_error_naming_the_variable(tmp_path, calc_repo, variable, says):
+    config = config_file(tmp_path, calc_repo)
+    for cmd in (("config", "check"), ("run", "--once")):
+        out = run_cli(*cmd, "-c", str(config), env={variable: "3"})
+        assert out.returncode == 78, out.stderr
+        assert says in out.stderr, out.stderr
+    # an AUTOD_ name that is no override at all (a test knob, the instance name) is not refused
+    out = run_cli("config", "check", "-c", str(config), env={"AUTOD_SOAK_FULL": "1", "AUTOD_INSTANCE": "x"})
+    assert out.returncode == 0, out.stderr
+
+
+def test_a_key_given_twice_and_an_indentation_slip_name_the_file_and_line_in_plain_words(tmp_path, calc_repo):
+    config = config_file(tmp_path, calc_repo)
+    good = config.read_text()
+    config.write_text(good.replace("  min_interval_s: 0\n", "  min_interval_s: 0\n  min_interval_s: 5\n"))
+    line = config.read_text().splitlines().index("  min_interval_s: 5") + 1
+    out = run_cli("config", "check", "-c", str(config))
+    assert out.returncode == 78
+    assert f"{config}:{line}: limits.min_interval_s: given twice (first on line {line - 1})" in out.stderr, out.stderr
+
+    config.write_text(good.replace("  min_interval_s: 0\n", "  min_interval_s: 0\n max_retries: 1\n"))
+    out = run_cli("config", "check", "-c", str(config))
+    assert out.returncode == 78
+    assert f"{config}:{line}: YAML syntax error: the indentation does not line up" in out.stderr, out.stderr
+    assert "<block" not in out.stderr  # not PyYAML's parser states
+
+
+def test_a_valid_config_check_is_a_short_summary_and_rules_lists_the_globs(tmp_path, calc_repo):
+    config = config_file(tmp_path, calc_repo)
+    out = run_cli("config", "check", "-c", str(config))
+    assert out.returncode == 0, out.stderr
+    assert f"{config}: ok (workspace {calc_repo}" in out.stdout
+    assert len(out.stdout.splitlines()) <= 4 and "**/conftest.py" not in out.stdout, out.stdout
+    out = run_cli("config", "check", "--rules", "-c", str(config))
+    assert out.returncode == 0 and "judges (auto-debug" in out.stdout and "**/conftest.py" in out.stdout
+
+
+def test_run_once_without_a_config_says_it_has_no_checks_to_run(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    out = run_cli("run", "--once", cwd=empty, env={"AUTOD_CONFIG": ""})
+    assert out.returncode == 2, out.stderr
+    assert "no config file found; the defaults have no checks: nothing would be run or verified" in out.stderr
+    assert not (empty / ".autod").exists()  # it did not start a daemon that does nothing
+
+
+def test_a_refused_reload_leaves_status_and_pause_working_with_a_warning(tmp_path, calc_repo):
+    config = config_file(tmp_path, calc_repo)
+    d = Autod(config, log_file=tmp_path / "state" / "logs" / "autod.jsonl").start()
+    try:
+        d.wait_for(lambda recs: [r for r in recs if r.get("event") == "daemon.started"], 60, "start")
+        good = config.read_text()
+        config.write_text(good.replace("  min_interval_s: 0\n", "  min_interval_s: 0\n max_retries: 1\n"))
+        d.signal(signal.SIGHUP)
+        d.wait_for(lambda recs: [r for r in recs if r.get("event") == "config.reload_refused"], 30, "refused")
+
+        out = run_cli("status", "--json", "-c", str(config))
+        assert out.returncode == 0, out.stderr
+        assert json.loads(out.stdout).get("running") is not False, out.stdout  # the daemon answered
+        assert "warning: the config file on disk is invalid" in out.stderr and "YAML syntax error" in out.stderr
+        out = run_cli("pause", "-c", str(config))
+        assert out.returncode == 0 and out.stdout.strip() == "paused", out.stdout + out.stderr
+        assert json.loads(run_cli("status", "--json", "-c", str(config)).stdout)["paused"] is True
+        assert run_cli("resume", "-c", str(config)).returncode == 0
+        # Ctrl-C stops `autod run` as SIGTERM does: the cycle in flight is rolled back, exit 0
+        d.signal(signal.SIGINT)
+        assert d.stop() == 0
+    finally:
+        d.kill()
