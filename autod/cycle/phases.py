@@ -262,7 +262,8 @@ class Cycle:
         last = (fp or {}).get("last_attempt")
         if not last:
             return None
-        return Attempt(last.get("summary", ""), last.get("diff", ""), last.get("output", ""))
+        summary, diff, output = last.get("summary", ""), last.get("diff", ""), last.get("output", "")
+        return Attempt(summary, diff, output, earlier_cycle=True)
 
     async def act(self, plan: Plan, *, hold: str = "") -> Verification | None:
         """Apply under every act rule, verify, keep or roll back. None: stored as a proposal (also

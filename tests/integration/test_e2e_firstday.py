@@ -6,15 +6,18 @@ from __future__ import annotations
 import json
 import signal
 from pathlib import Path
+from typing import Any
 
 import pytest
-from daemon import Autod, base_config, run_cli, write_config
+from daemon import PYTHON, Autod, base_config, git, run_cli, write_config
 
 pytestmark = pytest.mark.slow
 
 
-def config_file(tmp_path: Path, repo: Path, **overrides: object) -> Path:
-    cfg = base_config(repo, **overrides)
+def config_file(tmp_path: Path, repo: Path, *, checks: dict[str, Any] | None = None, **more: Any) -> Path:
+    cfg = base_config(repo, **more)
+    if checks is not None:
+        cfg["checks"] = checks
     cfg["state_dir"] = str(tmp_path / "state")
     return write_config(tmp_path / "autod.yaml", cfg)
 
@@ -23,10 +26,11 @@ def config_file(tmp_path: Path, repo: Path, **overrides: object) -> Path:
     ("variable", "says"),
     [
         ("AUTOD_LIMTS__MAX_CYCLES_PER_HOUR",
-         "environment variable AUTOD_LIMTS__MAX_CYCLES_PER_HOUR: limts: unknown section (did you mean AUTOD_LIMITS__"),
+         "environment variable AUTOD_LIMTS__MAX_CYCLES_PER_HOUR: limts: unknown section"
+         " (did you mean AUTOD_LIMITS__"),
         ("AUTOD_LIMITS_MAX_CYCLES_PER_HOUR",
-         "environment variable AUTOD_LIMITS_MAX_CYCLES_PER_HOUR: sets nothing (a section and its key are joined by"
-         " two underscores: AUTOD_LIMITS__MAX_CYCLES_PER_HOUR)"),
+         "environment variable AUTOD_LIMITS_MAX_CYCLES_PER_HOUR: sets nothing (a section and its key are"
+         " joined by two underscores: AUTOD_LIMITS__MAX_CYCLES_PER_HOUR)"),
     ],
 )
 def test_a_misspelt_environment_override_is_an_error_naming_the_variable(tmp_path, calc_repo, variable, says):
@@ -47,7 +51,8 @@ def test_a_key_given_twice_and_an_indentation_slip_name_the_file_and_line_in_pla
     line = config.read_text().splitlines().index("  min_interval_s: 5") + 1
     out = run_cli("config", "check", "-c", str(config))
     assert out.returncode == 78
-    assert f"{config}:{line}: limits.min_interval_s: given twice (first on line {line - 1})" in out.stderr, out.stderr
+    said = f"{config}:{line}: limits.min_interval_s: given twice (first on line {line - 1})"
+    assert said in out.stderr, out.stderr
 
     config.write_text(good.replace("  min_interval_s: 0\n", "  min_interval_s: 0\n max_retries: 1\n"))
     out = run_cli("config", "check", "-c", str(config))
@@ -88,7 +93,8 @@ def test_a_refused_reload_leaves_status_and_pause_working_with_a_warning(tmp_pat
         out = run_cli("status", "--json", "-c", str(config))
         assert out.returncode == 0, out.stderr
         assert json.loads(out.stdout).get("running") is not False, out.stdout  # the daemon answered
-        assert "warning: the config file on disk is invalid" in out.stderr and "YAML syntax error" in out.stderr
+        assert "warning: the config file on disk is invalid" in out.stderr, out.stderr
+        assert "YAML syntax error" in out.stderr
         out = run_cli("pause", "-c", str(config))
         assert out.returncode == 0 and out.stdout.strip() == "paused", out.stdout + out.stderr
         assert json.loads(run_cli("status", "--json", "-c", str(config)).stdout)["paused"] is True
@@ -98,3 +104,46 @@ def test_a_refused_reload_leaves_status_and_pause_working_with_a_warning(tmp_pat
         assert d.stop() == 0
     finally:
         d.kill()
+
+
+# The value check: fails while src/mod.py says "bad"; the first time it sees the fix it fails too
+# (an environment that was not ready), from then on the fix passes. The fixer writes "ok".
+VALUE_CHECK = """
+import pathlib, sys
+if "bad" in pathlib.Path("src/mod.py").read_text():
+    print("src/mod.py:1: VALUE is bad")
+    sys.exit(1)
+seen = pathlib.Path(sys.argv[1])
+runs = int(seen.read_text()) + 1 if seen.exists() else 1
+seen.write_text(str(runs))
+if runs == 1:
+    print("the environment is not ready yet")
+    sys.exit(1)
+"""
+VALUE_FIX = "import pathlib; p = pathlib.Path('src/mod.py'); p.write_text(p.read_text().replace('bad', 'ok'))"
+
+
+def test_a_fixer_change_rolled_back_once_is_tried_again_by_the_next_cycle_and_kept(tmp_path, calc_repo):
+    (calc_repo / "src" / "mod.py").write_text("VALUE = 'bad'\n")
+    git(calc_repo, "add", "-A")
+    git(calc_repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm", "mod")
+    (tmp_path / "check_value.py").write_text(VALUE_CHECK)
+    checks = {
+        "value": {"run": f"{PYTHON} {tmp_path / 'check_value.py'} {tmp_path / 'runs'}", "when": ["start"],
+                  "sandbox": "off"},
+        "value-fix": {"run": f'{PYTHON} -c "{VALUE_FIX}"', "fixer": True, "sandbox": "off"},
+    }
+    config = config_file(
+        tmp_path, calc_repo, checks=checks,
+        modes={"auto-debug": {"enabled": True, "max_attempts_per_cycle": 1}},
+        limits={"min_interval_s": 0, "retry_base_s": 1, "retry_max_s": 2},
+    )
+    d = Autod(config, log_file=tmp_path / "state" / "logs" / "autod.jsonl").start()
+    try:
+        first, second = d.wait_reflections(2, timeout=120)[:2]
+        assert first["status"] == "rolled_back", first
+        assert second["status"] == "fixed" and [e["path"] for e in second["edits"]] == ["src/mod.py"], second
+        assert (calc_repo / "src" / "mod.py").read_text() == "VALUE = 'ok'\n"
+        assert not any("nothing useful" in json.dumps(r) for r in d.records())
+    finally:
+        assert d.stop() == 0
