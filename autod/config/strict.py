@@ -20,8 +20,12 @@ _MAX_NODES = 100_000  # far above any real config; stops alias bombs before vali
 def _duplicate_key(root: yaml.Node | None) -> tuple[int, str] | None:
     """The line and message of the first key a mapping gives twice (YAML would keep the last silently)."""
     stack: list[tuple[yaml.Node, str]] = [(root, "")] if root is not None else []
+    walked: set[int] = set()  # an alias is the same node again: each is looked at once (no loop, no bomb)
     while stack:
         node, where = stack.pop()
+        if id(node) in walked:
+            continue
+        walked.add(id(node))
         if isinstance(node, yaml.MappingNode):
             seen: dict[str, int] = {}
             for key_node, value in node.value:
