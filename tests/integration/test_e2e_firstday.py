@@ -4,7 +4,9 @@ does not lock the operator out, `run --once` with nothing to run says so, and Ct
 from __future__ import annotations
 
 import json
+import shutil
 import signal
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -147,3 +149,31 @@ def test_a_fixer_change_rolled_back_once_is_tried_again_by_the_next_cycle_and_ke
         assert not any("nothing useful" in json.dumps(r) for r in d.records())
     finally:
         assert d.stop() == 0
+
+
+def fresh_clone(dest: Path) -> Path:
+    """A clone of this checkout's HEAD with the working tree's tests/ and config/ laid over it."""
+    root = Path(__file__).resolve().parents[2]
+    subprocess.run(["git", "clone", "-q", "--no-hardlinks", str(root), str(dest)], check=True, timeout=120)
+    for part in ("tests", "config"):
+        shutil.copytree(root / part, dest / part, dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache"))
+    return dest
+
+
+def test_the_shipped_config_tests_pass_in_the_sandbox_that_hides_the_shipped_config(tmp_path):
+    clone = fresh_clone(tmp_path / "autod")
+    tests = "tests/unit/test_config.py tests/unit/test_config_fuzz.py"
+    run = f"{PYTHON} -m pytest -q -n 0 -p no:cacheprovider {tests}"
+    cfg = {
+        "workspace": str(clone), "state_dir": str(tmp_path / "state"),
+        "modes": {"auto-debug": {"enabled": False}},
+        "checks": {"sandbox": "bwrap", "config-tests": {"run": run, "timeout_s": 240, "when": ["start"]}},
+    }
+    config = write_config(tmp_path / "autod.yaml", cfg)
+    # run from the clone, as the README does: its config/autod.yaml is one of autod's own files there
+    out = run_cli("run", "--once", "-c", str(config), cwd=clone, timeout=300)
+    log = (tmp_path / "state" / "logs" / "autod.jsonl").read_text()
+    ran = [json.loads(line) for line in log.splitlines() if '"check.ran"' in line]
+    assert out.returncode == 0, (out.stderr[-2000:], [r.get("output", "")[-1500:] for r in ran])
+    assert ran and all(r["exit_code"] == 0 for r in ran)
