@@ -177,3 +177,23 @@ def test_the_shipped_config_tests_pass_in_the_sandbox_that_hides_the_shipped_con
     ran = [json.loads(line) for line in log.splitlines() if '"check.ran"' in line]
     assert out.returncode == 0, (out.stderr[-2000:], [r.get("output", "")[-1500:] for r in ran])
     assert ran and all(r["exit_code"] == 0 for r in ran)
+
+
+def test_a_busy_llm_server_is_said_to_be_busy_not_unreachable(tmp_path, calc_repo, scripted_llm):
+    scripted_llm.behave(single_slot=True)
+    config = config_file(tmp_path, calc_repo, checks={},
+                         llm={"base_url": scripted_llm.base_url, "probe_timeout_s": 1})
+    scripted_llm._slot.acquire()  # a completion for someone else holds the server's one slot
+    try:
+        out = run_cli("config", "check", "-c", str(config))
+        assert out.returncode == 0, out.stderr
+        assert "is busy (connected, but no answer within 1s)" in out.stderr, out.stderr
+        assert "does not answer" not in out.stderr
+        d = Autod(config, log_file=tmp_path / "state" / "logs" / "autod.jsonl").start()
+        try:
+            d.wait_for(lambda recs: [r for r in recs if r.get("event") == "llm.busy"], 60, "llm.busy")
+            assert not [r for r in d.records() if r.get("event") == "llm.unreachable"]
+        finally:
+            assert d.stop() == 0
+    finally:
+        scripted_llm._slot.release()
