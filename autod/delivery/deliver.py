@@ -153,6 +153,9 @@ class Delivery(Inventory, TakeBack):
         ws, cfg = self.workspace, self.settings.delivery
         row = self.ledger.get(facts.key)
         mine = row if row is not None and row.kind == "branch" else None
+        twin = None if mine else self._open_branch_with(commit)
+        if twin is not None:  # one fix, one branch: the same change from another event (a manual trigger)
+            return self._already_on(twin, facts, fix)
         name = (
             mine.name
             if mine
@@ -212,6 +215,40 @@ class Delivery(Inventory, TakeBack):
         }
         if cfg.push:
             out["push"] = self._push(facts.key, name, commit, mine.pushed if mine else None)
+            if not out["push"]["ok"]:
+                out["problem"] = out["push"]["reason"]
+        return out
+
+    def _open_branch_with(self, commit: str) -> Row | None:
+        """An open autod branch, as autod left it, whose tip makes the same change as `commit` on the
+        same parent: the fix is there already, under another event's key."""
+        for row in self.ledger.rows((OPEN,)):
+            if row.kind != "branch" or not row.commit_id:
+                continue
+            if g.rev(self.workspace, f"refs/heads/{row.name}") != row.commit_id:
+                continue  # moved by someone since: not autod's to speak for
+            if _same_change(self.workspace, row.commit_id, commit):
+                return row
+        return None
+
+    def _already_on(self, twin: Row, facts: Facts, fix: OnHead) -> dict[str, Any]:
+        assert twin.commit_id is not None
+        now = time.time()
+        self.ledger.record_cycle(
+            CycleDelivery(facts.cycle_id, twin.key, "branch", twin.name, twin.commit_id, fix.base,
+                          sorted(fix.files), None, now, None)
+        )
+        out: dict[str, Any] = {
+            "kind": "branch",
+            "outcome": "delivered",
+            "branch": twin.name,
+            "commit": twin.commit_id,
+            "base": fix.base,
+            "reapplied": fix.reapplied,
+            "same_as": twin.cycle_id,  # the cycle that delivered this very change first
+        }
+        if self.settings.delivery.push:
+            out["push"] = self._push(twin.key, twin.name, twin.commit_id, twin.pushed)
             if not out["push"]["ok"]:
                 out["problem"] = out["push"]["reason"]
         return out

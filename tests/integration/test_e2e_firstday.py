@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from daemon import PYTHON, Autod, base_config, git, run_cli, write_config
+from daemon import FIX_PLAN, PYTHON, Autod, base_config, git, run_cli, write_config
 
 pytestmark = pytest.mark.slow
 
@@ -197,3 +197,31 @@ def test_a_busy_llm_server_is_said_to_be_busy_not_unreachable(tmp_path, calc_rep
             assert d.stop() == 0
     finally:
         scripted_llm._slot.release()
+
+
+def test_the_same_fix_from_a_manual_trigger_goes_to_the_one_branch_already_open(
+    tmp_path, calc_repo, scripted_llm, real_bwrap
+):
+    scripted_llm.push_plan(FIX_PLAN)
+    scripted_llm.push_plan(FIX_PLAN)
+    config = config_file(
+        tmp_path, calc_repo, llm={"base_url": scripted_llm.base_url},
+        modes={"auto-debug": {"enabled": True, "delivery": "branch"}, "auto-plan": {"enabled": False}},
+        delivery={"max_open": 5},
+    )
+    d = Autod(config, log_file=tmp_path / "state" / "logs" / "autod.jsonl").start()
+    try:
+        (first,) = d.wait_reflections(1)
+        assert first["status"] == "fixed" and first["delivery"]["outcome"] == "delivered", first
+        out = run_cli("trigger", "auto-debug", "--message", "add must add, not subtract", "-c", str(config))
+        assert out.returncode == 0, out.stderr
+        second = d.wait_reflections(2)[1]
+        assert second["status"] == "fixed", second
+        assert second["delivery"]["branch"] == first["delivery"]["branch"], second["delivery"]
+        assert second["delivery"]["commit"] == first["delivery"]["commit"]
+        branches = git(calc_repo, "for-each-ref", "--format=%(refname:short)", "refs/heads/autod/").split()
+        assert branches == [first["delivery"]["branch"]], branches
+        status = json.loads(run_cli("status", "--json", "-c", str(config)).stdout)
+        assert status["delivery"]["open"] == 1, status["delivery"]
+    finally:
+        assert d.stop() == 0
