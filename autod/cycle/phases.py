@@ -45,6 +45,7 @@ from autod.planner import Planner
 from autod.runtime.checkbook import unjournaled
 from autod.runtime.limits import CircuitBreaker, Gate
 from autod.stores.state import day_key
+from autod.undo.remembered import undone_hold
 
 if TYPE_CHECKING:
     from autod.isolation import Isolation
@@ -269,6 +270,7 @@ class Cycle:
         """Apply under every act rule, verify, keep or roll back. None: stored as a proposal (also
         when `hold` says why this plan needs a person's yes)."""
         changes, self.last_diff = await self.prepare(plan)
+        hold = hold or await asyncio.to_thread(undone_hold, self.settings.state_path, self.last_diff)
         judged = requires_approval(self.settings, self.mode.name, changes)  # allowed judge edits
         confirm = self.settings.mode_requires_confirmation(self.mode.name)
         if self.approved is None and (judged or hold or confirm):

@@ -225,3 +225,32 @@ def test_the_same_fix_from_a_manual_trigger_goes_to_the_one_branch_already_open(
         assert status["delivery"]["open"] == 1, status["delivery"]
     finally:
         assert d.stop() == 0
+
+
+def test_an_undone_fix_is_not_made_again_without_the_operators_yes(tmp_path, calc_repo, scripted_llm):
+    scripted_llm.push_plan(FIX_PLAN)
+    scripted_llm.push_plan(FIX_PLAN)  # the same fix, offered again by a later cycle
+    config = config_file(tmp_path, calc_repo, llm={"base_url": scripted_llm.base_url})
+    calc = calc_repo / "src" / "calc.py"
+    d = Autod(config, log_file=tmp_path / "state" / "logs" / "autod.jsonl").start()
+    try:
+        (first,) = d.wait_reflections(1)
+        assert first["status"] == "fixed" and "a + b" in calc.read_text(), first
+        out = run_cli("undo", first["cycle_id"], "--reason", "not this way", "-c", str(config))
+        assert out.returncode == 0, out.stderr
+        assert "a - b" in calc.read_text()
+        out = run_cli("trigger", "auto-debug", "--message", "add is wrong", "-c", str(config))
+        assert out.returncode == 0, out.stderr
+        later = d.wait_for(
+            lambda recs: [r for r in recs if r.get("phase") == "reflect"
+                          and r.get("status") in ("pending_approval", "fixed")][1:],
+            90, "the next cycle",
+        )[0]
+        assert later["status"] == "pending_approval", later
+        assert "re-applies the change taken back by `autod undo`" in later["reason"], later["reason"]
+        assert first["cycle_id"] in later["reason"]
+        assert "a - b" in calc.read_text()  # not written again
+        proposals = json.loads(run_cli("proposals", "--json", "-c", str(config)).stdout)
+        assert len(proposals) == 1, proposals
+    finally:
+        assert d.stop() == 0
