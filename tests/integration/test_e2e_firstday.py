@@ -254,3 +254,23 @@ def test_an_undone_fix_is_not_made_again_without_the_operators_yes(tmp_path, cal
         assert len(proposals) == 1, proposals
     finally:
         assert d.stop() == 0
+
+
+def test_quarantine_clear_runs_the_still_failing_check_so_the_failure_is_worked_on_again(tmp_path, calc_repo):
+    cfg = base_config(calc_repo, limits={"min_interval_s": 0, "max_attempts_per_fingerprint": 1})
+    # a fixer that fixes nothing: each cycle is an attempt that changed nothing
+    cfg["checks"]["noop-fix"] = {"run": f'{PYTHON} -c "pass"', "fixer": True}
+    config = config_file(tmp_path, calc_repo, checks=cfg["checks"], limits=cfg["limits"])
+    d = Autod(config, log_file=tmp_path / "state" / "logs" / "autod.jsonl").start()
+    try:
+        (first,) = d.wait_reflections(1)
+        quarantined = d.wait_for(
+            lambda _: json.loads(run_cli("quarantine", "--json", "-c", str(config)).stdout), 30, "quarantine"
+        )
+        assert [q["check_name"] for q in quarantined] == ["tests"], quarantined
+        out = run_cli("quarantine", "clear", "--all", "-c", str(config))
+        assert out.returncode == 0 and "running tests now" in out.stdout, out.stdout + out.stderr
+        second = d.wait_reflections(2, timeout=90)[1]  # no save, no trigger: the clear alone
+        assert second["cycle_id"] != first["cycle_id"] and second["summary"] == first["summary"], second
+    finally:
+        assert d.stop() == 0
