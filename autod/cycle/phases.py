@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from autod import logs, tally
+from autod.act.describe import describe_fix, made_pass
 from autod.act.edits import FileChange, prepare, unified_diff
 from autod.act.journal import Journal
 from autod.act.judges import requires_approval
@@ -296,6 +297,7 @@ class Cycle:
             if verification.status in ("fixed", "improved", "no_change"):
                 await asyncio.to_thread(journal.keep)
                 kept = True
+                self.r.fix = describe_fix(changes, made_pass(self.event.payload, verification.status))
                 for hook in self.deps.extra_after_keep:
                     await hook(self, changes)
             return verification

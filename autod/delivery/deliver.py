@@ -15,13 +15,14 @@ import asyncio
 import contextlib
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from autod.act import atomic
+from autod.act.describe import describe_fix, made_pass
 from autod.act.edits import FileChange
 from autod.delivery import plumbing as g
 from autod.delivery.inventory import Inventory
@@ -64,6 +65,7 @@ class Facts:
     summary: str
     excerpt: str
     plan_summary: str
+    described: str = ""  # the fix read from its diff (autod.act.describe)
 
     @property
     def key(self) -> str:
@@ -100,6 +102,8 @@ class Delivery(Inventory, TakeBack):
         if verification.status not in DELIVERED:
             r.delivery = {"kind": kind, "outcome": "not_delivered", "reason": "the fix did not hold on HEAD"}
             return verification
+        r.fix = describe_fix(changes, made_pass(event.payload, verification.status))
+        facts = replace(facts, described=r.fix)
         try:
             out = await asyncio.to_thread(self._deliver, kind, facts, fix, verification)
         except (g.GitError, OSError, subprocess.TimeoutExpired) as exc:
@@ -130,6 +134,7 @@ class Delivery(Inventory, TakeBack):
     def _deliver(self, kind: str, facts: Facts, fix: OnHead, v: Verification) -> dict[str, Any]:
         message = commit_message(
             mode=facts.mode,
+            described=facts.described,
             plan_summary=facts.plan_summary,
             event_summary=facts.summary,
             excerpt=facts.excerpt,

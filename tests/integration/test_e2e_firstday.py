@@ -202,7 +202,8 @@ def test_a_busy_llm_server_is_said_to_be_busy_not_unreachable(tmp_path, calc_rep
 def test_the_same_fix_from_a_manual_trigger_goes_to_the_one_branch_already_open(
     tmp_path, calc_repo, scripted_llm, real_bwrap
 ):
-    scripted_llm.push_plan(FIX_PLAN)
+    # the right diff in the wrong words, then the same diff again
+    scripted_llm.push_plan({**FIX_PLAN, "summary": "tidy the multiplication helper"})
     scripted_llm.push_plan(FIX_PLAN)
     config = config_file(
         tmp_path, calc_repo, llm={"base_url": scripted_llm.base_url},
@@ -213,6 +214,11 @@ def test_the_same_fix_from_a_manual_trigger_goes_to_the_one_branch_already_open(
     try:
         (first,) = d.wait_reflections(1)
         assert first["status"] == "fixed" and first["delivery"]["outcome"] == "delivered", first
+        # the commit says what the diff did; the model's prose is kept, marked as its own words
+        assert first["fix"] == "rewrites add() in src/calc.py; makes tests/test_calc.py::test_add pass"
+        message = git(calc_repo, "log", "-1", "--format=%B", first["delivery"]["branch"])
+        assert message.startswith("autod(auto-debug): rewrites add() in src/calc.py; makes"), message
+        assert "its own words, not checked against the diff):\n    tidy the multiplication helper" in message
         out = run_cli("trigger", "auto-debug", "--message", "add must add, not subtract", "-c", str(config))
         assert out.returncode == 0, out.stderr
         second = d.wait_reflections(2)[1]
