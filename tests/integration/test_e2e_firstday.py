@@ -280,3 +280,16 @@ def test_quarantine_clear_runs_the_still_failing_check_so_the_failure_is_worked_
         assert second["cycle_id"] != first["cycle_id"] and second["summary"] == first["summary"], second
     finally:
         assert d.stop() == 0
+
+
+def test_a_daemon_with_no_checks_says_at_start_that_nothing_will_be_checked(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    cfg = {"workspace": str(empty), "state_dir": str(tmp_path / "state")}
+    log = tmp_path / "state" / "logs" / "autod.jsonl"
+    d = Autod(write_config(tmp_path / "autod.yaml", cfg), log_file=log).start()
+    try:
+        said = d.wait_for(lambda recs: [r for r in recs if r.get("event") == "daemon.no_checks"], 60, "it")
+        assert said[0]["level"] == "warning" and "no failure will come" in said[0]["detail"], said
+    finally:
+        assert d.stop() == 0
