@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from autod.cli.view import Progress
-from autod.config.settings import Settings, load_config
+from autod.config.settings import ConfigError, Settings, load_config
 from autod.safety import termsafe
 
 
@@ -24,6 +24,25 @@ def _die(msg: str, code: int) -> int:
 
 def _settings(args: argparse.Namespace) -> Settings:
     return load_config(args.config)
+
+
+def _operator_settings(args: argparse.Namespace) -> Settings:
+    """The config for status, pause and resume: a file that no longer validates (a refused reload) is a
+    warning, not a lock-out; the daemon's state dir is found from the file's workspace and state_dir."""
+    try:
+        return load_config(args.config)
+    except ConfigError as exc:
+        from autod.config.fallback import state_only
+
+        settings = state_only(args.config)
+        if settings is None:
+            raise
+        _out(
+            f"autod: warning: the config file on disk is invalid: {exc}; a running daemon keeps the config"
+            " it loaded last (fix the file before it restarts)",
+            file=sys.stderr,
+        )
+        return settings
 
 
 def _emit(data: Any) -> None:

@@ -12,7 +12,7 @@ os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 
 from autod import __version__
-from autod.cli.common import _ask, _die, _emit, _offline, _out, _settings, _warnings
+from autod.cli.common import _ask, _die, _emit, _offline, _operator_settings, _out, _settings, _warnings
 from autod.cli.reading import (
     FOLLOW_LINES,
     READ_LINES,
@@ -49,6 +49,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     from autod.threads import STOP_JOIN_S, exit_now, run_bounded
 
     settings = _settings(args)
+    if args.once and not any(not c.fixer for c in settings.checks.values()):
+        cfg = settings.config_file
+        where = f"{cfg} configures" if cfg else "no config file found; the defaults have"
+        return _die(f"run --once: {where} no checks: nothing would be run or verified (add `checks:`)", 2)
     if args.max_minutes is not None:
         if not args.once:
             return _die("--max-minutes bounds the cycles of `autod run --once`; a daemon takes "
@@ -101,14 +105,24 @@ def cmd_config_check(args: argparse.Namespace) -> int:
     _out(sandbox.describe(st))
     from autod.act.judges import rule_lines
 
-    for line in rule_lines(settings):  # the effective deny, no-write, allow and judge lists
-        _out(line)
+    lines = rule_lines(settings)  # the effective deny, no-write, allow and judge lists
+    if getattr(args, "rules", False):
+        for line in lines:
+            _out(line)
+    else:
+        _out("file rules: built-in" + (" plus limits.*_globs" if _own_globs(settings) else "")
+             + " (`autod config check --rules` lists what is never read, edited or judged)")
     _warnings(settings)
     from autod.runtime.outage import unreachable_now
 
     if said := unreachable_now(settings):  # a warning: the config is valid all the same
         _out(f"autod: warning: {said}", file=sys.stderr)
     return 0
+
+
+def _own_globs(settings: Any) -> bool:
+    lim = settings.limits
+    return bool(lim.deny_globs or lim.no_write_globs or lim.allow_globs)
 
 
 def _daemon_call(args: argparse.Namespace, cmd: str, label: str | None = None, **kw: Any) -> int:
@@ -153,7 +167,7 @@ def cmd_reject(args: argparse.Namespace) -> int:
 def _set_pause(args: argparse.Namespace, paused: bool) -> int:
     from autod.control.socket import DaemonDown
 
-    settings = _settings(args)
+    settings = _operator_settings(args)
     try:
         resp = _ask(settings, "pause" if paused else "resume")
         _out("paused" if resp.get("paused") else "resumed")
@@ -220,6 +234,8 @@ def build_parser() -> argparse.ArgumentParser:
     cfg = sub.add_parser("config", help="config commands")
     cs = cfg.add_subparsers(dest="config_cmd", required=True, metavar="SUBCOMMAND", help="config command")
     chk = cs.add_parser("check", parents=[common], help="validate the config: exit 0, or 78 naming the field")
+    chk.add_argument("--rules", action="store_true",
+                     help="also print the effective never-read, deny, no-write, allow and judge lists")
     chk.set_defaults(fn=cmd_config_check)
     s = add("status", cmd_status, "daemon state, queue, counters, last cycles")
     s.add_argument("--json", action="store_true", help=JSON_HELP)

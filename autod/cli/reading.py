@@ -8,7 +8,7 @@ import asyncio
 import sys
 from typing import Any
 
-from autod.cli.common import _ask, _die, _emit, _offline, _out, _settings, _warnings
+from autod.cli.common import _ask, _die, _emit, _offline, _operator_settings, _out, _settings, _warnings
 from autod.cli.view import ago, quarantine_lines, status_lines
 from autod.config.settings import Settings
 from autod.safety import termsafe
@@ -21,7 +21,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     from autod.control.commands import offline_status
     from autod.control.socket import DaemonDown
 
-    settings = _settings(args)
+    settings = _operator_settings(args)
     try:
         data = _ask(settings, "status", ping=True, timeout=30)
     except DaemonDown:

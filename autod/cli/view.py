@@ -192,7 +192,10 @@ def retry_lines(rows: list[dict[str, Any]]) -> list[str]:
 
 def quarantine_lines(resp: dict[str, Any], clear: bool) -> list[str]:
     if clear:
-        return [f"cleared {fp}" for fp in resp.get("cleared") or []] or ["nothing was quarantined"]
+        lines = [f"cleared {fp}" for fp in resp.get("cleared") or []] or ["nothing was quarantined"]
+        rechecking = resp.get("rechecking") or []
+        return lines + ([f"running {', '.join(rechecking)} now: a failure it still has is worked on again"]
+                        if rechecking else [])
     rows = resp.get("quarantined") or []
     if not rows:
         return ["nothing is quarantined"]

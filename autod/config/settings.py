@@ -11,7 +11,6 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import (
     AliasPath,
     BaseModel,
@@ -61,6 +60,7 @@ from autod.config.outputs import (
     NotifyConfig,
     UndoConfig,
 )
+from autod.config.strict import misspelt_variables, read_yaml
 
 __all__ = [
     "CREDENTIAL_NAME",
@@ -314,45 +314,11 @@ def find_config(explicit: str | os.PathLike[str] | None) -> Path | None:
     return None
 
 
-def _read_yaml(path: Path) -> dict[str, Any]:
+def _read_yaml(path: Path) -> tuple[dict[str, Any], str]:
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: config file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read config: {type(exc).__name__}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
-        problem = getattr(exc, "problem", None) or "invalid YAML"
-        raise ConfigError(f"{where}: YAML syntax error: {problem}") from None
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}:1: the config must be a mapping of keys to values")
-    _check_aliases(path, data)
-    return data
-
-
-_MAX_NODES = 100_000  # far above any real config; stops alias bombs before validation walks them
-
-
-def _check_aliases(path: Path, data: Any) -> None:
-    """Refuse an anchor used inside itself (endless recursion) or aliases that expand without bound."""
-    seen = 0
-    stack: list[tuple[Any, set[int]]] = [(data, set())]
-    while stack:
-        node, above = stack.pop()
-        seen += 1
-        if seen > _MAX_NODES:
-            raise ConfigError(f"{path}: YAML aliases expand to over {_MAX_NODES} values")
-        if isinstance(node, dict | list):
-            if id(node) in above:
-                raise ConfigError(f"{path}: a YAML anchor is used inside itself (recursive alias)")
-            children = node.values() if isinstance(node, dict) else node
-            stack.extend((child, above | {id(node)}) for child in children)
+        return read_yaml(path)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def load_config(
@@ -365,13 +331,16 @@ def load_config(
     data: dict[str, Any] = {}
     text = ""
     if cfg_path is not None:
-        data = _read_yaml(cfg_path)
-        text = cfg_path.read_text(encoding="utf-8")
+        data, text = _read_yaml(cfg_path)
         _only_listed_modes(data)
     if overrides:
         data = {**data, **overrides}
     if "workspace" not in data and not os.environ.get("AUTOD_WORKSPACE") and cfg_path is None:
         data["workspace"] = "."  # no config file at all: the current directory, all defaults
+
+    misspelt = misspelt_variables(Settings.model_fields)
+    if misspelt:
+        raise ConfigError("; ".join(misspelt))
 
     class _Loaded(Settings):
         @classmethod

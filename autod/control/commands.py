@@ -66,6 +66,8 @@ class DaemonView(Protocol):
 
     async def accept(self, event: Event) -> None: ...
 
+    async def probe_check(self, name: str) -> None: ...
+
 MODES = ("auto-debug", "auto-doc", "auto-plan")
 
 
@@ -128,6 +130,7 @@ def _proposal_row(p: dict[str, Any]) -> dict[str, Any]:
 class Commands:
     def __init__(self, daemon: DaemonView) -> None:
         self.d = daemon
+        self._rechecks: set[asyncio.Task[None]] = set()  # held until done (the loop keeps weak refs)
 
     async def handle(self, req: dict[str, Any]) -> dict[str, Any]:
         cmd = req["cmd"]
@@ -311,11 +314,22 @@ class Commands:
 
     async def cmd_quarantine_clear(self, req: dict[str, Any]) -> dict[str, Any]:
         fp = req.get("fingerprint")
+        rows = await self.d.state.call(self.d.state.quarantined)
+        held = {r["fingerprint"]: r.get("check_name") for r in rows}
         resp = await self.d.state.call(
             quarantine_clear, self.d.state, str(fp) if fp else None, bool(req.get("all"))
         )
         for one in resp.get("cleared") or []:
             log.info("quarantine.cleared", fingerprint=one, by="operator")
+        # the failure is worked on again now, not at the next save: its check runs, a failure is queued
+        cleared = resp.get("cleared") or []
+        checks = sorted({c for f in cleared if (c := held.get(f)) in self.d.settings.checks})
+        for name in checks:
+            task = asyncio.create_task(self.d.probe_check(name), name=f"recheck-{name}")
+            self._rechecks.add(task)
+            task.add_done_callback(self._rechecks.discard)
+        if checks:
+            resp["rechecking"] = checks
         return resp
 
     async def cmd_memory_stats(self, req: dict[str, Any]) -> dict[str, Any]:

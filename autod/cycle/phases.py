@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from autod import logs, tally
+from autod.act.describe import describe_fix, made_pass
 from autod.act.edits import FileChange, prepare, unified_diff
 from autod.act.journal import Journal
 from autod.act.judges import requires_approval
@@ -29,6 +30,7 @@ from autod.candidates.attempts import replay_first, run_attempts
 from autod.candidates.clock import cycle_deadline
 from autod.candidates.replay import for_failure, to_remember
 from autod.candidates.validate import choose_validator
+from autod.cycle.proposal import store_proposal
 from autod.cycle.reflect import (
     Reflection,
     after_earlier_attempts,
@@ -49,6 +51,8 @@ from autod.planner import Planner
 from autod.runtime.checkbook import unjournaled
 from autod.runtime.limits import CircuitBreaker, Gate
 from autod.stores.state import day_key
+from autod.undo.remembered import undone_hold
+from autod.verdict import Status
 
 if TYPE_CHECKING:
     from autod.isolation import Isolation
@@ -257,12 +261,14 @@ class Cycle:
         last = (fp or {}).get("last_attempt")
         if not last:
             return None
-        return Attempt(last.get("summary", ""), last.get("diff", ""), last.get("output", ""))
+        summary, diff, output = last.get("summary", ""), last.get("diff", ""), last.get("output", "")
+        return Attempt(summary, diff, output, earlier_cycle=True)
 
     async def act(self, plan: Plan, *, hold: str = "") -> Verification | None:
         """Apply under every act rule, verify, keep or roll back. None: stored as a proposal (also
         when `hold` says why this plan needs a person's yes)."""
         changes, self.last_diff = await self.prepare(plan)
+        hold = hold or await asyncio.to_thread(undone_hold, self.settings.state_path, self.last_diff)
         judged = requires_approval(self.settings, self.mode.name, changes)  # allowed judge edits
         confirm = self.settings.mode_requires_confirmation(self.mode.name)
         if self.approved is None and (judged or hold or confirm):
@@ -288,6 +294,7 @@ class Cycle:
             if verification.status in ("fixed", "improved", "no_change"):
                 await asyncio.to_thread(journal.keep)
                 kept, self.kept = True, tuple(changes)
+                self.r.fix = describe_fix(changes, made_pass(self.event.payload, verification.status))
                 for hook in self.deps.extra_after_keep:
                     await hook(self, changes)
             return verification
@@ -321,24 +328,11 @@ class Cycle:
             raise
 
     async def propose(self, plan: Plan, changes: list[FileChange]) -> None:
-        pid = uuid.uuid4().hex[:10]
-        now = time.time()
-        superseded = await self.state.call(
-            self.state.add_proposal,
-            {
-                "id": pid,
-                "cycle_id": self.r.cycle_id,
-                "mode": self.mode.name,
-                "event": self.event.model_dump_json(),
-                "plan": plan.model_dump_json(),
-                "diff": self.last_diff,
-                "created_at": now,
-                "expires_at": now + self.settings.limits.proposal_ttl_h * 3600,
-            },
-        )
-        self.r.status, self.r.proposal_id = "pending_approval", pid
+        """Held for `autod approve`: stored, nothing written."""
+        pid = await store_proposal(self.state, self.settings, self.r, self.mode.name, self.event, plan,
+                                   self.last_diff, changes)
+        self.r.status, self.r.proposal_id = Status.PENDING_APPROVAL, pid
         self.r.edits = [{"path": c.rel, "added": c.added, "removed": c.removed} for c in changes]
-        log.info("proposal.stored", proposal_id=pid, files=[c.rel for c in changes], superseded=superseded)
 
     async def write_report(self, plan: Plan) -> None:
         writer = getattr(self.mode, "write_report", None)

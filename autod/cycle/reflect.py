@@ -26,7 +26,8 @@ class Reflection:
     summary: str
     status: str = "failed"
     reason: str | None = None
-    plan_summary: str | None = None
+    plan_summary: str | None = None  # the planner's words (a model's prose is not checked against the diff)
+    fix: str | None = None  # a kept fix, read from its diff: the definitions rewritten, the tests made pass
     edits: list[dict[str, Any]] = field(default_factory=list)
     checks: list[dict[str, Any]] = field(default_factory=list)
     durations_ms: dict[str, int] = field(default_factory=dict)

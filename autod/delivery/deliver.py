@@ -15,13 +15,14 @@ import asyncio
 import contextlib
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from autod.act import atomic
+from autod.act.describe import describe_fix, made_pass
 from autod.act.edits import FileChange
 from autod.delivery import plumbing as g
 from autod.delivery.inventory import Inventory
@@ -64,6 +65,7 @@ class Facts:
     summary: str
     excerpt: str
     plan_summary: str
+    described: str = ""  # the fix read from its diff (autod.act.describe)
 
     @property
     def key(self) -> str:
@@ -100,6 +102,8 @@ class Delivery(Inventory, TakeBack):
         if verification.status not in DELIVERED:
             r.delivery = {"kind": kind, "outcome": "not_delivered", "reason": "the fix did not hold on HEAD"}
             return verification
+        r.fix = describe_fix(changes, made_pass(event.payload, verification.status))
+        facts = replace(facts, described=r.fix)
         try:
             out = await asyncio.to_thread(self._deliver, kind, facts, fix, verification)
         except (g.GitError, OSError, subprocess.TimeoutExpired) as exc:
@@ -130,6 +134,7 @@ class Delivery(Inventory, TakeBack):
     def _deliver(self, kind: str, facts: Facts, fix: OnHead, v: Verification) -> dict[str, Any]:
         message = commit_message(
             mode=facts.mode,
+            described=facts.described,
             plan_summary=facts.plan_summary,
             event_summary=facts.summary,
             excerpt=facts.excerpt,
@@ -153,6 +158,9 @@ class Delivery(Inventory, TakeBack):
         ws, cfg = self.workspace, self.settings.delivery
         row = self.ledger.get(facts.key)
         mine = row if row is not None and row.kind == "branch" else None
+        twin = None if mine else self._open_branch_with(commit)
+        if twin is not None:  # one fix, one branch: the same change from another event (a manual trigger)
+            return self._already_on(twin, facts, fix)
         name = (
             mine.name
             if mine
@@ -212,6 +220,40 @@ class Delivery(Inventory, TakeBack):
         }
         if cfg.push:
             out["push"] = self._push(facts.key, name, commit, mine.pushed if mine else None)
+            if not out["push"]["ok"]:
+                out["problem"] = out["push"]["reason"]
+        return out
+
+    def _open_branch_with(self, commit: str) -> Row | None:
+        """An open autod branch, as autod left it, whose tip makes the same change as `commit` on the
+        same parent: the fix is there already, under another event's key."""
+        for row in self.ledger.rows((OPEN,)):
+            if row.kind != "branch" or not row.commit_id:
+                continue
+            if g.rev(self.workspace, f"refs/heads/{row.name}") != row.commit_id:
+                continue  # moved by someone since: not autod's to speak for
+            if _same_change(self.workspace, row.commit_id, commit):
+                return row
+        return None
+
+    def _already_on(self, twin: Row, facts: Facts, fix: OnHead) -> dict[str, Any]:
+        assert twin.commit_id is not None
+        now = time.time()
+        self.ledger.record_cycle(
+            CycleDelivery(facts.cycle_id, twin.key, "branch", twin.name, twin.commit_id, fix.base,
+                          sorted(fix.files), None, now, None)
+        )
+        out: dict[str, Any] = {
+            "kind": "branch",
+            "outcome": "delivered",
+            "branch": twin.name,
+            "commit": twin.commit_id,
+            "base": fix.base,
+            "reapplied": fix.reapplied,
+            "same_as": twin.cycle_id,  # the cycle that delivered this very change first
+        }
+        if self.settings.delivery.push:
+            out["push"] = self._push(twin.key, twin.name, twin.commit_id, twin.pushed)
             if not out["push"]["ok"]:
                 out["problem"] = out["push"]["reason"]
         return out

@@ -28,6 +28,7 @@ def patch_name(mode: str, summary: str, fingerprint: str) -> str:
 def commit_message(
     *,
     mode: str,
+    described: str = "",
     plan_summary: str,
     event_summary: str,
     excerpt: str,
@@ -41,8 +42,10 @@ def commit_message(
     fingerprint: str,
 ) -> str:
     """What failed, what changed and how it was verified, with trailers a script can read."""
-    first = (plan_summary.strip().splitlines() or ["autod fix"])[0]
-    subject = f"autod({mode}): {first}"[:72]
+    prose = plan_summary.strip()
+    first = described.strip() or (prose.splitlines() or ["autod fix"])[0]
+    subject = f"autod({mode}): {first}"
+    subject = subject if len(subject) <= 72 else subject[:71] + "…"
     lines = [
         subject,
         "",
@@ -53,9 +56,13 @@ def commit_message(
         lines += ["", *("    " + ln[:200] for ln in shown)]
     lines += ["", "What changed:"]
     lines += [f"    {e['path']} | +{e['added']} -{e['removed']}" for e in edits]
-    rest = plan_summary.strip()
-    if rest and rest != first:
-        lines += ["", rest[:2000]]
+    if described.strip():
+        lines += ["", f"Read from the diff: {described.strip()[:1000]}"]
+        if prose:
+            lines += ["", "The planner's summary (its own words, not checked against the diff):",
+                      *("    " + ln for ln in prose[:2000].splitlines())]
+    elif prose and prose != first:
+        lines += ["", prose[:2000]]
     if reapplied:
         lines += [
             "",

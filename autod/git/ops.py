@@ -76,10 +76,9 @@ def commit_changes(
 async def commit_cycle(cycle: Cycle, changes: list[FileChange]) -> None:
     """Hook run after a cycle keeps its edits."""
     ws = cycle.settings.workspace
+    said = cycle.r.fix or cycle.r.plan_summary or "autod edit"  # from the diff first, not the model's prose
     try:
-        result = await asyncio.to_thread(
-            commit_changes, ws, list(changes), cycle.r.plan_summary or "autod edit", cycle.r.cycle_id
-        )
+        result = await asyncio.to_thread(commit_changes, ws, list(changes), said, cycle.r.cycle_id)
     except (OSError, subprocess.TimeoutExpired) as exc:  # the edits are kept either way
         log.warning("git.not_committed", reason="git did not run", error=type(exc).__name__)
         return

@@ -30,9 +30,11 @@ class Attempt:
     summary: str
     diff: str
     output: str
+    earlier_cycle: bool = False  # the last attempt of an earlier cycle on this failure, not this one's
 
     def as_dict(self) -> dict[str, str]:
-        return {"summary": self.summary, "diff": self.diff[:6000], "output": self.output[-4000:]}
+        out = {"summary": self.summary, "diff": self.diff[:6000], "output": self.output[-4000:]}
+        return out | ({"earlier_cycle": "yes"} if self.earlier_cycle else {})
 
 
 @dataclass

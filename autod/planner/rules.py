@@ -13,10 +13,13 @@ import os
 import shlex
 import shutil
 import tempfile
+from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
 
 import structlog
 
+from autod.act.linediff import split_lines, unified
 from autod.checks.run import run_check
 from autod.config.settings import Settings
 from autod.errors import PlanInvalid
@@ -97,6 +100,24 @@ def _names_workspace(command: str, workspace: Path) -> bool:
     return False
 
 
+def _changed_lines(diff_lines: Iterable[str]) -> Counter[str]:
+    return Counter(
+        line.rstrip("\n") for line in diff_lines
+        if line[:1] in "+-" and not line.startswith(("+++ ", "--- "))
+    )
+
+
+def _same_change(edits: list[Edit], diff: str) -> bool:
+    """Whether `edits` add and remove exactly the lines an attempt's unified diff did."""
+    if not diff:
+        return False
+    mine: Counter[str] = Counter()
+    for e in edits:
+        old, new = split_lines(e.search), split_lines(e.replace)
+        mine += _changed_lines(unified(old, new, f"a/{e.path}", f"b/{e.path}", n=0))
+    return mine == _changed_lines(diff.splitlines())
+
+
 class RulesPlanner:
     """Satisfies autod.planner.Planner without any network."""
 
@@ -129,7 +150,9 @@ class RulesPlanner:
                 summary="no LLM configured and no fixer checks (`fixer: true`) to run: reported only",
                 report=f"Unfixed: {request.event.summary}",
             )
-        tried = {a.get("summary") for a in request.context.get("attempts", [])}
+        # an earlier cycle's attempt is no reason to skip: a retry is for trying again
+        tried_here = [str(a.get("diff") or "") for a in request.context.get("attempts", [])
+                      if not a.get("earlier_cycle")]
         with tempfile.TemporaryDirectory(prefix="autod-fix-") as tmp:
             scratch = Path(tmp) / "ws"
             await asyncio.to_thread(_copy_workspace, ws, state, scratch)
@@ -138,8 +161,15 @@ class RulesPlanner:
                 result = await run_check(name, check, scratch, settings=self.settings)
                 ran.append(f"{name} (exit {result.exit_code})")
             edits = await asyncio.to_thread(_diff_trees, ws, scratch, SCRATCH_SKIP)
-        summary = f"ran fixer checks {', '.join(ran)}: {len(edits)} file(s) changed"
-        if not edits or summary in tried:
-            return Plan(summary=f"fixers changed nothing useful ({', '.join(ran)})", edits=[])
+        if not edits:
+            return Plan(summary=f"fixer checks changed no file ({', '.join(ran)})", edits=[])
+        files = ", ".join(e.path for e in edits)
+        if any(_same_change(edits, diff) for diff in tried_here):
+            return Plan(
+                summary=f"fixer checks {', '.join(ran)} changed {files} exactly as the attempt this cycle"
+                " rolled back: not applied twice",
+                edits=[],
+            )
+        summary = f"fixer checks {', '.join(ran)} changed {files}"
         log.info("plan.fixer_edits", files=[e.path for e in edits])
         return Plan(summary=summary, edits=edits, verify=[])

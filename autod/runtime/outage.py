@@ -36,6 +36,7 @@ class Reach:
 
     ok: bool
     why: str = ""
+    busy: bool = False  # connected, but no answer within the deadline: up and working on something
 
 
 def shown_url(url: str) -> str:
@@ -57,8 +58,10 @@ async def probe(
             follow_redirects=False,
         ) as client:
             resp = await asyncio.wait_for(client.get("models"), timeout_s + 1)
-    except (httpx.TimeoutException, TimeoutError):
-        return Reach(False, f"no answer within {timeout_s:g}s")
+    except httpx.ConnectTimeout:
+        return Reach(False, f"no connection within {timeout_s:g}s")
+    except (httpx.TimeoutException, TimeoutError):  # the connection was made: a busy server, not a gone one
+        return Reach(False, f"connected, but no answer within {timeout_s:g}s", busy=True)
     except httpx.HTTPError as exc:
         detail = str(exc).split("\n", 1)[0][:120]
         return Reach(False, f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__)
@@ -80,6 +83,9 @@ def api_key(settings: Settings) -> str | None:
 def unreachable_warning(settings: Settings, reach: Reach) -> str:
     """One line for `config check` and the start-up log."""
     url = shown_url(settings.llm.base_url or "")
+    if reach.busy:
+        return (f"llm.base_url: the LLM at {url} is busy ({reach.why}): cycles that need it wait their"
+                " turn (llm.request_timeout_s)")
     return (f"llm.base_url: the LLM at {url} does not answer ({reach.why}): cycles that need it wait and"
             " are retried when it answers again")
 
@@ -155,6 +161,9 @@ async def warn_if_unreachable(settings: Settings) -> None:
         return
     key = await asyncio.to_thread(api_key, settings)
     reach = await probe(settings.llm.base_url, key, settings.llm.probe_timeout_s)
-    if not reach.ok:
+    if reach.busy:
+        log.info("llm.busy", endpoint=shown_url(settings.llm.base_url), why=reach.why,
+                 detail=unreachable_warning(settings, reach))
+    elif not reach.ok:
         log.warning("llm.unreachable", endpoint=shown_url(settings.llm.base_url), why=reach.why,
                     detail=unreachable_warning(settings, reach))

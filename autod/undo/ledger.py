@@ -20,6 +20,7 @@ from typing import Any
 
 from autod.act import atomic
 from autod.act.edits import FileChange
+from autod.undo.remembered import remember
 
 DIR = "undo"
 MANIFEST = "manifest.json"
@@ -152,6 +153,8 @@ class KeptLedger:
             json.dumps({"undo_id": undo_id, "reason": reason, "at": time.time()}).encode(),
             0o600,
         )
+        # outlives this record's pruning: no later cycle makes the change again without a person's yes
+        remember(self.root.parent, kept.cycle_id, undo_id, kept.plan_summary, kept.diff, reason)
 
     def ids(self) -> list[str]:
         if not self.root.is_dir():

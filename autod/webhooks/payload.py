@@ -28,6 +28,7 @@ CYCLE_FIELDS = (
     "kind",
     "summary",
     "plan_summary",
+    "fix",
     "edits",
     "checks",
     "commit",
@@ -91,7 +92,9 @@ def from_cycle(record: dict[str, Any], *, budget_spent: bool = False) -> list[No
         ", ".join(f"{e['path']} +{e['added']} -{e['removed']}" for e in record.get("edits") or []) or "none"
     )
     checks = ", ".join(f"{c['name']}={c['exit_code']}" for c in record.get("checks") or []) or "none"
-    detail = f"{record.get('plan_summary') or ''}\nfiles: {files}; checks: {checks}".strip()
+    said = (f"{record['fix']}\nthe planner's words: {record.get('plan_summary') or '-'}" if record.get("fix")
+            else str(record.get("plan_summary") or ""))
+    detail = f"{said}\nfiles: {files}; checks: {checks}".strip()
     reason = f" ({str(record['reason'])[:300]})" if record.get("reason") else ""
     out: list[Notification] = []
     event = STATUS_EVENTS.get(status)

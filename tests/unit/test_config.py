@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from shipped import example_config
 
 from autod.config.settings import ConfigError, load_config
 
@@ -32,7 +33,8 @@ def test_minimal_config_gets_documented_defaults(tmp_path):
 
 def test_the_example_config_is_valid(tmp_path, monkeypatch):
     monkeypatch.chdir(Path(__file__).resolve().parents[2])
-    s = load_config("config/autod.yaml")
+    (tmp_path / "autod.yaml").write_text(example_config())
+    s = load_config(tmp_path / "autod.yaml")  # `workspace: .` is this checkout
     assert s.checks["lint-fix"].fixer and s.sources[0].type == "watch"
 
 

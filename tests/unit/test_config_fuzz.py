@@ -20,10 +20,11 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from shipped import example_config
 
 from autod.config.settings import ConfigError, load_config
 
-EXAMPLE = (Path(__file__).resolve().parents[2] / "config" / "autod.yaml").read_text()
+EXAMPLE = example_config()  # the working tree's, or the committed one where autod's sandbox hides it
 SECRET = "sk-fuzzsecret-7f3a9c2e41"
 # ~30 ms a load (pure-Python YAML): 400 examples in all keep the module within seconds.
 FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)

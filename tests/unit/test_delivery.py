@@ -144,7 +144,8 @@ def test_a_branch_delivery_with_a_dirty_working_tree_leaves_tree_and_index_as_th
     assert c.r.commit == git(repo, "rev-parse", branch)
     message = git(repo, "log", "-1", "--format=%B", branch)
     for part in (
-        "autod(auto-debug): add must add",
+        "autod(auto-debug): rewrites add() in src/calc.py",  # read from the diff, not the plan's words
+        "The planner's summary (its own words, not checked against the diff):\n    add must add",
         "What failed: check tests failed: test_add",
         "src/calc.py | +1 -1",
         "How it was verified:",
@@ -279,9 +280,8 @@ def test_a_patch_delivery_is_a_format_patch_that_git_applies_to_head(repo, tmp_p
     patch = Path(c.r.delivery["patch"])
     assert patch.parent == repo / ".autod" / "outbox" and patch.name.endswith(".patch")
     text = patch.read_text()
-    assert (
-        text.startswith(f"From {c.r.commit} ") and "Subject: [PATCH] autod(auto-debug): add must add" in text
-    )
+    assert text.startswith(f"From {c.r.commit} ")
+    assert "Subject: [PATCH] autod(auto-debug): rewrites add() in src/calc.py" in text
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", str(repo), str(clone)], check=True)
     git(clone, "am", "-q", str(patch))

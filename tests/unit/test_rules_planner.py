@@ -7,10 +7,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from autod.act.edits import Caps, prepare, unified_diff
 from autod.config.settings import Settings
 from autod.events import Event, EventKind
 from autod.planner import PlanRequest
 from autod.planner.rules import RulesPlanner
+from autod.safety.boundary import Boundary
 
 # A fixer outside the workspace: drops `import os` lines from every .py file under its cwd and logs the cwd.
 FIXER = """
@@ -94,11 +96,28 @@ def test_symlinks_are_left_out_of_the_scratch_copy_so_a_fixer_cannot_write_throu
     assert (outside / "victim.py").read_text() == MOD
 
 
-def test_the_same_fixer_result_is_not_proposed_twice_in_one_cycle(tmp_path):
-    _ws, planner = _setup(tmp_path, {"lint-fix": _fixer(tmp_path)})
+def _diff_of(ws: Path, plan: Any) -> str:
+    """The unified diff the cycle records for an attempt: what act.unified_diff makes of the plan."""
+    caps = Caps(max_edits=10, max_lines=1000, max_file_bytes=100_000)
+    return unified_diff(prepare(plan, Boundary.for_settings(Settings(workspace=ws)), caps))
+
+
+def test_the_same_fixer_change_is_not_applied_twice_in_one_cycle_and_the_reason_says_so(tmp_path):
+    ws, planner = _setup(tmp_path, {"lint-fix": _fixer(tmp_path)})
     first = _plan(planner)
-    again = _plan(planner, context={"attempts": [{"summary": first.summary}]})
-    assert again.edits == [] and "nothing useful" in again.summary
+    again = _plan(planner, context={"attempts": [{"summary": first.summary, "diff": _diff_of(ws, first)}]})
+    assert again.edits == [] and "exactly as the attempt this cycle rolled back" in again.summary
+    assert "pkg/mod.py" in again.summary
+
+
+def test_a_real_fixer_change_is_proposed_whatever_the_earlier_summaries_said(tmp_path):
+    ws, planner = _setup(tmp_path, {"lint-fix": _fixer(tmp_path)})
+    first = _plan(planner)
+    # the same summary over a different change this cycle, and this very change in an earlier cycle
+    other = {"summary": first.summary, "diff": "--- a/pkg/mod.py\n+++ b/pkg/mod.py\n-import sys\n"}
+    earlier = {"summary": first.summary, "diff": _diff_of(ws, first), "earlier_cycle": "yes"}
+    again = _plan(planner, context={"attempts": [other, earlier]})
+    assert [e.path for e in again.edits] == ["pkg/mod.py"] and again.summary == first.summary
 
 
 def test_auto_plan_and_auto_doc_get_reports_not_edits(tmp_path):
