@@ -62,3 +62,12 @@ def test_distribution_metadata_hidden_files_and_configuration_are_refused(ws):
                 "src/pkg/.hidden.py", "pytest.toml", "setup.cfg", "src/evil.pth", "cmd/config.go",
                 "web/app.js"):
         assert new_file_refusal(rel, ws), rel
+
+
+def test_a_source_file_beside_its_own_kind_is_allowed_and_alone_it_is_not(ws):
+    assert new_file_refusal("cmd/helper.go", ws) is None
+    assert new_file_refusal("src/pkg/helper.go", ws)  # no .go source beside it
+    (ws / "cmd" / "notes.go").mkdir()  # a directory named like source is no sibling
+    (ws / "lib").mkdir()
+    (ws / "lib" / "notes.go").mkdir()
+    assert new_file_refusal("lib/helper.go", ws)

@@ -141,3 +141,11 @@ def test_a_check_whose_covers_miss_every_touched_file_is_skipped():
     assert checks_for(configured, "tests", plan, runs) == ["tests"]
     plan = Plan(summary="s", edits=[{"path": "docs/a.md", "search": "x", "replace": "y"}])
     assert checks_for(configured, "tests", plan, runs) == ["tests", "docs"]
+
+
+def test_a_check_that_reported_tests_before_must_report_them_after():
+    # `make test` is not pytest itself, but the pytest it started reported each test before the candidate
+    before_run = CheckResult("make", 1, "", 10, tests=report({"t::a": "failed", "t::b": "passed"}))
+    after = CheckResult("make", 0, "", 10, tests=None, expects_tests=False)
+    d = decide([after], Before(1, frozenset({"t::a"}), {"make": before_run}))
+    assert d.status is Status.ROLLED_BACK and "reported no test results" in d.reason

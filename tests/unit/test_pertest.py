@@ -71,6 +71,9 @@ def test_results_over_the_cap_are_not_read(tmp_path, monkeypatch):
     (["python", "-bS", "x.py"], False),
     (["python", "-mIPython"], True),
     (["pytest", "-I"], True),
+    (["python", "tools/check.py", "-I"], True),
+    (["python", "--check-hash-based-pycs", "always", "-I"], True),
+    (["python3", "-u"], True),
     (["make", "test"], True),
 ])
 def test_a_python_started_isolated_loads_no_guard(argv, loads):
