@@ -39,7 +39,7 @@ __all__ = ["Before", "Decision", "Status", "broken", "changed_sources", "count_f
 
 _PYTEST_COUNTS = re.compile(r"(\d+) (failed|errors?)\b")
 _PYTEST_SUMMARY = re.compile(
-    r"=+ [^\n]{0,200}\b(passed|failed|errors?|skipped|no tests ran)\b[^\n]{0,200} in [\d.]+m?s", re.I
+    r"(?<!=)=+ [^\n]{0,200}\b(passed|failed|errors?|skipped|no tests ran)\b[^\n]{0,200} in [\d.]+m?s", re.I
 )
 _PYTEST_BROKEN = re.compile(
     r"errors? during collection|^ERROR collecting |ImportError while loading conftest"

@@ -145,3 +145,19 @@ def test_an_interrupted_pytest_ran_no_test_and_another_tools_exit_2_is_just_a_fa
 def test_failures_without_a_summary_are_counted_from_the_lines_a_parser_knows():
     out = "src/a.py:3:1: F401 `os` imported but unused\nsrc/b.py:4:1: E501 line too long\n"
     assert counted_failures(run(out)) == 2
+
+
+def test_reading_a_runs_summary_grows_linearly_with_one_long_line():
+    import time
+
+    from autod.checks.outcome import _PYTEST_SUMMARY
+
+    def cpu(n: int) -> float:
+        start = time.process_time()
+        for _ in range(3):
+            _PYTEST_SUMMARY.search("=" * n)
+            _PYTEST_SUMMARY.search("== passed in " * (n // 13))
+        return max(time.process_time() - start, 1e-3)
+
+    # quadratic matching would grow 16x from n to 4n; linear grows 4x (loose bound for a busy machine)
+    assert cpu(64_000) / cpu(16_000) < 10
