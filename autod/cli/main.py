@@ -51,8 +51,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     settings = _settings(args)
     if args.once and not any(not c.fixer for c in settings.checks.values()):
         cfg = settings.config_file
-        where = f"{cfg} configures" if cfg else "no config file found; the defaults have"
-        return _die(f"run --once: {where} no checks: nothing would be run or verified (add `checks:`)", 2)
+        if cfg is None:
+            why = "no config file found; the defaults have no checks: nothing would be run or verified"
+            return _die(f"run --once: {why} (add `checks:`)", 2)
+        # a config that names no check may still have queued requests (`autod trigger`) to work on
+        print(f"autod: run --once: {cfg} configures no checks: queued requests only, nothing verified",
+              file=sys.stderr)
     if args.max_minutes is not None:
         if not args.once:
             return _die("--max-minutes bounds the cycles of `autod run --once`; a daemon takes "

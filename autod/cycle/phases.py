@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import threading
 import time
 import uuid
@@ -86,10 +85,7 @@ class Cycle:
     """Runs one cycle. `run()` always returns a Reflection and always records it."""
 
     def __init__(self, deps: CycleDeps, mode: Mode, event: Event, *, approved: Plan | None = None) -> None:
-        # the checks' runs as the cycle found them: what every candidate is judged against, even after
-        # an in-place verification recorded a candidate's own run as the latest
-        env = dataclasses.replace(deps.env, last_results=dict(deps.env.last_results))
-        self.deps = deps = dataclasses.replace(deps, env=env)
+        self.deps = deps
         self.approved = approved  # a proposal the operator approved: no planner, no second confirmation
         self.mode = mode
         self.event = event

@@ -30,23 +30,26 @@ def checks_for(
 ) -> list[str]:
     """The checks to run, the failing one first (pure)."""
     names: list[str] = []
-    if isinstance(failing, str) and failing in configured and not configured[failing].fixer:
-        names.append(failing)
+    target = isinstance(failing, str) and failing in configured and not configured[failing].fixer
+    if target:
+        names.append(str(failing))
     touched = [e.path for e in plan.edits]
     for name, check in configured.items():
         if name in names or check.fixer:
             continue
         prior = runs.get(name)
-        asked = name in plan.verify
-        if prior is None:
-            if asked or not names:
-                names.append(name)  # never run yet: only when the plan names it or nothing else judges
+        if prior is None or not prior.ok or prior.error:
+            # never run, or failing: judged only when the plan names it and the event names no failing
+            # check (a manual request); another check's failure is not this candidate's to mend
+            if name in plan.verify and not target:
+                names.append(name)
             continue
-        if not prior.ok or prior.error:
-            continue  # failing for another reason: not this candidate's to mend
         if check.covers and touched and not any(glob_match(g, p) for g in check.covers for p in touched):
             continue
         names.append(name)
+    if not target and not any(n in plan.verify for n in names):
+        # nothing names what the plan fixes: every check judges it
+        names += [n for n, c in configured.items() if not c.fixer and n not in names]
     return names
 
 

@@ -64,6 +64,7 @@ ORIGINALS = {
     "src/beta.py": f"VALUE = 'old-beta'\n{PAD}",
     "src/gamma.py": f"VALUE = 'old-gamma'\n{PAD}",
     "docs/notes.txt": f"status: old\n{PAD}",
+    "src/__init__.py": "",  # a package: a fix may create a module in it (autod.act.allowance)
 }
 CREATED = {"src/delta.py": "VALUE = 'new-delta'\n"}
 PLAN = {
@@ -83,6 +84,7 @@ PLANNED = {
     "src/beta.py": ORIGINALS["src/beta.py"].replace("old-beta", "new-beta"),
     "src/gamma.py": ORIGINALS["src/gamma.py"].replace("old-gamma", "new-gamma"),
     "docs/notes.txt": ORIGINALS["docs/notes.txt"].replace("status: old", "status: new"),
+    "src/__init__.py": "",
     **CREATED,
 }
 

@@ -311,7 +311,7 @@ def test_offline_the_fixer_fixes_lint_commits_only_clean_files_and_the_plan_is_d
     assert "someone's work in progress" in (repo / "b.py").read_text()
     # committed: only a.py, with the plan summary and the cycle trailer; b.py stays in the working tree
     assert fix["commit"] == git(repo, "rev-parse", "HEAD").strip() != head
-    assert git(repo, "log", "-1", "--format=%s").strip() == fix["plan_summary"]
+    assert git(repo, "log", "-1", "--format=%s").strip() == fix["fix"]  # the fix, read from its diff
     assert git(repo, "log", "-1", "--format=%(trailers:key=Autod-Cycle,valueonly)").strip() == fix["cycle_id"]
     assert git(repo, "show", "--name-only", "--format=", "HEAD").split() == ["a.py"]
     assert git(repo, "status", "--porcelain").split() == ["M", "b.py"]

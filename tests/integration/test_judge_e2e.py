@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from daemon import FIX_PLAN, PYTHON, Autod, git, make_calc_repo, run_cli, write_config
+from daemon import FIX_PLAN, PYTHON, Autod, make_calc_repo, run_cli, write_config
 from llmserver import ScriptedLLM
 
 from autod.checks.sandbox import probe
@@ -39,7 +39,8 @@ EVADE = [
     plan("calc_evil-1.0.dist-info/entry_points.txt", "", "[pytest11]\nx = x\n", "register a plugin"),
 ]
 # Fixes the failing test and breaks the style check, which passed before: rolled back, then the real fix.
-BREAKS_OTHER = plan("src/calc.py", "return a - b", "return abs(a + b)", "fix add, break the style check")
+BREAKS_OTHER = plan("src/calc.py", "return a ** b", "return abs(a * b)", "fix mul, break the style check")
+FIX_AGAIN = plan("src/calc.py", "return a ** b", "return a * b", "mul must multiply")
 STYLE_CHECK = "import pathlib, sys\nsys.exit('abs(' in pathlib.Path('src/calc.py').read_text())\n"
 
 
@@ -76,9 +77,12 @@ class Scenario:
         self.daemon.start()
         self.first = self.daemon.wait_reflections(1, timeout=180)[0]
         self.first_text = (self.repo / "src" / "calc.py").read_text()
-        for p in [BREAKS_OTHER, FIX_PLAN, FIX_PLAN]:
+        for p in [BREAKS_OTHER, FIX_AGAIN, FIX_AGAIN]:
             self.llm.push_plan(p)
-        git(self.repo, "checkout", "-q", "--", ".")  # the bug back, as an operator's bad merge would
+        # another bug, in mul, as an operator's edit would bring it (not the first one back: memory would
+        # replay that fix with no model call)
+        calc = self.repo / "src" / "calc.py"
+        calc.write_text(calc.read_text().replace("return a * b", "return a ** b"))
         self.second = self.daemon.wait_reflections(2, timeout=180)[1]
         self.status = run_cli("status", "-c", str(self.config), "--json")
 
@@ -114,7 +118,7 @@ def test_a_fix_that_breaks_a_check_which_passed_before_is_rolled_back(scenario: 
     first = r["candidates"][0]
     assert first["outcome"] == "rolled_back" and "style passed before and now fails" in first["reason"], first
     text = (scenario.repo / "src" / "calc.py").read_text()
-    assert "return a + b" in text and "abs(" not in text
+    assert "return a * b" in text and "abs(" not in text
 
 
 def test_status_shows_every_check_as_autod_left_the_tree(scenario: Scenario) -> None:
