@@ -13,9 +13,9 @@ that import hooks which call it directly are covered too) so that, for a top-lev
 
 So a file the workspace adds (`textwrap.py`, `pytest.py`, `_pytest/`, `pluggy.py`, any name the
 runner or a library it loads imports, now or later) can never stand in for one of those, whichever
-directory pytest or `python -m` put first on `sys.path`. The project's own top-level modules that
-git tracks (named in `_AUTOD_JUDGE_OWN`) resolve as usual, so a project installed into its own venv
-without `-e` still tests its checkout.
+directory pytest or `python -m` put first on `sys.path`. Only the top-level modules of a distribution
+pip installed from the workspace itself (its `direct_url.json` names a `file://` path inside it)
+resolve as usual, so a project installed into its own venv without `-e` still tests its checkout.
 
 Distribution metadata under the workspace (`*.dist-info`, `*.egg-info`) is still readable (versions,
 files), but declares no entry points: a `pytest11` plugin or a console script cannot be registered by
@@ -30,8 +30,7 @@ def _install():
     ws, prefixes = _where()
     if not ws:
         return
-    own = {n for n in os.environ.get("_AUTOD_JUDGE_OWN", "").split(",") if n}
-    own -= set(getattr(sys, "stdlib_module_names", ()))
+    own = _built_here(ws) - set(getattr(sys, "stdlib_module_names", ()))
 
     import importlib.machinery
 
@@ -80,6 +79,39 @@ def _replace(cls, name, func):
         setattr(cls, name, classmethod(lambda _cls, *a, **k: func(*a, **k)))
     else:
         setattr(cls, name, staticmethod(func))
+
+
+def _built_here(ws):
+    """Top-level module names of the installed distributions pip built from the workspace itself."""
+    names = set()
+    try:
+        import json
+        from importlib.metadata import distributions
+        from urllib.parse import unquote, urlparse
+    except ImportError:
+        return names
+    for dist in distributions():
+        try:
+            url = json.loads(dist.read_text("direct_url.json") or "{}").get("url", "")
+            parsed = urlparse(url)
+            if parsed.scheme != "file":
+                continue
+            real = os.path.realpath(unquote(parsed.path))
+            if real != ws and not real.startswith(ws + os.sep):
+                continue
+            top = dist.read_text("top_level.txt")
+            if top:
+                names.update(n.strip() for n in top.split() if n.strip())
+                continue
+            for f in dist.files or ():
+                parts = str(f).split("/")
+                if len(parts) == 1 and parts[0].endswith(".py"):
+                    names.add(parts[0][:-3])
+                elif len(parts) > 1 and not parts[0].endswith((".dist-info", ".data")):
+                    names.add(parts[0])
+        except Exception:
+            continue
+    return names
 
 
 def _where():

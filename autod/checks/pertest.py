@@ -16,8 +16,6 @@ import json
 import os
 import re
 import shutil
-import stat
-import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -26,7 +24,7 @@ from pathlib import Path
 
 from autod.safety.saferead import read_untrusted
 
-__all__ = ["JudgeDirs", "PerTestReport", "load", "loads_into", "make_dirs", "own_names", "remove_dirs"]
+__all__ = ["JudgeDirs", "PerTestReport", "load", "loads_into", "make_dirs", "remove_dirs"]
 
 PLUGIN = "autod_verdicts"
 MAX_RESULTS_BYTES = 32 << 20  # all result files of one run together
@@ -71,7 +69,7 @@ class JudgeDirs:
     lib: Path  # bound read-only: the guard and the recorder
     out: Path  # bound writable: the recorder's result files
 
-    def env(self, workspace: Path, own: str, pythonpath: str = "", plugins: str = "") -> dict[str, str]:
+    def env(self, workspace: Path, pythonpath: str = "", plugins: str = "") -> dict[str, str]:
         """The variables that load the guard and the recorder into every Python the check starts
         (after the check's own PYTHONPATH entries and PYTEST_PLUGINS, which are kept)."""
         path = os.pathsep.join(p for p in (str(self.lib), pythonpath) if p)
@@ -79,7 +77,6 @@ class JudgeDirs:
             "PYTHONPATH": path,
             "PYTEST_PLUGINS": ",".join(p for p in (plugins, PLUGIN) if p),
             "_AUTOD_JUDGE_WS": str(workspace),
-            "_AUTOD_JUDGE_OWN": own,
             "_AUTOD_JUDGE_OUT": str(self.out),
         }
 
@@ -162,39 +159,3 @@ def load(out: Path) -> PerTestReport | None:
     if not heard:
         return None
     return PerTestReport(outcomes, frozenset(collected), tuple(errors))
-
-
-_OWN_CACHE: dict[tuple[str, float], str] = {}
-
-
-def own_names(workspace: Path) -> str:
-    """The top-level module names the workspace's git tracks (at its root and under src/), comma
-    separated: the import guard resolves these as usual (blocking, cached by the index's mtime)."""
-    from autod.git import safe as gitsafe
-
-    index = workspace / ".git" / "index"
-    try:
-        key = (str(workspace), os.stat(index).st_mtime) if stat.S_ISREG(os.lstat(index).st_mode) else None
-    except OSError:
-        key = None
-    if key is not None and key in _OWN_CACHE:
-        return _OWN_CACHE[key]
-    names: set[str] = set()
-    try:
-        proc = gitsafe.run(workspace, "ls-files", "-z", timeout=20)
-        tracked = proc.stdout.decode("utf-8", "replace").split("\0") if proc.returncode == 0 else []
-    except (OSError, subprocess.SubprocessError):
-        tracked = []
-    for rel in tracked:
-        parts = rel.split("/")
-        if parts[0] == "src" and len(parts) > 1:
-            parts = parts[1:]
-        head = parts[0]
-        name = head[:-3] if len(parts) == 1 and head.endswith(".py") else head if len(parts) > 1 else ""
-        if name.isidentifier():
-            names.add(name)
-    out = ",".join(sorted(names))[:20_000]
-    if key is not None:
-        _OWN_CACHE.clear()
-        _OWN_CACHE[key] = out
-    return out

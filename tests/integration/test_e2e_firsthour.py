@@ -241,7 +241,8 @@ def test_retry_and_trigger_run_the_waiting_event_and_a_failure_fixed_by_hand_sto
 
         # a failure fixed by hand while it waits is dropped at once, not when its retry comes due
         scripted_llm.set_default({"status": 500, "body": "model crashed"})
-        (calc_repo / "src" / "calc.py").write_text(CALC_BUGGY)
+        # a new bug (the same one back would be replayed from memory, with no model call)
+        (calc_repo / "src" / "calc.py").write_text(CALC_FIXED.replace("return a * b", "return a ** b"))
         logged(d, "dispatch.retry_scheduled", 3, "the new failure to wait")
         # (not byte for byte autod's own fix: the watcher ignores a file that holds what autod wrote)
         (calc_repo / "src" / "calc.py").write_text(CALC_FIXED + "# fixed by hand\n")

@@ -283,9 +283,10 @@ def test_no_plan_reconfigures_or_shadows_the_test_runner(scenario: Scenario) -> 
     assert (scenario.repo / "src" / "calc.py").read_text() == CALC_BUGGY.replace("a - b", "a + b")
 
 
-def test_a_committed_pytest_py_keeps_the_check_from_starting_and_nothing_is_fixed(tmp_path: Path) -> None:
-    """`python -m pytest` imports from the current directory first: a stranger's `pytest.py` at the
-    root would print any verdict. The check does not start, says why, and `--once` fails."""
+def test_a_committed_pytest_py_cannot_stand_in_for_pytest_and_nothing_is_fixed(tmp_path: Path) -> None:
+    """`python -m pytest` imports from the current directory first: a stranger's committed `pytest.py`
+    at the root would print any verdict. autod's import guard runs the installed pytest instead, which
+    reports the failing test, and the offline planner has nothing to fix it with: `--once` fails."""
     from daemon import base_config, run_cli
 
     repo = make_calc_repo(tmp_path / "repo")
@@ -297,8 +298,10 @@ def test_a_committed_pytest_py_keeps_the_check_from_starting_and_nothing_is_fixe
     config = write_config(tmp_path / "autod.yaml", cfg)
     out = run_cli("run", "--once", "-c", str(config), timeout=180)
     assert out.returncode != 0, out.stderr[-2000:]
-    log = (tmp_path / "state" / "logs" / "autod.jsonl").read_text()
-    assert "pytest.py in the workspace would run instead of the installed `pytest`" in log
+    lines = (tmp_path / "state" / "logs" / "autod.jsonl").read_text().splitlines()
+    log = [json.loads(line) for line in lines]
+    ran = [r for r in log if r.get("event") == "check.ran" and r.get("check") == "tests"]
+    assert ran and ran[0]["exit_code"] == 1, ran  # the real pytest ran and found the bug
     rows = json.loads(run_cli("history", "--json", "-c", str(config)).stdout)
     assert all(r["status"] != "fixed" for r in rows), rows
     assert (repo / "src" / "calc.py").read_text() == CALC_BUGGY

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from autod.checks import pertest
-from autod.checks.pertest import load, loads_into, own_names
+from autod.checks.pertest import load, loads_into
 
 
 def write(out: Path, pid: int, doc: object) -> None:
@@ -78,14 +77,3 @@ def test_results_over_the_cap_are_not_read(tmp_path, monkeypatch):
 ])
 def test_a_python_started_isolated_loads_no_guard(argv, loads):
     assert loads_into(argv) is loads
-
-
-def test_own_names_are_the_tracked_top_level_modules(tmp_path):
-    for rel in ("calc.py", "src/pkg/__init__.py", "tools/run.py", "README.md", "src/other.py", "bad-name.py"):
-        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / rel).write_text("")
-    (tmp_path / "untracked.py").write_text("")
-    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
-    subprocess.run(["git", "-C", str(tmp_path), "add", "calc.py", "src", "tools", "README.md", "bad-name.py"],
-                   check=True)
-    assert own_names(tmp_path).split(",") == ["calc", "other", "pkg", "tools"]
