@@ -188,8 +188,9 @@ def test_a_window_learnt_by_one_autod_run_is_recalled_by_the_next_over_the_same_
     events: list[list[str]] = []
     seen = 0  # both runs log to the same file: each run's lines are those after the last run's
     for run in (1, 2):
-        # another bug on the restart: a failure already handled would not start a cycle again
-        bug = "a - b" if run == 1 else "a * b"
+        # another bug on the restart: a failure already handled would not start a cycle again, and one
+        # close to the first would be replayed from memory with no request at all
+        bug = "a - b" if run == 1 else "max(a, b) * min(a, b) + 1"
         (calc_repo / "src" / "calc.py").write_text(CALC_BUGGY.replace("a - b", bug))
         scripted_llm.push_text(fix)
         cfg = base_config(calc_repo, llm=llm, state_dir=str(tmp_path / "state"))
