@@ -38,9 +38,13 @@ def checks_for(
         if name in names or check.fixer:
             continue
         prior = runs.get(name)
-        if prior is None or not prior.ok or prior.error:
-            # never run, or failing: judged only when the plan names it and the event names no failing
-            # check (a manual request); another check's failure is not this candidate's to mend
+        if prior is None:
+            if name in plan.verify:  # never run: judged when the plan names it
+                names.append(name)
+            continue
+        if not prior.ok or prior.error:
+            # failing: judged only when the plan names it and the event names no failing check (a
+            # manual request); another check's failure is not this candidate's to mend
             if name in plan.verify and not target:
                 names.append(name)
             continue

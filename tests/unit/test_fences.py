@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from autod.localize.rank import Piece
 from autod.localize.render import block
 from autod.planner.codeform import parse_code_reply, quoted_code
@@ -74,5 +76,13 @@ def test_the_bench_oracle_reads_a_reply_fenced_around_a_docstring_fence_whole(mo
     spec = importlib.util.spec_from_file_location("reallib_e2e_under_test", path)
     assert spec is not None and spec.loader is not None
     bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    assert bench.fenced(reply(FIXED)) == FIXED and bench.fenced("no block") == "no block"
+    before = set(sys.modules)
+    try:
+        spec.loader.exec_module(bench)
+        assert bench.fenced(reply(FIXED)) == FIXED and bench.fenced("no block") == "no block"
+    finally:
+        # its siblings (the bench's `overrides`, ...) must not stand in for libraries of the same name
+        # that later tests in this process import (chromadb imports the `overrides` package)
+        for name in set(sys.modules) - before:
+            if str(getattr(sys.modules[name], "__file__", "") or "").startswith(str(path.parent)):
+                del sys.modules[name]
