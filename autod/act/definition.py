@@ -70,6 +70,8 @@ def normalise_symbol(symbol: str) -> str:
 
 
 def _walk(body: list[ast.stmt], prefix: str = "") -> list[tuple[str, ast.stmt]]:
+    """(qualname, statement) of every unit a whole-definition edit can name: functions and classes at
+    any depth, plain-name assignments at module and class level, the module's `if`/`try` bodies."""
     out: list[tuple[str, ast.stmt]] = []
     for node in body:
         if isinstance(node, _Def):
@@ -86,6 +88,20 @@ def _walk(body: list[ast.stmt], prefix: str = "") -> list[tuple[str, ast.stmt]]:
                 out += _walk(getattr(node, key, []), prefix)
             for h in getattr(node, "handlers", []):
                 out += _walk(h.body, prefix)
+    return out
+
+
+def definition_texts(text: str, rel: str) -> dict[str, str]:
+    """qualname -> source text (decorators included) of each unit `find_definition` can name; {} when
+    the file does not parse. One walk, so what is remembered as a definition can be edited as one."""
+    try:
+        tree = pyast.parse(text, filename=rel)
+    except SyntaxError:
+        return {}
+    lines = text.splitlines()
+    out: dict[str, str] = {}
+    for qual, node in _walk(tree.body):
+        out.setdefault(qual, "\n".join(lines[_start(node) - 1 : node.end_lineno or node.lineno]))
     return out
 
 

@@ -12,7 +12,6 @@ like a model's plan, and one that does not fix the failure is a rejected candida
 
 from __future__ import annotations
 
-import ast
 import difflib
 import json
 import re
@@ -22,7 +21,7 @@ from typing import Any
 
 import structlog
 
-from autod import pyast
+from autod.act.definition import definition_texts
 from autod.act.edits import FileChange
 from autod.memory import Recalled, Tier
 from autod.memory.recall import REPLAY_KEY
@@ -51,32 +50,10 @@ class Replay:
 
 
 def definitions(text: str, rel: str) -> dict[str, str]:
-    """qualname -> source text of each function, class and module-level assignment of a Python file."""
-    try:
-        tree = pyast.parse(text, filename=rel)
-    except SyntaxError:
-        return {}
-    lines = text.splitlines()
-    out: dict[str, str] = {}
-
-    def walk(body: list[Any], prefix: str) -> None:
-        for node in body:
-            names: list[str] = []
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-                names = [node.name]
-            elif isinstance(node, ast.Assign) and not prefix:
-                names = [t.id for t in node.targets if isinstance(t, ast.Name)]
-            if not names:
-                continue
-            start = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
-            segment = "\n".join(lines[start - 1 : node.end_lineno or node.lineno])
-            for name in names:
-                out[prefix + name] = segment
-            if isinstance(node, ast.ClassDef):
-                walk(node.body, f"{prefix}{node.name}.")
-
-    walk(tree.body, "")
-    return out
+    """qualname -> source text of each unit a whole-definition edit can name (functions, classes,
+    plain-name assignments at module and class level): the edit layer's own walk, so a fix to a
+    class attribute is remembered as that attribute, not as its whole (maybe long) class."""
+    return definition_texts(text, rel)
 
 
 def changed_definitions(changes: Iterable[FileChange]) -> list[dict[str, str]]:
@@ -88,15 +65,23 @@ def changed_definitions(changes: Iterable[FileChange]) -> list[dict[str, str]]:
             return []
         old = definitions(c.old.decode("utf-8", "replace"), c.rel)
         new = definitions(c.new.decode("utf-8", "replace"), c.rel)
-        if set(old) != set(new):
-            return []  # a definition added or removed: not one a whole-definition edit replays
-        moved = [q for q in old if old[q] != new[q]]
+        both = old.keys() & new.keys()
+        if any(not _inside(q, both) for q in old.keys() ^ new.keys()):
+            return []  # a definition added or removed at the top: not one a whole-definition edit replays
+        moved = [q for q in both if old[q] != new[q]]
         inner = [q for q in moved if not any(o.startswith(q + ".") for o in moved)]
         out += [{"path": c.rel, "symbol": q, "old": old[q], "new": new[q]} for q in inner]
     if not out or len(out) > MAX_DEFINITIONS or any(len(d["old"]) > MAX_TEXT or len(d["new"]) > MAX_TEXT
                                                      for d in out):
         return []
     return out
+
+
+def _inside(qual: str, kept: set[str]) -> bool:
+    """Whether `qual` (a unit a fix added or removed, such as a local it introduced) sits inside a unit
+    the file has before and after: then that unit's new text carries it."""
+    parts = qual.split(".")
+    return any(".".join(parts[:i]) in kept for i in range(1, len(parts)))
 
 
 def replay_record(changes: Iterable[FileChange], tests: Iterable[str]) -> str:
