@@ -25,9 +25,9 @@ from autod.planner import CHARS_PER_TOKEN, TEMPLATE_TOKENS, PlanRequest, PlanRes
 from autod.planner.forms import FORMS
 
 if TYPE_CHECKING:
-    from autod.cycle.reflect import Reflection
     from autod.events import Event
     from autod.plan import Plan
+    from autod.reflection import Reflection
 
 log = structlog.get_logger("autod.candidates")
 

@@ -12,13 +12,13 @@ import structlog
 from autod.candidates.clock import deadline_note
 from autod.candidates.search import AttemptResult, Candidate, CandidateSearch
 from autod.candidates.settle import settle
-from autod.cycle.reflect import after_earlier_attempts
 from autod.modes import Attempt, Verification
 from autod.plan import Plan
+from autod.reflection import after_earlier_attempts
 
 if TYPE_CHECKING:
     from autod.candidates.validate import InPlace, Isolated
-    from autod.cycle.reflect import Reflection
+    from autod.reflection import Reflection
 
 log = structlog.get_logger("autod.candidates.attempts")
 

@@ -30,16 +30,7 @@ from autod.candidates.clock import cycle_deadline
 from autod.candidates.replay import for_failure, to_remember
 from autod.candidates.validate import choose_validator
 from autod.cycle.proposal import store_proposal
-from autod.cycle.reflect import (
-    Reflection,
-    after_earlier_attempts,
-    distil_lesson,
-    log_reflection,
-    observed,
-    remember,
-    teaches,
-    timing,
-)
+from autod.cycle.reflect import distil_lesson, log_reflection, observed, remember, teaches, timing
 from autod.errors import BudgetExhausted, CycleError
 from autod.events import FAILURE_KINDS, Event
 from autod.memory import Memory, Recalled
@@ -47,6 +38,7 @@ from autod.modes import Attempt, Mode, ModeEnv, Verification, chain
 from autod.ownwrites import OwnWrites
 from autod.plan import Plan
 from autod.planner import Planner
+from autod.reflection import Reflection, after_earlier_attempts
 from autod.runtime.checkbook import unjournaled
 from autod.runtime.limits import CircuitBreaker, Gate
 from autod.stores.state import day_key

@@ -14,9 +14,10 @@ from typing import Any, Protocol
 import structlog
 
 from autod import logs
-from autod.cycle.reflect import Reflection, log_reflection
+from autod.cycle.reflect import log_reflection
 from autod.errors import PlanRejected
 from autod.events import Event, EventKind
+from autod.reflection import Reflection
 from autod.undo.ledger import KeptLedger
 from autod.undo.revert import UndoRefused, commit_revert, revert
 

@@ -14,7 +14,6 @@ import pytest
 from autod.act.edits import FileChange
 from autod.checks.run import CheckResult
 from autod.config.settings import Settings
-from autod.cycle.reflect import Reflection
 from autod.delivery.deliver import Delivery, DeliveryHeld
 from autod.delivery.gate import DeliveryGate
 from autod.delivery.ledger import DeliveryLedger
@@ -23,6 +22,7 @@ from autod.errors import PlanRejected
 from autod.events import Event, EventKind
 from autod.modes import Verification
 from autod.plan import Edit, Plan
+from autod.reflection import Reflection
 from autod.runtime.limits import Verdict
 
 BUGGY = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n"
