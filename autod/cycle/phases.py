@@ -35,11 +35,11 @@ from autod.errors import BudgetExhausted, CycleError
 from autod.events import FAILURE_KINDS, Event
 from autod.memory import Memory, Recalled
 from autod.modes import Attempt, Mode, ModeEnv, Verification, chain
+from autod.modes.verifying import unjournaled
 from autod.ownwrites import OwnWrites
 from autod.plan import Plan
 from autod.planner import Planner
 from autod.reflection import Reflection, after_earlier_attempts
-from autod.runtime.checkbook import unjournaled
 from autod.runtime.limits import CircuitBreaker, Gate
 from autod.stores.state import day_key
 from autod.undo.remembered import undone_hold
