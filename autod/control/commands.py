@@ -18,7 +18,6 @@ import structlog
 
 from autod.checks import sandbox
 from autod.config.settings import Settings
-from autod.control.waiting import retry_now, start_waiting, waiting_rows
 from autod.cycle.phases import CycleDeps
 from autod.events import Event, EventKind, fingerprint
 from autod.memory import Tier
@@ -31,6 +30,7 @@ from autod.runtime.dispatch import Dispatcher
 from autod.runtime.limits import CircuitBreaker, Gate
 from autod.runtime.notify import Notifier
 from autod.runtime.sourceset import SourceSet
+from autod.runtime.waiting import retry_now, start_waiting, waiting_rows
 from autod.stores.queue import EventQueue
 from autod.stores.state import State
 
@@ -361,6 +361,6 @@ class Commands:
         return {"ok": True, "text": self.d.metrics.exposition().decode()}
 
     async def cmd_undo(self, req: dict[str, Any]) -> dict[str, Any]:
-        from autod.undo.command import undo
+        from autod.control.undo import undo
 
         return await undo(self.d, str(req.get("cycle") or ""), req.get("reason"))  # type: ignore[arg-type]

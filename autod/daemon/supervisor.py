@@ -23,6 +23,7 @@ from autod.checks.run import CheckResult
 from autod.config.settings import ConfigError, Settings, load_config
 from autod.control.commands import Commands
 from autod.control.socket import ControlServer, socket_path
+from autod.daemon.wiring import configure, output_tasks
 from autod.delivery.ledger import DeliveryLedger
 from autod.events import Event, EventKind
 from autod.git.exclude import exclude_state_dir
@@ -38,7 +39,6 @@ from autod.runtime.freshness import Run
 from autod.runtime.housekeeping import housekeeping
 from autod.runtime.notify import Notifier
 from autod.runtime.sourceset import SourceSet, source_specs
-from autod.runtime.wiring import configure, output_tasks
 from autod.safety.boundary import config_inside_workspace
 from autod.sources.check import CheckSource
 from autod.stores.queue import EventQueue
@@ -48,7 +48,7 @@ from autod.undo.ledger import KeptLedger
 from autod.webhooks.courier import Courier
 from autod.webhooks.outbox import Outbox
 
-log = structlog.get_logger("autod.runtime.supervisor")
+log = structlog.get_logger("autod.daemon.supervisor")
 
 
 class DaemonAlreadyRunning(Exception):

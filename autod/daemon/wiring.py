@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from autod import isolation, logs
-from autod.config.preflight import check_problems
 from autod.config.settings import Settings
 from autod.cycle.phases import CycleDeps
+from autod.daemon.preflight import check_problems
 from autod.delivery.deliver import Delivery
 from autod.delivery.gate import DeliveryGate
 from autod.delivery.verify import MirrorVerifier
@@ -26,9 +26,9 @@ from autod.undo.ledger import kept_hook
 from autod.webhooks.announce import CycleAnnouncer, watch_daemon
 
 if TYPE_CHECKING:
-    from autod.runtime.supervisor import Daemon
+    from autod.daemon.supervisor import Daemon
 
-log = structlog.get_logger("autod.runtime.wiring")
+log = structlog.get_logger("autod.daemon.wiring")
 
 
 def build_modes(settings: Settings) -> list[Mode]:
