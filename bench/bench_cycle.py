@@ -145,7 +145,7 @@ async def in_process(root: Path, n: int) -> dict[str, Any]:
     from autod.modes import ModeEnv
     from autod.modes.debug import DebugMode
     from autod.ownwrites import OwnWrites
-    from autod.runtime.limits import CircuitBreaker, Gate
+    from autod.cycle.limits import CircuitBreaker, Gate
     from autod.stores.state import State
 
     ws = make_workspace(root)
@@ -244,7 +244,7 @@ async def metrics_ab(root: Path, n: int) -> dict[str, Any]:
     from autod.modes import ModeEnv
     from autod.modes.debug import DebugMode
     from autod.ownwrites import OwnWrites
-    from autod.runtime.limits import CircuitBreaker, Gate
+    from autod.cycle.limits import CircuitBreaker, Gate
     from autod.stores.state import State
 
     ws = make_workspace(root)

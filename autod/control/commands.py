@@ -18,6 +18,7 @@ import structlog
 
 from autod.checks import sandbox
 from autod.config.settings import Settings
+from autod.cycle.limits import CircuitBreaker, Gate
 from autod.cycle.phases import CycleDeps
 from autod.events import Event, EventKind, fingerprint
 from autod.memory import Tier
@@ -27,7 +28,6 @@ from autod.modes import Mode
 from autod.plan import Plan
 from autod.runtime.checkbook import CheckBook
 from autod.runtime.dispatch import Dispatcher
-from autod.runtime.limits import CircuitBreaker, Gate
 from autod.runtime.notify import Notifier
 from autod.runtime.sourceset import SourceSet
 from autod.runtime.waiting import retry_now, start_waiting, waiting_rows

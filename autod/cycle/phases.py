@@ -29,6 +29,7 @@ from autod.candidates.attempts import replay_first, run_attempts
 from autod.candidates.clock import cycle_deadline
 from autod.candidates.replay import for_failure, to_remember
 from autod.candidates.validate import choose_validator
+from autod.cycle.limits import CircuitBreaker, Gate
 from autod.cycle.proposal import store_proposal
 from autod.cycle.reflect import distil_lesson, log_reflection, observed, remember, teaches, timing
 from autod.errors import BudgetExhausted, CycleError
@@ -40,7 +41,6 @@ from autod.ownwrites import OwnWrites
 from autod.plan import Plan
 from autod.planner import Planner
 from autod.reflection import Reflection, after_earlier_attempts
-from autod.runtime.limits import CircuitBreaker, Gate
 from autod.stores.state import day_key
 from autod.undo.remembered import undone_hold
 from autod.verdict import Status

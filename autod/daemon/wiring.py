@@ -11,15 +11,15 @@ import structlog
 
 from autod import isolation, logs
 from autod.config.settings import Settings
+from autod.cycle.delivery_cap import DeliveryGate
+from autod.cycle.limits import CircuitBreaker, Gate
 from autod.cycle.phases import CycleDeps
 from autod.daemon.preflight import check_problems
 from autod.delivery.deliver import Delivery
-from autod.delivery.gate import DeliveryGate
 from autod.delivery.verify import MirrorVerifier
 from autod.metrics.observe import CycleMetrics, MeteredPlanner, TimedMode, describe
 from autod.metrics.sampler import sampler
 from autod.modes import Mode, ModeEnv
-from autod.runtime.limits import CircuitBreaker, Gate
 from autod.runtime.retry import RetryPolicy
 from autod.transcripts import TranscriptStore
 from autod.undo.ledger import kept_hook

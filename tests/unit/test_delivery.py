@@ -14,8 +14,9 @@ import pytest
 from autod.act.edits import FileChange
 from autod.checks.run import CheckResult
 from autod.config.settings import Settings
+from autod.cycle.delivery_cap import DeliveryGate
+from autod.cycle.limits import Verdict
 from autod.delivery.deliver import Delivery, DeliveryHeld
-from autod.delivery.gate import DeliveryGate
 from autod.delivery.ledger import DeliveryLedger
 from autod.delivery.rebase import OnHead
 from autod.errors import PlanRejected
@@ -23,7 +24,6 @@ from autod.events import Event, EventKind
 from autod.modes import Verification
 from autod.plan import Edit, Plan
 from autod.reflection import Reflection
-from autod.runtime.limits import Verdict
 
 BUGGY = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n"
 FIXED = BUGGY.replace("a - b", "a + b")
