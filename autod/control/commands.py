@@ -18,8 +18,8 @@ import structlog
 
 from autod.checks import sandbox
 from autod.config.settings import Settings
+from autod.cycle.deps import CycleDeps
 from autod.cycle.limits import CircuitBreaker, Gate
-from autod.cycle.phases import CycleDeps
 from autod.events import Event, EventKind, fingerprint
 from autod.memory import Tier
 from autod.memory.report import hits_to_json

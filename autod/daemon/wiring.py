@@ -12,8 +12,8 @@ import structlog
 from autod import isolation, logs
 from autod.config.settings import Settings
 from autod.cycle.delivery_cap import DeliveryGate
+from autod.cycle.deps import CycleDeps
 from autod.cycle.limits import CircuitBreaker, Gate
-from autod.cycle.phases import CycleDeps
 from autod.daemon.preflight import check_problems
 from autod.delivery.deliver import Delivery
 from autod.delivery.verify import MirrorVerifier
@@ -81,9 +81,9 @@ def configure(d: Daemon) -> None:
         d.planner_name = "rules"
     hooks: list[Any] = []
     if s.git.commit:
-        from autod.git.ops import commit_cycle
+        from autod.git.ops import commit_hook
 
-        hooks.append(commit_cycle)
+        hooks.append(commit_hook(s.workspace))
     hooks.append(kept_hook(d.kept))  # after the commit: `autod undo` knows it
     tx = s.transcripts
     d.deps = CycleDeps(

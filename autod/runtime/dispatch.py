@@ -18,8 +18,9 @@ import structlog
 
 from autod import heap
 from autod.config.settings import Settings
+from autod.cycle.deps import CycleDeps
 from autod.cycle.limits import Gate
-from autod.cycle.phases import Cycle, CycleDeps
+from autod.cycle.phases import Cycle
 from autod.events import Event, EventKind
 from autod.modes import Mode
 from autod.plan import Plan

@@ -119,7 +119,7 @@ def snapshot(ws: Path) -> dict[str, Any]:
 
 
 def deliver(d: Delivery, c: Any, changes: list[FileChange]) -> Verification:
-    return asyncio.run(d.act(c, PLAN, changes))
+    return asyncio.run(d.act(c.mode, c.event, c.r, c.deps.env, PLAN, changes))
 
 
 def test_a_branch_delivery_with_a_dirty_working_tree_leaves_tree_and_index_as_they_were(repo):
