@@ -213,6 +213,12 @@ class Settings(BaseSettings):
     def log_file(self) -> Path:
         return self.logging.file or self.state_path / "logs" / "autod.jsonl"
 
+    @property
+    def control_socket(self) -> Path:
+        """$RUNTIME_DIRECTORY/autod.sock under systemd, else <state_dir>/autod.sock (autod.control.socket)."""
+        runtime = os.environ.get("RUNTIME_DIRECTORY", "").split(":")[0]
+        return Path(runtime) / "autod.sock" if runtime else self.state_path / "autod.sock"
+
     def mode_requires_confirmation(self, mode: str) -> bool:
         override = self.modes.get(mode).require_confirmation
         return self.limits.require_confirmation if override is None else override
