@@ -41,7 +41,7 @@ from autod.ownwrites import OwnWrites  # noqa: E402
 from autod.plan import Edit, Plan  # noqa: E402
 from autod.planner import PlanResult, TokenUsage  # noqa: E402
 from autod.cycle.limits import Gate  # noqa: E402
-from autod.sources.check import failure_event  # noqa: E402
+from autod.checks.source import failure_event  # noqa: E402
 from autod.stores.state import State  # noqa: E402
 
 PICK = [

@@ -54,7 +54,7 @@ from autod.localize.context import localize  # noqa: E402
 from autod.modes import ModeEnv  # noqa: E402
 from autod.modes import debug as debug_mode  # noqa: E402
 from autod.modes.debug import DebugMode  # noqa: E402
-from autod.sources.check import failure_event  # noqa: E402
+from autod.checks.source import failure_event  # noqa: E402
 from autod.stores.state import State  # noqa: E402
 
 GOAL_FUNC = 0.90

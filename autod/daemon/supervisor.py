@@ -20,6 +20,7 @@ from autod import isolation, logs
 from autod.act.journal import recover
 from autod.checks import sandbox
 from autod.checks.run import CheckResult
+from autod.checks.source import CheckSource
 from autod.config.settings import ConfigError, Settings, load_config
 from autod.control.commands import Commands
 from autod.control.socket import ControlServer, socket_path
@@ -40,7 +41,6 @@ from autod.runtime.housekeeping import housekeeping
 from autod.runtime.notify import Notifier
 from autod.runtime.sourceset import SourceSet, source_specs
 from autod.safety.boundary import config_inside_workspace
-from autod.sources.check import CheckSource
 from autod.stores.queue import EventQueue
 from autod.stores.state import State
 from autod.threads import IO_POOL, IO_POOL_WORKERS, named_pool

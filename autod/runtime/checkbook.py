@@ -19,10 +19,10 @@ import structlog
 
 from autod.candidates.validate import PASSING_MS_KEY
 from autod.checks.run import CheckResult
+from autod.checks.source import failure_event, result_fingerprint
 from autod.events import Event
 from autod.git import safe as gitsafe
 from autod.runtime.freshness import CheckLedger, Run
-from autod.sources.check import failure_event, result_fingerprint
 from autod.stores.state import State
 
 log = structlog.get_logger("autod.runtime.checkbook")
