@@ -75,9 +75,10 @@ def configure(d: Daemon) -> None:
         d.planner.remember_windows(KeptWindows(d.state))  # learnt once, not on every restart or reload
         d.planner_name = "llm"
     else:
+        from autod.checks.run import run_check
         from autod.planner.rules import RulesPlanner
 
-        d.planner = RulesPlanner(s)
+        d.planner = RulesPlanner(s, run_check)
         d.planner_name = "rules"
     hooks: list[Any] = []
     if s.git.commit:
