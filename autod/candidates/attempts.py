@@ -1,6 +1,6 @@
 """Attempt after attempt of candidate search, until a fix is kept, held for a person, or nothing more is
 worth asking. The cycle lends what only it can do (`Host`: write into the tree, store a proposal, write
-a report, time a phase); this room decides which candidate goes into the tree and when to ask again."""
+a report, time a phase); this module decides which candidate goes into the tree and when to ask again."""
 
 from __future__ import annotations
 
