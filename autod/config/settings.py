@@ -143,7 +143,7 @@ class Settings(BaseSettings):
     candidates: CandidatesConfig = Field(default_factory=CandidatesConfig)
     transcripts: TranscriptsConfig = Field(default_factory=TranscriptsConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
-    # issue 22: where fixes go (modes.*.delivery picks), who is told, what is served, what can be undone
+    # where fixes go (modes.*.delivery picks), who is told, what is served, what can be undone
     delivery: DeliveryConfig = Field(default_factory=DeliveryConfig)
     notify: NotifyConfig = Field(default_factory=NotifyConfig)
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)

@@ -143,8 +143,8 @@ class Cycle:
             return
         async with self.phase("plan"):
             context = await self.mode.context(self.event, self.deps.env, self.recalled)
-            self.r.context = list(getattr(context, "used", []))
-            editable = getattr(context, "editable", None)
+            self.r.context = list(context.used)
+            editable = context.editable
         previous = await self.previous_attempt()
         if previous:
             self.attempts.append(previous)

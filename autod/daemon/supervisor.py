@@ -33,6 +33,7 @@ from autod.metrics.observe import check_ran
 from autod.metrics.registry import Metrics
 from autod.metrics.server import MetricsServer
 from autod.ownwrites import OwnWrites
+from autod.planner import CHARS_PER_TOKEN, TEMPLATE_TOKENS, ServerPlanner
 from autod.runtime import once, outage
 from autod.runtime.checkbook import CheckBook
 from autod.runtime.dispatch import Dispatcher
@@ -132,13 +133,12 @@ class Daemon:
 
     async def _prompt_room(self, mode: str) -> tuple[int, float] | None:
         """Tokens a prompt may take at the LLM server (its window less the reply cap), when known."""
-        from autod.planner import CHARS_PER_TOKEN, TEMPLATE_TOKENS
-
-        ask = getattr(self.planner, "context_window", None)
-        window = await ask() if ask is not None else None
+        if not isinstance(self.planner, ServerPlanner):
+            return None
+        window = await self.planner.context_window()
         if not window:
             return None
-        ratio = getattr(self.planner, "chars_per_token", None) or CHARS_PER_TOKEN
+        ratio = self.planner.chars_per_token or CHARS_PER_TOKEN
         return window - self.planner.reply_tokens(mode) - TEMPLATE_TOKENS, ratio
 
     # -- check results -------------------------------------------------------------------
@@ -356,10 +356,9 @@ class Daemon:
         if self.memory is not None:
             with logs.survive("memory.close_failed"):
                 await self.memory.close()
-        planner_close = getattr(self.planner, "aclose", None)
-        if planner_close is not None:
+        if isinstance(self.planner, ServerPlanner):
             with logs.survive("llm.close_failed"):
-                await planner_close()
+                await self.planner.aclose()
         await asyncio.to_thread(self.queue.close)
         self.outbox.close()
         self.delivery_ledger.close()

@@ -108,7 +108,7 @@ def configure(d: Daemon) -> None:
 
 
 def output_tasks(d: Daemon) -> list[asyncio.Task[None]]:
-    """The metrics server and sampler, the webhook courier and its watch on the daemon (issue 22)."""
+    """The metrics server and sampler, the webhook courier and its watch on the daemon."""
     return [
         asyncio.create_task(
             d.metrics_server.run(lambda: d.settings.metrics.listen), name="metrics-server"

@@ -89,8 +89,9 @@ class Mode(Protocol):
 
     def handles(self, event: Event) -> bool: ...
 
-    async def context(self, event: Event, env: ModeEnv, recalled: list[Recalled]) -> dict[str, str]:
-        """Prompt sections, already within the mode's budget, in priority order."""
+    async def context(self, event: Event, env: ModeEnv, recalled: list[Recalled]) -> Sections:
+        """Prompt sections, already within the mode's budget, in priority order, with what went into
+        them (`used`), the files they show for editing and the focused views (`Sections`)."""
         ...
 
     def messages(
