@@ -13,7 +13,6 @@ import threading
 import time
 import uuid
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import structlog
@@ -34,7 +33,7 @@ from autod.cycle.reflect import distil_lesson, log_reflection, observed, remembe
 from autod.errors import BudgetExhausted, CycleError
 from autod.events import FAILURE_KINDS, Event
 from autod.memory import Recalled
-from autod.modes import Attempt, Mode, Verification, chain
+from autod.modes import Attempt, Mode, ReportWriter, Verification, chain
 from autod.modes.verifying import unjournaled
 from autod.plan import Plan
 from autod.reflection import Reflection, after_earlier_attempts
@@ -302,12 +301,12 @@ class Cycle:
         self.r.edits = [{"path": c.rel, "added": c.added, "removed": c.removed} for c in changes]
 
     async def write_report(self, plan: Plan) -> None:
-        writer = getattr(self.mode, "write_report", None)
+        mode = self.mode
         # a report-only mode always writes its report (it has facts even when the planner gave no text)
-        if writer is None or (not plan.report and self.mode.writes_code):
+        if not isinstance(mode, ReportWriter) or (not plan.report and mode.writes_code):
             self.r.status = "reported" if plan.report else "no_change"
             return
-        path: Path = await writer(self.event, plan, self.deps.env, self.deps.own_writes)
+        path = await mode.write_report(self.event, plan, self.deps.env, self.deps.own_writes)
         self.r.status, self.r.report_path = "reported", str(path)
 
     def left_behind(self) -> list[str]:
