@@ -42,5 +42,6 @@ def test_every_package_and_module_of_autod_has_a_layer() -> None:
         for p in PKG.iterdir()
         if (p.suffix == ".py" and p.name != "__init__.py") or (p / "__init__.py").is_file()
     }
-    assert sorted(present - placed) == []
+    unplaced = sorted(present - placed)
+    assert unplaced == [], f"give each a layer in pyproject.toml's layers contract: {unplaced}"
     assert sorted(placed - present) == []
