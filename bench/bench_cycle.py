@@ -140,12 +140,12 @@ def failure_event(i: int) -> Event:
 # -- in process ----------------------------------------------------------------------------------
 async def in_process(root: Path, n: int) -> dict[str, Any]:
     from autod import logs
+    from autod.cycle.limits import CircuitBreaker, Gate
     from autod.cycle.phases import Cycle, CycleDeps
     from autod.memory.resilient import ResilientMemory
     from autod.modes import ModeEnv
     from autod.modes.debug import DebugMode
     from autod.ownwrites import OwnWrites
-    from autod.runtime.limits import CircuitBreaker, Gate
     from autod.stores.state import State
 
     ws = make_workspace(root)
@@ -237,6 +237,7 @@ async def metrics_ab(root: Path, n: int) -> dict[str, Any]:
     and mode wrappers, the check counter, the dispatcher's observer), on one store and workspace, so
     drift hits both alike. Also the raw cost of one cycle's metric updates."""
     from autod import logs
+    from autod.cycle.limits import CircuitBreaker, Gate
     from autod.cycle.phases import Cycle, CycleDeps
     from autod.memory.resilient import ResilientMemory
     from autod.metrics.observe import CycleMetrics, MeteredPlanner, TimedMode, check_ran
@@ -244,7 +245,6 @@ async def metrics_ab(root: Path, n: int) -> dict[str, Any]:
     from autod.modes import ModeEnv
     from autod.modes.debug import DebugMode
     from autod.ownwrites import OwnWrites
-    from autod.runtime.limits import CircuitBreaker, Gate
     from autod.stores.state import State
 
     ws = make_workspace(root)

@@ -33,15 +33,15 @@ from bench_localize import commit_all, extract, fetch, log  # noqa: E402
 from localize_bugs import BUGS, LIBRARIES  # noqa: E402
 
 from autod.checks.run import run_check  # noqa: E402
+from autod.checks.source import failure_event  # noqa: E402
 from autod.config.settings import load_config  # noqa: E402
+from autod.cycle.limits import Gate  # noqa: E402
 from autod.cycle.phases import Cycle, CycleDeps  # noqa: E402
 from autod.modes import ModeEnv  # noqa: E402
 from autod.modes.debug import DebugMode  # noqa: E402
 from autod.ownwrites import OwnWrites  # noqa: E402
 from autod.plan import Edit, Plan  # noqa: E402
 from autod.planner import PlanResult, TokenUsage  # noqa: E402
-from autod.runtime.limits import Gate  # noqa: E402
-from autod.sources.check import failure_event  # noqa: E402
 from autod.stores.state import State  # noqa: E402
 
 PICK = [

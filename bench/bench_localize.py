@@ -47,6 +47,7 @@ import yaml  # noqa: E402
 from localize_bugs import BUGS, HELD_OUT, LIBRARIES  # noqa: E402
 
 from autod.checks.run import run_check  # noqa: E402
+from autod.checks.source import failure_event  # noqa: E402
 from autod.config.llm import LocalizeConfig  # noqa: E402
 from autod.config.settings import load_config  # noqa: E402
 from autod.localize import focus  # noqa: E402
@@ -54,7 +55,6 @@ from autod.localize.context import localize  # noqa: E402
 from autod.modes import ModeEnv  # noqa: E402
 from autod.modes import debug as debug_mode  # noqa: E402
 from autod.modes.debug import DebugMode  # noqa: E402
-from autod.sources.check import failure_event  # noqa: E402
 from autod.stores.state import State  # noqa: E402
 
 GOAL_FUNC = 0.90

@@ -59,7 +59,7 @@ ROOMS: dict[str, list[str]] = {
     "autod/checks/pertest.py": ["test_pertest.py"],
     "autod/act/allowance.py": ["test_allowance.py"],
     "autod/safety/saferead.py": ["test_saferead.py"],
-    "autod/runtime/limits.py": ["test_limits.py"],
+    "autod/cycle/limits.py": ["test_limits.py"],
 }
 QUICK_MAX_MUTANTS = 25
 ROOM_TIMEOUT_S = 1800

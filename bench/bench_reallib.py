@@ -8,7 +8,7 @@ failing test to the mutated definition.
 
 Localization (no model), per bug: the library's tests run through autod's check runner
 (`autod.checks.run.run_check`, the check an operator would configure: `python -m pytest -q <tests>`),
-the output becomes autod's real `check_failed` event (`autod.sources.check.failure_event`), and the
+the output becomes autod's real `check_failed` event (`autod.checks.source.failure_event`), and the
 auto-debug prompt is built by the real `DebugMode().context()` / `messages()`:
   - committed (the headline): the bug is in the repository's only commit, so there is no diff, no
     green revision and no history to point at it (a failure that arrives with the code, as in CI);

@@ -20,14 +20,21 @@ from autod import logs
 from autod.act.judges import Judges, editable_paths
 from autod.candidates.reask import pointed_messages
 from autod.errors import ContextTooLong, CycleError, LLMUnavailable
-from autod.modes import Attempt, Mode, pack, render, tokens
-from autod.planner import CHARS_PER_TOKEN, TEMPLATE_TOKENS, PlanRequest, PlanResult, estimated_tokens
+from autod.modes import Attempt, Mode, Sections, pack, render, tokens
+from autod.planner import (
+    CHARS_PER_TOKEN,
+    TEMPLATE_TOKENS,
+    PlanRequest,
+    PlanResult,
+    ServerPlanner,
+    estimated_tokens,
+)
 from autod.planner.forms import FORMS
 
 if TYPE_CHECKING:
-    from autod.cycle.reflect import Reflection
     from autod.events import Event
     from autod.plan import Plan
+    from autod.reflection import Reflection
 
 log = structlog.get_logger("autod.candidates")
 
@@ -41,7 +48,7 @@ class Asker:
         mode: Mode,
         event: Event,
         r: Reflection,
-        context: dict[str, str],
+        context: Sections,
         attempts: list[Attempt],
         *,
         editable: list[str] | None,
@@ -59,7 +66,7 @@ class Asker:
         self.need_answered = False
         self.extra_messages: list[dict[str, str]] = []
         # the mode's narrower views of the same failure, one per suspect (Sections.focused)
-        self.focused: list[dict[str, str]] = list(getattr(context, "focused", None) or [])
+        self.focused: list[dict[str, str]] = list(context.focused or [])
 
     @property
     def form(self) -> str:
@@ -222,11 +229,14 @@ class Asker:
     # -- the server's context -----------------------------------------------------------
     async def fit(self, context: dict[str, str]) -> dict[str, str]:
         """The context, cut by rank before sending when the whole prompt would not fit the server's window."""
-        window = await _window(self.deps.planner)
+        planner = self.deps.planner
+        if not isinstance(planner, ServerPlanner):  # the offline planner: no window to fit
+            return context
+        window = await _window(planner)
         if window is None:
             return context
-        reply = _reply_tokens(self.deps.planner, self.mode.name)
-        ratio = getattr(self.deps.planner, "chars_per_token", None) or CHARS_PER_TOKEN
+        reply = planner.reply_tokens(self.mode.name)
+        ratio = planner.chars_per_token or CHARS_PER_TOKEN
         room = window - reply - TEMPLATE_TOKENS
         messages = self.messages_for(context)
         size = estimated_tokens(messages, ratio)
@@ -255,17 +265,10 @@ class Asker:
             return await self.deps.planner.plan(smaller_request)
 
 
-async def _window(planner: Any) -> int | None:
-    ask = getattr(planner, "context_window", None)
-    if ask is None:
-        return None
+async def _window(planner: ServerPlanner) -> int | None:
     try:
-        return await ask()
+        return await planner.context_window()
     except Exception as exc:  # a probe that fails tells nothing: budget as configured
         log.debug("llm.context_size_unknown", error=type(exc).__name__)
         return None
 
-
-def _reply_tokens(planner: Any, mode: str) -> int:
-    cap = getattr(planner, "reply_tokens", None)
-    return int(cap(mode)) if callable(cap) else 2000

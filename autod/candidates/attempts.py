@@ -1,6 +1,6 @@
 """Attempt after attempt of candidate search, until a fix is kept, held for a person, or nothing more is
 worth asking. The cycle lends what only it can do (`Host`: write into the tree, store a proposal, write
-a report, time a phase); this room decides which candidate goes into the tree and when to ask again."""
+a report, time a phase); this module decides which candidate goes into the tree and when to ask again."""
 
 from __future__ import annotations
 
@@ -12,13 +12,13 @@ import structlog
 from autod.candidates.clock import deadline_note
 from autod.candidates.search import AttemptResult, Candidate, CandidateSearch
 from autod.candidates.settle import settle
-from autod.cycle.reflect import after_earlier_attempts
 from autod.modes import Attempt, Verification
 from autod.plan import Plan
+from autod.reflection import after_earlier_attempts
 
 if TYPE_CHECKING:
     from autod.candidates.validate import InPlace, Isolated
-    from autod.cycle.reflect import Reflection
+    from autod.reflection import Reflection
 
 log = structlog.get_logger("autod.candidates.attempts")
 

@@ -4,7 +4,7 @@ draws (`AttemptResult`), and the two seams a search is given (`Validator`, `Draw
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from autod.act.edits import FileChange
 from autod.modes import Verification
@@ -23,10 +23,19 @@ class Validator(Protocol):
 
 class Drawer(Protocol):
     async def ask(self, *, temperature: float | None = None, seed: int | None = None, n: int = 1) -> Any:
-        """An autod.planner.PlanResult. A drawer with `has_focus` True (and `suspects`, how many) also
-        takes `view="focused:K"`: a prompt of the Kth suspect definition alone; with `value_suspects`,
-        `view="value:J"`: the Jth value group's."""
+        """An autod.planner.PlanResult."""
         ...
+
+
+@runtime_checkable
+class FocusedDrawer(Drawer, Protocol):
+    """A drawer with narrower views of the failure (autod.candidates.Asker). When `has_focus`, `ask`
+    also takes `view="focused:K"`, a prompt of the Kth of its `suspects` definitions alone, and
+    `view="value:J"`, the Jth of its `value_suspects` value groups'."""
+
+    has_focus: bool
+    suspects: int
+    value_suspects: int
 
 
 @dataclass

@@ -35,7 +35,7 @@ from typing import Any
 import structlog
 
 from autod.act.edits import FileChange
-from autod.candidates.candidate import AttemptResult, Candidate, Drawer, Validator
+from autod.candidates.candidate import AttemptResult, Candidate, Drawer, FocusedDrawer, Validator
 from autod.candidates.clock import DrawProgress, progress
 from autod.candidates.compare import SAME_CODE, change_key, same_code, symptom_patch
 from autod.candidates.parts import parts
@@ -118,14 +118,15 @@ class CandidateSearch:
 
         Every attempt then draws n from the wide prompt, the first at temperature 0 (its prompt tells
         the attempts so far; the suspects' prompts do not, so a later attempt does not ask them again)."""
-        per = self.cfg.focused if getattr(self.drawer, "has_focus", False) else 0
+        focused = self.drawer if isinstance(self.drawer, FocusedDrawer) and self.drawer.has_focus else None
+        per = self.cfg.focused if focused is not None else 0
         # a later cycle on the same failure asks its first attempt's prompts as the earlier ones did
         # (the wide one too, when they left no attempt to tell): sampled from the first draw on
         first = not self.retry or number > 1
         out: list[tuple[str, bool]] = []
-        if per and number == 1:
-            s = max(1, int(getattr(self.drawer, "suspects", 1) or 1))
-            values = int(getattr(self.drawer, "value_suspects", 0) or 0)
+        if focused is not None and per and number == 1:
+            s = max(1, focused.suspects)
+            values = focused.value_suspects
             out += [(f"focused:{k}", first) for k in range(1, s + 1)]
             out += [(f"value:{j}", first) for j in range(1, values + 1)]
             for k in range(1, s + 1):

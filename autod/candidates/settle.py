@@ -7,9 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from autod.candidates.search import SAME_CODE, AttemptResult
-from autod.cycle.reflect import Reflection, after_earlier_attempts
 from autod.modes import Attempt
 from autod.plan import Plan
+from autod.reflection import Reflection, after_earlier_attempts
 
 FAILED_SHOWN = 2  # failed candidates of an attempt shown to the re-plan, the most voted first
 

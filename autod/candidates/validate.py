@@ -29,6 +29,9 @@ from autod.plan import Plan
 
 log = structlog.get_logger("autod.candidates")
 
+# + check name: how long its last passing run took (autod.runtime.checkbook writes it)
+PASSING_MS_KEY = "check_passing_ms:"
+
 Act = Callable[[Plan], Awaitable[Verification | None]]
 
 
@@ -70,8 +73,6 @@ class Isolated:
 
     async def deadline(self, name: str) -> float | None:
         """Seconds a candidate's run of check `name` may take; None: the check's own timeout_s."""
-        from autod.runtime.checkbook import PASSING_MS_KEY
-
         settings = self.env.settings
         cfg, check = settings.candidates, settings.checks.get(name)
         if check is None or cfg.check_timeout_factor <= 0:

@@ -26,23 +26,15 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from autod.confinement import HIDDEN_DIRS, PRIVATE_DIRS, expose_error, under
+
 __all__ = ["HIDDEN_DIRS", "MountTable", "expose_error", "git_placeholder", "real", "under", "workspace_venvs"]
 
-# Secrets a read-only root would still show. A workspace (or an exposure) below one of these is bound
-# back in; everything else there is an empty, read-only directory.
-HIDDEN_DIRS = ("/root", "/home", "/run", "/etc/autod")
-PRIVATE_DIRS = ("/tmp", "/var/tmp")  # a fresh tmpfs each: the check's scratch space
 VENV_NAMES = (".venv", "venv")
 
 
 def real(p: Path | str) -> Path:
     return Path(os.path.realpath(p))
-
-
-def under(path: Path, root: Path) -> bool:
-    """`path` is `root` or below it (both absolute and normalised); string work: this runs per mount."""
-    p, r = str(path), str(root)
-    return p == r or r == "/" or p.startswith(r + "/")
 
 
 @dataclass(frozen=True)
@@ -137,27 +129,6 @@ def exposable(path: Path, never: Sequence[Path]) -> bool:
     if path == Path("/") or str(path) in PRIVATE_DIRS:
         return False
     return not any(under(n, path) for n in never)
-
-
-def expose_error(p: Path) -> str | None:
-    """Why `p` may not be a `checks.expose` entry, or None: it must be absolute, not a home, /run, /tmp
-    or a directory above one (that would hand a check whole homes again), and nothing under /run
-    (sockets) or /etc/autod (autod's config)."""
-    if not p.is_absolute():
-        return "must be an absolute path"
-    norm = Path(os.path.normpath(p))
-    home = os.environ.get("HOME")
-    roots = [Path("/"), *map(Path, (*PRIVATE_DIRS, *HIDDEN_DIRS))]
-    roots += [Path(home)] if home and os.path.isabs(home) and home != "/" else []
-    if norm == Path("/") or any(under(r, norm) for r in roots[1:]):
-        return (
-            f"{norm} is a home, /run, /tmp or a directory above one: name the directory the checks"
-            " need inside it (e.g. /root/.pyenv/versions/3.12.1)"
-        )
-    for private in (Path("/run"), Path("/etc/autod")):
-        if private in norm.parents:
-            return f"{norm} is inside {private}, which checks never see"
-    return None
 
 
 def workspace_venvs(ws: Path) -> list[Path]:

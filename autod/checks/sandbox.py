@@ -28,7 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from autod.checks.env import (
+from autod.checks.mounts import HIDDEN_DIRS, MountTable, exposable, real, under, workspace_venvs
+from autod.checks.roots import autod_roots
+from autod.confinement import (
     ENV_ALLOW,
     ENV_ALLOW_PREFIXES,
     ENV_DENY,
@@ -36,8 +38,6 @@ from autod.checks.env import (
     check_env,
     env_name_denied,
 )
-from autod.checks.mounts import HIDDEN_DIRS, MountTable, exposable, real, under, workspace_venvs
-from autod.checks.roots import autod_roots
 
 __all__ = [
     "ENV_ALLOW",
@@ -144,9 +144,7 @@ def _runtime(settings: Settings | None) -> tuple[Path, ...]:
     """systemd's runtime directory and the control socket (wherever the settings put it)."""
     out = [Path(d) for d in os.environ.get("RUNTIME_DIRECTORY", "").split(":") if d]
     if settings is not None:
-        from autod.control.socket import socket_path
-
-        out.append(socket_path(settings))
+        out.append(settings.control_socket)
     return tuple(out)
 
 

@@ -45,7 +45,7 @@ def _minutes(text: str) -> float:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from autod import heap, logs
-    from autod.runtime.supervisor import Daemon, DaemonAlreadyRunning
+    from autod.daemon.supervisor import Daemon, DaemonAlreadyRunning
     from autod.threads import STOP_JOIN_S, exit_now, run_bounded
 
     settings = _settings(args)
@@ -83,7 +83,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_config_check(args: argparse.Namespace) -> int:
-    from autod.config.preflight import format_problem, problems
+    from autod.daemon.preflight import format_problem, problems
 
     settings = _settings(args)
     found = problems(settings)
@@ -192,13 +192,13 @@ def _set_pause(args: argparse.Namespace, paused: bool) -> int:
 
 
 def cmd_metrics(args: argparse.Namespace) -> int:
-    from autod.metrics.cli import run
+    from autod.cli.metrics import run
 
     return run(_settings(args), _ask)
 
 
 def cmd_undo(args: argparse.Namespace) -> int:
-    from autod.undo.cli import run
+    from autod.cli.undo import run
 
     return run(_settings(args), args.cycle, args.reason, args.json, _ask, _out, _die)
 

@@ -1,4 +1,4 @@
-"""`autod retry` and `autod trigger`: the operator moves waiting events (autod.control.waiting).
+"""`autod retry` and `autod trigger`: the operator moves waiting events (autod.runtime.waiting).
 
 With the daemon up both go over the control socket; with it down they change the queue db, so the
 next start sees them (as `pause` and `quarantine clear` do).
@@ -29,7 +29,7 @@ def _shown(row: dict[str, Any]) -> str:
 
 def cmd_retry(args: argparse.Namespace) -> int:
     from autod.control.socket import DaemonDown
-    from autod.control.waiting import retry_now
+    from autod.runtime.waiting import retry_now
 
     if not args.all and not args.event:
         return _die("retry: name a waiting event (a prefix of its id, from `autod status`), or --all", 2)
@@ -101,8 +101,8 @@ def cmd_trigger(args: argparse.Namespace) -> int:
 
 
 def _start_waiting_offline(settings: Settings, queue: Any, mode: str) -> list[dict[str, Any]]:
-    from autod.control.waiting import start_waiting
-    from autod.runtime.wiring import build_modes
+    from autod.daemon.wiring import build_modes
+    from autod.runtime.waiting import start_waiting
 
     takes = next((m.handles for m in build_modes(settings) if m.name == mode), None)
     return start_waiting(queue, takes) if takes is not None else []

@@ -120,7 +120,7 @@ def daemon_lines(data: dict[str, Any]) -> list[str]:
 
 
 def output_lines(data: dict[str, Any]) -> list[str]:
-    """Metrics, webhooks and delivery (issue 22): what is served, who is told, where fixes go."""
+    """Metrics, webhooks and delivery: what is served, who is told, where fixes go."""
     out = []
     now = time.time()
     m = data.get("metrics") or {}

@@ -158,4 +158,4 @@ class TranscriptsConfig(Strict):
     max_mb: int = Field(256, ge=1, le=100_000, description="all transcripts together, at most (oldest go)")
 
 
-# -- issue 22: where a fix goes, who is told, what is measured, what can be taken back ------------
+# -- where a fix goes, who is told, what is measured, what can be taken back: autod.config.outputs --

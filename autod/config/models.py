@@ -15,6 +15,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from autod.confinement import env_name_denied, expose_error
+
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", hide_input_in_errors=True, populate_by_name=True)
@@ -53,9 +55,7 @@ CronStr = Annotated[str, Field(min_length=9, max_length=200)]
 
 
 def validate_expose(p: Path) -> Path:
-    """A `checks.expose` entry (the rule lives with the mount table: autod.checks.mounts.expose_error)."""
-    from autod.checks.mounts import expose_error
-
+    """A `checks.expose` entry (the rule: autod.confinement.expose_error)."""
     why = expose_error(p)
     if why:
         raise ValueError(why)
@@ -178,8 +178,6 @@ class CheckConfig(Strict):
     @field_validator("env")
     @classmethod
     def _env_names(cls, v: dict[str, str]) -> dict[str, str]:
-        from autod.checks.env import env_name_denied
-
         bad = sorted(k for k in v if env_name_denied(k))
         if bad:
             raise ValueError(f"{', '.join(bad)}: autod's own and systemd's variables never reach a check")

@@ -9,6 +9,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from autod.config.listen import parse_listen
 from autod.config.models import Strict
 
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
@@ -149,8 +150,6 @@ class MetricsConfig(Strict):
     def _loopback(cls, v: str | None) -> str | None:
         if v is None:
             return None
-        from autod.metrics.address import parse_listen
-
         parse_listen(v)  # ValueError names what is wrong
         return v
 

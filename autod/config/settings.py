@@ -143,7 +143,7 @@ class Settings(BaseSettings):
     candidates: CandidatesConfig = Field(default_factory=CandidatesConfig)
     transcripts: TranscriptsConfig = Field(default_factory=TranscriptsConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
-    # issue 22: where fixes go (modes.*.delivery picks), who is told, what is served, what can be undone
+    # where fixes go (modes.*.delivery picks), who is told, what is served, what can be undone
     delivery: DeliveryConfig = Field(default_factory=DeliveryConfig)
     notify: NotifyConfig = Field(default_factory=NotifyConfig)
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
@@ -212,6 +212,12 @@ class Settings(BaseSettings):
     @property
     def log_file(self) -> Path:
         return self.logging.file or self.state_path / "logs" / "autod.jsonl"
+
+    @property
+    def control_socket(self) -> Path:
+        """$RUNTIME_DIRECTORY/autod.sock under systemd, else <state_dir>/autod.sock (autod.control.socket)."""
+        runtime = os.environ.get("RUNTIME_DIRECTORY", "").split(":")[0]
+        return Path(runtime) / "autod.sock" if runtime else self.state_path / "autod.sock"
 
     def mode_requires_confirmation(self, mode: str) -> bool:
         override = self.modes.get(mode).require_confirmation

@@ -12,27 +12,34 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
 from autod.checks import sandbox
 from autod.config.settings import Settings
-from autod.control.waiting import retry_now, start_waiting, waiting_rows
-from autod.cycle.phases import CycleDeps
+from autod.cycle.deps import CycleDeps
+from autod.cycle.limits import CircuitBreaker, Gate
 from autod.events import Event, EventKind, fingerprint
 from autod.memory import Tier
 from autod.memory.report import hits_to_json
 from autod.memory.resilient import MemoryUnavailable, ResilientMemory
 from autod.modes import Mode
 from autod.plan import Plan
+from autod.planner import Planner, ServerPlanner
 from autod.runtime.checkbook import CheckBook
 from autod.runtime.dispatch import Dispatcher
-from autod.runtime.limits import CircuitBreaker, Gate
 from autod.runtime.notify import Notifier
 from autod.runtime.sourceset import SourceSet
+from autod.runtime.waiting import retry_now, start_waiting, waiting_rows
 from autod.stores.queue import EventQueue
 from autod.stores.state import State
+
+if TYPE_CHECKING:
+    from autod.delivery.deliver import Delivery
+    from autod.metrics.registry import Metrics
+    from autod.metrics.server import MetricsServer
+    from autod.webhooks.courier import Courier
 
 log = structlog.get_logger("autod.control.commands")
 
@@ -46,7 +53,7 @@ class DaemonView(Protocol):
     gate: Gate
     modes: list[Mode]
     memory: ResilientMemory | None
-    planner: Any
+    planner: Planner
     planner_name: str
     breaker: CircuitBreaker | None
     deps: CycleDeps
@@ -58,11 +65,10 @@ class DaemonView(Protocol):
     paused: bool
     started_at: float
     wakeup: asyncio.Event
-    # issue 22
-    metrics: Any  # autod.metrics.registry.Metrics
-    metrics_server: Any  # autod.metrics.server.MetricsServer
-    courier: Any  # autod.webhooks.courier.Courier
-    delivery: Any  # autod.delivery.deliver.Delivery
+    metrics: Metrics
+    metrics_server: MetricsServer
+    courier: Courier
+    delivery: Delivery
 
     async def accept(self, event: Event) -> None: ...
 
@@ -147,11 +153,11 @@ class Commands:
         counters = await d.state.call(d.gate.counters)
         llm: dict[str, Any] = {"configured": bool(d.settings.llm.base_url), "planner": d.planner_name}
         if d.settings.llm.base_url:
-            llm["endpoint"] = getattr(d.planner, "endpoint", d.settings.llm.base_url)
+            server = d.planner if isinstance(d.planner, ServerPlanner) else None
+            llm["endpoint"] = server.endpoint if server is not None else d.settings.llm.base_url
             llm["circuit"] = d.breaker.snapshot() if d.breaker else None
             if req.get("ping"):
-                ping = getattr(d.planner, "ping", None)
-                llm["reachable"] = await ping() if ping else None
+                llm["reachable"] = await server.ping() if server is not None else None
         current = None
         running = d.dispatcher.current
         if running is not None:
@@ -361,6 +367,6 @@ class Commands:
         return {"ok": True, "text": self.d.metrics.exposition().decode()}
 
     async def cmd_undo(self, req: dict[str, Any]) -> dict[str, Any]:
-        from autod.undo.command import undo
+        from autod.control.undo import undo
 
         return await undo(self.d, str(req.get("cycle") or ""), req.get("reason"))  # type: ignore[arg-type]

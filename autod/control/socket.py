@@ -38,8 +38,7 @@ def socket_path(settings: Settings) -> Path:
     wrapper sets the same for the CLI, so both meet at /run/autod/autod.sock. A path longer than
     AF_UNIX allows is reached through the directory's file descriptor (`short_name`).
     """
-    runtime = os.environ.get("RUNTIME_DIRECTORY", "").split(":")[0]
-    return Path(runtime) / "autod.sock" if runtime else settings.state_path / "autod.sock"
+    return settings.control_socket
 
 
 class ControlPathError(Exception):

@@ -13,9 +13,7 @@ import threading
 import time
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -29,56 +27,27 @@ from autod.candidates.attempts import replay_first, run_attempts
 from autod.candidates.clock import cycle_deadline
 from autod.candidates.replay import for_failure, to_remember
 from autod.candidates.validate import choose_validator
+from autod.cycle.deps import CycleDeps
 from autod.cycle.proposal import store_proposal
-from autod.cycle.reflect import (
-    Reflection,
-    after_earlier_attempts,
-    distil_lesson,
-    log_reflection,
-    observed,
-    remember,
-    teaches,
-    timing,
-)
+from autod.cycle.reflect import distil_lesson, log_reflection, observed, remember, teaches, timing
 from autod.errors import BudgetExhausted, CycleError
 from autod.events import FAILURE_KINDS, Event
-from autod.memory import Memory, Recalled
-from autod.modes import Attempt, Mode, ModeEnv, Verification, chain
-from autod.ownwrites import OwnWrites
+from autod.memory import Recalled
+from autod.modes import Attempt, Mode, ReportWriter, Verification, chain
+from autod.modes.verifying import unjournaled
 from autod.plan import Plan
-from autod.planner import Planner
-from autod.runtime.checkbook import unjournaled
-from autod.runtime.limits import CircuitBreaker, Gate
+from autod.reflection import Reflection, after_earlier_attempts
 from autod.stores.state import day_key
 from autod.undo.remembered import undone_hold
 from autod.verdict import Status
 
 if TYPE_CHECKING:
-    from autod.isolation import Isolation
-    from autod.transcripts import Transcript, TranscriptStore
+    from autod.transcripts import Transcript
 
 log = structlog.get_logger("autod.cycle.phases")
 
 # outcomes that count as an attempt on the failure's fingerprint (toward quarantine)
 ATTEMPT_STATUSES = ("fixed", "improved", "rolled_back", "partly_rolled_back", "rejected", "no_change")
-
-
-@dataclass
-class CycleDeps:
-    env: ModeEnv
-    gate: Gate
-    planner: Planner
-    planner_name: str
-    own_writes: OwnWrites
-    breaker: CircuitBreaker | None = None
-    extra_after_keep: list = field(default_factory=list)  # callables(reflection, changes) e.g. git commit
-    isolation: Isolation | None = None  # the workspace's mirror, where candidates are verified
-    transcripts: TranscriptStore | None = None  # where each cycle's exchanges with the model are kept
-    delivery: Any = None  # autod.delivery.Delivery: branch/patch modes never write the working tree
-
-    @property
-    def memory(self) -> Memory | None:
-        return self.env.memory
 
 
 class Cycle:
@@ -173,8 +142,8 @@ class Cycle:
             return
         async with self.phase("plan"):
             context = await self.mode.context(self.event, self.deps.env, self.recalled)
-            self.r.context = list(getattr(context, "used", []))
-            editable = getattr(context, "editable", None)
+            self.r.context = list(context.used)
+            editable = context.editable
         previous = await self.previous_attempt()
         if previous:
             self.attempts.append(previous)
@@ -278,7 +247,8 @@ class Cycle:
                 self.r.reason = f"{hold}; it waits for `autod approve {self.r.proposal_id}`"
             return None
         if self.deps.delivery is not None and self.deps.delivery.isolated(self.mode.name):
-            return await self.deps.delivery.act(self, plan, changes)  # verified elsewhere: branch or patch
+            # verified elsewhere: branch or patch
+            return await self.deps.delivery.act(self.mode, self.event, self.r, self.deps.env, plan, changes)
         journal = Journal.begin(self.settings.state_path, self.r.cycle_id)
         kept = False
         try:
@@ -292,7 +262,7 @@ class Cycle:
                 kept, self.kept = True, tuple(changes)
                 self.r.fix = describe_fix(changes, made_pass(self.event.payload, verification.status))
                 for hook in self.deps.extra_after_keep:
-                    await hook(self, changes)
+                    await hook(self.r, self.event, self.last_diff, changes)
             return verification
         finally:
             if not kept:
@@ -331,12 +301,12 @@ class Cycle:
         self.r.edits = [{"path": c.rel, "added": c.added, "removed": c.removed} for c in changes]
 
     async def write_report(self, plan: Plan) -> None:
-        writer = getattr(self.mode, "write_report", None)
+        mode = self.mode
         # a report-only mode always writes its report (it has facts even when the planner gave no text)
-        if writer is None or (not plan.report and self.mode.writes_code):
+        if not isinstance(mode, ReportWriter) or (not plan.report and mode.writes_code):
             self.r.status = "reported" if plan.report else "no_change"
             return
-        path: Path = await writer(self.event, plan, self.deps.env, self.deps.own_writes)
+        path = await mode.write_report(self.event, plan, self.deps.env, self.deps.own_writes)
         self.r.status, self.r.report_path = "reported", str(path)
 
     def left_behind(self) -> list[str]:

@@ -11,9 +11,9 @@ import structlog
 if TYPE_CHECKING:
     from autod.act.edits import FileChange
     from autod.config.settings import Settings
-    from autod.cycle.reflect import Reflection
     from autod.events import Event
     from autod.plan import Plan
+    from autod.reflection import Reflection
     from autod.stores.state import State
 
 log = structlog.get_logger("autod.cycle.proposal")

@@ -1,12 +1,13 @@
 """Delivering a verified fix as a branch or a patch: the seam a cycle calls, instead of writing the
 working tree, when its mode's `delivery` is `branch` or `patch`.
 
-`Delivery.act(cycle, plan, changes)` checks the cap, takes the fix onto HEAD (autod.delivery.rebase),
-has it verified away from the working tree (autod.delivery.verify), then commits it on the failure's
-branch (one per mode and fingerprint, replaced by each new fix, never one per cycle) and pushes it, or
-writes it as a patch in `<state_dir>/outbox/`. A branch autod did not make, or one someone changed since
-autod's last commit, is never moved: the fix goes to a patch instead and the problem is logged and shown
-by `autod status`. A refused push is the same: the local branch keeps the fix, nothing is forced.
+`Delivery.act(mode, event, record, env, plan, changes)` checks the cap, takes the fix onto HEAD
+(autod.delivery.rebase), has it verified away from the working tree (autod.delivery.verify), then
+commits it on the failure's branch (one per mode and fingerprint, replaced by each new fix, never one
+per cycle) and pushes it, or writes it as a patch in `<state_dir>/outbox/`. A branch autod did not
+make, or one someone changed since autod's last commit, is never moved: the fix goes to a patch
+instead and the problem is logged and shown by `autod status`. A refused push is the same: the local
+branch keeps the fix, nothing is forced.
 """
 
 from __future__ import annotations
@@ -34,8 +35,10 @@ from autod.errors import CycleError
 from autod.modes import Verification
 
 if TYPE_CHECKING:
-    from autod.cycle.phases import Cycle
+    from autod.events import Event
+    from autod.modes import Mode, ModeEnv
     from autod.plan import Plan
+    from autod.reflection import Reflection
 
 log = structlog.get_logger("autod.delivery")
 
@@ -76,13 +79,13 @@ class Delivery(Inventory, TakeBack):
     """The seam the cycle calls for branch and patch modes (with the cap, the inventory and undo)."""
 
     # -- the seam the cycle calls -----------------------------------------------------------
-    async def act(self, cycle: Cycle, plan: Plan, changes: list[FileChange]) -> Verification:
-        """Verify `changes` away from the working tree and deliver them; the cycle's record says where."""
-        kind = self.kind(cycle.mode.name)
-        r, event = cycle.r, cycle.event
+    async def act(self, mode: Mode, event: Event, r: Reflection, env: ModeEnv, plan: Plan,
+                  changes: list[FileChange]) -> Verification:
+        """Verify `changes` away from the working tree and deliver them; the cycle's record `r` says where."""
+        kind = self.kind(mode.name)
         facts = Facts(
             r.cycle_id,
-            cycle.mode.name,
+            mode.name,
             event.fingerprint,
             event.summary,
             str(event.payload.get("excerpt") or ""),
@@ -97,7 +100,7 @@ class Delivery(Inventory, TakeBack):
         await asyncio.to_thread(self._room_for, facts)
         fix = await asyncio.to_thread(on_head, self.workspace, self.tmp_dir, changes)  # PlanRejected: refused
         r.edits = list(fix.edits)
-        verification = await self.verifier.verify(cycle.mode, event, plan, fix, cycle.deps.env)
+        verification = await self.verifier.verify(mode, event, plan, fix, env)
         r.checks = [c.record() for c in verification.checks]
         if verification.status not in DELIVERED:
             r.delivery = {"kind": kind, "outcome": "not_delivered", "reason": "the fix did not hold on HEAD"}

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from autod.delivery.rebase import OnHead
 from autod.modes import Mode, ModeEnv, Verification
-from autod.runtime.checkbook import unjournaled
+from autod.modes.verifying import unjournaled
 
 if TYPE_CHECKING:
     from autod.events import Event

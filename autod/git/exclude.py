@@ -14,7 +14,7 @@ import structlog
 from autod.git import safe as gitsafe
 from autod.safety.saferead import read_untrusted
 
-log = structlog.get_logger("autod.runtime.supervisor")
+log = structlog.get_logger("autod.daemon.supervisor")
 
 MARK = "# autod's state dir (added by autod)"
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -13,7 +14,8 @@ from autod.act.edits import FileChange
 from autod.git import safe as gitsafe
 
 if TYPE_CHECKING:
-    from autod.cycle.phases import Cycle
+    from autod.events import Event
+    from autod.reflection import Reflection
 
 log = structlog.get_logger("autod.git")
 
@@ -73,16 +75,24 @@ def commit_changes(
     return {"committed": rev, "skipped": theirs, "reason": None}
 
 
-async def commit_cycle(cycle: Cycle, changes: list[FileChange]) -> None:
-    """Hook run after a cycle keeps its edits."""
-    ws = cycle.settings.workspace
-    said = cycle.r.fix or cycle.r.plan_summary or "autod edit"  # from the diff first, not the model's prose
+def commit_hook(workspace: Path) -> Callable[[Reflection, Event, str, list[FileChange]], Awaitable[None]]:
+    """The cycle's after-keep hook for `git.commit: true`: commit what it kept in `workspace`."""
+
+    async def commit(r: Reflection, event: Event, diff: str, changes: list[FileChange]) -> None:
+        await commit_kept(workspace, r, changes)
+
+    return commit
+
+
+async def commit_kept(workspace: Path, r: Reflection, changes: list[FileChange]) -> None:
+    """Commit a kept cycle's changes; the commit (or None) goes into its record `r`."""
+    said = r.fix or r.plan_summary or "autod edit"  # from the diff first, not the model's prose
     try:
-        result = await asyncio.to_thread(commit_changes, ws, list(changes), said, cycle.r.cycle_id)
+        result = await asyncio.to_thread(commit_changes, workspace, list(changes), said, r.cycle_id)
     except (OSError, subprocess.TimeoutExpired) as exc:  # the edits are kept either way
         log.warning("git.not_committed", reason="git did not run", error=type(exc).__name__)
         return
-    cycle.r.commit = result["committed"]  # type: ignore[assignment]
+    r.commit = result["committed"]  # type: ignore[assignment]
     if result["skipped"]:
         log.warning(
             "git.left_uncommitted", reason="these files had changes by someone else", files=result["skipped"]

@@ -14,10 +14,10 @@ import math
 import os
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
@@ -26,10 +26,20 @@ from autod.localize.index import Index, build_index
 from autod.safety.saferead import UnsafeRead, read_untrusted
 
 if TYPE_CHECKING:
-    from autod.modes import ModeEnv
+    from autod.config.settings import Settings
     from autod.safety.boundary import Boundary
 
 log = structlog.get_logger("autod.localize")
+
+
+class RerunEnv(Protocol):
+    """What a re-run needs of the mode's environment (autod.modes.ModeEnv): the check runner."""
+
+    settings: Settings
+    run_check: Callable[..., Awaitable[Any]]
+
+    @property
+    def boundary(self) -> Boundary: ...
 
 PLUGIN = "autod_spectrum"
 MAX_RESULT_BYTES = 64 * 2**20
@@ -103,7 +113,7 @@ def scores(index: Index, boundary: Boundary, doc: Any) -> dict[tuple[str, str], 
     return out
 
 
-async def spectrum_for(env: ModeEnv, check_name: str, output: str) -> dict[tuple[str, str], float] | None:
+async def spectrum_for(env: RerunEnv, check_name: str, output: str) -> dict[tuple[str, str], float] | None:
     """Re-run the failing tests' files under the recorder via the check; None when that cannot be done."""
     boundary = env.boundary
     files = await asyncio.to_thread(test_files, boundary, output)

@@ -35,10 +35,11 @@ from autod.memory.chroma import (
     open_collections,
     other_daemons_collections,
 )
+from autod.memory.figures import Figures
 from autod.memory.identity import Identity, identity
 from autod.memory.lock import MemoryLocked, OwnerLock
 from autod.memory.recall import Hit, pack, rank, similarity_from_distance
-from autod.memory.retention import Target, count, lesson_usefulness, prune
+from autod.memory.retention import Target, lesson_usefulness, prune
 from autod.memory.spool import FILE_NAME, Spool
 from autod.memory.worker import StoreTimeout, Worker
 
@@ -69,7 +70,7 @@ def open_deadline(cfg: MemoryConfig) -> float:
     return 4 * cfg.timeout_s + 30
 
 
-class ChromaMemory:
+class ChromaMemory(Figures):
     """The raw store: writes, lessons (polarity-aware merge), recall, search, prune, stats."""
 
     def __init__(
@@ -298,7 +299,7 @@ class ChromaMemory:
         hits.sort(key=lambda h: -h.similarity)
         return [Recalled(h.id, h.tier, h.text, h.similarity, dict(h.metadata)) for h in hits[:k]]
 
-    # -- retention and figures -----------------------------------------------------------
+    # -- retention (the figures: autod.memory.figures) ---------------------------------
     async def prune(self, *, dry_run: bool = False, now: float | None = None) -> dict[str, int]:
         """Apply each tier's TTL, then its max_items, in short jobs; returns how many went (or would go).
 
@@ -320,49 +321,6 @@ class ChromaMemory:
 
     async def _run_job(self, fn: Callable[[], T]) -> T:
         return await self._run(fn)
-
-    async def counts(self) -> dict[str, int]:
-        """Items per tier in the collections (everyone's): chromadb's count, no scan."""
-        return await self._run(lambda: {t.value: int(self._cols[t].count()) for t in TIERS})
-
-    async def own_counts(self) -> dict[str, int]:
-        """This daemon's items per tier, counted in the store (pages of ids in a shared store)."""
-        return {t.value: await count(self._run_job, self._cols[t], self._where(t, everyone=False))
-                for t in TIERS}
-
-    async def stats(self) -> dict[str, Any]:
-        """Per-tier counts (chromadb's count and the tally of this daemon's items), spool, disk use."""
-        totals = await self.counts()
-        spool = self.spool
-        tally = await asyncio.to_thread(spool.tally) if spool is not None else {}
-        pending = await asyncio.to_thread(spool.pending) if spool is not None else {}
-        dropped = await asyncio.to_thread(spool.dropped) if spool is not None else {}
-        names = {t: c.name for t, c in self._cols.items()}
-        tiers: dict[str, Any] = {}
-        for tier in TIERS:
-            t = tally.get(tier.value, {})
-            tiers[tier.value] = {
-                "collection": names[tier],
-                "count": totals[tier.value],
-                # a collection of this daemon's own (all but the shared lessons) counts exactly, for free
-                "own": t.get("own", 0) if self.server and tier is Tier.N2 else totals[tier.value],
-                "oldest_ts": t.get("oldest_ts"),
-                "newest_ts": t.get("newest_ts"),
-                "spooled": pending.get(tier.value, 0),
-                "dropped": dropped.get(tier.value, 0),
-            }
-        disk = self._conn.disk_path
-        return {
-            "mode": "server" if self.server else "embedded",
-            "location": self.location,
-            "instance": self.who.instance,
-            "tiers": tiers,
-            "spooled": sum(pending.values()),
-            "dropped": dropped,
-            "pending_observations": pending.get("n0", 0),
-            "dropped_observations": dropped.get("n0", 0),
-            "disk_bytes": await asyncio.to_thread(_dir_size, disk) if disk is not None else None,
-        }
 
     # -- shutdown ----------------------------------------------------------------------
     async def close(self) -> None:
@@ -396,6 +354,3 @@ class ChromaMemory:
         if self._lock is not None:
             self._lock.release()
 
-
-def _dir_size(path: Path) -> int:
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())

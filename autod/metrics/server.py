@@ -16,7 +16,7 @@ import structlog
 from prometheus_client import start_http_server
 
 from autod import logs
-from autod.metrics.address import parse_listen
+from autod.config.listen import parse_listen
 from autod.metrics.registry import Metrics
 
 log = structlog.get_logger("autod.metrics")

@@ -8,7 +8,7 @@ from functools import cached_property
 from importlib import resources
 from pathlib import Path
 from string import Template
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from autod import pyast
 from autod.act.edits import FileChange, ScopeCheck
@@ -21,6 +21,9 @@ from autod.memory import Memory, Recalled
 from autod.plan import Plan
 from autod.safety.boundary import Boundary
 from autod.stores.state import State
+
+if TYPE_CHECKING:
+    from autod.ownwrites import OwnWrites
 
 
 @dataclass
@@ -89,8 +92,9 @@ class Mode(Protocol):
 
     def handles(self, event: Event) -> bool: ...
 
-    async def context(self, event: Event, env: ModeEnv, recalled: list[Recalled]) -> dict[str, str]:
-        """Prompt sections, already within the mode's budget, in priority order."""
+    async def context(self, event: Event, env: ModeEnv, recalled: list[Recalled]) -> Sections:
+        """Prompt sections, already within the mode's budget, in priority order, with what went into
+        them (`used`), the files they show for editing and the focused views (`Sections`)."""
         ...
 
     def messages(
@@ -100,6 +104,15 @@ class Mode(Protocol):
     def scope(self, env: ModeEnv) -> ScopeCheck | None: ...
 
     async def verify(self, event: Event, plan: Plan, env: ModeEnv) -> Verification: ...
+
+
+@runtime_checkable
+class ReportWriter(Protocol):
+    """A mode that writes a report file (auto-plan's, auto-doc's), as its outcome or beside its edits."""
+
+    async def write_report(self, event: Event, plan: Plan, env: ModeEnv, own: OwnWrites) -> Path:
+        """Write the plan's report; the path written."""
+        ...
 
 
 def template(name: str) -> Template:

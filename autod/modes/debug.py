@@ -62,7 +62,7 @@ class DebugMode:
             return event.target_mode == self.name
         return event.kind in self.kinds
 
-    async def context(self, event: Event, env: ModeEnv, recalled: list[Recalled]) -> dict[str, str]:
+    async def context(self, event: Event, env: ModeEnv, recalled: list[Recalled]) -> Sections:
         payload = event.payload
         raw = str(payload.get("excerpt") or payload.get("message") or event.summary)
         fixed = sum(len(m["content"]) for m in self.messages(event, {}, []))  # the instructions

@@ -27,6 +27,7 @@ from autod.memory import Recalled
 from autod.modes import (
     Attempt,
     ModeEnv,
+    Sections,
     Verification,
     chain,
     memory_budget,
@@ -297,7 +298,7 @@ class DocMode:
         mentions = doc_mentions(ws, globs, names, boundary) if names else []
         return found, mentions, "\n\n".join(sources)
 
-    async def context(self, event: Event, env: ModeEnv, recalled: list[Recalled]) -> dict[str, str]:
+    async def context(self, event: Event, env: ModeEnv, recalled: list[Recalled]) -> Sections:
         paths = list(event.payload.get("paths") or [])
         found, mentions, sources = await asyncio.to_thread(self._scan, env, paths)
         if not found and not mentions:

@@ -12,7 +12,7 @@ from autod.act.edits import ScopeCheck, new_file_mode
 from autod.errors import PlanRejected
 from autod.events import Event, EventKind
 from autod.memory import Recalled
-from autod.modes import Attempt, ModeEnv, Verification, recalled_text, render
+from autod.modes import Attempt, ModeEnv, Sections, Verification, recalled_text, render
 from autod.modes.report import gather_facts, render_facts, render_report, rule_actions
 from autod.ownwrites import OwnWrites
 from autod.plan import Plan
@@ -44,13 +44,13 @@ class PlanReportMode:
     def handles(self, event: Event) -> bool:
         return event.kind in self.kinds and event.target_mode == self.name
 
-    async def context(self, event: Event, env: ModeEnv, recalled: list[Recalled]) -> dict[str, str]:
+    async def context(self, event: Event, env: ModeEnv, recalled: list[Recalled]) -> Sections:
         self.facts = await gather_facts(env)
-        return {
-            "facts": render_facts(self.facts),
-            "rules": "\n".join(f"- {a}" for a in rule_actions(self.facts)),
-            "memory": recalled_text(recalled),
-        }
+        return Sections(
+            facts=render_facts(self.facts),
+            rules="\n".join(f"- {a}" for a in rule_actions(self.facts)),
+            memory=recalled_text(recalled),
+        )
 
     def messages(
         self, event: Event, context: dict[str, str], attempts: list[Attempt]

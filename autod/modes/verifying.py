@@ -13,7 +13,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
-from autod.checks.outcome import Before, Decision, decide, failing_tests
+import structlog
+
+from autod.checks.outcome import Before, Decision, changed_sources, decide, failing_tests
 from autod.checks.run import CheckResult
 from autod.config.models import CheckConfig
 from autod.events import Event
@@ -22,7 +24,9 @@ from autod.plan import Plan
 from autod.safety.boundary import glob_match
 from autod.verdict import Status
 
-__all__ = ["checks_for", "verify_by_checks"]
+__all__ = ["checks_for", "unjournaled", "verify_by_checks"]
+
+log = structlog.get_logger("autod.modes.verifying")
 
 
 def checks_for(
@@ -93,3 +97,19 @@ def before_of(event: Event, runs: Mapping[str, CheckResult]) -> Before:
     )
     tests = tests or failing_tests(str(payload.get("excerpt", "")))
     return Before(int(payload.get("failures") or 1), tests, runs)
+
+
+def unjournaled(verification: Verification) -> Verification:
+    """A kept verification whose checks changed the workspace's source fails (autod.checks.outcome's
+    rule, for the modes whose own verification does not apply it); the files stay as the check left
+    them (logged)."""
+    if verification.status not in ("fixed", "improved", "no_change"):
+        return verification
+    d = changed_sources(verification.checks, verification.status)
+    if d is None:
+        return verification
+    changed = sorted({path for c in verification.checks for path in c.changed})
+    who = ", ".join(c.name for c in verification.checks if c.changed)
+    log.warning("check.changed_files_in_verification", checks=who, files=changed[:50], count=len(changed),
+                verdict_before=verification.status)
+    return Verification(d.status, verification.checks, d.reason)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from autod.events import Event
 from autod.plan import Plan
@@ -85,4 +85,36 @@ class PlanResult:
 class Planner(Protocol):
     async def plan(self, request: PlanRequest) -> PlanResult:
         """Return a valid Plan or raise PlanInvalid / LLMUnavailable."""
+        ...
+
+
+@runtime_checkable
+class ServerPlanner(Planner, Protocol):
+    """A planner that asks a server (the LLM's): what prompt budgets, `autod status` and shutdown read of
+    it. The offline planner is not one: it has no window, no endpoint and nothing to close."""
+
+    @property
+    def endpoint(self) -> str:
+        """The base URL it asks now (the fallback's while the primary is benched)."""
+        ...
+
+    @property
+    def chars_per_token(self) -> float | None:
+        """Characters a token of the server held in the prompts it counted (None: not yet seen)."""
+        ...
+
+    async def context_window(self) -> int | None:
+        """Tokens the server's context holds (prompt and reply), when known."""
+        ...
+
+    def reply_tokens(self, mode: str) -> int:
+        """The reply token cap for a mode's requests."""
+        ...
+
+    async def ping(self) -> bool:
+        """Whether the server answers now."""
+        ...
+
+    async def aclose(self) -> None:
+        """Close its connections."""
         ...

@@ -14,13 +14,14 @@ import shlex
 import shutil
 import tempfile
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable
 from pathlib import Path
+from typing import Protocol
 
 import structlog
 
 from autod.act.linediff import split_lines, unified
-from autod.checks.run import run_check
+from autod.config.models import CheckConfig
 from autod.config.settings import Settings
 from autod.errors import PlanInvalid
 from autod.paths import NOT_SOURCE_DIRS
@@ -118,11 +119,22 @@ def _same_change(edits: list[Edit], diff: str) -> bool:
     return mine == _changed_lines(diff.splitlines())
 
 
+class Ran(Protocol):
+    exit_code: int
+
+
+class RunsFixer(Protocol):
+    """How a fixer check runs in the scratch copy (autod.checks.run.run_check: sandboxed like any check)."""
+
+    def __call__(self, name: str, check: CheckConfig, cwd: Path, *, settings: Settings) -> Awaitable[Ran]: ...
+
+
 class RulesPlanner:
     """Satisfies autod.planner.Planner without any network."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, run_check: RunsFixer) -> None:
         self.settings = settings
+        self.run_check = run_check
 
     async def plan(self, request: PlanRequest) -> PlanResult:
         if request.mode == "auto-debug":
@@ -158,7 +170,7 @@ class RulesPlanner:
             await asyncio.to_thread(_copy_workspace, ws, state, scratch)
             ran = []
             for name, check in fixers.items():
-                result = await run_check(name, check, scratch, settings=self.settings)
+                result = await self.run_check(name, check, scratch, settings=self.settings)
                 ran.append(f"{name} (exit {result.exit_code})")
             edits = await asyncio.to_thread(_diff_trees, ws, scratch, SCRATCH_SKIP)
         if not edits:

@@ -17,35 +17,15 @@ from pathlib import Path
 
 import structlog
 
-from autod.checks.outcome import changed_sources
+from autod.candidates.validate import PASSING_MS_KEY
 from autod.checks.run import CheckResult
+from autod.checks.source import failure_event, result_fingerprint
 from autod.events import Event
 from autod.git import safe as gitsafe
-from autod.modes import Verification
 from autod.runtime.freshness import CheckLedger, Run
-from autod.sources.check import failure_event, result_fingerprint
 from autod.stores.state import State
 
 log = structlog.get_logger("autod.runtime.checkbook")
-
-PASSING_MS_KEY = "check_passing_ms:"  # + check name: how long its last passing run took
-
-
-def unjournaled(verification: Verification) -> Verification:
-    """A kept verification whose checks changed the workspace's source fails (autod.checks.outcome's
-    rule, for the modes whose own verification does not apply it); the files stay as the check left
-    them (logged)."""
-    if verification.status not in ("fixed", "improved", "no_change"):
-        return verification
-    d = changed_sources(verification.checks, verification.status)
-    if d is None:
-        return verification
-    changed = sorted({path for c in verification.checks for path in c.changed})
-    who = ", ".join(c.name for c in verification.checks if c.changed)
-    log.warning("check.changed_files_in_verification", checks=who, files=changed[:50], count=len(changed),
-                verdict_before=verification.status)
-    return Verification(d.status, verification.checks, d.reason)
-
 
 class CheckBook:
     def __init__(

@@ -18,16 +18,17 @@ import structlog
 
 from autod import heap
 from autod.config.settings import Settings
-from autod.control.waiting import Hold
-from autod.cycle.phases import Cycle, CycleDeps
+from autod.cycle.deps import CycleDeps
+from autod.cycle.limits import Gate
+from autod.cycle.phases import Cycle
 from autod.events import Event, EventKind
 from autod.modes import Mode
 from autod.plan import Plan
 from autod.runtime.freshness import CheckLedger, Judgement, Run, judge
-from autod.runtime.limits import Gate
 from autod.runtime.notify import Notifier
 from autod.runtime.progress import STEP_S, Progress, cycle_budget
 from autod.runtime.retry import RetryPolicy
+from autod.runtime.waiting import Hold
 from autod.stores.queue import EventQueue, Leased
 from autod.stores.state import State
 

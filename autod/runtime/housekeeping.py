@@ -12,7 +12,7 @@ from autod import logs
 from autod.memory import Memory
 from autod.stores.state import State
 
-log = structlog.get_logger("autod.runtime.supervisor")
+log = structlog.get_logger("autod.daemon.supervisor")
 
 EXPIRE_EVERY_S = 60.0
 

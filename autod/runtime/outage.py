@@ -22,7 +22,7 @@ import httpx
 import structlog
 
 from autod.config.settings import Settings
-from autod.runtime.limits import CircuitBreaker
+from autod.cycle.limits import CircuitBreaker
 from autod.stores.queue_retries import OUTAGE
 
 log = structlog.get_logger("autod.runtime.outage")

@@ -13,13 +13,16 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from autod.checks.process import KILL_GRACE_S
 from autod.config.settings import Settings
 from autod.localize.focus import MAX_VALUES
+
+if TYPE_CHECKING:
+    from autod.cycle.phases import Cycle
 
 log = structlog.get_logger("autod.runtime.progress")
 
@@ -67,7 +70,7 @@ class Step:
     what: str
     started: float
     deadline: float
-    cycle: Any = None  # the Cycle, when the step is one (its id and phase go into the log)
+    cycle: Cycle | None = None  # when the step is a cycle (its id and phase go into the log)
     reported: bool = False
 
 
@@ -78,7 +81,7 @@ class Progress:
         self.clock = clock
         self.slots: dict[str, Step] = {}
 
-    def step(self, slot: str, what: str, budget_s: float, cycle: Any = None) -> None:
+    def step(self, slot: str, what: str, budget_s: float, cycle: Cycle | None = None) -> None:
         """The slot starts a new step that must end within `budget_s`."""
         now = self.clock()
         self.slots[slot] = Step(what, now, now + budget_s, cycle)
@@ -87,7 +90,7 @@ class Progress:
         self.slots.pop(slot, None)
 
     @contextmanager
-    def running(self, slot: str, what: str, budget_s: float, cycle: Any = None) -> Iterator[None]:
+    def running(self, slot: str, what: str, budget_s: float, cycle: Cycle | None = None) -> Iterator[None]:
         self.step(slot, what, budget_s, cycle)
         try:
             yield
@@ -107,7 +110,7 @@ class Progress:
                 }
                 if st.cycle is not None:
                     info["cycle_id"] = st.cycle.r.cycle_id
-                    info["phase"] = getattr(st.cycle, "phase_now", None)
+                    info["phase"] = st.cycle.phase_now
                 if not st.reported:
                     st.reported = True
                     log.error("daemon.wedged", **info)

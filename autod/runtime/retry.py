@@ -21,9 +21,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from autod.config.settings import Limits
-from autod.cycle.reflect import Reflection
 from autod.errors import CycleError, LLMUnavailable
 from autod.events import Event, EventKind
+from autod.reflection import Reflection
 from autod.stores.queue_retries import AGAIN, OUTAGE, OUTSIDE
 
 JITTER = 0.2  # each delay is drawn from +-20 % around its nominal value, so retries do not march in step

@@ -18,7 +18,7 @@ from autod.config.settings import CronSource, LogtailSource, Settings, WatchSour
 from autod.events import Event
 from autod.ownwrites import OwnWrites
 
-log = structlog.get_logger("autod.runtime.supervisor")
+log = structlog.get_logger("autod.daemon.supervisor")
 
 RESTART_BASE_S = 1.0
 RESTART_MAX_S = 60.0

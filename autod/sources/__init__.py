@@ -1,4 +1,9 @@
-"""Event sources: each exposes one async iterator of Events, and says when it is armed."""
+"""Event sources: each exposes one async iterator of Events, and says when it is armed.
+
+Here: the file watcher (`watch`), the build-log tailer (`logtail`), `cron`, and the failure parsers
+that turn tool output into failures (`parsers`, over `prefilter`, `detectors` and `found`), which the
+log tailer and the checks share. The check source runs checks, so it lives with them
+(autod.checks.source)."""
 
 from __future__ import annotations
 

@@ -14,13 +14,18 @@ import re
 import secrets
 import shutil
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autod.act import atomic
 from autod.act.edits import FileChange
 from autod.undo.remembered import remember
+
+if TYPE_CHECKING:
+    from autod.events import Event
+    from autod.reflection import Reflection
 
 DIR = "undo"
 MANIFEST = "manifest.json"
@@ -185,7 +190,7 @@ class KeptLedger:
         return [d.name for d in gone]
 
 
-def kept_hook(ledger: KeptLedger) -> Any:
+def kept_hook(ledger: KeptLedger) -> Callable[[Reflection, Event, str, list[FileChange]], Awaitable[None]]:
     """The cycle's after-keep hook: what it wrote is kept for `autod undo` (never fails the cycle)."""
     import asyncio
 
@@ -193,17 +198,16 @@ def kept_hook(ledger: KeptLedger) -> Any:
 
     log = structlog.get_logger("autod.undo")
 
-    async def record(cycle: Any, changes: list[FileChange]) -> None:
+    async def record(r: Reflection, event: Event, diff: str, changes: list[FileChange]) -> None:
         try:
-            event = json.loads(cycle.event.model_dump_json())
             await asyncio.to_thread(
                 ledger.record,
-                cycle.r.cycle_id,
-                cycle.mode.name,
-                event,
-                cycle.r.plan_summary or "",
-                getattr(cycle, "last_diff", ""),
-                cycle.r.commit,
+                r.cycle_id,
+                r.mode,
+                json.loads(event.model_dump_json()),
+                r.plan_summary or "",
+                diff,
+                r.commit,
                 list(changes),
             )
         except Exception as exc:  # the edits are kept either way; only `autod undo` will not know them

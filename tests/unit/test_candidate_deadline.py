@@ -12,12 +12,12 @@ import structlog.testing
 
 from autod.candidates.validate import InPlace, Isolated, candidate_deadline
 from autod.checks.run import CheckResult
+from autod.checks.source import failure_event
 from autod.config.settings import Settings
 from autod.events import Event, EventKind
 from autod.modes import ModeEnv
 from autod.modes.debug import DebugMode
 from autod.runtime.checkbook import PASSING_MS_KEY, CheckBook
-from autod.sources.check import failure_event
 from autod.stores.state import State
 
 

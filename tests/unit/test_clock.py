@@ -13,7 +13,7 @@ from test_candidates import Drawer, Judge, search, whole
 from autod.candidates.attempts import run_attempts
 from autod.candidates.clock import cycle_deadline, deadline_note, progress
 from autod.config.settings import CandidatesConfig
-from autod.cycle.reflect import Reflection
+from autod.reflection import Reflection
 
 
 @dataclass

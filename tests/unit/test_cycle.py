@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from autod.config.settings import load_config
+from autod.cycle.limits import CircuitBreaker, Gate
 from autod.cycle.phases import Cycle, CycleDeps
 from autod.errors import ContextTooLong, LLMUnavailable, PlanInvalid
 from autod.events import Event, EventKind
@@ -20,7 +21,6 @@ from autod.modes.debug import DebugMode
 from autod.ownwrites import OwnWrites
 from autod.plan import Edit, Plan
 from autod.planner import PlanResult, TokenUsage
-from autod.runtime.limits import CircuitBreaker, Gate
 from autod.stores.state import State
 
 BUGGY = "def add(a, b):\n    return a - b\n"

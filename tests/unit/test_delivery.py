@@ -14,16 +14,16 @@ import pytest
 from autod.act.edits import FileChange
 from autod.checks.run import CheckResult
 from autod.config.settings import Settings
-from autod.cycle.reflect import Reflection
+from autod.cycle.delivery_cap import DeliveryGate
+from autod.cycle.limits import Verdict
 from autod.delivery.deliver import Delivery, DeliveryHeld
-from autod.delivery.gate import DeliveryGate
 from autod.delivery.ledger import DeliveryLedger
 from autod.delivery.rebase import OnHead
 from autod.errors import PlanRejected
 from autod.events import Event, EventKind
 from autod.modes import Verification
 from autod.plan import Edit, Plan
-from autod.runtime.limits import Verdict
+from autod.reflection import Reflection
 
 BUGGY = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n"
 FIXED = BUGGY.replace("a - b", "a + b")
@@ -119,7 +119,7 @@ def snapshot(ws: Path) -> dict[str, Any]:
 
 
 def deliver(d: Delivery, c: Any, changes: list[FileChange]) -> Verification:
-    return asyncio.run(d.act(c, PLAN, changes))
+    return asyncio.run(d.act(c.mode, c.event, c.r, c.deps.env, PLAN, changes))
 
 
 def test_a_branch_delivery_with_a_dirty_working_tree_leaves_tree_and_index_as_they_were(repo):

@@ -56,7 +56,7 @@ def _one_failure_run(mod: str, test: str, expr: str, got: str):
 
 def test_two_different_single_failures_of_one_check_have_different_fingerprints():
     # each run's identity is the fingerprint of its one failure (16 hex digits): never normalised away
-    from autod.sources.check import failure_event
+    from autod.checks.source import failure_event
 
     add = failure_event(_one_failure_run("calc", "test_add", "add(2, 3) == 5", "-1 == 5"))
     mul = failure_event(_one_failure_run("geo", "test_mul", "mul(2, 3) == 6", "5 == 6"))

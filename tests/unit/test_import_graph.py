@@ -1,5 +1,6 @@
 """The house's shape: no import circle between autod's modules (not even one hidden behind a function-
-local import), and no room past ~400 lines without a reason written at its top."""
+local import), and no module past 400 lines (one that outgrows it is split along its job boundary).
+Which way the imports run is the layers contract's (tests/unit/test_layers.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,11 @@ from pathlib import Path
 import autod
 
 PKG = Path(autod.__file__).resolve().parent
-LONG_ROOM = 420  # lines; "~400" with a little slack for a docstring
-REASON = "long room:"  # the phrase a module docstring uses to say why it stays one room
+MAX_LINES = 400
+# Two stores stay over the limit until their shells move onto one SQLite store base, which leaves what
+# is theirs well under it. Neither may grow meanwhile, and an entry whose module fits fails the test, so
+# the list only ever empties.
+SHRINKING = {"stores/queue.py": 439, "stores/state.py": 409}
 
 
 def _modules() -> dict[str, Path]:
@@ -122,10 +126,14 @@ def test_a_function_local_import_is_an_edge(tmp_path: Path) -> None:
     assert _imports("autod.m", src, mods) == {"autod.events"}
 
 
-def test_every_long_room_says_why_at_its_top() -> None:
-    unexplained = []
+def test_every_module_fits_in_400_lines() -> None:
+    over, stale = [], []
     for path in sorted(PKG.rglob("*.py")):
-        text = path.read_text(encoding="utf-8")
-        if text.count("\n") > LONG_ROOM and REASON not in (ast.get_docstring(ast.parse(text)) or "").lower():
-            unexplained.append(f"{path.relative_to(PKG)}: {text.count(chr(10))} lines")
-    assert unexplained == []
+        rel = path.relative_to(PKG).as_posix()
+        lines = path.read_text(encoding="utf-8").count("\n")
+        if lines > SHRINKING.get(rel, MAX_LINES):
+            over.append(f"{rel}: {lines} lines")
+        elif rel in SHRINKING and lines <= MAX_LINES:
+            stale.append(f"{rel}: {lines} lines, it fits: take it out of SHRINKING")
+    assert over == []
+    assert stale == []

@@ -7,8 +7,8 @@ import time
 import pytest
 
 from autod.config.settings import Limits
+from autod.cycle.limits import CircuitBreaker, Gate
 from autod.events import Event, EventKind
-from autod.runtime.limits import CircuitBreaker, Gate
 from autod.stores.state import State, day_key
 
 

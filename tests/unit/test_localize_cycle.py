@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from autod.config.settings import load_config
+from autod.cycle.limits import CircuitBreaker, Gate
 from autod.cycle.phases import Cycle, CycleDeps
 from autod.events import Event, EventKind
 from autod.modes import ModeEnv
@@ -19,7 +20,6 @@ from autod.modes.debug import ECHO_STOPS, DebugMode
 from autod.ownwrites import OwnWrites
 from autod.plan import Edit, Plan
 from autod.planner import PlanResult, TokenUsage
-from autod.runtime.limits import CircuitBreaker, Gate
 from autod.stores.state import State
 
 CALC = 'SCALE = 1\n\n\ndef add(a, b):\n    """Add two numbers."""\n    return (a - b) * SCALE\n'

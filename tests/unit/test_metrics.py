@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from autod.config.listen import parse_listen
 from autod.config.settings import ConfigError, load_config
-from autod.metrics.address import parse_listen
 from autod.metrics.observe import MeteredPlanner
 from autod.metrics.registry import Metrics
 from autod.metrics.server import MetricsServer

@@ -7,10 +7,10 @@ import sys
 from pathlib import Path
 
 from autod.checks.run import CheckResult
+from autod.checks.source import CheckSource
 from autod.config.settings import CheckConfig, load_config
 from autod.runtime.freshness import CheckLedger, Run
 from autod.runtime.once import ERROR, FAILING, GREEN, settle, stale, verdict
-from autod.sources.check import CheckSource
 
 CHECKS = {
     "tests": CheckConfig(run="pytest"),

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from autod.checks import source as check_source
 from autod.checks.run import CheckResult
+from autod.checks.source import CheckSource
 from autod.config.settings import load_config
 from autod.events import Event
 from autod.runtime.checkbook import CheckBook
-from autod.sources import check as check_source
-from autod.sources.check import CheckSource
 from autod.stores.state import State
 
 OUTPUT = "FAILED tests/t.py::test_x - assert 1 == 2\n" + "x" * 100_000

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from autod.cli import main as cli
-from autod.config.preflight import program_error
 from autod.config.settings import ConfigError, load_config
+from autod.daemon.preflight import program_error
 from autod.git.exclude import exclude_state_dir
 
 

@@ -10,9 +10,9 @@ import pytest
 
 from autod import logs
 from autod.checks.run import CheckResult
+from autod.checks.source import failure_event
 from autod.config.settings import load_config
 from autod.modes import Verification
-from autod.sources.check import failure_event
 
 KEY = "sk-live-9f8e7d6c5b4a39281706"
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from autod.cycle.reflect import Reflection, failed_ideas, remember
+from autod.cycle.reflect import failed_ideas, remember
+from autod.reflection import Reflection
 
 
 class Recorder:

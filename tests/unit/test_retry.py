@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from autod.config.settings import Limits
-from autod.cycle.reflect import Reflection
 from autod.errors import BudgetExhausted, LLMUnavailable, PlanInvalid, PlanRejected
 from autod.events import Event, EventKind
+from autod.reflection import Reflection
 from autod.runtime.retry import JITTER, RetryPolicy
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from autod.act.edits import Caps, prepare, unified_diff
+from autod.checks.run import run_check
 from autod.config.settings import Settings
 from autod.events import Event, EventKind
 from autod.planner import PlanRequest
@@ -30,7 +31,7 @@ def _setup(tmp_path: Path, checks: dict[str, Any]) -> tuple[Path, RulesPlanner]:
     (ws / "pkg" / "mod.py").write_text(MOD)
     (ws / "clean.py").write_text("print(1)\n")
     (tmp_path / "fixer.py").write_text(FIXER)
-    return ws, RulesPlanner(Settings(workspace=ws, checks=checks))
+    return ws, RulesPlanner(Settings(workspace=ws, checks=checks), run_check)
 
 
 def _fixer(tmp_path: Path, **extra: Any) -> dict[str, Any]:
@@ -148,7 +149,7 @@ def test_the_fixer_runs_sandboxed_with_the_scratch_copy_as_its_workspace(tmp_pat
     targets = (str(ws / "pkg" / "mod.py"), str(escape))
     (ws / "fix.py").write_text(HOSTILE_FIXER.format(targets=targets))
     fixer = {"run": f"{sys.executable} fix.py", "fixer": True}
-    plan = _plan(RulesPlanner(Settings(workspace=ws, checks={"lint-fix": fixer})))
+    plan = _plan(RulesPlanner(Settings(workspace=ws, checks={"lint-fix": fixer}), run_check))
     assert [e.path for e in plan.edits] == ["pkg/mod.py"]
     assert plan.edits[0].replace == MOD.replace("import os\n", "")
     assert (ws / "pkg" / "mod.py").read_text() == MOD  # the real file, untouched

@@ -269,7 +269,7 @@ def test_only_python_dash_m_commands_name_a_module_to_check_for_stand_ins(
 def test_config_check_names_a_workspace_venv_the_sandbox_hides_and_checks_expose_mends_it(
     tmp_path: Path, real_bwrap: None
 ) -> None:
-    from autod.config.preflight import problems
+    from autod.daemon.preflight import problems
 
     other = tmp_path / "pythons" / "3.99"  # another interpreter in a hidden place (/tmp here)
     (other / "bin").mkdir(parents=True)

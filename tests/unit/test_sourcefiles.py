@@ -13,7 +13,7 @@ from autod.checks.run import CheckResult, run_check
 from autod.checks.sourcefiles import classify
 from autod.config.settings import CheckConfig
 from autod.modes import Verification
-from autod.runtime.checkbook import unjournaled
+from autod.modes.verifying import unjournaled
 
 
 def repo(root: Path) -> Path:

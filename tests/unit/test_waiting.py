@@ -15,10 +15,10 @@ from structlog.testing import capture_logs
 
 from autod.cli.view import retry_lines
 from autod.config.settings import load_config
-from autod.control.waiting import Hold, retry_now, start_waiting, waiting_rows
+from autod.cycle.limits import CircuitBreaker
 from autod.events import Event, EventKind
-from autod.runtime.limits import CircuitBreaker
 from autod.runtime.outage import probe, watch_llm
+from autod.runtime.waiting import Hold, retry_now, start_waiting, waiting_rows
 from autod.stores.queue import EventQueue
 from autod.stores.queue_retries import AGAIN, OUTAGE, OUTSIDE
 

@@ -1,4 +1,6 @@
-"""`metrics.listen`: HOST:PORT on a loopback address only (the metrics name paths, failures, fingerprints)."""
+"""`metrics.listen`: HOST:PORT on a loopback address only (the metrics name paths, failures, fingerprints).
+
+The rule the config model validates with, and the address the metrics server binds (autod.metrics.server)."""
 
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ from autod.events import Event, EventKind, fingerprint
 from autod.logs import redact_text
 from autod.sources.parsers import parse_failures, parse_locations
 
-log = structlog.get_logger("autod.sources.check")
+log = structlog.get_logger("autod.checks.source")
 
 EXCERPT_CHARS = 12000
 

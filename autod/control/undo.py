@@ -9,16 +9,26 @@ import asyncio
 import re
 import subprocess
 import uuid
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
 from autod import logs
-from autod.cycle.reflect import Reflection, log_reflection
+from autod.cycle.reflect import log_reflection
 from autod.errors import PlanRejected
 from autod.events import Event, EventKind
+from autod.reflection import Reflection
 from autod.undo.ledger import KeptLedger
 from autod.undo.revert import UndoRefused, commit_revert, revert
+
+if TYPE_CHECKING:
+    from autod.config.settings import Settings
+    from autod.cycle.limits import Gate
+    from autod.delivery.deliver import Delivery
+    from autod.memory import Memory
+    from autod.metrics.registry import Metrics
+    from autod.stores.state import State
+    from autod.webhooks.courier import Courier
 
 log = structlog.get_logger("autod.undo")
 
@@ -29,15 +39,15 @@ KEPT_STATUSES = ("fixed", "improved")
 class UndoHost(Protocol):
     """What `undo` needs from the running daemon."""
 
-    settings: Any
-    state: Any
-    memory: Any
-    gate: Any
+    settings: Settings
+    state: State
+    memory: Memory | None
+    gate: Gate
     workspace_lock: asyncio.Lock
     kept: KeptLedger
-    delivery: Any  # autod.delivery.Delivery | None
-    metrics: Any  # autod.metrics.registry.Metrics | None
-    courier: Any  # autod.webhooks.courier.Courier | None
+    delivery: Delivery | None
+    metrics: Metrics | None
+    courier: Courier | None
 
 
 async def undo(host: UndoHost, cycle_id: str, reason: str | None) -> dict[str, Any]:

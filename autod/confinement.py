@@ -1,7 +1,12 @@
-"""The environment a check gets: an allow-list of the daemon's variables, a private HOME and TMPDIR, the
-workspace's venv first on PATH, autod's fixed settings, then the check's own `env:`. Data and one pure
-function, below the config models (which refuse a check `env:` naming a denied variable) and the
-sandbox (which passes the result to bwrap).
+"""What a check is given of the daemon's world, and what never: data and pure functions, below the
+config models (which refuse a check `env:` naming a denied variable, and a `checks.expose` entry that
+would open a home) and the check sandbox (autod.checks.sandbox, which applies them with bwrap).
+
+The environment a check gets: an allow-list of the daemon's variables, a private HOME and TMPDIR, the
+workspace's venv first on PATH, autod's fixed settings, then the check's own `env:`. The host it sees:
+everything read-only, except the directories hidden from every check (`HIDDEN_DIRS`) and its private
+scratch (`PRIVATE_DIRS`); an exposure binds back only what `expose_error` allows (autod.checks.mounts
+builds the mount table).
 """
 
 from __future__ import annotations
@@ -93,3 +98,36 @@ def check_env(
     return {
         k: v for k, v in env.items() if not env_name_denied(k) and not any(s in v for s in keys)
     }
+
+
+# Secrets a read-only root would still show. A workspace (or an exposure) below one of these is bound
+# back in; everything else there is an empty, read-only directory.
+HIDDEN_DIRS = ("/root", "/home", "/run", "/etc/autod")
+PRIVATE_DIRS = ("/tmp", "/var/tmp")  # a fresh tmpfs each: the check's scratch space
+
+
+def under(path: Path, root: Path) -> bool:
+    """`path` is `root` or below it (both absolute and normalised); string work: this runs per mount."""
+    p, r = str(path), str(root)
+    return p == r or r == "/" or p.startswith(r + "/")
+
+
+def expose_error(p: Path) -> str | None:
+    """Why `p` may not be a `checks.expose` entry, or None: it must be absolute, not a home, /run, /tmp
+    or a directory above one (that would hand a check whole homes again), and nothing under /run
+    (sockets) or /etc/autod (autod's config)."""
+    if not p.is_absolute():
+        return "must be an absolute path"
+    norm = Path(os.path.normpath(p))
+    home = os.environ.get("HOME")
+    roots = [Path("/"), *map(Path, (*PRIVATE_DIRS, *HIDDEN_DIRS))]
+    roots += [Path(home)] if home and os.path.isabs(home) and home != "/" else []
+    if norm == Path("/") or any(under(r, norm) for r in roots[1:]):
+        return (
+            f"{norm} is a home, /run, /tmp or a directory above one: name the directory the checks"
+            " need inside it (e.g. /root/.pyenv/versions/3.12.1)"
+        )
+    for private in (Path("/run"), Path("/etc/autod")):
+        if private in norm.parents:
+            return f"{norm} is inside {private}, which checks never see"
+    return None

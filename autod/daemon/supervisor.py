@@ -20,9 +20,11 @@ from autod import isolation, logs
 from autod.act.journal import recover
 from autod.checks import sandbox
 from autod.checks.run import CheckResult
+from autod.checks.source import CheckSource
 from autod.config.settings import ConfigError, Settings, load_config
 from autod.control.commands import Commands
 from autod.control.socket import ControlServer, socket_path
+from autod.daemon.wiring import configure, output_tasks
 from autod.delivery.ledger import DeliveryLedger
 from autod.events import Event, EventKind
 from autod.git.exclude import exclude_state_dir
@@ -31,6 +33,7 @@ from autod.metrics.observe import check_ran
 from autod.metrics.registry import Metrics
 from autod.metrics.server import MetricsServer
 from autod.ownwrites import OwnWrites
+from autod.planner import CHARS_PER_TOKEN, TEMPLATE_TOKENS, ServerPlanner
 from autod.runtime import once, outage
 from autod.runtime.checkbook import CheckBook
 from autod.runtime.dispatch import Dispatcher
@@ -38,9 +41,7 @@ from autod.runtime.freshness import Run
 from autod.runtime.housekeeping import housekeeping
 from autod.runtime.notify import Notifier
 from autod.runtime.sourceset import SourceSet, source_specs
-from autod.runtime.wiring import configure, output_tasks
 from autod.safety.boundary import config_inside_workspace
-from autod.sources.check import CheckSource
 from autod.stores.queue import EventQueue
 from autod.stores.state import State
 from autod.threads import IO_POOL, IO_POOL_WORKERS, named_pool
@@ -48,7 +49,7 @@ from autod.undo.ledger import KeptLedger
 from autod.webhooks.courier import Courier
 from autod.webhooks.outbox import Outbox
 
-log = structlog.get_logger("autod.runtime.supervisor")
+log = structlog.get_logger("autod.daemon.supervisor")
 
 
 class DaemonAlreadyRunning(Exception):
@@ -132,13 +133,12 @@ class Daemon:
 
     async def _prompt_room(self, mode: str) -> tuple[int, float] | None:
         """Tokens a prompt may take at the LLM server (its window less the reply cap), when known."""
-        from autod.planner import CHARS_PER_TOKEN, TEMPLATE_TOKENS
-
-        ask = getattr(self.planner, "context_window", None)
-        window = await ask() if ask is not None else None
+        if not isinstance(self.planner, ServerPlanner):
+            return None
+        window = await self.planner.context_window()
         if not window:
             return None
-        ratio = getattr(self.planner, "chars_per_token", None) or CHARS_PER_TOKEN
+        ratio = self.planner.chars_per_token or CHARS_PER_TOKEN
         return window - self.planner.reply_tokens(mode) - TEMPLATE_TOKENS, ratio
 
     # -- check results -------------------------------------------------------------------
@@ -356,10 +356,9 @@ class Daemon:
         if self.memory is not None:
             with logs.survive("memory.close_failed"):
                 await self.memory.close()
-        planner_close = getattr(self.planner, "aclose", None)
-        if planner_close is not None:
+        if isinstance(self.planner, ServerPlanner):
             with logs.survive("llm.close_failed"):
-                await planner_close()
+                await self.planner.aclose()
         await asyncio.to_thread(self.queue.close)
         self.outbox.close()
         self.delivery_ledger.close()

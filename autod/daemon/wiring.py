@@ -10,25 +10,25 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from autod import isolation, logs
-from autod.config.preflight import check_problems
 from autod.config.settings import Settings
-from autod.cycle.phases import CycleDeps
+from autod.cycle.delivery_cap import DeliveryGate
+from autod.cycle.deps import CycleDeps
+from autod.cycle.limits import CircuitBreaker, Gate
+from autod.daemon.preflight import check_problems
 from autod.delivery.deliver import Delivery
-from autod.delivery.gate import DeliveryGate
 from autod.delivery.verify import MirrorVerifier
 from autod.metrics.observe import CycleMetrics, MeteredPlanner, TimedMode, describe
 from autod.metrics.sampler import sampler
 from autod.modes import Mode, ModeEnv
-from autod.runtime.limits import CircuitBreaker, Gate
 from autod.runtime.retry import RetryPolicy
 from autod.transcripts import TranscriptStore
 from autod.undo.ledger import kept_hook
 from autod.webhooks.announce import CycleAnnouncer, watch_daemon
 
 if TYPE_CHECKING:
-    from autod.runtime.supervisor import Daemon
+    from autod.daemon.supervisor import Daemon
 
-log = structlog.get_logger("autod.runtime.wiring")
+log = structlog.get_logger("autod.daemon.wiring")
 
 
 def build_modes(settings: Settings) -> list[Mode]:
@@ -75,15 +75,16 @@ def configure(d: Daemon) -> None:
         d.planner.remember_windows(KeptWindows(d.state))  # learnt once, not on every restart or reload
         d.planner_name = "llm"
     else:
+        from autod.checks.run import run_check
         from autod.planner.rules import RulesPlanner
 
-        d.planner = RulesPlanner(s)
+        d.planner = RulesPlanner(s, run_check)
         d.planner_name = "rules"
     hooks: list[Any] = []
     if s.git.commit:
-        from autod.git.ops import commit_cycle
+        from autod.git.ops import commit_hook
 
-        hooks.append(commit_cycle)
+        hooks.append(commit_hook(s.workspace))
     hooks.append(kept_hook(d.kept))  # after the commit: `autod undo` knows it
     tx = s.transcripts
     d.deps = CycleDeps(
@@ -107,7 +108,7 @@ def configure(d: Daemon) -> None:
 
 
 def output_tasks(d: Daemon) -> list[asyncio.Task[None]]:
-    """The metrics server and sampler, the webhook courier and its watch on the daemon (issue 22)."""
+    """The metrics server and sampler, the webhook courier and its watch on the daemon."""
     return [
         asyncio.create_task(
             d.metrics_server.run(lambda: d.settings.metrics.listen), name="metrics-server"

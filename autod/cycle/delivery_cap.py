@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from autod.cycle.limits import Verdict
 from autod.delivery.deliver import Delivery
 from autod.events import FAILURE_KINDS, Event
-from autod.runtime.limits import Verdict
 
 CAP_WAIT_S = 60.0  # a held failure is looked at again at least this often
 DEBUG = "auto-debug"  # the mode that takes failures
