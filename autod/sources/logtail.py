@@ -18,6 +18,7 @@ from typing import BinaryIO
 
 import structlog
 
+from autod.atomicfile import atomic_write
 from autod.config.settings import LogtailSource as LogtailConfig
 from autod.events import Event, EventKind
 from autod.logs import redact_text
@@ -253,9 +254,8 @@ def _load_position(file: Path) -> Position | None:
 
 def _save_position(file: Path, pos: Position, path: Path) -> None:
     file.parent.mkdir(parents=True, exist_ok=True)
-    tmp = file.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"path": str(path), "dev": pos.dev, "inode": pos.inode, "offset": pos.offset}))
-    os.replace(tmp, file)
+    data = json.dumps({"path": str(path), "dev": pos.dev, "inode": pos.inode, "offset": pos.offset})
+    atomic_write(file, data.encode(), 0o600)
 
 
 def _signature(path: Path) -> tuple[int, int, int] | None:
