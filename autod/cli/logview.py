@@ -202,7 +202,7 @@ async def _follow_pairs(
     start: int | None,
     file_id: tuple[int, int] | None = None,
 ) -> AsyncIterator[tuple[str, dict]]:
-    follower = _follower(path, start, file_id)
+    follower = await asyncio.to_thread(_follower, path, start, file_id)  # it may stat the file
     stop = stop or asyncio.Event()
     try:
         while not stop.is_set():
