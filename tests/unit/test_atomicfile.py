@@ -12,7 +12,8 @@ from autod.atomicfile import atomic_write, write_new_file
 from autod.memory.identity import instance_id
 from autod.modes.plan import write_report_file
 from autod.safety.boundary import TMP_MARKER
-from autod.sources.logtail import Position, _load_position, _save_position
+from autod.sources.follower import Position
+from autod.sources.logtail import _load_position, _save_position
 
 
 def test_a_write_replaces_the_file_whole_with_its_mode_and_leaves_no_temp(tmp_path: Path) -> None:
