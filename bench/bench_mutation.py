@@ -8,7 +8,7 @@ the module's tests that called the mutated function. A mutant is killed when a t
 when they all pass, times out when they run past mutmut's CPU limit, and has no tests when none of
 the module's tests calls its function.
 
-    python bench/bench_mutation.py                          # every module, ~15 min on 2 busy cores
+    python bench/bench_mutation.py                          # every module, about half an hour
     python bench/bench_mutation.py --only autod/checks/outcome.py --max-mutants 50
     python bench/bench_mutation.py --baseline HEAD~3        # the same mutants, the tests at HEAD~3 too
     python bench/bench_mutation.py --save after.json        # then: --compare after.json next time
@@ -16,7 +16,7 @@ the module's tests calls its function.
 
 Prints one JSON document: per module the counts, every surviving mutant (line, the original and the
 mutated source), and with `--baseline`/`--compare` a before / after table per module and the mutants
-each side killed that the other did not. docs/MUTATION.md has the figures and the triage.
+each side killed that the other did not. docs/MUTATION.md says how it relates to the CI pass over the guards.
 """
 
 from __future__ import annotations
