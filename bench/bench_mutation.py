@@ -1,22 +1,22 @@
-"""Mutation testing of the safety-critical rooms: which changes to a guard do its tests not notice?
+"""Mutation testing of the safety-critical modules with mutmut: which changes do their tests not notice?
 
-Runs mutmut 3 (in the `[dev]` extras) over each room below with only that room's unit tests, in a
+Runs mutmut 3 (in the `[dev]` extras) over each module below with only that module's unit tests, in a
 scratch copy of the tree (mutmut writes its `mutants/` there, never in the checkout). mutmut
 mutates inside functions and methods (comparisons, boolean operators, constants, strings, returned
 values, arguments; not module-level constants or class attributes), then runs, for each mutant,
-the room's tests that called the mutated function. A mutant is killed when a test fails, survives
+the module's tests that called the mutated function. A mutant is killed when a test fails, survives
 when they all pass, times out when they run past mutmut's CPU limit, and has no tests when none of
-the room's tests calls its function.
+the module's tests calls its function.
 
-    python bench/bench_mutation.py                          # every room, ~15 min on 2 busy cores
+    python bench/bench_mutation.py                          # every module, about half an hour
     python bench/bench_mutation.py --only autod/checks/outcome.py --max-mutants 50
     python bench/bench_mutation.py --baseline HEAD~3        # the same mutants, the tests at HEAD~3 too
     python bench/bench_mutation.py --save after.json        # then: --compare after.json next time
-    python bench/bench_mutation.py --quick                  # 25 mutants a room (what `python -m bench` runs)
+    python bench/bench_mutation.py --quick                  # 25 mutants a module (`python -m bench` runs it)
 
-Prints one JSON document: per room the counts, every surviving mutant (line, the original and the
-mutated source), and with `--baseline`/`--compare` a before / after table per room and the mutants
-each side killed that the other did not. docs/MUTATION.md has the figures and the triage.
+Prints one JSON document: per module the counts, every surviving mutant (line, the original and the
+mutated source), and with `--baseline`/`--compare` a before / after table per module and the mutants
+each side killed that the other did not. docs/MUTATION.md says how it relates to the CI pass over the guards.
 """
 
 from __future__ import annotations
@@ -35,15 +35,16 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# room -> the unit tests that are its own (tests/unit/...). mutmut then picks, per mutant, the
+# module -> the unit tests that are its own (tests/unit/...). mutmut then picks, per mutant, the
 # ones among these that call the mutated function.
-ROOMS: dict[str, list[str]] = {
+MODULES: dict[str, list[str]] = {
     "autod/act/edits.py": ["test_edits.py", "test_definition_edit.py", "test_search.py"],
     "autod/act/definition.py": ["test_definition_edit.py", "test_quotes.py"],
     "autod/act/judges.py": ["test_judges.py", "test_protected_files.py"],
     "autod/act/reach.py": ["test_judges.py"],
     "autod/act/search.py": ["test_search.py", "test_edits.py"],
     "autod/act/atomic.py": ["test_journal.py", "test_undo.py"],
+    "autod/atomicfile.py": ["test_atomicfile.py", "test_journal.py", "test_undo.py"],
     "autod/act/journal.py": ["test_journal.py", "test_undo.py"],
     "autod/act/imports.py": ["test_imports.py"],
     "autod/act/quotes.py": ["test_quotes.py"],
@@ -51,7 +52,7 @@ ROOMS: dict[str, list[str]] = {
     "autod/safety/boundary.py": ["test_boundary.py", "test_protected_files.py", "test_edits.py"],
     "autod/safety/protected.py": ["test_protected_files.py", "test_own_files.py"],
     "autod/safety/secretforms.py": ["test_redaction.py"],
-    "autod/safety/filemodes.py": ["test_own_files.py", "test_journal.py"],
+    "autod/safety/filemodes.py": ["test_filemodes.py", "test_own_files.py", "test_journal.py"],
     "autod/safety/termsafe.py": ["test_termsafe.py"],
     "autod/checks/sandbox.py": ["test_sandbox.py", "test_sandbox_mounts.py", "test_checks.py"],
     "autod/checks/mounts.py": ["test_sandbox_mounts.py", "test_sandbox.py"],
@@ -101,8 +102,8 @@ def scratch_tree(dest: Path, tests_ref: str | None) -> None:
     (dest / "pyproject.base").write_text((dest / "pyproject.toml").read_text())
 
 
-def configure(tree: Path, room: str) -> None:
-    """The [tool.mutmut] section for one room: mutate only it, select only its tests."""
+def configure(tree: Path, module: str) -> None:
+    """The [tool.mutmut] section for one module: mutate only it, select only its tests."""
     # Everything else the tests may read beside them (config/, docs/, README.md...); relative names:
     # mutmut copies each to mutants/NAME.
     also = sorted(
@@ -112,8 +113,8 @@ def configure(tree: Path, room: str) -> None:
         raise SystemExit(f"refusing to copy {also} into mutants/")
     section = {
         "source_paths": ["autod"],
-        "only_mutate": [room],
-        "pytest_add_cli_args_test_selection": [f"tests/unit/{t}" for t in ROOMS[room]],
+        "only_mutate": [module],
+        "pytest_add_cli_args_test_selection": [f"tests/unit/{t}" for t in MODULES[module]],
         # -n 0: the project's addopts start two xdist workers, under which mutmut's trampolines
         # report every mutant as an error; one process is what a mutant's run needs
         "pytest_add_cli_args": ["-p", "no:cacheprovider", "-q", "-n", "0"],
@@ -124,12 +125,12 @@ def configure(tree: Path, room: str) -> None:
     (tree / "pyproject.toml").write_text((tree / "pyproject.base").read_text() + "\n".join(lines) + "\n")
 
 
-def list_mutants(room: str) -> dict[str, dict[str, Any]]:
-    """Every mutant mutmut makes of room (run inside a configured tree): its line and the change."""
+def list_mutants(module: str) -> dict[str, dict[str, Any]]:
+    """Every mutant mutmut makes of module (run inside a configured tree): its line and the change."""
     from mutmut.mutation.file_mutation import mutate_file_contents
 
-    source = Path(room).read_text()
-    mutated = mutate_file_contents(room, source)
+    source = Path(module).read_text()
+    mutated = mutate_file_contents(module, source)
     code = mutated.code.split("\n")
     spans = mutated.line_span_by_function_name
     defs: dict[str, int] = {}
@@ -149,7 +150,7 @@ def list_mutants(room: str) -> dict[str, dict[str, Any]]:
         body[0] = body[0].replace(key, "F", 1)
         return body
 
-    module = room.removesuffix(".py").replace("/", ".")
+    dotted = module.removesuffix(".py").replace("/", ".")
     found: dict[str, dict[str, Any]] = {}
     for name in mutated.mutant_names:
         base = name.rpartition("__mutmut_")[0]
@@ -167,28 +168,28 @@ def list_mutants(room: str) -> dict[str, dict[str, Any]]:
             entry["line"] = defs.get(base, 0) + i1
             entry["original"] = "\n".join(s.strip() for s in orig[i1:i2])
             entry["mutated"] = "\n".join(s.strip() for s in mut[j1:j2])
-        found[f"{module}.{name}"] = entry
+        found[f"{dotted}.{name}"] = entry
     return found
 
 
 def pick(names: list[str], limit: int | None) -> list[str]:
-    """At most limit names, spread evenly over the room (so every function can be sampled)."""
+    """At most limit names, spread evenly over the module (so every function can be sampled)."""
     if not limit or limit >= len(names):
         return names
     step = len(names) / limit
     return [names[int(i * step)] for i in range(limit)]
 
 
-def run_room(
-    tree: Path, room: str, limit: int | None, jobs: int, names: list[str] | None = None
+def run_module(
+    tree: Path, module: str, limit: int | None, jobs: int, names: list[str] | None = None
 ) -> dict[str, Any]:
-    """mutmut over one room in tree; the counts, and per mutant its status."""
+    """mutmut over one module in tree; the counts, and per mutant its status."""
     shutil.rmtree(tree / "mutants", ignore_errors=True)
-    configure(tree, room)
+    configure(tree, module)
     start = time.monotonic()
     if names is None:
         listed = subprocess.run(
-            [sys.executable, __file__, "--list-mutants", room],
+            [sys.executable, __file__, "--list-mutants", module],
             cwd=tree,
             capture_output=True,
             text=True,
@@ -210,11 +211,11 @@ def run_room(
             failed = proc.returncode != 0 and f"mutmut exit code {proc.returncode}"
         except subprocess.TimeoutExpired:
             failed = f"timed out after {ROOM_TIMEOUT_S} s"
-    meta_file = tree / "mutants" / f"{room}.meta"
+    meta_file = tree / "mutants" / f"{module}.meta"
     codes = json.loads(meta_file.read_text())["exit_code_by_key"] if meta_file.exists() else {}
     status = {n: STATUS.get(codes.get(n), "other") for n in names}
     result: dict[str, Any] = {
-        "tests": ROOMS[room],
+        "tests": MODULES[module],
         "mutants": len(names),
         **{k: sum(1 for s in status.values() if s == k) for k in COUNTED},
         "elapsed_s": round(time.monotonic() - start, 1),
@@ -232,10 +233,10 @@ def _order(name: str) -> tuple[str, int]:
     return base, int(num) if num.isdigit() else 0
 
 
-def report(room: dict[str, Any]) -> dict[str, Any]:
-    """The JSON a room shows: counts, survivors with their lines, functions no test calls."""
-    info, status = room.pop("info"), room.pop("status")
-    room["survivors"] = [
+def report(module: dict[str, Any]) -> dict[str, Any]:
+    """The JSON a module shows: counts, survivors with their lines, functions no test calls."""
+    info, status = module.pop("info"), module.pop("status")
+    module["survivors"] = [
         {"mutant": n.rpartition(".")[2], **info.get(n, {})}
         for n in sorted(status, key=_order)
         if status[n] == "survived"
@@ -245,21 +246,21 @@ def report(room: dict[str, Any]) -> dict[str, Any]:
         if s == "no_tests":
             fn = info.get(n, {}).get("function", n)
             untested[fn] = untested.get(fn, 0) + 1
-    room["untested_functions"] = untested
-    return room
+    module["untested_functions"] = untested
+    return module
 
 
 def compare(after: dict[str, dict[str, Any]], before: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """Before / after per room (killed, survived), and the mutants whose fate changed."""
+    """Before / after per module (killed, survived), and the mutants whose fate changed."""
     table = []
     changed: dict[str, dict[str, list[str]]] = {}
-    for room, a in after.items():
-        b = before.get(room)
+    for module, a in after.items():
+        b = before.get(module)
         if not b:
             continue
         table.append(
             {
-                "room": room,
+                "module": module,
                 "before": {k: b.get(k) for k in ("mutants", "killed", "survived", "timeout", "no_tests")},
                 "after": {k: a.get(k) for k in ("mutants", "killed", "survived", "timeout", "no_tests")},
             }
@@ -268,25 +269,25 @@ def compare(after: dict[str, dict[str, Any]], before: dict[str, dict[str, Any]])
         now_killed = sorted((n for n in sa if sa[n] == "killed" and sb.get(n) == "survived"), key=_order)
         now_survive = sorted((n for n in sa if sa[n] == "survived" and sb.get(n) == "killed"), key=_order)
         if now_killed or now_survive:
-            changed[room] = {"killed_now": now_killed, "survive_now": now_survive}
+            changed[module] = {"killed_now": now_killed, "survive_now": now_survive}
     return {"table": table, "changed": changed}
 
 
 def render(table: list[dict[str, Any]]) -> str:
-    rows = [f"{'room':32} {'before k/s/t/u':>18} {'after k/s/t/u':>18}"]
+    rows = [f"{'module':32} {'before k/s/t/u':>18} {'after k/s/t/u':>18}"]
     for r in table:
         fmt = "{killed}/{survived}/{timeout}/{no_tests}"
-        rows.append(f"{r['room']:32} {fmt.format(**r['before']):>18} {fmt.format(**r['after']):>18}")
+        rows.append(f"{r['module']:32} {fmt.format(**r['before']):>18} {fmt.format(**r['after']):>18}")
     return "\n".join(rows)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument(
-        "--only", nargs="+", metavar="MODULE", help="rooms to run (paths as in ROOMS, or a suffix)"
+        "--only", nargs="+", metavar="MODULE", help="modules to run (paths as in MODULES, or a suffix)"
     )
     ap.add_argument(
-        "--max-mutants", type=int, default=None, help="at most this many mutants a room, spread evenly"
+        "--max-mutants", type=int, default=None, help="at most this many mutants a module, spread evenly"
     )
     ap.add_argument("--quick", action="store_true", help=f"--max-mutants {QUICK_MAX_MUTANTS}")
     ap.add_argument(
@@ -302,11 +303,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.list_mutants:
         print(json.dumps(list_mutants(args.list_mutants)))
         return 0
-    rooms = list(ROOMS)
+    modules = list(MODULES)
     if args.only:
-        rooms = [r for r in ROOMS if any(r == o or r.endswith("/" + o.lstrip("/")) for o in args.only)]
-        if not rooms:
-            ap.error(f"no such room: {' '.join(args.only)} (have: {', '.join(ROOMS)})")
+        modules = [r for r in MODULES if any(r == o or r.endswith("/" + o.lstrip("/")) for o in args.only)]
+        if not modules:
+            ap.error(f"no such module: {' '.join(args.only)} (have: {', '.join(MODULES)})")
     limit = args.max_mutants or (QUICK_MAX_MUTANTS if args.quick else None)
     started = time.monotonic()
     after: dict[str, dict[str, Any]] = {}
@@ -320,32 +321,34 @@ def main(argv: list[str] | None = None) -> int:
             base_tree = Path(tmp) / "base"
             base_tree.mkdir()
             scratch_tree(base_tree, args.baseline)
-        for room in rooms:
-            print(f"mutation: {room} ...", file=sys.stderr, flush=True)
-            after[room] = run_room(tree, room, limit, args.jobs)
+        for module in modules:
+            print(f"mutation: {module} ...", file=sys.stderr, flush=True)
+            after[module] = run_module(tree, module, limit, args.jobs)
             if base_tree is not None:
-                names = list(after[room]["status"])
-                before[room] = run_room(base_tree, room, limit, args.jobs, names=names if limit else None)
+                names = list(after[module]["status"])
+                names_or_all = names if limit else None
+                before[module] = run_module(base_tree, module, limit, args.jobs, names=names_or_all)
     if args.compare:
-        before = json.loads(Path(args.compare).read_text())["rooms"]
+        saved = json.loads(Path(args.compare).read_text())
+        before = saved.get("modules") or saved["rooms"]  # files saved before the rename say "rooms"
     doc: dict[str, Any] = {
         "benchmark": "mutation",
         "tool": "mutmut " + _version(),
-        "max_mutants_per_room": limit,
+        "max_mutants_per_module": limit,
         "elapsed_s": round(time.monotonic() - started, 1),
     }
     if before:
         doc.update(compare(after, before))
         doc["before"] = f"tests at {args.baseline}" if args.baseline else args.compare
         print(render(doc["table"]), file=sys.stderr)
-    saved = {room: {**r, "status": dict(r["status"])} for room, r in after.items()}
+    saved = {module: {**r, "status": dict(r["status"])} for module, r in after.items()}
     doc["totals"] = {k: sum(r[k] for r in after.values()) for k in ("mutants", *COUNTED)}
-    doc["rooms"] = {room: report(r) for room, r in after.items()}
+    doc["modules"] = {module: report(r) for module, r in after.items()}
     print(json.dumps(doc, indent=2))
     if args.save:
-        for room, r in saved.items():
+        for module, r in saved.items():
             r.pop("info", None)
-            doc["rooms"][room]["status"] = r["status"]
+            doc["modules"][module]["status"] = r["status"]
         Path(args.save).write_text(json.dumps(doc, indent=2) + "\n")
     return 1 if any("error" in r for r in after.values()) else 0
 

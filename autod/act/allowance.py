@@ -60,10 +60,7 @@ def _refused(rel: str, why: str) -> str:
 
 
 def _is_file(path: Path) -> bool:
-    try:
-        return os.path.isfile(path) and not os.path.islink(path)
-    except OSError:
-        return False
+    return os.path.isfile(path) and not os.path.islink(path)  # both answer False for what they cannot stat
 
 
 def _has_sibling(parent: Path, suffix: str, name: str) -> bool:

@@ -6,8 +6,8 @@ the temp name in one step; if what came out is not what the caller expected, the
 back (the other writer's version wins) and `Displaced` is raised. A new file is placed with
 `RENAME_NOREPLACE` (or `link()`, which never replaces). Where the kernel, libc or filesystem has no
 renameat2, the file is re-checked right before a plain rename (the window shrinks to microseconds).
-Temp files sit beside their target, named `.<name>.autod-tmp-<hex>` (`tmp_prefix`), so a crash
-leaves nothing a recovery cannot find.
+Temp files are the one atomic write's (autod.atomicfile): beside their target, named
+`.<name>.autod-tmp-<hex>`, so a crash leaves nothing a recovery cannot find.
 """
 
 from __future__ import annotations
@@ -18,16 +18,12 @@ import errno
 import functools
 import hashlib
 import os
-import secrets
 import stat
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from autod.act.edits import TMP_MARKER
+from autod.atomicfile import OnWrite, fsync_dir, write_temp
 from autod.native import libc
-
-OnWrite = Callable[[Path, bytes | None], None]
 
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _AT_FDCWD = -100
@@ -107,56 +103,6 @@ def _renameat2(src: Path, dst: Path, flags: int) -> bool:
     raise OSError(err, os.strerror(err), str(dst))
 
 
-def write_temp(path: Path, data: bytes, mode: int) -> Path:
-    """A temp file beside path holding data, fsynced, with path's owner (when root) and `mode`."""
-    tmp = path.parent / f"{tmp_prefix(path.name)}{secrets.token_hex(6)}"
-    owner = _owner_of(path)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _O_CLOEXEC, 0o600)
-    try:
-        _write_all(fd, data)
-        if owner is not None and owner != (os.geteuid(), os.getegid()):
-            with contextlib.suppress(PermissionError):  # only root may give a file away
-                os.fchown(fd, *owner)
-        os.fchmod(fd, mode)
-        os.fsync(fd)
-    except BaseException:
-        os.close(fd)
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    os.close(fd)
-    return tmp
-
-
-def atomic_write(path: Path, data: bytes, mode: int, *, on_write: OnWrite | None = None) -> None:
-    """Temp file in the same dir, write, fsync, chmod, rename over path, fsync the dir."""
-    tmp = write_temp(path, data, mode)
-    try:
-        if on_write is not None:
-            on_write(path, data)  # before the rename: the watcher never sees an unrecorded write
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    fsync_dir(path.parent)
-
-
-def write_new_file(path: Path, data: bytes, mode: int) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _O_CLOEXEC, mode)
-    try:
-        _write_all(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
-
-
 def read_current(path: Path) -> bytes | None:
     """The file's bytes now, None if it does not exist; never follows a symlink."""
     try:
@@ -167,31 +113,6 @@ def read_current(path: Path) -> bytes | None:
         if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
             raise OSError(f"{path.name} is not a regular file")
         return f.read()
-
-
-def _owner_of(path: Path) -> tuple[int, int] | None:
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return None
-    return st.st_uid, st.st_gid
-
-
-def tmp_prefix(name: str) -> str:
-    return f".{name[:200]}{TMP_MARKER}"  # stays under NAME_MAX with the random suffix
-
-
-def fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _O_CLOEXEC)
-    except FileNotFoundError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # some filesystems refuse fsync on a directory; the rename is still atomic
-        pass
-    finally:
-        os.close(fd)
 
 
 def sha(data: bytes | None) -> str | None:

@@ -154,7 +154,7 @@ def _read_original(rel: str, path: Path, max_bytes: int) -> tuple[bytes | None, 
     try:
         # O_NOFOLLOW: a symlink swapped in after the confinement walk is refused, not followed;
         # O_NONBLOCK: a FIFO opens at once (and is refused below), never waits for a writer.
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         return None, None
     except OSError as e:

@@ -35,9 +35,10 @@ from pathlib import Path
 
 import structlog
 
+from autod import atomicfile
 from autod.act import atomic
-from autod.act.atomic import OnWrite
 from autod.act.edits import FileChange, check_chain, new_file_mode
+from autod.atomicfile import OnWrite
 from autod.errors import PlanRejected
 
 log = structlog.get_logger(__name__)
@@ -95,7 +96,7 @@ class Journal:
         root.mkdir(mode=0o700, parents=True, exist_ok=True)
         directory = root / cycle_id
         directory.mkdir(mode=0o700)
-        atomic.fsync_dir(root)
+        atomicfile.fsync_dir(root)
         return cls(directory)
 
     @property
@@ -159,7 +160,7 @@ class Journal:
             raise RuntimeError(f"journal {self.dir.name} was rolled back; nothing to keep")
         if self._state == "kept":
             return
-        atomic.atomic_write(self.dir / KEPT, b"kept\n", 0o600)
+        atomicfile.atomic_write(self.dir / KEPT, b"kept\n", 0o600)
         self._state = "kept"
         _remove_journal_dir(self.dir)
 
@@ -169,7 +170,7 @@ class Journal:
             orig = None
             if change.old is not None:
                 orig = f"{n}.orig"
-                atomic.write_new_file(self.dir / orig, change.old, 0o600)
+                atomicfile.write_new_file(self.dir / orig, change.old, 0o600)
             entries.append(
                 _Entry(
                     rel=change.rel,
@@ -187,8 +188,8 @@ class Journal:
             "workspace": str(workspace),
             "entries": [e.__dict__ for e in entries],
         }
-        atomic.fsync_dir(self.dir)  # the .orig names are durable before the manifest points at them
-        atomic.atomic_write(self.dir / MANIFEST, json.dumps(manifest, indent=1).encode(), 0o600)
+        atomicfile.fsync_dir(self.dir)  # the .orig names are durable before the manifest points at them
+        atomicfile.atomic_write(self.dir / MANIFEST, json.dumps(manifest, indent=1).encode(), 0o600)
         return entries
 
     def _write_one(self, change: FileChange, workspace: Path, on_write: OnWrite | None) -> None:
@@ -295,12 +296,12 @@ def _restore(
 
 def _remove_created(path: Path, ours: str) -> None:
     """Delete a file autod created, unless it changed: moved aside first, so a save cannot slip in."""
-    aside = path.parent / f"{atomic.tmp_prefix(path.name)}{secrets.token_hex(6)}"
+    aside = path.parent / f"{atomicfile.tmp_prefix(path.name)}{secrets.token_hex(6)}"
     os.rename(path, aside)
     try:
         if atomic.sha(atomic.read_current(aside)) == ours:
             os.unlink(aside)
-            atomic.fsync_dir(path.parent)
+            atomicfile.fsync_dir(path.parent)
             return
     except BaseException:
         _place_back(aside, path)
@@ -332,14 +333,14 @@ def _make_parents(workspace: Path, rel: str) -> None:
         cur = cur / part
         try:
             os.mkdir(cur)
-            atomic.fsync_dir(cur.parent)
+            atomicfile.fsync_dir(cur.parent)
         except FileExistsError:
             pass
     check_chain(workspace, rel)  # what exists now is still plain directories
 
 
 def _remove_temp_leftovers(path: Path) -> None:
-    prefix = atomic.tmp_prefix(path.name)
+    prefix = atomicfile.tmp_prefix(path.name)
     try:
         names = os.listdir(path.parent)
     except OSError:
@@ -361,10 +362,10 @@ def _remove_journal_dir(directory: Path) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(directory / name)
         if name == MANIFEST:
-            atomic.fsync_dir(directory)
+            atomicfile.fsync_dir(directory)
     with contextlib.suppress(FileNotFoundError):
         os.rmdir(directory)
-    atomic.fsync_dir(directory.parent)
+    atomicfile.fsync_dir(directory.parent)
 
 
 def _workspace_of(change: FileChange) -> Path:

@@ -48,6 +48,9 @@ _PYTEST_BROKEN = re.compile(
 )
 PYTEST_BROKEN_EXITS = frozenset({2, 3, 4, 5})  # interrupted, internal error, usage error, no tests
 _SHOWN = 5
+_TAIL = 8000  # characters at the end of a run's output where pytest says it broke
+_SUMMARY_TAIL = 4000  # characters at the end where its summary counts failures
+_MAX_NAMED = 500  # failing test ids read from a summary
 
 
 @dataclass(frozen=True)
@@ -199,7 +202,7 @@ def _by_failures(r: CheckResult, before: Before) -> Decision:
 
 def broken(result: CheckResult) -> str | None:
     """Why a failing run says nothing about the tests (it ran none), or None."""
-    tail = result.output[-8000:]
+    tail = result.output[-_TAIL:]
     if _PYTEST_BROKEN.search(tail):
         return f"broke before its tests ran (exit {result.exit_code})"
     if result.exit_code in PYTEST_BROKEN_EXITS and _looks_like_pytest(tail):
@@ -213,7 +216,7 @@ def counted_failures(result: CheckResult) -> int | None:
         return 0
     if result.tests is not None:
         return len(result.tests.failing) + len(result.tests.collect_errors) or None
-    counts = [int(n) for n, _ in _PYTEST_COUNTS.findall(result.output[-4000:])]
+    counts = [int(n) for n, _ in _PYTEST_COUNTS.findall(result.output[-_SUMMARY_TAIL:])]
     if counts:
         return sum(counts)
     from autod.sources.parsers import parse_failures
@@ -225,14 +228,14 @@ def counted_failures(result: CheckResult) -> int | None:
 def count_failures(result: CheckResult) -> int:
     """How many failures a run reports, at least 1 when it failed (an event's count to compare with)."""
     counted = counted_failures(result)
-    return counted if counted is not None else (0 if result.ok else 1)
+    return counted if counted is not None else 1  # a run that passed is counted: 0
 
 
 def failing_tests(text: str) -> frozenset[str] | None:
     """The pytest node ids a run's summary names as failed or in error, or None when it names none."""
     from autod.localize.frames import parse_test_ids
 
-    ids = frozenset(t.nodeid for t in parse_test_ids(text, limit=500))
+    ids = frozenset(t.nodeid for t in parse_test_ids(text, limit=_MAX_NAMED))
     return ids or None
 
 

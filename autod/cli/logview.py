@@ -22,12 +22,13 @@ from typing import Any, BinaryIO, TextIO
 
 from autod.cli.logformat import _level_rank, _parse_time, format_record
 from autod.safety import termsafe
+from autod.sources.follower import FileFollower, Position
 
 __all__ = ["LogFilter", "follow", "format_record", "parse_since", "read_records", "run_logs"]
 
 _BLOCK = 64 * 1024
 _MAX_READ = 4 * 1024 * 1024  # per poll, so one huge burst cannot starve the event loop's other work
-_MAX_PARTIAL = 16 * 1024 * 1024  # a "line" this long without a newline is garbage; drop it
+_MAX_PARTIAL = 16 * 1024 * 1024  # a record this long is garbage: cut, so it does not parse and is skipped
 
 
 @dataclass
@@ -181,84 +182,15 @@ def read_records(path: Path, flt: LogFilter, n: int | None) -> list[dict]:
 # Following
 
 
-class _Follower:
-    """Blocking, non-waiting reader of new complete lines across rotation; like `tail -F`."""
-
-    def __init__(self, path: Path, start: int | None, file_id: tuple[int, int] | None = None) -> None:
-        self.path = path
-        self._start = start  # offset in the file we first open; None: its end
-        self._expect = file_id  # the file the start offset belongs to
-        self._fh: BinaryIO | None = None
-        self._id: tuple[int, int] = (0, 0)
-        self._pos = 0
-        self._buf = b""
-        self._tried = False  # the start offset only applies to a file present at the first poll
-
-    def close(self) -> None:
-        if self._fh is not None:
-            self._fh.close()
-            self._fh = None
-
-    def _open(self, *, first: bool) -> bool:
-        try:
-            fh = open(self.path, "rb", buffering=0)  # noqa: SIM115 (kept open across polls)
-        except (FileNotFoundError, PermissionError):
-            return False
-        st = os.fstat(fh.fileno())
-        self._fh, self._id, self._buf = fh, (st.st_dev, st.st_ino), b""
-        self._pos = 0
-        if first and self._start is None:
-            self._pos = st.st_size
-        elif first and (self._expect is None or self._expect == self._id) and self._start <= st.st_size:
-            self._pos = self._start
-        fh.seek(self._pos)
-        return True
-
-    def _read(self) -> list[bytes]:
-        assert self._fh is not None
-        chunks, total = [], 0
-        while total < _MAX_READ:
-            data = self._fh.read(_BLOCK)
-            if not data:
-                break
-            chunks.append(data)
-            total += len(data)
-        if not chunks:
-            return []
-        self._pos += total
-        *lines, self._buf = (self._buf + b"".join(chunks)).split(b"\n")
-        if len(self._buf) > _MAX_PARTIAL:
-            self._buf = b""
-        return lines
-
-    def poll(self) -> list[bytes]:
-        """Complete lines written since the last poll (possibly from a new file)."""
-        if self._fh is None:
-            first, self._tried = not self._tried, True
-            if not self._open(first=first):
-                return []
-        lines = self._read()
-        if lines:
-            return lines
-        try:
-            st = os.stat(self.path)
-        except FileNotFoundError:
-            return []  # moved away, the new file not created yet: keep the old one open
-        if (st.st_dev, st.st_ino) != self._id:
-            # Renamed: finish the old file first (the writer may have appended to it before
-            # it noticed the rename and reopened); a torn last line there is dropped.
-            lines = self._read()
-            self.close()
-            if self._open(first=False):
-                lines += self._read()
-            return lines
-        if st.st_size < self._pos:
-            # copytruncate: the same file, cut to zero and written again from the start.
-            assert self._fh is not None
-            self._fh.seek(0)
-            self._pos, self._buf = 0, b""
-            return self._read()
-        return []
+def _follower(path: Path, start: int | None, file_id: tuple[int, int] | None) -> FileFollower:
+    """The follower from `start` in the file `file_id` (by default the file there now); None: its end.
+    A file other than that one, or shorter than `start`, is read from its start."""
+    if start is not None and file_id is None:
+        with contextlib.suppress(OSError):
+            st = os.stat(path)
+            file_id = (st.st_dev, st.st_ino)
+    saved = Position(*file_id, start) if start is not None and file_id is not None else None
+    return FileFollower(path, from_start=start is not None, saved=saved, max_line=_MAX_PARTIAL)
 
 
 async def _follow_pairs(
@@ -270,11 +202,11 @@ async def _follow_pairs(
     start: int | None,
     file_id: tuple[int, int] | None = None,
 ) -> AsyncIterator[tuple[str, dict]]:
-    follower = _Follower(path, start, file_id)
+    follower = await asyncio.to_thread(_follower, path, start, file_id)  # it may stat the file
     stop = stop or asyncio.Event()
     try:
         while not stop.is_set():
-            lines = await asyncio.to_thread(follower.poll)
+            lines = (await asyncio.to_thread(follower.read, _MAX_READ)).split(b"\n")[:-1]
             for raw in lines:
                 pair = _parse_line(raw)
                 if pair is not None and flt.match(pair[1]):

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from autod import atomicfile
 from autod.act import atomic
 from autod.act.describe import describe_fix, made_pass
 from autod.act.edits import FileChange
@@ -289,7 +290,7 @@ class Delivery(Inventory, TakeBack):
         current = atomic.read_current(path)
         if current is not None and (row is None or atomic.sha(current) != row.digest):
             path = path.with_name(f"{path.stem}-{facts.cycle_id}.patch")  # someone's edit of it stays
-        atomic.atomic_write(path, data, 0o600)
+        atomicfile.atomic_write(path, data, 0o600)
         now = time.time()
         digest = atomic.sha(data)
         self.ledger.put(

@@ -5,13 +5,12 @@ problems (a refused push, a branch someone else changed) that `autod status` sho
 from __future__ import annotations
 
 import json
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from autod.stores.durable import open_durable
+from autod.stores.sqlite import Schema, SqliteStore
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS deliveries (
@@ -86,17 +85,11 @@ class CycleDelivery:
     undone_by: str | None
 
 
-class DeliveryLedger:
+class DeliveryLedger(SqliteStore):
     """Thread-safe, blocking (callers go through a worker thread)."""
 
     def __init__(self, path: Path) -> None:
-        self._lock = threading.Lock()
-        self._db = open_durable(path)
-        self._db.executescript(_SCHEMA)
-
-    def close(self) -> None:
-        with self._lock:
-            self._db.close()
+        super().__init__(path, Schema(_SCHEMA))
 
     def get(self, key: str) -> Row | None:
         with self._lock:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import random
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
@@ -18,6 +17,7 @@ from typing import Any, Protocol
 import structlog
 
 from autod import logs
+from autod.backoff import Backoff
 from autod.config.settings import MemoryConfig
 from autod.memory import Recalled, Tier
 from autod.memory.worker import StoreTimeout
@@ -73,7 +73,7 @@ class StoreConnection:
         self._on_open = on_open
         self._trouble = asyncio.Event()  # wakes the connector
         self._changed = asyncio.Event()  # replaced on every change; waiters hold the old one
-        self._delay = cfg.retry_min_s
+        self._failures = 0  # opens failed since the store last answered: the backoff's attempt
         self._retry_now = False
         self._abandoned: list[Store] = []  # stores given up on while a call of theirs was stuck
         self._closing: list[asyncio.Task[None]] = []
@@ -147,7 +147,7 @@ class StoreConnection:
 
     def proved(self) -> None:
         """A store call succeeded: the next outage starts its backoff from the shortest delay."""
-        self._delay = self.cfg.retry_min_s
+        self._failures = 0
 
     def _drop(self, store: Store, *, abandon: bool) -> None:
         if self.store is store:
@@ -170,8 +170,8 @@ class StoreConnection:
                 attempt_now = self._retry_now
                 continue
             if not attempt_now:
-                delay = self._delay * random.uniform(0.8, 1.2)
-                self._delay = min(self._delay * 2, self.cfg.retry_max_s)
+                delay = Backoff(self.cfg.retry_min_s, self.cfg.retry_max_s, (0.8, 1.2)).delay(self._failures)
+                self._failures += 1
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._trouble.wait(), delay)  # a reload retries at once
                 self._trouble.clear()
@@ -212,7 +212,7 @@ class StoreConnection:
             self.set_state(OPENING, "reconnecting after a config reload")
         elif store is not None:
             store.cfg = cfg  # retention, trust and prune scope apply from the next call
-        self._delay = cfg.retry_min_s
+        self._failures = 0
         self._retry_now = True
         self._trouble.set()
 

@@ -17,6 +17,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from autod import atomicfile
+
 ID_FILE = "instance-id"
 _VALID = re.compile(r"^[0-9a-f]{16}$")
 NO_INSTANCE = "0" * 16
@@ -52,21 +54,18 @@ def instance_id(state_dir: Path, *, create: bool = True) -> str:
         return NO_INSTANCE
     new = uuid.uuid4().hex[:16]
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = path.with_name(f".{ID_FILE}.{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.write(fd, f"{new}\n".encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    tmp = atomicfile.write_temp(path, f"{new}\n".encode(), 0o600)
     try:
         os.link(tmp, path)  # never replaces an id another process (a CLI command) made meanwhile
     except FileExistsError:
         text = path.read_text().strip()
         if not _VALID.match(text):  # a damaged file: ours replaces it
             os.replace(tmp, path)
+            atomicfile.fsync_dir(path.parent)
             return new
         new = text
+    else:
+        atomicfile.fsync_dir(path.parent)
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()

@@ -9,21 +9,21 @@
 - ``tally``: per tier, how many items this daemon has in the store and their time range, kept as
   it writes and prunes, so ``memory stats`` never scans a collection.
 
-Every method is blocking and thread-safe (one connection behind a lock); the async side calls
-them through ``asyncio.to_thread``, the memory thread directly.
+Every method is blocking and thread-safe (one connection behind a lock: the store base,
+``autod.stores.sqlite``); the async side calls them through ``asyncio.to_thread``, the memory thread
+directly.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import sqlite3
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from autod.stores.sqlite import Schema, SqliteStore
 
 FILE_NAME = "memory-spool.db"
 KINDS = ("n0", "n1", "n2", "used")
@@ -60,26 +60,18 @@ class Row:
     attempts: int
 
 
-class Spool:
+class Spool(SqliteStore):
     """The ledger; ``max_items`` bounds the spool table, never the tally or the drop counts."""
 
     def __init__(self, path: Path, max_items: int = 50_000, *, read_only: bool = False) -> None:
-        self.path = Path(path)
         self.max_items = max_items
         self.read_only = read_only
-        if read_only:
-            self._db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, check_same_thread=False)
-        else:
-            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))
-            os.chmod(self.path, 0o600)  # a file made by an older version or another umask
-            self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            # NORMAL in WAL mode: a crash of autod loses nothing; only a power cut may lose the
-            # last commits, and a commit costs no fsync on the observe path.
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.executescript(_SCHEMA)
-        self._lock = threading.Lock()
+        # NORMAL in WAL mode: a crash of autod loses nothing; only a power cut may lose the last
+        # commits, and a commit costs no fsync on the observe path.
+        super().__init__(
+            path, Schema(_SCHEMA), synchronous="NORMAL", busy_timeout_s=5.0, reset_mode=True,
+            read_only=read_only,
+        )
         self._counts = {k: 0 for k in KINDS}
         for kind, n in self._db.execute("SELECT kind, COUNT(*) FROM spool GROUP BY kind"):
             self._counts[kind] = int(n)
@@ -268,7 +260,3 @@ class Spool:
                 self._db.execute(
                     "UPDATE tally SET oldest = ?, newest = ? WHERE tier = ?", (oldest, newest, tier)
                 )
-
-    def close(self) -> None:
-        with self._lock, contextlib.suppress(sqlite3.Error):
-            self._db.close()

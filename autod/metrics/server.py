@@ -16,6 +16,7 @@ import structlog
 from prometheus_client import start_http_server
 
 from autod import logs
+from autod.backoff import Backoff
 from autod.config.listen import parse_listen
 from autod.metrics.registry import Metrics
 
@@ -57,23 +58,23 @@ class MetricsServer:
 
     async def run(self, listen: Callable[[], str | None]) -> None:
         """Serve while the daemon runs (cancel to stop); rebinds when `listen()` changes."""
-        delay = self.retry_min_s
+        backoff, failures = Backoff(self.retry_min_s, RETRY_MAX_S), 0
         try:
             while True:
                 want = listen()
                 if want != self.listen:
                     await self._close()
                     self.listen, self.error, self.since, self.next_try = want, None, time.time(), None
-                    delay = self.retry_min_s
+                    failures = 0
                     if want is not None:
                         await self._bind(want)
                         if self.address is None:
-                            self.next_try = time.time() + delay
+                            self.next_try = time.time() + backoff.delay(failures)
                 elif want is not None and self.address is None and time.time() >= (self.next_try or 0):
                     await self._bind(want, retry=True)
                     if self.address is None:
-                        delay = min(RETRY_MAX_S, delay * 2)
-                        self.next_try = time.time() + delay
+                        failures += 1
+                        self.next_try = time.time() + backoff.delay(failures)
                 left = self.watch_s if self.next_try is None else self.next_try - time.time()
                 await asyncio.sleep(max(0.05, min(self.watch_s, left)))
         finally:

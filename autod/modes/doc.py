@@ -35,7 +35,7 @@ from autod.modes import (
     recalled_text,
     render,
 )
-from autod.modes.plan import _atomic_write
+from autod.modes.plan import write_report_file
 from autod.ownwrites import OwnWrites
 from autod.plan import Plan
 from autod.safety.boundary import Boundary
@@ -394,5 +394,5 @@ class DocMode:
             else f"# autod auto-doc findings {now:%Y-%m-%d}\n"
         )
         text = f"{old}\n### {now:%H:%M UTC} — {event.summary}\n\n{plan.report or ''}\n"
-        await asyncio.to_thread(_atomic_write, path, text.encode())
+        await asyncio.to_thread(write_report_file, path, text.encode())
         return path

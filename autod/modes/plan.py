@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
 from autod.act.edits import ScopeCheck, new_file_mode
+from autod.atomicfile import atomic_write
 from autod.errors import PlanRejected
 from autod.events import Event, EventKind
 from autod.memory import Recalled
@@ -18,20 +17,10 @@ from autod.ownwrites import OwnWrites
 from autod.plan import Plan
 
 
-def _atomic_write(path: Path, data: bytes, mode: int = 0o600) -> None:
+def write_report_file(path: Path, data: bytes, mode: int = 0o600) -> None:
     """Write a report atomically: 0600 in the state dir (the default), `mode` for one in the workspace."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.autod-tmp-")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, data, mode)
 
 
 class PlanReportMode:
@@ -95,5 +84,5 @@ class PlanReportMode:
         own.record(path, data)
         inside_state = path == env.settings.state_path or env.settings.state_path in path.parents
         mode = 0o600 if inside_state else new_file_mode()  # a report in the workspace looks like any file
-        await asyncio.to_thread(_atomic_write, path, data, mode)
+        await asyncio.to_thread(write_report_file, path, data, mode)
         return path

@@ -14,7 +14,6 @@ the model is free) or, when it cannot be probed, for `request_timeout_s`.
 from __future__ import annotations
 
 import asyncio
-import random
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
@@ -23,6 +22,7 @@ import httpx
 import structlog
 
 from autod import tally
+from autod.backoff import Backoff
 from autod.config.settings import LLMConfig
 from autod.errors import ContextTooLong, LLMUnavailable, PlanInvalid
 from autod.planner import TokenUsage, wire
@@ -63,8 +63,8 @@ class Endpoint:
         self._cfg = cfg
         self._secrets = secrets
         self._sleep = sleep
-        self._retry_base_s = retry_base_s
-        self._retry_max_s = retry_max_s
+        # jitter in the upper half of each step spreads daemons that failed together
+        self._backoff = Backoff(retry_base_s, retry_max_s, (0.5, 1.0))
         # auto: the strictest format first; each refusal drops one for good
         self._formats = list(wire.FORMATS) if cfg.response_format == "auto" else _forced(cfg.response_format)
         self._token_param = "max_tokens" if cfg.token_param == "auto" else cfg.token_param
@@ -196,7 +196,7 @@ class Endpoint:
                           duration_ms=round((loop.time() - started) * 1000))
             if attempt > self._cfg.max_retries:
                 raise LLMUnavailable(f"{failure} from {self.url} after {attempt} attempts")
-            delay = retry_after if retry_after is not None else self._backoff(attempt)
+            delay = retry_after if retry_after is not None else self._backoff.delay(attempt - 1)
             if loop.time() + delay >= deadline:
                 # Sleeping into the deadline gains nothing; failing now leaves time for the fallback.
                 raise LLMUnavailable(
@@ -306,10 +306,6 @@ class Endpoint:
         usage.completion += (reply.completion_tokens if reply.completion_tokens is not None
                              else len(reply.content) // 4)
         return reply
-
-    def _backoff(self, attempt: int) -> float:
-        ceiling = min(self._retry_max_s, self._retry_base_s * 2 ** (attempt - 1))
-        return ceiling / 2 + random.uniform(0, ceiling / 2)  # jitter spreads daemons that failed together
 
     def _excerpt(self, data: bytes) -> str:
         text = " ".join(data[:4096].decode("utf-8", "replace").split())

@@ -20,6 +20,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from autod.backoff import Backoff
 from autod.config.settings import Limits
 from autod.errors import CycleError, LLMUnavailable
 from autod.events import Event, EventKind
@@ -54,8 +55,8 @@ class RetryPolicy:
 
     def delay(self, retries: int) -> float:
         """The wait before try number `retries + 1`: base * 2**retries, capped, with jitter."""
-        nominal = min(self.limits.retry_max_s, self.limits.retry_base_s * 2 ** min(retries, 30))
-        return nominal * (1 - JITTER + 2 * JITTER * self._rand())
+        rule = Backoff(self.limits.retry_base_s, self.limits.retry_max_s, (1 - JITTER, 1 + JITTER))
+        return rule.delay(retries, self._rand)
 
     def decide(self, event: Event, r: Reflection, error: CycleError | None, retries: int) -> Decision:
         """After a cycle on `event` (deferred `retries` times so far) ended as `r`."""

@@ -14,6 +14,7 @@ from typing import Any
 import structlog
 
 from autod import logs
+from autod.backoff import Backoff
 from autod.config.settings import CronSource, LogtailSource, Settings, WatchSource
 from autod.events import Event
 from autod.ownwrites import OwnWrites
@@ -141,6 +142,6 @@ class SourceSet:
                     return
                 st.restarts += 1
                 st.state = "restarting"
-                delay = min(RESTART_MAX_S, RESTART_BASE_S * 2 ** (len(st.crashes) - 1))
+                delay = Backoff(RESTART_BASE_S, RESTART_MAX_S).delay(len(st.crashes) - 1)
                 log.warning("source.crashed", source=st.name, error=st.last_error, in_s=delay)
                 await asyncio.sleep(delay)

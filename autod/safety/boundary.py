@@ -35,6 +35,8 @@ if TYPE_CHECKING:
     from autod.config.settings import Settings
 
 TMP_MARKER = ".autod-tmp-"
+_SHOWN_PATH = 200  # characters of a path an error message shows
+_BINARY_SNIFF = 8192  # a NUL within the first bytes of a file makes it binary
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _DRIVE = re.compile(r"^[A-Za-z]:")
 
@@ -72,7 +74,12 @@ def _glob_regex(pattern: str) -> re.Pattern[str]:
             out.append("[^/]")
             i += 1
         elif c == "[":
-            j = pattern.find("]", i + 2 if pattern[i + 1 : i + 2] in ("!", "]") else i + 1)
+            j = i + 1  # as fnmatch: a `]` first in the class (after a `!`) is one of its characters
+            if pattern[j : j + 1] == "!":
+                j += 1
+            if pattern[j : j + 1] == "]":
+                j += 1
+            j = pattern.find("]", j)
             if j < 0:
                 out.append(re.escape(c))
                 i += 1
@@ -255,7 +262,7 @@ class Boundary:
             data = read_untrusted(self.workspace / rel, cap=max_bytes)
         except OSError:
             return None
-        if b"\x00" in data[:8192]:
+        if b"\x00" in data[:_BINARY_SNIFF]:
             return None  # binary
         return data.decode("utf-8", "replace")
 
@@ -359,4 +366,4 @@ def show_path(rel: object) -> str:
     """A path for an error message: printable and short."""
     text = repr(rel) if not isinstance(rel, str) else rel
     text = _CONTROL.sub("?", text)
-    return text if len(text) <= 200 else text[:200] + "..."
+    return text if len(text) <= _SHOWN_PATH else text[:_SHOWN_PATH] + "..."

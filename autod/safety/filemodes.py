@@ -67,5 +67,5 @@ def private_file(path: Path) -> Path:
     -shm files take the database file's mode)."""
     private_dir(path.parent)
     with contextlib.suppress(FileExistsError):
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600))
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
     return path

@@ -10,185 +10,23 @@ import asyncio
 import hashlib
 import json
 import os
-import stat
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
 
 import structlog
 
+from autod.atomicfile import atomic_write
 from autod.config.settings import LogtailSource as LogtailConfig
 from autod.events import Event, EventKind
 from autod.logs import redact_text
+from autod.sources.follower import FileFollower, Position
 from autod.sources.parsers import Failure, may_continue, scan_bytes, strip_ansi
 
 log = structlog.get_logger(__name__)
 
-READ_BYTES = 1 << 20  # default size of one read
-MAX_LINE = 1 << 20  # the longest line kept whole
-KEEP_OF_LONG_LINE = 64 << 10
 MAX_CHUNK = 8 << 20  # bytes read and scanned at once: few syscalls and thread hops, bounded memory
 HISTORY_LINES = 200  # lines kept from earlier chunks so a block split across chunks is whole
 HISTORY_CHARS = 256 << 10
-TRUNCATED_MARK = b" [autod: line truncated]"
-
-
-@dataclass
-class Position:
-    dev: int
-    inode: int
-    offset: int
-
-
-def _has_long_line(data: bytes) -> bool:
-    """Any line over MAX_LINE? One rfind per MAX_LINE bytes, no copy."""
-    pos = 0
-    while len(data) - pos > MAX_LINE:
-        nl = data.rfind(b"\n", pos, pos + MAX_LINE + 1)
-        if nl < 0:
-            return True
-        pos = nl + 1
-    return False
-
-
-def _cap_long_lines(data: bytes) -> bytes:
-    """Cut any line over MAX_LINE to its first KEEP_OF_LONG_LINE bytes (few calls for normal data)."""
-    if not _has_long_line(data):  # the usual case: hand the block on without copying it
-        return data
-    out: list[bytes] = []
-    pos = 0
-    n = len(data)
-    while pos < n:
-        window_end = min(n, pos + MAX_LINE + 1)
-        last_nl = data.rfind(b"\n", pos, window_end)
-        if window_end == n and (last_nl < 0 or n - pos <= MAX_LINE):
-            out.append(data[pos:])
-            break
-        if last_nl >= 0:  # every line in [pos, last_nl] is short
-            out.append(data[pos : last_nl + 1])
-            pos = last_nl + 1
-            continue
-        nl = data.find(b"\n", pos)
-        out.append(data[pos : pos + KEEP_OF_LONG_LINE] + TRUNCATED_MARK + b"\n")
-        pos = n if nl < 0 else nl + 1
-    return b"".join(out)
-
-
-class FileFollower:
-    """The synchronous half: open, read, detect truncation and rotation. Runs in a thread."""
-
-    def __init__(self, path: Path, *, from_start: bool, saved: Position | None) -> None:
-        self.path = path
-        self._from_start = from_start
-        self._saved = saved
-        self._fh: BinaryIO | None = None
-        self._id: tuple[int, int] | None = None
-        self._offset = 0  # file offset just past the last complete line handed out
-        self._pending = b""  # a line not yet ended by a newline
-        self._skipping = False  # inside a too-long line: drop bytes until its newline
-        self._first_poll = True
-        self.drained = False  # the last read reached the end of the open file
-
-    @property
-    def position(self) -> Position | None:
-        if self._id is None:
-            return None
-        return Position(self._id[0], self._id[1], self._offset)
-
-    def close(self) -> None:
-        if self._fh is not None:
-            self._fh.close()
-            self._fh = None
-
-    def _open(self) -> bool:
-        first = self._first_poll
-        self._first_poll = False
-        try:  # O_NONBLOCK: a named pipe put at the path opens at once (refused below), never waits
-            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-        except (FileNotFoundError, NotADirectoryError, PermissionError):
-            return False
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):  # a FIFO, socket or device is no log to tail
-            os.close(fd)
-            return False
-        fh = os.fdopen(fd, "rb")  # held open across polls on purpose
-        self._id = (st.st_dev, st.st_ino)
-        start = 0
-        saved = self._saved
-        self._saved = None
-        if saved is not None and (saved.dev, saved.inode) == self._id and saved.offset <= st.st_size:
-            start = saved.offset
-        elif first and not self._from_start:
-            start = st.st_size  # an old log is not replayed on every start
-        fh.seek(start)
-        self._fh, self._offset, self._pending, self._skipping = fh, start, b"", False
-        return True
-
-    def read(self, size: int = READ_BYTES) -> bytes:
-        """Complete lines appended since the last call, from at most `size` bytes (b"" if nothing new)."""
-        self.drained = True
-        if self._fh is None and not self._open():
-            return b""
-        assert self._fh is not None
-        data = self._fh.read(size)
-        self.drained = not data
-        if not data:
-            # switched to a new file or rewound: read it now, not at the next change of the path
-            if not self._check_replaced() or self._fh is None:
-                return b""
-            data = self._fh.read(size)
-            self.drained = not data
-            if not data:
-                return b""
-        return self._lines(data)
-
-    def _lines(self, data: bytes) -> bytes:
-        if self._skipping:
-            nl = data.find(b"\n")
-            if nl < 0:
-                self._offset += len(data)
-                return b""
-            self._offset += nl + 1
-            data = data[nl + 1 :]
-            self._skipping = False
-            head = self._pending + TRUNCATED_MARK + b"\n"
-            self._pending = b""
-            return head + self._lines(data) if data else head
-        if self._pending:
-            data = self._pending + data
-        cut = data.rfind(b"\n") + 1
-        complete, self._pending = (data, b"") if cut == len(data) else (data[:cut], data[cut:])
-        if len(self._pending) > MAX_LINE:
-            self._offset += len(self._pending)
-            self._pending = self._pending[:KEEP_OF_LONG_LINE]
-            self._skipping = True
-        self._offset += len(complete)
-        return _cap_long_lines(complete)
-
-    def _check_replaced(self) -> bool:
-        """At the end of the open file: has the path been truncated, rotated or re-created? True: reopened."""
-        assert self._fh is not None
-        try:
-            st = os.stat(self.path)
-        except (FileNotFoundError, NotADirectoryError):
-            return False  # deleted: keep the old handle until a new file appears
-        if (st.st_dev, st.st_ino) != self._id:
-            log.info("logtail.reopened", path=str(self.path), reason="rotated or re-created")
-            self.close()  # the old file was read to its end (this read returned nothing)
-            self._first_poll = False
-            self._open_new()
-            return True
-        if st.st_size < self._fh.tell():
-            log.info("logtail.reopened", path=str(self.path), reason="truncated")
-            self._fh.seek(0)
-            self._offset, self._pending, self._skipping = 0, b"", False
-            return True
-        return False
-
-    def _open_new(self) -> None:
-        self._saved = None
-        self._open()
 
 
 class _Scanner:
@@ -253,9 +91,8 @@ def _load_position(file: Path) -> Position | None:
 
 def _save_position(file: Path, pos: Position, path: Path) -> None:
     file.parent.mkdir(parents=True, exist_ok=True)
-    tmp = file.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"path": str(path), "dev": pos.dev, "inode": pos.inode, "offset": pos.offset}))
-    os.replace(tmp, file)
+    data = json.dumps({"path": str(path), "dev": pos.dev, "inode": pos.inode, "offset": pos.offset})
+    atomic_write(file, data.encode(), 0o600)
 
 
 def _signature(path: Path) -> tuple[int, int, int] | None:
@@ -280,7 +117,9 @@ class LogtailSource:
 
     async def events(self) -> AsyncIterator[Event]:
         saved = await asyncio.to_thread(_load_position, self._state)
-        follower = FileFollower(self.path, from_start=self.cfg.from_start, saved=saved)
+        follower = FileFollower(
+            self.path, from_start=self.cfg.from_start, saved=saved, on_reopen=self._reopened
+        )
         scanner = _Scanner(self.cfg.patterns, self.cfg.context_lines)
         try:
             while True:
@@ -315,6 +154,9 @@ class LogtailSource:
             more = await asyncio.to_thread(follower.read, MAX_CHUNK - len(data))
             data += more
         return data
+
+    def _reopened(self, reason: str) -> None:
+        log.info("logtail.reopened", path=str(self.path), reason=reason)
 
     def _event(self, failure: Failure) -> Event:
         return Event(

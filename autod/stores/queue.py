@@ -7,46 +7,38 @@ failure merges into the row of the same failure in flight (one cycle works on it
 can be deferred (retried later: `not_before`); the number of pending events is bounded, evicting the
 least important and never a failure.
 
-Long room: one class over one table. Its paths, retries and schema are already their own modules
-(queue_paths, queue_retries, queue_schema); what is left (admission with merging and eviction, lease,
-ack, recovery) shares one transaction discipline, and splitting it would split the invariants above.
+One class over one table. Its paths, retries and schema are their own modules (queue_paths,
+queue_retries, queue_schema), the file and its connection the store base's (autod.stores.sqlite); what
+is left (admission with merging and eviction, lease, ack, recovery) shares one transaction discipline.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sqlite3
-import threading
 import time
-from collections.abc import Callable, Collection, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import structlog
 
 from autod.events import FAILURE_KINDS, PRIORITY, Event, EventKind
-from autod.safety.filemodes import private_file
 from autod.stores.queue_paths import (
     MAX_PATHS as MAX_PATHS,  # re-exported: importers of autod.stores.queue use it
 )
 from autod.stores.queue_paths import PathUnion
 from autod.stores.queue_paths import paths_fingerprint as paths_fingerprint  # re-exported, as MAX_PATHS
 from autod.stores.queue_retries import Deferrals
+from autod.stores.queue_schema import SCHEMA
 from autod.stores.queue_schema import SCHEMA_VERSION as SCHEMA_VERSION  # re-exported, as MAX_PATHS
 from autod.stores.queue_schema import QueueSchemaError as QueueSchemaError  # re-exported, as MAX_PATHS
-from autod.stores.queue_schema import migrate
-from autod.threads import named_pool
 
 log = structlog.get_logger(__name__)
 
-BUSY_TIMEOUT_MS = 10_000
-
-T = TypeVar("T")
+BUSY_TIMEOUT_S = 10.0
 
 _COLUMNS = (
     "seq, id, source, kind, summary, payload, fingerprint, created_at, merged, attempts, done_modes,"
@@ -92,51 +84,10 @@ class EventQueue(Deferrals):
     def __init__(self, path: Path, *, max_pending: int = 10_000) -> None:
         if max_pending < 1:
             raise ValueError("max_pending must be >= 1")
-        self.path = Path(path)
         self.max_pending = max_pending
-        private_file(self.path)  # 0600 before sqlite opens it; its -wal/-shm take the same mode
-        # One connection shared by the caller's thread and the async worker thread: the lock serialises
-        # every use, so check_same_thread can be off safely.
-        self._lock = threading.Lock()
-        self._executor: ThreadPoolExecutor | None = None
-        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        conn.row_factory = sqlite3.Row
-        self._conn: sqlite3.Connection | None = conn
-        try:
-            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = FULL")
-            self._migrate()
-        except BaseException:
-            conn.close()
-            raise
-
-    # -- schema ------------------------------------------------------------------------------------
-
-    def _migrate(self) -> None:
-        with self._tx() as db:
-            migrate(db, self.path)
-
-    @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
-        """A write transaction taken up front (IMMEDIATE), so two processes never deadlock on upgrade."""
-        with self._lock:
-            if self._conn is None:
-                raise RuntimeError("queue is closed")
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._conn
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-            self._conn.execute("COMMIT")
-
-    @contextmanager
-    def _read(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            if self._conn is None:
-                raise RuntimeError("queue is closed")
-            yield self._conn
+        super().__init__(
+            path, SCHEMA, busy_timeout_s=BUSY_TIMEOUT_S, rows=True, worker="autod-queue", name="queue"
+        )
 
     # -- put -------------------------------------------------------------------------------------
 
@@ -147,7 +98,7 @@ class EventQueue(Deferrals):
     def put_many(self, events: Sequence[Event]) -> list[PutResult]:
         """Accept many events in one transaction (one fsync for a storm)."""
         unions: dict[int, PathUnion] = {}
-        with self._tx() as db:
+        with self._write() as db:
             results = [self._put(db, event, unions) for event in events]
             for union in unions.values():
                 union.flush(db)
@@ -290,7 +241,7 @@ class EventQueue(Deferrals):
                 return None
             where += f" AND kind IN ({', '.join('?' * len(kinds))})"
             args += [str(k) for k in kinds]
-        with self._tx() as db:
+        with self._write() as db:
             row = db.execute(
                 f"SELECT {_COLUMNS} FROM events WHERE {where} {_LEASE_ORDER} LIMIT 1",
                 args,
@@ -313,7 +264,7 @@ class EventQueue(Deferrals):
 
     def mark_done(self, event_id: str, mode: str) -> None:
         """Record durably that `mode`'s cycle finished for this event (skipped if it comes back)."""
-        with self._tx() as db:
+        with self._write() as db:
             row = db.execute("SELECT done_modes FROM events WHERE id = ?", (event_id,)).fetchone()
             if row is None:
                 log.warning("queue.mark_done_unknown_event", event_id=event_id, mode=mode)
@@ -325,14 +276,14 @@ class EventQueue(Deferrals):
 
     def ack(self, event_id: str) -> None:
         """The event is finished: removed for good (idempotent)."""
-        with self._tx() as db:
+        with self._write() as db:
             deleted = db.execute("DELETE FROM events WHERE id = ?", (event_id,)).rowcount
         if not deleted:
             log.debug("queue.ack_unknown_event", event_id=event_id)
 
     def release(self, event_id: str) -> None:
         """Put an in_flight event back to pending (its cycle never started); attempts are kept."""
-        with self._tx() as db:
+        with self._write() as db:
             db.execute(
                 "UPDATE events SET status = 'pending', leased_at = NULL"
                 " WHERE id = ? AND status = 'in_flight'",
@@ -341,7 +292,7 @@ class EventQueue(Deferrals):
 
     def recover(self) -> int:
         """At start-up: every in_flight event (its cycle died with the process) goes back to pending."""
-        with self._tx() as db:
+        with self._write() as db:
             count = db.execute(
                 "UPDATE events SET status = 'pending', leased_at = NULL WHERE status = 'in_flight'"
             ).rowcount
@@ -392,48 +343,28 @@ class EventQueue(Deferrals):
             ).fetchall()
         return [_row_event(r) for r in rows]
 
-    def close(self) -> None:
-        """Stop the worker thread and close the database (idempotent)."""
-        if self._executor is not None:
-            self._executor.shutdown(wait=True)
-            self._executor = None
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
-
-    # -- async wrappers: sqlite fsyncs run on one dedicated worker thread, never on the event loop --
-
-    async def _run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        if self._executor is None:
-            self._executor = named_pool("autod-queue", 1)
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, lambda: fn(*args, **kwargs))
+    # -- async wrappers: sqlite fsyncs run on the store's worker thread, never on the event loop --
 
     async def aput(self, event: Event) -> PutResult:
-        return await self._run(self.put, event)
+        return await self.call(self.put, event)
 
     async def alease(self, *, kinds: Collection[str] | None = None) -> Leased | None:
-        return await self._run(self.lease, kinds=kinds)
+        return await self.call(self.lease, kinds=kinds)
 
     async def amark_done(self, event_id: str, mode: str) -> None:
-        await self._run(self.mark_done, event_id, mode)
+        await self.call(self.mark_done, event_id, mode)
 
     async def aack(self, event_id: str) -> None:
-        await self._run(self.ack, event_id)
+        await self.call(self.ack, event_id)
 
     async def arelease(self, event_id: str) -> None:
-        await self._run(self.release, event_id)
+        await self.call(self.release, event_id)
 
     async def apending(self, limit: int = 1000) -> list[Event]:
-        return await self._run(self.pending, limit)
+        return await self.call(self.pending, limit)
 
     async def adepth(self) -> int:
-        return await self._run(self.depth)
+        return await self.call(self.depth)
 
     async def astats(self) -> dict[str, Any]:
-        return await self._run(self.stats)
-
-    async def aclose(self) -> None:
-        """Close without blocking the loop on the worker's last transaction."""
-        await asyncio.to_thread(self.close)
+        return await self.call(self.stats)

@@ -9,39 +9,33 @@ A deferred event is a pending row with `not_before` (leasable from then), `retri
 - `outside`: another reason outside the repository (a spent budget): backoff only;
 - `again`: a failure still failing after a cycle that could not fix it, attempted again later.
 
-`EventQueue` mixes this in; it supplies the connection (`_tx`, `_read`) and the worker (`_run`).
+`EventQueue` is a `Deferrals`: the connection, its transactions and the worker thread are the store base's
+(`autod.stores.sqlite`).
 """
 
 from __future__ import annotations
 
-import sqlite3
 import time
-from collections.abc import Callable, Collection
-from contextlib import AbstractContextManager
-from typing import Any, TypeVar
+from collections.abc import Collection
+from typing import Any
+
+from autod.stores.sqlite import SqliteStore
 
 OUTAGE, OUTSIDE, AGAIN = "outage", "outside", "again"
 RETRY_KINDS = (OUTAGE, OUTSIDE, AGAIN)
 
-T = TypeVar("T")
 _WAITING = "status = 'pending' AND retries > 0"
 
 
-class Deferrals:
-    """Deferred events in the queue db (mixed into `autod.stores.queue.EventQueue`)."""
-
-    _tx: Callable[[], AbstractContextManager[sqlite3.Connection]]
-    _read: Callable[[], AbstractContextManager[sqlite3.Connection]]
-
-    async def _run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        raise NotImplementedError
+class Deferrals(SqliteStore):
+    """Deferred events in the queue db (the base of `autod.stores.queue.EventQueue`)."""
 
     def defer(
         self, event_id: str, delay_s: float, reason: str, *, kind: str = OUTSIDE, now: float | None = None
     ) -> int:
         """Put an in_flight event back to pending, leasable after `delay_s`; returns its retries so far."""
         now = time.time() if now is None else now
-        with self._tx() as db:
+        with self._write() as db:
             db.execute(
                 "UPDATE events SET status = 'pending', leased_at = NULL, not_before = ?,"
                 " retries = retries + 1, last_error = ?, deferred_at = ?, retry_kind = ? WHERE id = ?",
@@ -91,7 +85,7 @@ class Deferrals:
         if kinds is not None:
             where += f" AND retry_kind IN ({', '.join('?' * len(kinds))})"
             args += list(kinds)
-        with self._tx() as db:
+        with self._write() as db:
             rows = [dict(r) for r in db.execute(
                 f"SELECT id, kind, summary, retries FROM events WHERE {where} ORDER BY seq", args
             ).fetchall()]
@@ -103,24 +97,24 @@ class Deferrals:
 
     def drop_pending(self, event_id: str) -> bool:
         """Remove a pending event (its news is stale); an event in flight is left to its cycle."""
-        with self._tx() as db:
+        with self._write() as db:
             gone = db.execute("DELETE FROM events WHERE id = ? AND status = 'pending'", (event_id,))
             return gone.rowcount > 0
 
     # -- on the queue's worker thread, for the daemon's event loop --------------------------------
     async def adefer(self, event_id: str, delay_s: float, reason: str, *, kind: str = OUTSIDE) -> int:
-        return await self._run(self.defer, event_id, delay_s, reason, kind=kind)
+        return await self.call(self.defer, event_id, delay_s, reason, kind=kind)
 
     async def anext_due(self) -> float | None:
-        return await self._run(self.next_due)
+        return await self.call(self.next_due)
 
     async def awaiting_on(self, kind: str) -> int:
-        return await self._run(self.waiting_on, kind)
+        return await self.call(self.waiting_on, kind)
 
     async def amake_due(
         self, *, ids: Collection[str] | None = None, kinds: Collection[str] | None = None
     ) -> list[dict[str, Any]]:
-        return await self._run(self.make_due, ids=ids, kinds=kinds)
+        return await self.call(self.make_due, ids=ids, kinds=kinds)
 
     async def adrop_pending(self, event_id: str) -> bool:
-        return await self._run(self.drop_pending, event_id)
+        return await self.call(self.drop_pending, event_id)

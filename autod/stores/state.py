@@ -2,25 +2,19 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sqlite3
-import threading
 import time
 import uuid
-from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from autod import logs
-from autod.stores.durable import open_durable
-from autod.stores.state_schema import _SCHEMA, DECISION_STATUS, RESOLVED, SCHEMA_VERSION, StateError, migrate
-from autod.threads import named_pool
+from autod.stores.sqlite import SqliteStore
+from autod.stores.state_schema import _SCHEMA, DECISION_STATUS, RESOLVED, SCHEMA, SCHEMA_VERSION, StateError
 
 __all__ = ["RESOLVED", "SCHEMA_VERSION", "_SCHEMA", "State", "StateError", "day_key"]
-
-T = TypeVar("T")
 
 # The cycles max_cycles_per_hour counts: not an event resolved without a cycle, and not a cycle that
 # failed for a reason outside the repository (its record's `external`: an LLM outage must not spend the
@@ -33,26 +27,11 @@ def day_key(ts: float | None = None) -> str:
     return datetime.fromtimestamp(ts if ts is not None else time.time(), UTC).strftime("%Y-%m-%d")
 
 
-class State:
-    """One connection, used from one worker thread; async callers go through :meth:`call`."""
+class State(SqliteStore):
+    """One connection behind the store's lock; async callers go through :meth:`call` (its worker thread)."""
 
     def __init__(self, path: Path) -> None:
-        self.path = path
-        self._lock = threading.RLock()
-        self._db = open_durable(path)  # 0600 before sqlite opens it; its -wal/-shm take the same mode
-        self._db.row_factory = sqlite3.Row
-        self._db.execute("PRAGMA busy_timeout=30000")
-        migrate(self._db, path)
-        self._pool = named_pool("autod-state", 1)
-
-    async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._pool, lambda: fn(*args, **kwargs))
-
-    def close(self) -> None:
-        self._pool.shutdown(wait=True)
-        with self._lock:
-            self._db.close()
+        super().__init__(path, SCHEMA, rows=True, worker="autod-state")
 
     def _tx(self, sql: str, params: tuple[Any, ...] = ()) -> sqlite3.Cursor:
         with self._lock:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable
 from pathlib import Path
+
+from autod.stores.sqlite import Schema
 
 
 class StateError(Exception):
@@ -101,24 +102,8 @@ def _to_v2(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX IF NOT EXISTS proposals_fp ON proposals(fingerprint, status)")
 
 
-_MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {2: _to_v2}
+def _newer(path: Path, version: int, supported: int) -> StateError:
+    return StateError(f"{path}: state db schema {version} is newer than this autod ({supported})")
 
 
-def migrate(db: sqlite3.Connection, path: Path) -> None:
-    """Create the tables, then run each migration step once, in one transaction (old rows kept)."""
-    version = db.execute("PRAGMA user_version").fetchone()[0]
-    if version > SCHEMA_VERSION:
-        raise StateError(f"{path}: state db schema {version} is newer than this autod ({SCHEMA_VERSION})")
-    db.executescript(_SCHEMA)
-    if version == SCHEMA_VERSION:
-        return
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        version = db.execute("PRAGMA user_version").fetchone()[0]  # another process may have done it
-        for step in range(max(version, 1) + 1, SCHEMA_VERSION + 1):
-            _MIGRATIONS[step](db)
-        db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-    except BaseException:
-        db.execute("ROLLBACK")
-        raise
-    db.execute("COMMIT")
+SCHEMA = Schema(_SCHEMA, SCHEMA_VERSION, {2: _to_v2}, _newer)

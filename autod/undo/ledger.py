@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from autod import atomicfile
 from autod.act import atomic
 from autod.act.edits import FileChange
 from autod.undo.remembered import remember
@@ -93,7 +94,7 @@ class KeptLedger:
                 orig = None
                 if c.old is not None:
                     orig = f"{n}.orig"
-                    atomic.write_new_file(tmp / orig, c.old, 0o600)
+                    atomicfile.write_new_file(tmp / orig, c.old, 0o600)
                 files.append(
                     KeptFile(
                         c.rel, c.old is not None, c.mode, orig, atomic.sha(c.old), atomic.sha(c.new) or ""
@@ -110,11 +111,11 @@ class KeptLedger:
                 "at": time.time(),
                 "files": [f.__dict__ for f in files],
             }
-            atomic.write_new_file(tmp / MANIFEST, json.dumps(manifest).encode(), 0o600)
-            atomic.fsync_dir(tmp)
+            atomicfile.write_new_file(tmp / MANIFEST, json.dumps(manifest).encode(), 0o600)
+            atomicfile.fsync_dir(tmp)
             final = self.root / cycle_id
             os.rename(tmp, final)
-            atomic.fsync_dir(self.root)
+            atomicfile.fsync_dir(self.root)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
@@ -153,7 +154,7 @@ class KeptLedger:
 
     def mark_undone(self, kept: KeptCycle, undo_id: str, reason: str) -> None:
         assert kept.directory is not None
-        atomic.atomic_write(
+        atomicfile.atomic_write(
             kept.directory / UNDONE,
             json.dumps({"undo_id": undo_id, "reason": reason, "at": time.time()}).encode(),
             0o600,

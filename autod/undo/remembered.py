@@ -15,7 +15,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from autod.act import atomic
+from autod import atomicfile
 
 DIR = "undone"
 _READ_AT_MOST = 500  # newest first: far above the undos an operator makes; bounds the work per cycle
@@ -28,7 +28,7 @@ def remember(state_dir: Path, cycle_id: str, undo_id: str, plan_summary: str, di
     root.mkdir(mode=0o700, parents=True, exist_ok=True)
     record = {"cycle_id": cycle_id, "undo_id": undo_id, "plan_summary": plan_summary[:300],
               "diff": diff[:20000], "reason": reason[:300], "at": time.time()}
-    atomic.atomic_write(root / f"{cycle_id}.json", json.dumps(record).encode(), 0o600)
+    atomicfile.atomic_write(root / f"{cycle_id}.json", json.dumps(record).encode(), 0o600)
 
 
 def _is_change(line: str) -> bool:

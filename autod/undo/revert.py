@@ -16,6 +16,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from autod import atomicfile
 from autod.act import atomic, linediff
 from autod.act.edits import FileChange, check_chain
 from autod.act.journal import Journal
@@ -100,11 +101,11 @@ def revert(state_dir: Path, workspace: Path, kept: KeptCycle, undo_id: str) -> R
 
 def _remove_if_ours(path: Path, ours: str) -> bool:
     """Remove a file autod created, unless it changed: moved aside first, so a save cannot slip in."""
-    aside = path.parent / f"{atomic.tmp_prefix(path.name)}{secrets.token_hex(6)}"
+    aside = path.parent / f"{atomicfile.tmp_prefix(path.name)}{secrets.token_hex(6)}"
     os.rename(path, aside)
     if atomic.sha(atomic.read_current(aside)) == ours:
         os.unlink(aside)
-        atomic.fsync_dir(path.parent)
+        atomicfile.fsync_dir(path.parent)
         return True
     if not atomic.place_new(aside, path):  # re-created meanwhile: keep both, never overwrite
         os.rename(aside, path.parent / f"{path.name}.autod-saved-{secrets.token_hex(4)}")

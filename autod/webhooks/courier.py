@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import random
 import socket
 import time
 from collections.abc import Callable, Iterable
@@ -21,6 +20,7 @@ from typing import Any
 import httpx
 import structlog
 
+from autod.backoff import Backoff
 from autod.config.outputs import Webhook, read_secret
 from autod.config.settings import Settings
 from autod.webhooks.outbox import Item, Outbox
@@ -164,8 +164,7 @@ class Courier:
 
     def _failed(self, hook: Webhook, st: HookState, item: Item, error: str) -> None:
         cfg = self.settings().notify
-        nominal = min(cfg.retry_max_s, cfg.retry_base_s * 2 ** min(st.failures, 30))
-        delay = nominal * (1 - JITTER + 2 * JITTER * random.random())
+        delay = Backoff(cfg.retry_base_s, cfg.retry_max_s, (1 - JITTER, 1 + JITTER)).delay(st.failures)
         st.failures += 1
         st.last_error, st.next_try = error, time.time() + delay
         self._count(hook.name, "failed")

@@ -4,14 +4,13 @@ remembered for a while, so announcing the same notification again (after a resta
 
 from __future__ import annotations
 
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import structlog
 
-from autod.stores.durable import open_durable
+from autod.stores.sqlite import Schema, SqliteStore
 
 log = structlog.get_logger("autod.webhooks")
 
@@ -46,19 +45,12 @@ class Item:
     attempts: int
 
 
-class Outbox:
+class Outbox(SqliteStore):
     """Thread-safe; every method is blocking (callers go through a worker thread)."""
 
     def __init__(self, path: Path, max_items: int) -> None:
-        self.path = path
         self.max_items = max_items
-        self._lock = threading.Lock()
-        self._db = open_durable(path)
-        self._db.executescript(_SCHEMA)
-
-    def close(self) -> None:
-        with self._lock:
-            self._db.close()
+        super().__init__(path, Schema(_SCHEMA))
 
     def _bump(self, name: str, n: int = 1) -> None:
         self._db.execute(
@@ -70,24 +62,15 @@ class Outbox:
     def add(self, key: str, hook: str, event: str, body: bytes, now: float | None = None) -> list[Item]:
         """Keep one notification for one webhook (once per key); returns the rows dropped to stay bounded."""
         now = time.time() if now is None else now
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                done = self._db.execute(
-                    "SELECT 1 FROM delivered WHERE key=? AND hook=?", (key, hook)
-                ).fetchone()
-                added = 0
-                if done is None:
-                    added = self._db.execute(
-                        "INSERT OR IGNORE INTO outbox(key, hook, event, body, created_at) VALUES (?,?,?,?,?)",
-                        (key, hook, event, body, now),
-                    ).rowcount
-                dropped = self._trim() if added else []
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-        return dropped
+        with self._write() as db:
+            done = db.execute("SELECT 1 FROM delivered WHERE key=? AND hook=?", (key, hook)).fetchone()
+            added = 0
+            if done is None:
+                added = db.execute(
+                    "INSERT OR IGNORE INTO outbox(key, hook, event, body, created_at) VALUES (?,?,?,?,?)",
+                    (key, hook, event, body, now),
+                ).rowcount
+            return self._trim() if added else []
 
     def _trim(self) -> list[Item]:
         over = self._count() - self.max_items
@@ -121,24 +104,17 @@ class Outbox:
     def sent(self, item: Item, now: float | None = None) -> None:
         """The receiver answered 2xx: the row goes, its key is remembered."""
         now = time.time() if now is None else now
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                self._db.execute("DELETE FROM outbox WHERE seq=?", (item.seq,))
-                self._db.execute(
-                    "INSERT OR REPLACE INTO delivered(key, hook, at) VALUES (?,?,?)",
-                    (item.key, item.hook, now),
-                )
-                self._bump(f"sent:{item.hook}")
-                self._db.execute(
-                    "DELETE FROM delivered WHERE rowid IN (SELECT rowid FROM delivered ORDER BY at DESC"
-                    " LIMIT -1 OFFSET ?)",
-                    (DELIVERED_KEEP,),
-                )
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
+        with self._write() as db:
+            db.execute("DELETE FROM outbox WHERE seq=?", (item.seq,))
+            db.execute(
+                "INSERT OR REPLACE INTO delivered(key, hook, at) VALUES (?,?,?)", (item.key, item.hook, now)
+            )
+            self._bump(f"sent:{item.hook}")
+            db.execute(
+                "DELETE FROM delivered WHERE rowid IN (SELECT rowid FROM delivered ORDER BY at DESC"
+                " LIMIT -1 OFFSET ?)",
+                (DELIVERED_KEEP,),
+            )
 
     def failed(self, item: Item, error: str) -> None:
         with self._lock:

@@ -71,3 +71,18 @@ def test_a_source_file_beside_its_own_kind_is_allowed_and_alone_it_is_not(ws):
     (ws / "lib").mkdir()
     (ws / "lib" / "notes.go").mkdir()
     assert new_file_refusal("lib/helper.go", ws)
+
+
+def test_source_directly_inside_distribution_metadata_is_refused_even_beside_its_kind(ws):
+    (ws / "lib.data").mkdir()
+    (ws / "lib.data" / "main.c").write_text("int main(void) { return 0; }\n")
+    assert "distribution metadata" in (new_file_refusal("lib.data/extra.c", ws) or "")
+
+
+def test_a_symlink_is_no_sibling_that_makes_a_new_source_file_at_home(ws):
+    (ws / "native").mkdir()
+    (ws / "elsewhere.c").write_text("int x;\n")
+    (ws / "native" / "linked.c").symlink_to(ws / "elsewhere.c")
+    assert "no .c source is beside it" in (new_file_refusal("native/new.c", ws) or "")
+    (ws / "native" / "real.c").write_text("int y;\n")
+    assert new_file_refusal("native/new.c", ws) is None

@@ -219,3 +219,105 @@ def test_a_diff_keeps_allowed_sections_byte_for_byte_and_judges_both_sides_of_a_
     no_second_path = "diff --git a/lonely\n+hidden\n"
     out = b.filter_diff(to_denied + quoted_from_denied + no_second_path + allowed)
     assert out == allowed
+
+
+def test_glob_character_classes_stay_in_one_component_and_a_lone_bracket_is_literal() -> None:
+    from autod.safety.boundary import glob_match
+
+    assert glob_match("*.[ch]", "src/x.c") and glob_match("*.[ch]", "src/x.h")
+    assert not glob_match("*.[ch]", "src/x.o")
+    assert glob_match("[!a]*.py", "b.py") and not glob_match("[!a]*.py", "a.py")
+    assert glob_match("[]]x", "]x") and not glob_match("[]]x", "ax")
+    assert glob_match("[!]]x", "ax") and not glob_match("[!]]x", "]x")
+    assert glob_match("id[x", "id[x") and not glob_match("id[x", "idx")
+    assert glob_match("id[_-]rsa", "id_rsa") and glob_match("id[_-]rsa", "id-rsa")
+    assert not glob_match("a[/]b/**", "a/b/c")  # a class never matches the separator
+    assert glob_match("key[0-9].pem", "key7.pem") and not glob_match("key[0-9].pem", "keyx.pem")
+
+
+def test_glob_question_mark_and_a_double_star_inside_a_name() -> None:
+    from autod.safety.boundary import glob_match
+
+    assert glob_match("id_rsa?", "deploy/id_rsa1") and not glob_match("id_rsa?", "deploy/id_rsa12")
+    assert glob_match("a?b/**", "axb/c") and not glob_match("a?b/**", "a/b/c")
+    assert glob_match("src/**.py", "src/a/b.py") and not glob_match("src/**.py", "src/a/xpy")
+
+
+def test_globs_ignore_case_and_match_names_holding_a_newline() -> None:
+    from autod.safety.boundary import glob_match
+
+    assert glob_match(".env", "deploy/.ENV") and glob_match("**/secrets/**", "Secrets/vault.py")
+    assert glob_match("build/**", "build/a\nb")  # a planted name with a newline is still inside
+    assert glob_match("**/secrets", "x\ny/secrets")
+
+
+def test_config_inside_the_workspace_is_named_with_how_to_move_it(ws: Path, tmp_path: Path) -> None:
+    from autod.config.settings import Settings
+    from autod.safety.boundary import config_inside_workspace
+
+    inside = load_config(ws / "config" / "autod.yaml")
+    warning = config_inside_workspace(inside)
+    assert warning is not None and str((ws / "config" / "autod.yaml").resolve()) in warning
+    assert "/etc/autod/autod.yaml" in warning
+    outside = tmp_path / "autod.yaml"
+    outside.write_text(f"workspace: {ws}\n")
+    assert config_inside_workspace(load_config(outside)) is None
+    assert config_inside_workspace(Settings(workspace=ws)) is None  # no config file at all
+
+
+def test_one_own_path_that_cannot_be_resolved_does_not_drop_the_others(ws: Path) -> None:
+    from autod.config.settings import Settings
+
+    settings = Settings(workspace=ws, llm={"api_key_file": ws / "key\x00file"})
+    own = own_files(settings)
+    assert Path("~/.config/autod").expanduser().resolve() in own  # listed after the bad one
+    assert all("\x00" not in str(p) for p in own)
+
+
+def test_binary_is_judged_by_the_first_8_kib(ws: Path) -> None:
+    b = Boundary(ws, ws / ".autod", DENY)
+    (ws / "src" / "blob.bin").write_bytes(b"a" * 8191 + b"\x00")
+    (ws / "src" / "late.txt").write_bytes(b"a" * 8192 + b"\x00tail")
+    assert b.read_text("src/blob.bin") is None
+    assert b.read_text("src/late.txt") == "a" * 8192 + "\x00tail"
+
+
+def test_a_quoted_diff_header_of_a_readable_file_is_kept(ws: Path) -> None:
+    b = Boundary(ws, ws / ".autod", DENY)
+    quoted = 'diff --git "a/src/caf\\303\\251.py" "b/src/caf\\303\\251.py"\n+x = 2\n'
+    assert b.filter_diff(quoted) == quoted
+
+
+@pytest.mark.parametrize(
+    "header",
+    ["a/.env b/notes.txt", "a/notes.txt b/.env", "a/src/a b/x.py b/deploy/id_rsa", "a/deploy/id_rsa b/z"],
+)
+def test_an_unquoted_rename_from_or_to_a_secret_is_dropped(ws: Path, header: str) -> None:
+    b = Boundary(ws, ws / ".autod", DENY)
+    assert b.filter_diff(f"diff --git {header}\n+TOKEN=hunter2\n") == ""
+
+
+def test_a_name_holding_b_slash_is_split_where_both_sides_agree_and_a_rename_judged_by_both(ws: Path) -> None:
+    b = Boundary(ws, ws / ".autod", DENY)
+    whole = "diff --git a/.env b/ok b/.env b/ok\n+x = 1\n"  # the file `ok` in a directory `.env b`
+    assert b.readable(".env b/ok") == ".env b/ok" and b.filter_diff(whole) == whole
+    anchored = Boundary(ws, ws / ".autod", ["deploy/*"])
+    assert anchored.filter_diff("diff --git a/notes b/deploy/key\n+secret\n") == ""
+    assert anchored.filter_diff("diff --git a/deploy/key b/notes\n+secret\n") == ""
+
+
+def test_a_path_in_a_message_is_printable_and_cut_past_its_limit() -> None:
+    from autod.safety.boundary import _SHOWN_PATH, show_path
+
+    assert show_path("src/\x1b[2Jx.py") == "src/?[2Jx.py"
+    assert show_path(None) == "None" and show_path(7) == "7"
+    whole = "p" * _SHOWN_PATH
+    assert show_path(whole) == whole
+    assert show_path(whole + "q") == whole + "..."
+
+
+def test_what_comes_before_the_first_diff_header_is_kept(ws: Path) -> None:
+    b = Boundary(ws, ws / ".autod", DENY)
+    commit = "commit 1a2b3c4 2024-05-01\n    fix the parser\n\n"  # a `git log -p` entry's own lines
+    section = "diff --git a/src/app.py b/src/app.py\n+x = 2\n"
+    assert b.filter_diff(commit + section) == commit + section

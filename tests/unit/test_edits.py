@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -346,3 +347,80 @@ def test_unified_diff_applies_with_git(tree: dict[str, Path], tmp_path: Path) ->
     subprocess.run(["git", "apply", str(patch)], cwd=tree["ws"], check=True, capture_output=True)
     for c in changes:
         assert c.path.read_bytes() == c.new
+
+
+def test_the_line_cap_counts_removed_lines_as_well_as_added_ones(tree: dict[str, Path]) -> None:
+    (tree["ws"] / "three.txt").write_text("1\n2\n3\n")
+    p = plan(("three.txt", "1\n2\n3\n", "a\nb\nc\n"))  # 3 removed, 3 added
+    with pytest.raises(PlanRejected, match="6 lines, over the line cap of 5"):
+        prepare(p, boundary(tree), Caps(max_edits=10, max_lines=5, max_file_bytes=1000))
+    [change] = prepare(p, boundary(tree), Caps(10, 6, 1000))
+    assert (change.added, change.removed) == (3, 3)
+
+
+def test_an_edit_that_changes_nothing_does_not_drop_the_edits_after_it(tree: dict[str, Path]) -> None:
+    p = plan(("src/calc.py", "a - b", "a - b"), ("new.txt", "", "x\n"))
+    assert [c.rel for c in prepare(p, boundary(tree), CAPS)] == ["new.txt"]
+
+
+def test_a_file_up_to_the_read_limit_is_edited_whole_and_one_byte_more_is_refused(
+    tree: dict[str, Path],
+) -> None:
+    from autod.act.edits import _READ_FACTOR
+
+    caps = Caps(max_edits=10, max_lines=10_000, max_file_bytes=100)
+    limit = caps.max_file_bytes * _READ_FACTOR  # a file may be shrunk to the cap from this size
+    (tree["ws"] / "big.txt").write_text("x" * (limit - 5) + "tail\n")
+    [change] = prepare(plan(("big.txt", "x" * (limit - 5), "")), boundary(tree), caps)
+    assert (change.old is not None and len(change.old) == limit) and change.new == b"tail\n"
+    (tree["ws"] / "big.txt").write_text("x" * (limit - 4) + "tail\n")
+    with pytest.raises(PlanRejected, match=r"big\.txt: .*too large to edit"):
+        prepare(plan(("big.txt", "x" * (limit - 4), "")), boundary(tree), caps)
+
+
+def test_python_edits_get_their_artifacts_undone_and_other_files_are_left_as_written(
+    tree: dict[str, Path],
+) -> None:
+    uses_re = "import os\n\n\ndef words(s):\n    return re.findall(r'\\w+', s)\n"
+    [new] = prepare(plan(("src/words.py", "", uses_re)), boundary(tree), CAPS)
+    assert new.new.decode().startswith("import os\nimport re\n")  # what the new code uses is imported
+    [same] = prepare(plan(("notes.txt", "", uses_re)), boundary(tree), CAPS)
+    assert same.new.decode() == uses_re
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="PEP 701: nested quotes parse from 3.12")
+def test_a_python_edit_that_nests_its_own_quote_in_an_f_string_is_requoted(tree: dict[str, Path]) -> None:
+    (tree["ws"] / "people.py").write_text("def full_name(user):\n    return user['first']\n")
+    nested = "    return f'{user['first']} {user['last']}'\n"
+    [change] = prepare(plan(("people.py", "    return user['first']\n", nested)), boundary(tree), CAPS)
+    assert change.new.decode().endswith("return f\"{user['first']} {user['last']}\"\n")
+
+
+def test_a_new_workspace_file_gets_0644_less_the_umask_autod_started_with() -> None:
+    from autod.act.edits import new_file_mode
+
+    old = os.umask(0o022)
+    try:
+        assert new_file_mode() == 0o644
+        os.umask(0o027)
+        assert new_file_mode() == 0o640
+    finally:
+        os.umask(old)
+
+
+def test_the_original_is_read_without_following_or_waiting_on_what_was_swapped_in_after_the_walk(
+    tree: dict[str, Path],
+) -> None:
+    from autod.act.edits import _read_original
+
+    # resolve() walked the path and found a regular file; then a symlink or a named pipe took its
+    # place: the read refuses both at once, never following the link nor waiting for a writer.
+    swapped = tree["ws"] / "src" / "calc.py"
+    swapped.unlink()
+    swapped.symlink_to(tree["outside"] / "victim.txt")
+    with pytest.raises(PlanRejected, match="cannot open"):
+        _read_original("src/calc.py", swapped, 1000)
+    swapped.unlink()
+    os.mkfifo(swapped)
+    with pytest.raises(PlanRejected, match="not a regular file"):
+        _read_original("src/calc.py", swapped, 1000)

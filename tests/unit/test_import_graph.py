@@ -14,7 +14,7 @@ MAX_LINES = 400
 # Two stores stay over the limit until their shells move onto one SQLite store base, which leaves what
 # is theirs well under it. Neither may grow meanwhile, and an entry whose module fits fails the test, so
 # the list only ever empties.
-SHRINKING = {"stores/queue.py": 439, "stores/state.py": 409}
+SHRINKING: dict[str, int] = {}
 
 
 def _modules() -> dict[str, Path]:

@@ -149,3 +149,56 @@ def test_a_check_that_reported_tests_before_must_report_them_after():
     after = CheckResult("make", 0, "", 10, tests=None, expects_tests=False)
     d = decide([after], Before(1, frozenset({"t::a"}), {"make": before_run}))
     assert d.status is Status.ROLLED_BACK and "reported no test results" in d.reason
+
+
+def test_a_collection_error_there_before_is_not_new_but_still_fails_the_check():
+    before_run = result(report({"t::a": "failed", "t::b": "passed"}, errors=("t2.py",)))
+    before = Before(1, frozenset({"t::a"}), {"tests": before_run})
+    after = result(report({"t::a": "passed", "t::b": "passed"}, errors=("t2.py",)), exit_code=1)
+    d = decide([after], before)
+    assert d.status is Status.ROLLED_BACK
+    assert d.reason == "check tests still fails (exit 1) with its tests passing"
+
+
+def test_a_check_that_passed_before_has_nothing_failing_even_a_test_the_failure_names():
+    # `unit` passed before (no per-test report kept); it runs t::a too, which is now skipped there
+    unit_before = CheckResult("unit", 0, "", 5)
+    before = Before(1, frozenset({"t::a"}), {"tests": BEFORE_RUN, "unit": unit_before})
+    fixed_tests = result(report({"t::a": "passed", "t::b": "passed", "t::c": "passed"}))
+    unit_after = result(report({"t::a": "skipped", "u::b": "passed"}), exit_code=0, name="unit")
+    assert decide([fixed_tests, unit_after], before).status is Status.FIXED
+
+
+def test_a_failure_named_by_the_event_must_pass_where_no_per_test_report_was_kept_before():
+    before = Before(1, frozenset({"t::a"}), {"tests": CheckResult("tests", 1, "1 failed", 5)})
+    after = result(report({"t::a": "skipped", "t::b": "passed"}), exit_code=0)
+    d = decide([after], before)
+    assert d.status is Status.ROLLED_BACK and "t::a skipped" in d.reason
+
+
+def test_a_pytest_check_that_passes_by_running_no_test_proves_nothing():
+    d = decide([result(report({}), exit_code=0)], Before(1))
+    assert d.status is Status.ROLLED_BACK and d.reason == "check tests passed no test"
+
+
+def test_the_same_failing_tests_still_failing_is_no_improvement():
+    before_run = result(report({"t::a": "failed", "t::b": "failed", "t::c": "passed"}))
+    before = Before(2, None, {"tests": before_run})
+    d = decide([result(report({"t::a": "failed", "t::b": "failed", "t::c": "passed"}))], before)
+    assert d.status is Status.ROLLED_BACK and d.reason == "checks still fail (2 failures, before 2)"
+
+
+def test_new_failures_are_listed_up_to_five_then_counted():
+    five = {f"t::n{i}": "failed" for i in range(5)}
+    d = decide([result(report({**BEFORE_RUN.tests.outcomes, **five}))], BEFORE)  # type: ignore[union-attr]
+    assert d.reason == "check tests: new failures: t::n0, t::n1, t::n2, t::n3, t::n4"
+    six = {**five, "t::n5": "failed"}
+    d = decide([result(report({**BEFORE_RUN.tests.outcomes, **six}))], BEFORE)  # type: ignore[union-attr]
+    assert d.reason.endswith("t::n4 (+1 more)")
+
+
+def test_a_per_test_run_counts_its_failing_tests_and_collection_errors():
+    from autod.checks.outcome import counted_failures
+
+    assert counted_failures(result(report({"t::a": "failed", "t::b": "error"}, errors=("x.py",)))) == 3
+    assert counted_failures(result(report({"t::a": "passed"}), exit_code=1)) is None  # failed, uncounted

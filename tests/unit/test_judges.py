@@ -630,3 +630,45 @@ def test_only_the_features_the_edit_adds_are_introduced() -> None:
     assert introduced(old, old.replace("sys.modules", "sys.argv")) == []  # one taken away
     assert introduced(old, old + "import gc\n") == ["import gc"]  # one new kind, the old one kept
     assert introduced("import gc\n", "import pytest\n") == ["import pytest"]  # swapped: the new one
+
+
+def test_what_a_check_names_is_a_judge_only_when_it_is_there_and_an_option_value_only_for_a_config(
+    ws: Path,
+) -> None:
+    (ws / "short").write_text("a file named like an option's value\n")
+    (ws / "pytest").write_text("a file named like the runner\n")
+    checks = {
+        "mypy": "mypy --config-file=mypy-strict.ini src",  # a config option's value is a judge
+        "tests": "python -m pytest --tb=short tests/missing_test.py spec/unit",
+        "bare": "python -m",  # ends where a module should come: nothing to protect, no crash
+        "env": "env",
+        "lone": "env pytest",  # the program env runs is no script, whatever the workspace holds
+        "blank": " ",
+        "quote": "pytest 'unclosed",  # not a command line shlex reads: no paths, no crash
+    }
+    judges = Judges.for_settings(settings(ws, checks=checks), "auto-debug")
+    assert judges is not None
+    found = sorted((s.rel, s.check) for s in judges.scripts)
+    assert found == [("mypy-strict.ini", "mypy"), ("spec/unit", "tests")]
+    assert "pytest" in judges.tools and "mypy" in judges.tools
+
+
+def test_a_fixing_mode_may_create_only_what_the_allowance_lets_it_and_auto_doc_writes_pages(ws: Path) -> None:
+    (ws / "src" / "pkg").mkdir()
+    (ws / "src" / "pkg" / "__init__.py").write_text("")
+    debug = Judges.for_settings(settings(ws), "auto-debug")
+    assert debug is not None and debug.fixing
+    assert "a fix may not create this file" in (debug.judged(change(ws, "notes.yaml", None, "x: 1\n")) or "")
+    assert debug.judged(change(ws, "src/pkg/new.py", None, "x = 1\n")) is None
+    doc = {"workspace": str(ws), "modes": {"auto-doc": {"enabled": True}}}
+    (ws.parent / "doc.yaml").write_text(yaml.safe_dump(doc))
+    pages = Judges.for_settings(load_config(ws.parent / "doc.yaml"), "auto-doc")
+    assert pages is not None and not pages.fixing
+    assert pages.judged(change(ws, "docs/new-page.md", None, "# new\n")) is None
+
+
+def test_a_path_above_the_workspace_is_judged_as_written(ws: Path) -> None:
+    judges = Judges.for_settings(settings(ws), "auto-debug")
+    assert judges is not None
+    assert judges.judged_path("../tests/test_x.py") is not None  # a test file, wherever it claims to be
+    assert judges.judged_path("../src/app.py") is None

@@ -209,3 +209,46 @@ def test_a_spent_budget_waits_exactly_until_the_next_utc_midnight(state):
 def test_a_fixed_attempt_is_never_reported_as_a_quarantine(state):
     gate = Gate(Limits(max_attempts_per_fingerprint=1), state, None)
     assert gate.record_attempt(failure(), "fixed", None) is False
+
+
+def test_the_hour_is_an_hour_and_the_wait_ends_when_a_slot_frees(state):
+    now = time.time()
+    gate = Gate(Limits(min_interval_s=0, max_cycles_per_hour=1), state, None)
+    start_cycles(state, 1, now - 3600.5)  # just out of the hour
+    assert gate.admit(failure(), uses_llm=False, now=now).ok
+    start_cycles(state, 1, now - 1800)
+    v = gate.admit(failure(), uses_llm=False, now=now)
+    assert v.ok is False and v.wait_s == pytest.approx(1800)
+
+
+def test_a_wait_shorter_than_a_second_is_a_second(state):
+    from datetime import UTC, datetime
+
+    now = time.time()
+    hourly = Gate(Limits(min_interval_s=0, max_cycles_per_hour=1), state, None)
+    start_cycles(state, 1, now - 3599.5)  # its slot frees in half a second
+    assert hourly.admit(failure(), uses_llm=False, now=now).wait_s == 1.0
+    clock = [100.0]
+    breaker = CircuitBreaker(threshold=1, cooldown_s=10, clock=lambda: clock[0])
+    breaker.failure()
+    clock[0] = 109.5
+    gate = Gate(Limits(min_interval_s=0, max_cycles_per_hour=100), state, breaker)
+    assert gate.admit(failure(), uses_llm=True, now=now).wait_s == 1.0
+    tomorrow = datetime.fromtimestamp(now + 86400, UTC)
+    midnight = tomorrow.replace(hour=0, minute=0, second=0, microsecond=0).timestamp()  # after every cycle
+    budget = Gate(Limits(min_interval_s=0, max_cycles_per_hour=100, max_tokens_per_day=1000), state, None)
+    budget.book(edits=0, tokens=1000, now=midnight - 0.5)
+    assert budget.admit(failure(), uses_llm=True, now=midnight - 0.5).wait_s == 1.0
+
+
+def test_counters_show_the_last_hour_the_day_and_their_caps(state):
+    now = time.time() - 7 * 86400  # a moment of the caller's choosing, not the clock's
+    gate = Gate(Limits(max_cycles_per_hour=5, max_edits_per_day=7, max_tokens_per_day=9000), state, None)
+    start_cycles(state, 1, now - 3599)
+    start_cycles(state, 1, now - 3601)
+    gate.book(edits=2, tokens=300, now=now)
+    assert gate.counters(now) == {
+        "cycles_last_hour": {"used": 1, "cap": 5},
+        "edits_today": {"used": 2, "cap": 7},
+        "tokens_today": {"used": 300, "cap": 9000},
+    }

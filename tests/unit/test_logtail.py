@@ -14,7 +14,8 @@ from sourcerun import SourceRun
 
 from autod.config.settings import LogtailSource as LogtailConfig
 from autod.events import EventKind
-from autod.sources.logtail import KEEP_OF_LONG_LINE, MAX_LINE, FileFollower, LogtailSource, state_file
+from autod.sources.follower import KEEP_OF_LONG_LINE, MAX_LINE, FileFollower
+from autod.sources.logtail import LogtailSource, state_file
 
 HANG_GUARD_S = 10.0
 QUIET_S = 0.6  # how long "nothing happens" is watched for; not a speed assertion

@@ -161,3 +161,11 @@ def test_reading_a_runs_summary_grows_linearly_with_one_long_line():
 
     # quadratic matching would grow 16x from n to 4n; linear grows 4x (loose bound for a busy machine)
     assert cpu(64_000) / cpu(16_000) < 10
+
+
+def test_exactly_ten_changed_sources_are_all_shown_and_more_are_counted():
+    ten = [f"src/f{i}.py" for i in range(10)]
+    d = decide([run("5 passed", 0, changed=ten)], BEFORE)
+    assert f"({', '.join(ten)})" in d.reason and "more)" not in d.reason
+    d = decide([run("5 passed", 0, changed=[*ten, "src/f10.py"])], BEFORE)
+    assert "(+1 more)" in d.reason

@@ -169,10 +169,11 @@ def test_a_deferred_event_waits_until_due_and_status_sees_its_retries(queue: Eve
 
 def test_a_version_1_queue_is_migrated_keeping_its_events(qpath: Path) -> None:
     import autod.stores.queue_schema as q
+    from autod.stores.sqlite import split_sql
 
     qpath.parent.mkdir(parents=True)
     con = sqlite3.connect(qpath)
-    for statement in q.split_sql(q._SCHEMA):  # the version-1 schema, as an older autod left it
+    for statement in split_sql(q._SCHEMA):  # the version-1 schema, as an older autod left it
         con.execute(statement)
     con.execute(
         "INSERT INTO events (id, source, kind, summary, payload, fingerprint, created_at, created_ts,"

@@ -248,3 +248,12 @@ def test_a_forms_own_punctuation_is_never_a_separator_so_hostile_text_cannot_sta
 )
 def test_a_key_printed_with_its_own_punctuation_repeated_is_redacted(printed: str) -> None:
     assert _redact(["trust-CANARY-0d1e-2a3d"], f"key={printed};") == "key=***;"
+
+
+def test_a_forms_own_punctuation_is_read_as_itself_never_as_a_separator() -> None:
+    # In-process twin of the hang guard above (whose subprocess no mutant reaches): were `-` also a
+    # separator, `-.-` between two parts would be one `-` plus a separator `.-`, each gap read
+    # several ways. Read once, `-.-` is a separator between two `-`, which the key does not have.
+    key = "trust-CANARY-0d1e-2a3d"
+    assert _redact([key], "trust-.-CANARY-0d1e-2a3d") == "trust-.-CANARY-0d1e-2a3d"
+    assert _redact([key], "trust-.CANARY-0d1e-2a3d") == "***"  # `-` then a separator `.`: the key

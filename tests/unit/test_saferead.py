@@ -74,3 +74,43 @@ def test_text_is_decoded_with_replacement(tmp_path):
     p = tmp_path / "t"
     p.write_bytes(b"ok \xff")
     assert read_untrusted_text(p, cap=10) == "ok \ufffd"
+
+
+def test_a_file_longer_than_its_size_said_is_refused_after_one_byte_past_the_cap(monkeypatch):
+    # /proc files say size 0 and hold more: the same as a file that grew while it was read. The read
+    # stops one byte past the cap, whatever the chunks the kernel hands out.
+    import autod.safety.saferead as saferead
+
+    real_read = os.read
+    taken: list[int] = []
+
+    def small_reads(fd: int, n: int) -> bytes:
+        data = real_read(fd, min(n, 5))  # 51 = 10 reads of 5 and one of 1
+        taken.append(len(data))
+        return data
+
+    monkeypatch.setattr(saferead.os, "read", small_reads)
+    with pytest.raises(UnsafeRead, match="grew past the 50-byte cap"):
+        read_untrusted("/proc/self/status", cap=50)
+    assert sum(taken) == 51
+
+
+def test_the_head_of_a_file_is_read_by_the_same_rules(tmp_path):
+    from autod.safety.saferead import read_untrusted_head
+
+    p = tmp_path / "big.log"
+    p.write_bytes(b"0123456789" * 10)
+    assert read_untrusted_head(p, 12) == b"012345678901"
+    (tmp_path / "link").symlink_to(p)
+    with pytest.raises(UnsafeRead):
+        read_untrusted_head(tmp_path / "link", 12)
+
+
+def test_exists_regular_is_a_plain_file_never_a_link_or_a_directory(tmp_path):
+    from autod.safety.saferead import exists_regular
+
+    (tmp_path / "f").write_text("x")
+    (tmp_path / "link").symlink_to(tmp_path / "f")
+    assert exists_regular(tmp_path / "f") is True
+    assert not exists_regular(tmp_path / "link") and not exists_regular(tmp_path)
+    assert not exists_regular(tmp_path / "missing")

@@ -187,3 +187,11 @@ def test_the_console_log_shows_hostile_values_escaped(capsys: pytest.CaptureFixt
     err = capsys.readouterr().err
     assert "check.failed" in err and "boom\\x1b]52;c;" in err and "planned \\x1b]52;c;" in err
     assert_inert(err)
+
+
+def test_a_value_that_is_not_text_is_shown_by_its_text() -> None:
+    from autod.safety.termsafe import block, line
+
+    assert line(42) == "42" and block(42) == "42"
+    assert line(ValueError("bad\x1b[2Jvalue\nnext")) == "bad\\x1b[2Jvalue\\nnext"
+    assert block(ValueError("bad\x9bvalue\nnext")) == "bad\\x9bvalue\nnext"

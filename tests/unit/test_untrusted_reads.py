@@ -72,7 +72,7 @@ def test_a_worker_thread_stuck_at_the_stop_is_left_behind_not_joined() -> None:
 
 
 def test_a_fifo_at_a_tailed_log_path_is_not_waited_on(tmp_path: Path) -> None:
-    from autod.sources.logtail import FileFollower
+    from autod.sources.follower import FileFollower
 
     os.mkfifo(tmp_path / "build.log")
     follower = FileFollower(tmp_path / "build.log", from_start=True, saved=None)
