@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import threading
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -18,28 +17,22 @@ from typing import TYPE_CHECKING
 import structlog
 
 from autod import logs, tally
-from autod.act.describe import describe_fix, made_pass
-from autod.act.edits import FileChange, prepare, unified_diff
-from autod.act.journal import Journal
-from autod.act.judges import requires_approval
+from autod.act.edits import FileChange
 from autod.candidates import Asker, CandidateSearch, InPlace, Isolated
 from autod.candidates.attempts import replay_first, run_attempts
 from autod.candidates.clock import cycle_deadline
 from autod.candidates.replay import for_failure, to_remember
 from autod.candidates.validate import choose_validator
+from autod.cycle.act import Acting, Proposal, act, prepare, record
 from autod.cycle.deps import CycleDeps
-from autod.cycle.proposal import store_proposal
 from autod.cycle.reflect import distil_lesson, log_reflection, observed, remember, teaches, timing
-from autod.errors import BudgetExhausted, CycleError
+from autod.errors import CycleError
 from autod.events import FAILURE_KINDS, Event
 from autod.memory import Recalled
-from autod.modes import Attempt, Mode, ReportWriter, Verification, chain
-from autod.modes.verifying import unjournaled
+from autod.modes import Attempt, Mode, ReportWriter, Verification
 from autod.plan import Plan
 from autod.reflection import Reflection, after_earlier_attempts
 from autod.stores.state import day_key
-from autod.undo.remembered import undone_hold
-from autod.verdict import Status
 
 if TYPE_CHECKING:
     from autod.transcripts import Transcript
@@ -82,6 +75,7 @@ class Cycle:
         self.error: CycleError | None = None  # why it ended early (the retry policy reads it)
         self.phase_now = ""  # the phase it is in (the watchdog names it when a cycle wedges)
         self.drawing: CandidateSearch | None = None  # its draws so far, for `autod status`
+        self.acting = Acting(deps, mode, event)  # what its act phase is given
 
     # -- the cycle -------------------------------------------------------------------
     async def run(self) -> Reflection:
@@ -196,7 +190,7 @@ class Cycle:
         return v
 
     async def prepare_changes(self, plan: Plan) -> tuple[list[FileChange], str]:
-        return await self.prepare(plan)
+        return await prepare(self.acting, plan)
 
     async def tokens_left(self) -> bool:
         """Whether the day's LLM token budget still has room for another draw."""
@@ -232,73 +226,17 @@ class Cycle:
     async def act(self, plan: Plan, *, hold: str = "") -> Verification | None:
         """Apply under every act rule, verify, keep or roll back. None: stored as a proposal (also
         when `hold` says why this plan needs a person's yes)."""
-        changes, self.last_diff = await self.prepare(plan)
-        hold = hold or await asyncio.to_thread(undone_hold, self.settings.state_path, self.last_diff)
-        judged = requires_approval(self.settings, self.mode.name, changes)  # allowed judge edits
-        confirm = self.settings.mode_requires_confirmation(self.mode.name)
-        if self.approved is None and (judged or hold or confirm):
-            await self.propose(plan, changes)
-            if judged:
-                self.r.reason = (
-                    f"the plan edits {', '.join(judged)}, which judge the fix: with "
-                    f"modes.{self.mode.name}.allow_judge_edits it waits for `autod approve`"
-                )
-            elif hold:
-                self.r.reason = f"{hold}; it waits for `autod approve {self.r.proposal_id}`"
+        changes, self.last_diff = await prepare(self.acting, plan)
+        done = await act(self.acting, self.r, plan, changes, self.last_diff, hold=hold,
+                         approved=self.approved is not None)
+        record(self.r, done, self.event)
+        if isinstance(done, Proposal):
             return None
-        if self.deps.delivery is not None and self.deps.delivery.isolated(self.mode.name):
-            # verified elsewhere: branch or patch
-            return await self.deps.delivery.act(self.mode, self.event, self.r, self.deps.env, plan, changes)
-        journal = Journal.begin(self.settings.state_path, self.r.cycle_id)
-        kept = False
-        try:
-            await asyncio.to_thread(journal.apply, changes, on_write=self.deps.own_writes.record)
-            self.r.edits = [{"path": c.rel, "added": c.added, "removed": c.removed} for c in changes]
-            log.info("act.applied", files=[c.rel for c in changes])
-            verification = unjournaled(await self.mode.verify(self.event, plan, self.deps.env))
-            self.r.checks = [c.record() for c in verification.checks]
-            if verification.status in ("fixed", "improved", "no_change"):
-                await asyncio.to_thread(journal.keep)
-                kept, self.kept = True, tuple(changes)
-                self.r.fix = describe_fix(changes, made_pass(self.event.payload, verification.status))
-                for hook in self.deps.extra_after_keep:
-                    await hook(self.r, self.event, self.last_diff, changes)
-            return verification
-        finally:
-            if not kept:
-                # a failed verification, an exception or a stop: every edit goes back
-                await asyncio.shield(
-                    asyncio.to_thread(journal.rollback, on_write=self.deps.own_writes.record)
-                )
-                if journal.outcome is not None:
-                    self.r.rollback = journal.outcome.record()
-                log.info("act.rolled_back", files=[c.rel for c in changes], rollback=self.r.rollback)
-
-    async def prepare(self, plan: Plan) -> tuple[list[FileChange], str]:
-        """The plan's changes and their diff, computed in a worker thread (never on the event loop)."""
-        caps = await self.state.call(self.deps.gate.caps)
-        if caps.max_edits <= 0:  # the day's budget, not the plan: the event waits (autod.runtime.retry)
-            raise BudgetExhausted("max_edits_per_day reached")
-        scope = chain(self.mode.scope(self.deps.env))
-        boundary = self.deps.env.boundary
-        stop = threading.Event()
-
-        def work() -> tuple[list[FileChange], str]:
-            changes = prepare(plan, boundary, caps, scope=scope, stop=stop)
-            return changes, unified_diff(changes)
-
-        try:
-            return await asyncio.to_thread(work)
-        except asyncio.CancelledError:
-            stop.set()  # the thread ends at its next check: a stop never waits for a huge plan
-            raise
-
-    async def propose(self, plan: Plan, changes: list[FileChange]) -> None:
-        """Held for `autod approve`: stored, nothing written."""
-        pid = await store_proposal(self.state, self.settings, self.r, self.mode.name, self.event, plan,
-                                   self.last_diff, changes)
-        self.r.status, self.r.proposal_id = Status.PENDING_APPROVAL, pid
-        self.r.edits = [{"path": c.rel, "added": c.added, "removed": c.removed} for c in changes]
+        if done.kept:
+            self.kept = done.kept
+            for hook in self.deps.extra_after_keep:  # the commit, the undo ledger: they see the record
+                await hook(self.r, self.event, done.diff, list(done.kept))
+        return done.verification
 
     async def write_report(self, plan: Plan) -> None:
         mode = self.mode
