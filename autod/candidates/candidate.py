@@ -1,5 +1,6 @@
 """The values of a candidate search: one drawn plan and what became of it (`Candidate`), one attempt's
-draws (`AttemptResult`), and the two seams a search is given (`Validator`, `Drawer`)."""
+draws (`AttemptResult`), the two seams a search is given (`Validator`, `Drawer`), and the one callable
+the cycle lends candidates to reach the working tree (`IntoTree`, returning what it `Written`)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,32 @@ class Validator(Protocol):
 
     async def validate(self, plan: Plan, changes: list[FileChange]) -> Verification | None:
         """The verification's outcome; None: stored as a proposal instead (in place only)."""
+        ...
+
+
+class Written(Protocol):
+    """A plan the cycle's act phase wrote into the working tree and verified there (autod.cycle.act.Acted)."""
+
+    @property
+    def verification(self) -> Verification: ...
+
+    @property
+    def diff(self) -> str:
+        """What it changed (what a re-plan is told)."""
+        ...
+
+    @property
+    def left(self) -> list[str]:
+        """Files its rollback left because someone else changed them after autod wrote them."""
+        ...
+
+
+class IntoTree(Protocol):
+    """The cycle's act phase, lent to candidates: the only way they reach the working tree."""
+
+    async def __call__(self, plan: Plan, *, hold: str = "") -> Written | None:
+        """Into the tree under every act rule, verified there, kept or rolled back, and recorded on the
+        cycle's record; None: held as a proposal instead (`hold`: why it needs a person's yes)."""
         ...
 
 

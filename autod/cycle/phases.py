@@ -19,17 +19,17 @@ import structlog
 from autod import logs, tally
 from autod.act.edits import FileChange
 from autod.candidates import Asker, CandidateSearch, InPlace, Isolated
-from autod.candidates.attempts import replay_first, run_attempts
+from autod.candidates.attempts import Tried, left_behind, replay_first, run_attempts
 from autod.candidates.clock import cycle_deadline
 from autod.candidates.replay import for_failure, to_remember
 from autod.candidates.validate import choose_validator
-from autod.cycle.act import Acting, Proposal, act, prepare, record
+from autod.cycle.act import Acted, Acting, Proposal, act, prepare, record
 from autod.cycle.deps import CycleDeps
 from autod.cycle.reflect import distil_lesson, log_reflection, observed, remember, teaches, timing
 from autod.errors import CycleError
 from autod.events import FAILURE_KINDS, Event
 from autod.memory import Recalled
-from autod.modes import Attempt, Mode, ReportWriter, Verification
+from autod.modes import Attempt, Mode, ReportWriter
 from autod.plan import Plan
 from autod.reflection import Reflection, after_earlier_attempts
 from autod.stores.state import day_key
@@ -64,8 +64,7 @@ class Cycle:
             planner=deps.planner_name,
         )
         self.recalled: list[Recalled] = []
-        self.attempts: list[Attempt] = []
-        self.last_attempt: dict[str, str] | None = None
+        self.tried = Tried()  # what its attempts told the planner, and left for the record
         self.earlier_cycles = 0  # cycles before this one that did not fix the same failure
         self.transcript: Transcript | None = (
             deps.transcripts.open(self.r.cycle_id) if deps.transcripts is not None else None
@@ -124,15 +123,15 @@ class Cycle:
         if self.approved is not None:
             self.r.attempts, self.r.planner = 1, "operator-approved"
             self.r.plan_summary = self.approved.summary
-            async with self.phase("act"):
-                verification = await self.act(self.approved)
-            assert verification is not None
-            self.r.status, self.r.reason = verification.status, verification.reason or None
+            acted = await self.into_tree(self.approved)
+            assert acted is not None  # approved: never held again
+            self.r.status, self.r.reason = acted.verification.status, acted.verification.reason or None
             return
         async with self.phase("plan"):
             await self.recall()
         # a fix memory holds for this failure, kept: no localization, no model call
-        if self.mode.writes_code and self.recalled and await replay_first(self, await self.new_search()):
+        if self.mode.writes_code and self.recalled and await replay_first(
+                await self.new_search(), r=self.r, tried=self.tried, into_tree=self.into_tree):
             return
         async with self.phase("plan"):
             context = await self.mode.context(self.event, self.deps.env, self.recalled)
@@ -140,9 +139,9 @@ class Cycle:
             editable = context.editable
         previous = await self.previous_attempt()
         if previous:
-            self.attempts.append(previous)
+            self.tried.told.append(previous)
         record = self.transcript.add if self.transcript is not None else None
-        asker = Asker(self.deps, self.mode, self.event, self.r, context, self.attempts,
+        asker = Asker(self.deps, self.mode, self.event, self.r, context, self.tried.told,
                       editable=list(editable) if editable is not None else None, record=record)
         if not self.mode.writes_code:
             async with self.phase("plan"):
@@ -158,7 +157,11 @@ class Cycle:
         search = self.searching or await self.new_search()
         search.drawer, search.retry = asker, self.earlier_cycles
         max_attempts = getattr(self.settings.modes.get(self.mode.name), "max_attempts_per_cycle", 1)
-        await run_attempts(self, search, search.validator, max_attempts)  # type: ignore[arg-type]
+        report = await run_attempts(search, max_attempts, r=self.r, tried=self.tried,
+                                    into_tree=self.into_tree)
+        if report is not None:  # a plan without edits that has a report to write
+            async with self.phase("act"):
+                await self.write_report(report)
 
     async def new_search(self) -> CandidateSearch:
         """The cycle's candidate search, with the fixes memory holds for this failure to try first (its
@@ -180,14 +183,7 @@ class Cycle:
     async def validator(self) -> InPlace | Isolated:
         """Candidates are verified on the workspace's mirror when it can be used, else in place."""
         return await choose_validator(self.deps.isolation, self.mode, self.event, self.deps.env,
-                                      InPlace(self._act_in_place))
-
-    async def _act_in_place(self, plan: Plan) -> Verification | None:
-        async with self.phase("act"):
-            v = await self.act(plan)
-        if v is not None and v.status == "rolled_back" and self.left_behind():
-            return Verification("partly_rolled_back", v.checks, v.reason)  # ends the search
-        return v
+                                      InPlace(self.into_tree))
 
     async def prepare_changes(self, plan: Plan) -> tuple[list[FileChange], str]:
         return await prepare(self.acting, plan)
@@ -223,20 +219,22 @@ class Cycle:
         summary, diff, output = last.get("summary", ""), last.get("diff", ""), last.get("output", "")
         return Attempt(summary, diff, output, earlier_cycle=True)
 
-    async def act(self, plan: Plan, *, hold: str = "") -> Verification | None:
-        """Apply under every act rule, verify, keep or roll back. None: stored as a proposal (also
-        when `hold` says why this plan needs a person's yes)."""
-        changes, self.last_diff = await prepare(self.acting, plan)
-        done = await act(self.acting, self.r, plan, changes, self.last_diff, hold=hold,
-                         approved=self.approved is not None)
-        record(self.r, done, self.event)
-        if isinstance(done, Proposal):
-            return None
-        if done.kept:
-            self.kept = done.kept
-            for hook in self.deps.extra_after_keep:  # the commit, the undo ledger: they see the record
-                await hook(self.r, self.event, done.diff, list(done.kept))
-        return done.verification
+    async def into_tree(self, plan: Plan, *, hold: str = "") -> Acted | None:
+        """ACT on one plan (lent to candidates as their `IntoTree`): prepared under every act rule, then
+        kept or rolled back in the tree, or held as a proposal (None; `hold`: why it needs a person's
+        yes); what became of it is recorded, and a kept one goes to the after-keep hooks."""
+        async with self.phase("act"):
+            changes, self.tried.diff = await prepare(self.acting, plan)
+            done = await act(self.acting, self.r, plan, changes, self.tried.diff, hold=hold,
+                             approved=self.approved is not None)
+            record(self.r, done, self.event)
+            if isinstance(done, Proposal):
+                return None
+            if done.kept:
+                self.kept = done.kept
+                for hook in self.deps.extra_after_keep:  # the commit, the undo ledger: they see the record
+                    await hook(self.r, self.event, done.diff, list(done.kept))
+            return done
 
     async def write_report(self, plan: Plan) -> None:
         mode = self.mode
@@ -247,21 +245,17 @@ class Cycle:
         path = await mode.write_report(self.event, plan, self.deps.env, self.deps.own_writes)
         self.r.status, self.r.report_path = "reported", str(path)
 
-    def left_behind(self) -> list[str]:
-        """Files a rollback left because someone else changed them after autod wrote them."""
-        return list((self.r.rollback or {}).get("left") or [])
-
     async def reflect(self) -> None:
         async with self.phase("reflect"):
             r = self.r
             r.timing = timing(self._started, self._spent)
-            left = self.left_behind()
+            left = left_behind(r)
             if left:  # never a clean `rolled_back` while autod's edit may still be in a file
                 r.status = "partly_rolled_back"
                 why = f"rollback left {', '.join(left)}: changed by someone else after autod wrote it"
                 r.reason = f"{why}; {r.reason}" if r.reason else why
             if r.status in ATTEMPT_STATUSES:
-                attempt = self.last_attempt
+                attempt = self.tried.last
                 if r.status == "rejected":
                     attempt = {"summary": r.plan_summary or "", "diff": "", "output": f"rejected: {r.reason}"}
                 r.quarantined = await self.state.call(
@@ -282,7 +276,7 @@ class Cycle:
             if self.deps.memory is not None and teaches(r):  # an outage teaches nothing about the code
                 replay = await asyncio.to_thread(to_remember, self.kept, self.event.payload) if (
                     r.status in ("fixed", "improved")) else ""
-                await remember(self.deps.memory, r, self.last_diff, replay=replay)
+                await remember(self.deps.memory, r, self.tried.diff, replay=replay)
         log_reflection(r)
         await self.state.call(self.state.cycle_finished, r.cycle_id, r.status, r.reason, r.record())
         if self.transcript is not None:
@@ -290,7 +284,6 @@ class Cycle:
             await self.transcript.flush()
 
     # -- helpers -----------------------------------------------------------------------
-    last_diff: str = ""  # the diff of the last plan prepared (the record's episode)
     kept: tuple[FileChange, ...] = ()  # the changes kept in the tree (the episode's replay)
     searching: CandidateSearch | None = None  # the cycle's candidate search, once made
 
