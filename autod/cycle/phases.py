@@ -141,7 +141,8 @@ class Cycle:
         if previous:
             self.tried.told.append(previous)
         record = self.transcript.add if self.transcript is not None else None
-        asker = Asker(self.deps, self.mode, self.event, self.r, context, self.tried.told,
+        asker = Asker(self.mode, self.event, self.r, context, self.tried.told, planner=self.deps.planner,
+                      breaker=self.deps.breaker, settings=self.settings, boundary=self.deps.env.boundary,
                       editable=list(editable) if editable is not None else None, record=record)
         if not self.mode.writes_code:
             async with self.phase("plan"):
