@@ -2,9 +2,9 @@
 for a person (a proposal), or verified and delivered away from the tree (a branch or patch mode).
 
 `prepare` is the act rules alone, nothing written (the candidate search filters its plans with it); `act`
-takes a prepared plan and returns what became of it as a value, `Acted` or `Proposal`; `record` writes
-that value into the cycle's record. `act` reads the record (its id) and hands it to a delivery, which adds
-where the fix went."""
+takes a prepared plan and returns what became of it as a value, `Acted` or `Proposal`, and `record`
+writes that value into the cycle's record. `act` reads the record (its id) and hands it to a delivery,
+which adds where the fix went. `report` has a report-writing mode write a plan's report."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from autod.cycle.deps import CycleDeps
 from autod.cycle.proposal import store_proposal
 from autod.errors import BudgetExhausted
 from autod.events import Event
-from autod.modes import Mode, Verification, chain
+from autod.modes import Mode, ReportWriter, Verification, chain
 from autod.modes.verifying import unjournaled
 from autod.plan import Plan
 from autod.reflection import Reflection
@@ -147,6 +147,16 @@ async def in_tree(on: Acting, r: Reflection, plan: Plan, changes: list[FileChang
     log.info("act.rolled_back", files=[c.rel for c in changes],
              rollback=rollback if rollback is not None else r.rollback)
     return Acted(verification, diff, edits, rollback=rollback)
+
+
+async def report(on: Acting, plan: Plan) -> tuple[str, str | None]:
+    """ACT for a plan with a report: (the cycle's status, where the mode wrote the report). A report-only
+    mode always writes its report (it has facts even when the planner gave no text)."""
+    mode = on.mode
+    if not isinstance(mode, ReportWriter) or (not plan.report and mode.writes_code):
+        return ("reported" if plan.report else "no_change"), None
+    path = await mode.write_report(on.event, plan, on.deps.env, on.deps.own_writes)
+    return "reported", str(path)
 
 
 def record(r: Reflection, done: Acted | Proposal, event: Event) -> None:
