@@ -10,6 +10,7 @@ from typing import Any, Protocol, runtime_checkable
 from autod.act.edits import FileChange
 from autod.modes import Verification
 from autod.plan import Plan
+from autod.planner import PlanResult
 
 
 class Validator(Protocol):
@@ -49,8 +50,12 @@ class IntoTree(Protocol):
 
 
 class Drawer(Protocol):
-    async def ask(self, *, temperature: float | None = None, seed: int | None = None, n: int = 1) -> Any:
-        """An autod.planner.PlanResult."""
+    """Where a search's plans come from (autod.candidates.Asker)."""
+
+    async def ask(
+        self, *, temperature: float | None = None, seed: int | None = None, n: int = 1
+    ) -> PlanResult:
+        """A plan for the prompt (with n > 1, the alternatives too), and what it cost."""
         ...
 
 
