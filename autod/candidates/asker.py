@@ -12,7 +12,7 @@ import asyncio
 import dataclasses
 import json
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
@@ -24,6 +24,7 @@ from autod.modes import Attempt, Mode, Sections, pack, render, tokens
 from autod.planner import (
     CHARS_PER_TOKEN,
     TEMPLATE_TOKENS,
+    Planner,
     PlanRequest,
     PlanResult,
     ServerPlanner,
@@ -32,11 +33,21 @@ from autod.planner import (
 from autod.planner.forms import FORMS
 
 if TYPE_CHECKING:
+    from autod.config.settings import Settings
     from autod.events import Event
     from autod.plan import Plan
     from autod.reflection import Reflection
+    from autod.safety.boundary import Boundary
 
 log = structlog.get_logger("autod.candidates")
+
+
+class Breaker(Protocol):
+    """The LLM circuit breaker (autod.cycle.limits.CircuitBreaker), told how each request went."""
+
+    def success(self) -> None: ...
+
+    def failure(self) -> None: ...
 
 
 class Asker:
@@ -44,21 +55,28 @@ class Asker:
 
     def __init__(
         self,
-        deps: Any,  # autod.cycle.phases.CycleDeps (planner, breaker, env)
         mode: Mode,
         event: Event,
         r: Reflection,
         context: Sections,
         attempts: list[Attempt],
         *,
+        planner: Planner,
+        breaker: Breaker | None,
+        settings: Settings,
+        boundary: Boundary,
         editable: list[str] | None,
         record: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
-        self.deps = deps
+        """`attempts`: what the prompt tells of the attempts so far (the attempt loop adds to it);
+        `settings` and `boundary`: which files a plan may name, and what the need round may show."""
+        self.planner = planner
+        self.breaker = breaker
+        self.boundary = boundary
         self.mode = mode
         self.event = event
         self.r = r
-        self.settings = deps.env.settings
+        self.settings = settings
         self.context = context
         self.attempts = attempts
         self.editable = editable
@@ -145,7 +163,7 @@ class Asker:
             n=n,
             record=self.record,
         )
-        breaker = self.deps.breaker
+        breaker = self.breaker
         try:
             result = await self.plan_fitting(request, context)
         except CycleError as exc:
@@ -190,7 +208,7 @@ class Asker:
         if not self.mode.writes_code or not self.editable:
             return None
         judges = Judges.for_settings(self.settings, self.mode.name)
-        paths = editable_paths(self.editable, self.deps.env.boundary, judges)
+        paths = editable_paths(self.editable, self.boundary, judges)
         return paths or None
 
     def symbols(self) -> dict[str, tuple[str, ...]] | None:
@@ -211,7 +229,7 @@ class Asker:
 
         self.need_answered = True
         budget = int(self.settings.localize.budget_tokens * 0.5)
-        answer = await answer_need(self.settings, self.deps.env.boundary, plan.need, budget)
+        answer = await answer_need(self.settings, self.boundary, plan.need, budget)
         self.r.context += answer.entries
         if self.editable is not None:  # what the model asked to see, it may edit
             self.editable += [str(e["path"]) for e in answer.entries if e.get("path")]
@@ -229,7 +247,7 @@ class Asker:
     # -- the server's context -----------------------------------------------------------
     async def fit(self, context: dict[str, str]) -> dict[str, str]:
         """The context, cut by rank before sending when the whole prompt would not fit the server's window."""
-        planner = self.deps.planner
+        planner = self.planner
         if not isinstance(planner, ServerPlanner):  # the offline planner: no window to fit
             return context
         window = await _window(planner)
@@ -253,7 +271,7 @@ class Asker:
     async def plan_fitting(self, request: PlanRequest, context: dict[str, str]) -> PlanResult:
         """Ask the planner; a prompt over the model's context is asked once more with less context."""
         try:
-            return await self.deps.planner.plan(request)
+            return await self.planner.plan(request)
         except ContextTooLong as exc:
             # Not an outage (the breaker is left alone): cut the lowest-ranked context to fit.
             budget = int(sum(tokens(v) for v in context.values() if v) * exc.fit())
@@ -262,7 +280,7 @@ class Asker:
                 raise
             log.warning("cycle.context_shrunk", reason=exc.reason[:300], budget_tokens=budget)
             smaller_request = dataclasses.replace(request, messages=self.messages_for(smaller))
-            return await self.deps.planner.plan(smaller_request)
+            return await self.planner.plan(smaller_request)
 
 
 async def _window(planner: ServerPlanner) -> int | None:

@@ -1,5 +1,6 @@
 """The values of a candidate search: one drawn plan and what became of it (`Candidate`), one attempt's
-draws (`AttemptResult`), and the two seams a search is given (`Validator`, `Drawer`)."""
+draws (`AttemptResult`), the two seams a search is given (`Validator`, `Drawer`), and the one callable
+the cycle lends candidates to reach the working tree (`IntoTree`, returning what it `Written`)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any, Protocol, runtime_checkable
 from autod.act.edits import FileChange
 from autod.modes import Verification
 from autod.plan import Plan
+from autod.planner import PlanResult
 
 
 class Validator(Protocol):
@@ -21,9 +23,39 @@ class Validator(Protocol):
         ...
 
 
+class Written(Protocol):
+    """A plan the cycle's act phase wrote into the working tree and verified there (autod.cycle.act.Acted)."""
+
+    @property
+    def verification(self) -> Verification: ...
+
+    @property
+    def diff(self) -> str:
+        """What it changed (what a re-plan is told)."""
+        ...
+
+    @property
+    def left(self) -> list[str]:
+        """Files its rollback left because someone else changed them after autod wrote them."""
+        ...
+
+
+class IntoTree(Protocol):
+    """The cycle's act phase, lent to candidates: the only way they reach the working tree."""
+
+    async def __call__(self, plan: Plan, *, hold: str = "") -> Written | None:
+        """Into the tree under every act rule, verified there, kept or rolled back, and recorded on the
+        cycle's record; None: held as a proposal instead (`hold`: why it needs a person's yes)."""
+        ...
+
+
 class Drawer(Protocol):
-    async def ask(self, *, temperature: float | None = None, seed: int | None = None, n: int = 1) -> Any:
-        """An autod.planner.PlanResult."""
+    """Where a search's plans come from (autod.candidates.Asker)."""
+
+    async def ask(
+        self, *, temperature: float | None = None, seed: int | None = None, n: int = 1
+    ) -> PlanResult:
+        """A plan for the prompt (with n > 1, the alternatives too), and what it cost."""
         ...
 
 

@@ -4,7 +4,7 @@
 verification with the mirror's check runner: the same checks, focus commands and arithmetic as in
 the tree, none of it visible there, and none of it counted as the tree's check results. `InPlace` is
 the fallback where the mirror cannot be used (no bwrap, a check with `sandbox: off`, a workspace over
-the mirror's limits): the cycle's own act step, journalled and rolled back when it fails.
+the mirror's limits): the cycle's own act phase (`IntoTree`), journalled and rolled back when it fails.
 
 A candidate's check on the mirror has a deadline of its own: `candidates.check_timeout_factor` times
 the longest of the failing run and the check's last passing run, at least `check_timeout_min_s`, at
@@ -16,12 +16,12 @@ suite as long as a passing run did is never cut short.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import structlog
 
 from autod.act.edits import FileChange
+from autod.candidates.candidate import IntoTree
 from autod.events import Event
 from autod.isolation import Isolation, TooLarge
 from autod.modes import Mode, ModeEnv, Verification
@@ -32,19 +32,22 @@ log = structlog.get_logger("autod.candidates")
 # + check name: how long its last passing run took (autod.runtime.checkbook writes it)
 PASSING_MS_KEY = "check_passing_ms:"
 
-Act = Callable[[Plan], Awaitable[Verification | None]]
-
-
 class InPlace:
-    """Verify in the working tree through the cycle's act step (journal, keep or roll back)."""
+    """Verify in the working tree through the cycle's act phase (journal, keep or roll back)."""
 
     in_place = True
 
-    def __init__(self, act: Act) -> None:
-        self.act = act
+    def __init__(self, into_tree: IntoTree) -> None:
+        self.into_tree = into_tree
 
     async def validate(self, plan: Plan, changes: list[FileChange]) -> Verification | None:
-        return await self.act(plan)
+        written = await self.into_tree(plan)
+        if written is None:  # held as a proposal
+            return None
+        v = written.verification
+        if v.status == "rolled_back" and written.left:
+            return Verification("partly_rolled_back", v.checks, v.reason)  # ends the search
+        return v
 
 
 class Isolated:

@@ -1,363 +1,241 @@
 """The Observe -> Plan -> Act -> Reflect cycle for one event and one mode. Nothing else.
 
-The four phases read top to bottom as the cycle runs, each a short method over one record. What a
-phase calls lives elsewhere: candidate search and the attempt loop in autod.candidates (which borrows
-`act`, `write_report` and `phase` from here), the outcome in autod.checks.outcome, memory writes and
-timing in autod.cycle.reflect."""
+`Cycle.run` reads as the cycle runs: observe, plan and act (re-planned attempt by attempt), then reflect
+whatever happened. Each phase is a short method over one record; what it calls lives in a module of its
+own: PLAN's recall and earlier attempts in autod.cycle.planning, the draws and the attempt loop in
+autod.candidates; ACT in autod.cycle.act, which returns what became of a plan as a value the cycle
+records; REFLECT in autod.cycle.reflect. Candidates are lent narrow callables (`into_tree`, `prepare`,
+`phase`) and values (the record, `Tried`), never the cycle."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import threading
 import time
 import uuid
 from collections.abc import AsyncIterator
+from functools import partial
 from typing import TYPE_CHECKING
 
 import structlog
 
 from autod import logs, tally
-from autod.act.describe import describe_fix, made_pass
-from autod.act.edits import FileChange, prepare, unified_diff
-from autod.act.journal import Journal
-from autod.act.judges import requires_approval
-from autod.candidates import Asker, CandidateSearch, InPlace, Isolated
+from autod.act.edits import FileChange
+from autod.candidates import Asker, CandidateSearch, InPlace, Tried
 from autod.candidates.attempts import replay_first, run_attempts
 from autod.candidates.clock import cycle_deadline
-from autod.candidates.replay import for_failure, to_remember
 from autod.candidates.validate import choose_validator
+from autod.cycle import planning
+from autod.cycle.act import Acted, Acting, Proposal, act, prepare, record, report
 from autod.cycle.deps import CycleDeps
-from autod.cycle.proposal import store_proposal
-from autod.cycle.reflect import distil_lesson, log_reflection, observed, remember, teaches, timing
-from autod.errors import BudgetExhausted, CycleError
+from autod.cycle.reflect import (
+    counted,
+    distil_lesson,
+    learned,
+    left_in_files,
+    log_reflection,
+    observed,
+    timing,
+)
+from autod.errors import CycleError
 from autod.events import FAILURE_KINDS, Event
 from autod.memory import Recalled
-from autod.modes import Attempt, Mode, ReportWriter, Verification, chain
-from autod.modes.verifying import unjournaled
+from autod.modes import Mode
 from autod.plan import Plan
 from autod.reflection import Reflection, after_earlier_attempts
-from autod.stores.state import day_key
-from autod.undo.remembered import undone_hold
-from autod.verdict import Status
 
 if TYPE_CHECKING:
     from autod.transcripts import Transcript
 
-log = structlog.get_logger("autod.cycle.phases")
+__all__ = ["Cycle", "CycleDeps"]
 
-# outcomes that count as an attempt on the failure's fingerprint (toward quarantine)
-ATTEMPT_STATUSES = ("fixed", "improved", "rolled_back", "partly_rolled_back", "rejected", "no_change")
+log = structlog.get_logger("autod.cycle.phases")
 
 
 class Cycle:
     """Runs one cycle. `run()` always returns a Reflection and always records it."""
 
     def __init__(self, deps: CycleDeps, mode: Mode, event: Event, *, approved: Plan | None = None) -> None:
-        self.deps = deps
+        self.deps, self.mode, self.event = deps, mode, event
         self.approved = approved  # a proposal the operator approved: no planner, no second confirmation
-        self.mode = mode
-        self.event = event
-        self.settings = deps.env.settings
-        self.state = deps.env.state
-        self.r = Reflection(
-            cycle_id=uuid.uuid4().hex[:12],
-            event_id=event.id,
-            mode=mode.name,
-            fingerprint=event.fingerprint,
-            kind=str(event.kind),
-            summary=event.summary,
-            merged=event.merged,
-            planner=deps.planner_name,
-        )
+        self.settings, self.state = deps.env.settings, deps.env.state
+        self.r = Reflection(cycle_id=uuid.uuid4().hex[:12], event_id=event.id, mode=mode.name,
+                            fingerprint=event.fingerprint, kind=str(event.kind), summary=event.summary,
+                            merged=event.merged, planner=deps.planner_name)
+        self.acting = Acting(deps, mode, event)  # what its act phase is given
         self.recalled: list[Recalled] = []
-        self.attempts: list[Attempt] = []
-        self.last_attempt: dict[str, str] | None = None
+        self.tried = Tried()  # what its attempts told the planner, and left for the record
         self.earlier_cycles = 0  # cycles before this one that did not fix the same failure
+        self.kept: tuple[FileChange, ...] = ()  # the changes kept in the tree (the episode's replay)
         self.transcript: Transcript | None = (
             deps.transcripts.open(self.r.cycle_id) if deps.transcripts is not None else None
         )
+        self.transcribe = self.transcript.add if self.transcript is not None else None
         self._started = time.monotonic()
         self._spent: dict[str, int] = {}  # replaced by run()'s tally: the LLM's and the checks' time
         self.error: CycleError | None = None  # why it ended early (the retry policy reads it)
         self.phase_now = ""  # the phase it is in (the watchdog names it when a cycle wedges)
-        self.drawing: CandidateSearch | None = None  # its draws so far, for `autod status`
+        self.drawing: CandidateSearch | None = None  # its candidate search, once made (`autod status`)
 
-    # -- the cycle -------------------------------------------------------------------
     async def run(self) -> Reflection:
-        with tally.counting() as self._spent:  # the LLM's and the checks' time, for `timing`
+        """OBSERVE, then PLAN and ACT, then REFLECT whatever happened: the record is always written."""
+        with tally.counting() as self._spent:  # the LLM's and the checks' time, for the record's timing
             self._started = time.monotonic()
-            return await self._run()
-
-    async def _run(self) -> Reflection:
-        logs.bind_cycle(self.r.cycle_id, self.event.id, self.mode.name)
-        try:
-            async with self.phase("observe"):
+            logs.bind_cycle(self.r.cycle_id, self.event.id, self.mode.name)
+            try:
                 await self.observe()
-            await self.plan_and_act()
-        except CycleError as exc:
-            self.error = exc
-            self.r.status, self.r.reason = after_earlier_attempts(self.r, exc.status, exc.reason)
-            self.r.external = exc.external and self.r.status == exc.status  # nothing was tried
-        except asyncio.CancelledError:
-            self.r.status, self.r.reason = "failed", "stopped: the daemon is shutting down"
-            raise
-        except Exception as exc:  # a bug: record it, keep the daemon alive
-            self.r.status, self.r.reason = "failed", f"internal error: {type(exc).__name__}"
-            log.exception("cycle.crashed")
-        finally:
-            # a reflect that fails loses the cycle record, the attempt count and the token booking:
-            # never the daemon, but never silently either
-            with logs.survive("cycle.reflect_failed", cycle_id=self.r.cycle_id, status=self.r.status):
-                await asyncio.shield(self.reflect())
-            logs.clear_cycle()
+                await self.plan_and_act()
+            except CycleError as exc:  # one a cycle survives: the retry policy reads it
+                self.error = exc
+                self.r.status, self.r.reason = after_earlier_attempts(self.r, exc.status, exc.reason)
+                self.r.external = exc.external and self.r.status == exc.status  # nothing was tried
+            except asyncio.CancelledError:
+                self.r.status, self.r.reason = "failed", "stopped: the daemon is shutting down"
+                raise
+            except Exception as exc:  # a bug: record it, keep the daemon alive
+                self.r.status, self.r.reason = "failed", f"internal error: {type(exc).__name__}"
+                log.exception("cycle.crashed")
+            finally:
+                # a reflect that fails loses the cycle record, the attempt count and the token booking:
+                # never the daemon, but never silently either
+                with logs.survive("cycle.reflect_failed", cycle_id=self.r.cycle_id, status=self.r.status):
+                    await asyncio.shield(self.reflect())
+                logs.clear_cycle()
         return self.r
 
     async def observe(self) -> None:
-        await self.state.call(self.state.cycle_started, self.r.cycle_id, self.event.id, self.mode.name,
-                              self.event.fingerprint, str(self.event.kind), self.event.summary)
-        log.info(
-            "cycle.observed",
-            kind=str(self.event.kind),
-            summary=self.event.summary[:300],
-            merged=self.event.merged,
-        )
-        if self.deps.memory is not None:
-            await observed(self.deps.memory, self.event, self.mode.name)
+        """OBSERVE: the cycle's state row, its log line, the event in memory (N0)."""
+        async with self.phase("observe"):
+            e = self.event
+            await self.state.call(self.state.cycle_started, self.r.cycle_id, e.id, self.mode.name,
+                                  e.fingerprint, str(e.kind), e.summary)
+            log.info("cycle.observed", kind=str(e.kind), summary=e.summary[:300], merged=e.merged)
+            if self.deps.memory is not None:
+                await observed(self.deps.memory, e, self.mode.name)
 
     async def plan_and_act(self) -> None:
-        """PLAN and ACT: candidates drawn, filtered and verified, re-planned after a failed attempt."""
+        """PLAN and ACT. An approved plan is acted on as it is. Otherwise memory is recalled, and a fix it
+        holds for this failure is tried first; then the mode's context is planned from and acted on."""
         if self.approved is not None:
-            self.r.attempts, self.r.planner = 1, "operator-approved"
-            self.r.plan_summary = self.approved.summary
-            async with self.phase("act"):
-                verification = await self.act(self.approved)
-            assert verification is not None
-            self.r.status, self.r.reason = verification.status, verification.reason or None
+            await self.act_approved(self.approved)
             return
+        await self.recall()
+        if not await self.replayed():
+            await self.act(await self.plan())
+
+    async def recall(self) -> None:
+        """PLAN: what memory holds near this event (N0, N1, N2)."""
         async with self.phase("plan"):
-            await self.recall()
-        # a fix memory holds for this failure, kept: no localization, no model call
-        if self.mode.writes_code and self.recalled and await replay_first(self, await self.new_search()):
-            return
+            self.recalled = await planning.recall(self.deps.memory, self.event, self.settings)
+            self.r.memory_used = [m.id for m in self.recalled]
+
+    async def replayed(self) -> bool:
+        """ACT before any plan: a fix memory holds for this failure, verified on the mirror and kept (no
+        localization, no model call). True: the cycle is over."""
+        if not (self.mode.writes_code and self.recalled):
+            return False
+        return await replay_first(await self.search(), r=self.r, tried=self.tried, into_tree=self.into_tree)
+
+    async def plan(self) -> Asker:
+        """PLAN: the mode's context (autod.localize's suspects for a failure) and what earlier cycles on
+        the failure tried, in the asker that draws plans from them."""
         async with self.phase("plan"):
             context = await self.mode.context(self.event, self.deps.env, self.recalled)
             self.r.context = list(context.used)
-            editable = context.editable
-        previous = await self.previous_attempt()
+        self.earlier_cycles, previous = await planning.earlier(self.state, self.event)
         if previous:
-            self.attempts.append(previous)
-        record = self.transcript.add if self.transcript is not None else None
-        asker = Asker(self.deps, self.mode, self.event, self.r, context, self.attempts,
-                      editable=list(editable) if editable is not None else None, record=record)
+            self.tried.told.append(previous)
+        editable = list(context.editable) if context.editable is not None else None
+        return Asker(self.mode, self.event, self.r, context, self.tried.told, planner=self.deps.planner,
+                     breaker=self.deps.breaker, settings=self.settings, boundary=self.deps.env.boundary,
+                     editable=editable, record=self.transcribe)
+
+    async def act(self, asker: Asker) -> None:
+        """ACT, attempt by attempt: candidates drawn and verified, the winner kept in the tree, re-planned
+        after a failed attempt (autod.candidates). A mode that writes no code writes a report."""
         if not self.mode.writes_code:
             async with self.phase("plan"):
                 plan = (await asker.ask()).plan
             self.r.plan_summary = plan.summary
-            async with self.phase("act"):
-                await self.write_report(plan)
+            await self.write_report(plan)
             return
-        await self.search(asker)
-
-    async def search(self, asker: Asker) -> None:
-        """Attempt by attempt: draw candidates, keep the winner (written and verified in the tree)."""
-        search = self.searching or await self.new_search()
+        search = await self.search()
         search.drawer, search.retry = asker, self.earlier_cycles
-        max_attempts = getattr(self.settings.modes.get(self.mode.name), "max_attempts_per_cycle", 1)
-        await run_attempts(self, search, search.validator, max_attempts)  # type: ignore[arg-type]
+        wrote = await run_attempts(search, planning.max_attempts(self.settings, self.mode.name), r=self.r,
+                                   tried=self.tried, into_tree=self.into_tree)
+        if wrote is not None:  # no fix, but a report to write
+            await self.write_report(wrote)
 
-    async def new_search(self) -> CandidateSearch:
-        """The cycle's candidate search, with the fixes memory holds for this failure to try first (its
-        drawer is set once there is a prompt to draw from)."""
-        cfg = self.settings.candidates
-        if self.deps.planner_name != "llm":  # a deterministic planner (the offline rules): one plan
-            cfg = cfg.model_copy(update={"n": 1, "focused": 0})
-        self.searching = self.drawing = search = CandidateSearch(
-            cfg, None, self.prepare_changes, await self.validator(), tokens_left=self.tokens_left,
-            record=self.transcript.add if self.transcript is not None else None, phase=self.phase,
-            judged_by_behaviour=bool(self.mode.kinds & FAILURE_KINDS),
-            deadline=cycle_deadline(cfg, self._started))
-        if search.judged_by_behaviour and self.recalled:
-            search.replays = await asyncio.to_thread(for_failure, self.recalled, self.deps.env.boundary,
-                                                     fingerprint=self.event.fingerprint,
-                                                     payload=self.event.payload)
-        return search
-
-    async def validator(self) -> InPlace | Isolated:
-        """Candidates are verified on the workspace's mirror when it can be used, else in place."""
-        return await choose_validator(self.deps.isolation, self.mode, self.event, self.deps.env,
-                                      InPlace(self._act_in_place))
-
-    async def _act_in_place(self, plan: Plan) -> Verification | None:
-        async with self.phase("act"):
-            v = await self.act(plan)
-        if v is not None and v.status == "rolled_back" and self.left_behind():
-            return Verification("partly_rolled_back", v.checks, v.reason)  # ends the search
-        return v
-
-    async def prepare_changes(self, plan: Plan) -> tuple[list[FileChange], str]:
-        return await self.prepare(plan)
-
-    async def tokens_left(self) -> bool:
-        """Whether the day's LLM token budget still has room for another draw."""
-        spent = await self.state.call(self.state.get, f"tokens:{day_key()}")
-        return spent + self.r.tokens["prompt"] + self.r.tokens["completion"] < (
-            self.settings.limits.max_tokens_per_day
-        )
-
-    async def recall(self) -> None:
-        if self.deps.memory is None:
-            return
-        query = f"{self.event.summary}\n{str(self.event.payload.get('excerpt', ''))[:1500]}"
-        try:
-            self.recalled = await self.deps.memory.recall(
-                query, budget_tokens=self.settings.memory.recall_tokens, k=self.settings.memory.recall_k
-            )
-        except Exception as exc:  # memory trouble must not stop a fix
-            log.warning("memory.recall_failed", error=type(exc).__name__)
-            self.recalled = []
-        self.r.memory_used = [m.id for m in self.recalled]
-
-    async def previous_attempt(self) -> Attempt | None:
-        if self.event.kind not in FAILURE_KINDS:
-            return None
-        fp = await self.state.call(self.state.fingerprint, self.event.fingerprint)
-        self.earlier_cycles = int((fp or {}).get("attempts") or 0)
-        last = (fp or {}).get("last_attempt")
-        if not last:
-            return None
-        summary, diff, output = last.get("summary", ""), last.get("diff", ""), last.get("output", "")
-        return Attempt(summary, diff, output, earlier_cycle=True)
-
-    async def act(self, plan: Plan, *, hold: str = "") -> Verification | None:
-        """Apply under every act rule, verify, keep or roll back. None: stored as a proposal (also
-        when `hold` says why this plan needs a person's yes)."""
-        changes, self.last_diff = await self.prepare(plan)
-        hold = hold or await asyncio.to_thread(undone_hold, self.settings.state_path, self.last_diff)
-        judged = requires_approval(self.settings, self.mode.name, changes)  # allowed judge edits
-        confirm = self.settings.mode_requires_confirmation(self.mode.name)
-        if self.approved is None and (judged or hold or confirm):
-            await self.propose(plan, changes)
-            if judged:
-                self.r.reason = (
-                    f"the plan edits {', '.join(judged)}, which judge the fix: with "
-                    f"modes.{self.mode.name}.allow_judge_edits it waits for `autod approve`"
-                )
-            elif hold:
-                self.r.reason = f"{hold}; it waits for `autod approve {self.r.proposal_id}`"
-            return None
-        if self.deps.delivery is not None and self.deps.delivery.isolated(self.mode.name):
-            # verified elsewhere: branch or patch
-            return await self.deps.delivery.act(self.mode, self.event, self.r, self.deps.env, plan, changes)
-        journal = Journal.begin(self.settings.state_path, self.r.cycle_id)
-        kept = False
-        try:
-            await asyncio.to_thread(journal.apply, changes, on_write=self.deps.own_writes.record)
-            self.r.edits = [{"path": c.rel, "added": c.added, "removed": c.removed} for c in changes]
-            log.info("act.applied", files=[c.rel for c in changes])
-            verification = unjournaled(await self.mode.verify(self.event, plan, self.deps.env))
-            self.r.checks = [c.record() for c in verification.checks]
-            if verification.status in ("fixed", "improved", "no_change"):
-                await asyncio.to_thread(journal.keep)
-                kept, self.kept = True, tuple(changes)
-                self.r.fix = describe_fix(changes, made_pass(self.event.payload, verification.status))
-                for hook in self.deps.extra_after_keep:
-                    await hook(self.r, self.event, self.last_diff, changes)
-            return verification
-        finally:
-            if not kept:
-                # a failed verification, an exception or a stop: every edit goes back
-                await asyncio.shield(
-                    asyncio.to_thread(journal.rollback, on_write=self.deps.own_writes.record)
-                )
-                if journal.outcome is not None:
-                    self.r.rollback = journal.outcome.record()
-                log.info("act.rolled_back", files=[c.rel for c in changes], rollback=self.r.rollback)
-
-    async def prepare(self, plan: Plan) -> tuple[list[FileChange], str]:
-        """The plan's changes and their diff, computed in a worker thread (never on the event loop)."""
-        caps = await self.state.call(self.deps.gate.caps)
-        if caps.max_edits <= 0:  # the day's budget, not the plan: the event waits (autod.runtime.retry)
-            raise BudgetExhausted("max_edits_per_day reached")
-        scope = chain(self.mode.scope(self.deps.env))
-        boundary = self.deps.env.boundary
-        stop = threading.Event()
-
-        def work() -> tuple[list[FileChange], str]:
-            changes = prepare(plan, boundary, caps, scope=scope, stop=stop)
-            return changes, unified_diff(changes)
-
-        try:
-            return await asyncio.to_thread(work)
-        except asyncio.CancelledError:
-            stop.set()  # the thread ends at its next check: a stop never waits for a huge plan
-            raise
-
-    async def propose(self, plan: Plan, changes: list[FileChange]) -> None:
-        """Held for `autod approve`: stored, nothing written."""
-        pid = await store_proposal(self.state, self.settings, self.r, self.mode.name, self.event, plan,
-                                   self.last_diff, changes)
-        self.r.status, self.r.proposal_id = Status.PENDING_APPROVAL, pid
-        self.r.edits = [{"path": c.rel, "added": c.added, "removed": c.removed} for c in changes]
-
-    async def write_report(self, plan: Plan) -> None:
-        mode = self.mode
-        # a report-only mode always writes its report (it has facts even when the planner gave no text)
-        if not isinstance(mode, ReportWriter) or (not plan.report and mode.writes_code):
-            self.r.status = "reported" if plan.report else "no_change"
-            return
-        path = await mode.write_report(self.event, plan, self.deps.env, self.deps.own_writes)
-        self.r.status, self.r.report_path = "reported", str(path)
-
-    def left_behind(self) -> list[str]:
-        """Files a rollback left because someone else changed them after autod wrote them."""
-        return list((self.r.rollback or {}).get("left") or [])
+    async def act_approved(self, plan: Plan) -> None:
+        """ACT on the plan the operator approved: no planner, no second confirmation."""
+        self.r.attempts, self.r.planner, self.r.plan_summary = 1, "operator-approved", plan.summary
+        acted = await self.into_tree(plan)
+        assert acted is not None  # approved: never held again
+        self.r.status, self.r.reason = acted.verification.status, acted.verification.reason or None
 
     async def reflect(self) -> None:
+        """REFLECT: the record's timing and end, the attempt counted and the day booked, the lesson and
+        the episode in memory; then the log line, the state row and the transcript's outcome."""
+        r = self.r
         async with self.phase("reflect"):
-            r = self.r
             r.timing = timing(self._started, self._spent)
-            left = self.left_behind()
-            if left:  # never a clean `rolled_back` while autod's edit may still be in a file
-                r.status = "partly_rolled_back"
-                why = f"rollback left {', '.join(left)}: changed by someone else after autod wrote it"
-                r.reason = f"{why}; {r.reason}" if r.reason else why
-            if r.status in ATTEMPT_STATUSES:
-                attempt = self.last_attempt
-                if r.status == "rejected":
-                    attempt = {"summary": r.plan_summary or "", "diff": "", "output": f"rejected: {r.reason}"}
-                r.quarantined = await self.state.call(
-                    self.deps.gate.record_attempt, self.event, r.status, attempt
-                )
-                if r.quarantined:
-                    log.warning(
-                        "quarantine.added",
-                        fingerprint=self.event.fingerprint,
-                        attempts=self.settings.limits.max_attempts_per_fingerprint,
-                    )
-            # a proposal lists the edits it would make but wrote nothing: its approval books them
-            written = 0 if r.status == "pending_approval" else len(r.edits)
-            await self.state.call(
-                self.deps.gate.book, edits=written, tokens=r.tokens["prompt"] + r.tokens["completion"]
-            )
+            left_in_files(r)
+            await counted(r, self.event, self.deps.gate, self.state, self.tried.last,
+                          self.settings.limits.max_attempts_per_fingerprint)
             r.lesson = distil_lesson(r, self.event)
-            if self.deps.memory is not None and teaches(r):  # an outage teaches nothing about the code
-                replay = await asyncio.to_thread(to_remember, self.kept, self.event.payload) if (
-                    r.status in ("fixed", "improved")) else ""
-                await remember(self.deps.memory, r, self.last_diff, replay=replay)
+            await learned(self.deps.memory, r, self.event, self.tried.diff, self.kept)
         log_reflection(r)
         await self.state.call(self.state.cycle_finished, r.cycle_id, r.status, r.reason, r.record())
         if self.transcript is not None:
             self.transcript.add({"kind": "outcome", "status": r.status, "reason": r.reason})
             await self.transcript.flush()
 
-    # -- helpers -----------------------------------------------------------------------
-    last_diff: str = ""  # the diff of the last plan prepared (the record's episode)
-    kept: tuple[FileChange, ...] = ()  # the changes kept in the tree (the episode's replay)
-    searching: CandidateSearch | None = None  # the cycle's candidate search, once made
+    # -- what the phases lend candidates, and share ------------------------------------------------
+    async def into_tree(self, plan: Plan, *, hold: str = "") -> Acted | None:
+        """ACT on one plan (candidates' `IntoTree`): prepared under every act rule, then kept or rolled
+        back in the tree, or held as a proposal (None; `hold`: why it needs a person's yes). What became
+        of it is recorded; a kept one goes to the after-keep hooks (the commit, the undo ledger)."""
+        async with self.phase("act"):
+            changes, self.tried.diff = await prepare(self.acting, plan)
+            done = await act(self.acting, self.r, plan, changes, self.tried.diff, hold=hold,
+                             approved=self.approved is not None)
+            record(self.r, done, self.event)
+            if isinstance(done, Proposal):
+                return None
+            if done.kept:
+                self.kept = done.kept
+                for hook in self.deps.extra_after_keep:
+                    await hook(self.r, self.event, done.diff, list(done.kept))
+            return done
+
+    async def write_report(self, plan: Plan) -> None:
+        """ACT for a report: the mode writes it, and the record says where."""
+        async with self.phase("act"):
+            self.r.status, path = await report(self.acting, plan)
+            if path is not None:
+                self.r.report_path = path
+
+    async def search(self) -> CandidateSearch:
+        """The cycle's candidate search, made once, verifying on the workspace's mirror when it can be
+        used (else in place, through `into_tree`); the fixes memory holds for the failure go first."""
+        if self.drawing is not None:
+            return self.drawing
+        validator = await choose_validator(self.deps.isolation, self.mode, self.event, self.deps.env,
+                                           InPlace(self.into_tree))
+        cfg = planning.search_config(self.settings, self.deps.planner_name)
+        per_day = self.settings.limits.max_tokens_per_day
+        self.drawing = search = CandidateSearch(
+            cfg, None, partial(prepare, self.acting), validator, record=self.transcribe, phase=self.phase,
+            tokens_left=partial(planning.tokens_left, self.state, self.r, per_day),
+            judged_by_behaviour=bool(self.mode.kinds & FAILURE_KINDS),
+            deadline=cycle_deadline(cfg, self._started))
+        if search.judged_by_behaviour and self.recalled:
+            search.replays = await planning.replays(self.recalled, self.deps.env.boundary, self.event)
+        return search
 
     @contextlib.asynccontextmanager
     async def phase(self, name: str) -> AsyncIterator[None]:
+        """Times a phase into the record's `durations_ms` and names it in the log and for the watchdog."""
         logs.set_phase(name)
         self.phase_now = name
         start = time.monotonic()

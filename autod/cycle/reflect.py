@@ -1,18 +1,69 @@
 """REFLECT: the reflection record, the lessons (the cycle's, and one per idea that did not work), and
-where they go (log, state db, memory)."""
+where they go (log, state db, memory); the attempt counted toward quarantine and the day's booking."""
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import structlog
 
 from autod import logs
+from autod.candidates.attempts import left_behind
+from autod.candidates.replay import to_remember
 from autod.events import Event
 from autod.memory import Memory
 from autod.reflection import Reflection
 
+if TYPE_CHECKING:
+    from autod.act.edits import FileChange
+    from autod.cycle.limits import Gate
+    from autod.stores.state import State
+
 log = structlog.get_logger("autod.cycle.reflect")
+log_phases = structlog.get_logger("autod.cycle.phases")  # the quarantine line, as it always was
+
+# outcomes that count as an attempt on the failure's fingerprint (toward quarantine)
+ATTEMPT_STATUSES = ("fixed", "improved", "rolled_back", "partly_rolled_back", "rejected", "no_change")
+
+
+def left_in_files(r: Reflection) -> None:
+    """Never a clean `rolled_back` while autod's edit may still be in a file: a rollback that left one
+    makes the cycle `partly_rolled_back`, and its reason names the files."""
+    left = left_behind(r)
+    if left:
+        r.status = "partly_rolled_back"
+        why = f"rollback left {', '.join(left)}: changed by someone else after autod wrote it"
+        r.reason = f"{why}; {r.reason}" if r.reason else why
+
+
+async def counted(r: Reflection, event: Event, gate: Gate, state: State, last_attempt: dict[str, str] | None,
+                  quarantine_after: int) -> None:
+    """The cycle's attempt counted on the failure's fingerprint (`r.quarantined` when that quarantines it),
+    and the edits it wrote and the tokens it spent booked on the day."""
+    if r.status in ATTEMPT_STATUSES:
+        attempt = last_attempt
+        if r.status == "rejected":
+            attempt = {"summary": r.plan_summary or "", "diff": "", "output": f"rejected: {r.reason}"}
+        r.quarantined = await state.call(gate.record_attempt, event, r.status, attempt)
+        if r.quarantined:
+            log_phases.warning("quarantine.added", fingerprint=event.fingerprint, attempts=quarantine_after)
+    # a proposal lists the edits it would make but wrote nothing: its approval books them
+    written = 0 if r.status == "pending_approval" else len(r.edits)
+    await state.call(gate.book, edits=written, tokens=r.tokens["prompt"] + r.tokens["completion"])
+
+
+async def learned(memory: Memory | None, r: Reflection, event: Event, diff: str,
+                  kept: Sequence[FileChange]) -> None:
+    """What a cycle that teaches something leaves in memory: its episode and lessons, and for a kept fix
+    what a later cycle needs to replay it (autod.candidates.replay). An outage teaches nothing."""
+    if memory is None or not teaches(r):
+        return
+    fixed = r.status in ("fixed", "improved")
+    replay = await asyncio.to_thread(to_remember, kept, event.payload) if fixed else ""
+    await remember(memory, r, diff, replay=replay)
 
 
 def distil_lesson(r: Reflection, event: Event) -> str | None:

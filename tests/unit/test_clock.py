@@ -10,7 +10,7 @@ from typing import Any
 
 from test_candidates import Drawer, Judge, search, whole
 
-from autod.candidates.attempts import run_attempts
+from autod.candidates.attempts import Tried, run_attempts
 from autod.candidates.clock import cycle_deadline, deadline_note, progress
 from autod.config.settings import CandidatesConfig
 from autod.reflection import Reflection
@@ -49,47 +49,39 @@ class Hanging(Drawer):
         return await super().ask(**kw)
 
 
-class Host:
+class Tree:
+    """The cycle's act phase as the attempt loop sees it: one callable (it records what it was given)."""
+
     def __init__(self) -> None:
-        self.r = Reflection(cycle_id="c", event_id="e", mode="auto-debug", fingerprint="f",
-                            kind="check_failed", summary="s")
-        self.attempts: list[Any] = []
-        self.last_attempt = None
-        self.last_diff = ""
         self.acted: list[Any] = []
 
-    def phase(self, name: str) -> Any:
-        import contextlib
-
-        return contextlib.nullcontext()
-
-    async def act(self, plan: Any, *, hold: str = "") -> Any:
+    async def __call__(self, plan: Any, *, hold: str = "") -> Any:
         self.acted.append(plan)
 
-    async def write_report(self, plan: Any) -> None: ...
 
-    def left_behind(self) -> list[str]:
-        return []
+def record() -> Reflection:
+    return Reflection(cycle_id="c", event_id="e", mode="auto-debug", fingerprint="f", kind="check_failed",
+                      summary="s")
 
 
 def test_past_the_deadline_the_draw_in_flight_is_dropped_and_the_cycle_ends_naming_it(tmp_path):
     drawer = Hanging(whole("return a * b"))
     s = search(tmp_path, drawer, Judge({}), n=3, max_cycle_minutes=1)
     s.deadline = time.monotonic() + 2  # the cycle started 58 s ago
-    host = Host()
-    asyncio.run(run_attempts(host, s, Judge({}), 3))  # type: ignore[arg-type]
-    assert len(drawer.asked) == 2 and host.r.attempts == 1  # no second attempt past the deadline
-    assert [c.outcome for c in s.all] == ["rolled_back"] and host.acted == []
-    assert host.r.status == "rolled_back"
+    r, tree = record(), Tree()
+    asyncio.run(run_attempts(s, 3, r=r, tried=Tried(), into_tree=tree))
+    assert len(drawer.asked) == 2 and r.attempts == 1  # no second attempt past the deadline
+    assert [c.outcome for c in s.all] == ["rolled_back"] and tree.acted == []
+    assert r.status == "rolled_back"
     assert "stopped at the cycle's deadline (1 min, candidates.max_cycle_minutes) after 1 of 3" in (
-        host.r.reason or "")
+        r.reason or "")
 
 
 def test_a_cycle_past_its_deadline_before_any_draw_fails_with_the_deadline_as_its_reason(tmp_path):
     drawer = Drawer(whole("return a + b"))
     s = search(tmp_path, drawer, Judge({"a + b": "fixed"}), n=2, max_cycle_minutes=0.5)
     s.deadline = time.monotonic() - 1
-    host = Host()
-    asyncio.run(run_attempts(host, s, Judge({}), 2))  # type: ignore[arg-type]
-    assert drawer.asked == [] and host.r.status == "failed"
-    assert host.r.reason.startswith("stopped at the cycle's deadline (0.5 min")
+    r = record()
+    asyncio.run(run_attempts(s, 2, r=r, tried=Tried(), into_tree=Tree()))
+    assert drawer.asked == [] and r.status == "failed"
+    assert r.reason.startswith("stopped at the cycle's deadline (0.5 min")
