@@ -66,6 +66,7 @@ def configure(d: Daemon) -> None:
         run_check=d._verify_check,
         last_results=d.book.results,
         prompt_room=d._prompt_room,
+        offline=not s.llm.base_url,
     )
     if s.llm.base_url:
         from autod.planner.llm import LLMPlanner
