@@ -20,6 +20,7 @@ from autod.metrics.observe import CycleMetrics, MeteredPlanner, TimedMode, descr
 from autod.metrics.sampler import sampler
 from autod.modes import Mode, ModeEnv
 from autod.runtime.limits import CircuitBreaker, Gate
+from autod.runtime.narrate import CycleNarrator
 from autod.runtime.retry import RetryPolicy
 from autod.transcripts import TranscriptStore
 from autod.undo.ledger import kept_hook
@@ -100,7 +101,7 @@ def configure(d: Daemon) -> None:
         if tx.enabled else None,
         delivery=d.delivery,
     )
-    d.dispatcher.observers = [CycleMetrics(d.metrics), CycleAnnouncer(d.courier)]
+    d.dispatcher.observers = [CycleMetrics(d.metrics), CycleAnnouncer(d.courier), CycleNarrator()]
     describe(d.metrics, s, d.planner_name)
     d.config_problems = [f"{'.'.join(map(str, p.key))}: {p.message}" for p in check_problems(s)]
     for problem in d.config_problems:
