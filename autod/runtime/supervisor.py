@@ -318,7 +318,8 @@ class Daemon:
         if not any(not c.fixer for c in self.settings.checks.values()):
             where = self.settings.config_file or "no config file (defaults)"
             log.warning("daemon.no_checks", config=str(where), detail="no checks are configured: autod runs"
-                        " no command, so no failure will come to fix; add `checks:` (README: Checks)")
+                        " no command, so no failure will come to fix; add `checks:` (README: Checks), or"
+                        " see autod work: `autod run` in an empty directory writes a demo project there")
         inside = config_inside_workspace(self.settings)
         if inside:
             log.warning("config.inside_workspace", config=str(self.settings.config_file), detail=inside)
