@@ -50,17 +50,22 @@ def make_calc_repo(repo: Path) -> Path:
     return repo
 
 
-def base_config(repo: Path, **overrides: Any) -> dict[str, Any]:
+def base_config(repo: Path, *, ranked: bool = False, **overrides: Any) -> dict[str, Any]:
+    """A config for the calc repository. `ranked`: its pytest check is re-run under autod's recorder to
+    rank code for the prompt (the product's default); off unless a test is about what a prompt shows:
+    that re-run is one more pytest run per cycle, and tests/integration/test_spectrum.py and
+    test_e2e_localize.py are the ranking's own tests."""
+    tests: dict[str, Any] = {
+        "run": f"{PYTHON} -m pytest -q -p no:cacheprovider tests",
+        "timeout_s": 120,
+        "when": ["start", "change"],
+    }
+    if not ranked:
+        tests["coverage"] = False
     cfg: dict[str, Any] = {
         "workspace": str(repo),
         "modes": {"auto-debug": {"enabled": True}, "auto-plan": {"enabled": False}},
-        "checks": {
-            "tests": {
-                "run": f"{PYTHON} -m pytest -q -p no:cacheprovider tests",
-                "timeout_s": 120,
-                "when": ["start", "change"],
-            }
-        },
+        "checks": {"tests": tests},
         "llm": {"base_url": None, "timeout_s": 20, "request_timeout_s": 10, "max_retries": 1},
         "limits": {"min_interval_s": 0},
         # one plan per attempt, from the wide prompt: the scripted LLMs below answer request by

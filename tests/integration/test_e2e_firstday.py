@@ -102,6 +102,11 @@ def test_a_refused_reload_leaves_status_and_pause_working_with_a_warning(tmp_pat
         assert out.returncode == 0 and out.stdout.strip() == "paused", out.stdout + out.stderr
         assert json.loads(run_cli("status", "--json", "-c", str(config)).stdout)["paused"] is True
         assert run_cli("resume", "-c", str(config)).returncode == 0
+        # the file mended: the next reload takes it
+        config.write_text(good.replace("  min_interval_s: 0\n", "  min_interval_s: 1\n"))
+        d.signal(signal.SIGHUP)
+        d.wait_for(lambda recs: [r for r in recs if r.get("event") == "config.reloaded"], 30, "reloaded")
+        assert "warning" not in run_cli("status", "-c", str(config)).stderr
         # Ctrl-C stops `autod run` as SIGTERM does: the cycle in flight is rolled back, exit 0
         d.signal(signal.SIGINT)
         assert d.stop() == 0
