@@ -2,11 +2,16 @@
 
 Clones this checkout's HEAD into a temporary directory and, there: makes the venv and installs autod
 (`--venv PATH` reuses an existing one instead, to stay fast), runs the README's "Test it" command
-(a few unit test files; `--full`: the whole suite), `autod config check`, the README's "Run it" as
-`autod run --once` (its `tests` check narrowed to those files unless `--full`), a misspelt
-environment override (exit 78), a running daemon whose config file goes bad under it (`status`,
-`pause` and `resume` still work, Ctrl-C exits 0), and `run --once` in an empty directory (exit 2,
-saying it has no checks). One line per step, then one JSON document; exit 0 when every step is green.
+(a few unit test files; `--full`: the whole suite) and its "Run it" (`autod run`, its `tests` check
+narrowed to those files unless `--full`) until the daemon says it is ready, makes the config file bad
+under it (the reload is refused; status, pause and resume still work) and stops it with Ctrl-C (exit
+0). Then the operator's steps: a config typo in the file and one in the environment (exit 78 naming
+the file, line and field, or the variable); `autod run` in an empty directory (the demo project,
+fixed by the offline planner); `autod undo` (the undone fix is not made again after a save); branch
+delivery across a restart (one branch); `autod quarantine clear` (the check runs again at once);
+`run --once` in an empty directory (exit 2: no checks). No model, no server: the offline planner.
+
+One JSON line per step as it ends, then one JSON document; exit 0 when every step is green.
 
     python bench/bench_firstday.py [--venv .venv] [--full]
 """
@@ -16,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -26,6 +30,11 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench import firstday_ops as ops  # noqa: E402
+
+Say = Callable[[str, bool, str], None]
 QUICK_TESTS = "tests/unit/test_config.py tests/unit/test_config_fuzz.py tests/unit/test_rules_planner.py"
 
 
@@ -35,22 +44,24 @@ class Day:
     def __init__(self, clone: Path, python: Path, full: bool) -> None:
         self.clone, self.python, self.full = clone, python, full
         self.steps: list[dict[str, Any]] = []
-        inherited = os.environ.items()
-        self.env = {k: v for k, v in inherited if not k.startswith(("AUTOD_", "NOTIFY_", "WATCHDOG_"))}
-        self.env.pop("RUNTIME_DIRECTORY", None)
+        self.env = ops.environment()
         self.env["PYTHONPATH"] = str(clone)  # a reused venv imports the clone's autod, not its own
         # `. .venv/bin/activate`, as the README does: the checks' programs (ruff, python) are found there
         self.env["PATH"] = f"{python.parent}{os.pathsep}{self.env.get('PATH', '')}"
-        if not full:  # the shipped config's `tests` check, narrowed to a few files
-            self.env["AUTOD_CHECKS__TESTS__RUN"] = f"python -m pytest -q -x -p no:cacheprovider {QUICK_TESTS}"
+        self.narrowed = {} if full else {  # the shipped config's `tests` check, on a few files
+            "AUTOD_CHECKS__TESTS__RUN": f"python -m pytest -q -x -n 0 -p no:cacheprovider {QUICK_TESTS}"}
 
     def autod(self, *args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
-              timeout: float = 600, plain: bool = False) -> subprocess.CompletedProcess[str]:
-        """`autod ARGS` from the clone's venv; `plain`: without the narrowed `tests` check."""
+              timeout: float = 600) -> subprocess.CompletedProcess[str]:
+        """`autod ARGS` from the clone's venv, in `cwd` (the clone)."""
         cmd = [str(self.python), "-m", "autod.cli.main", *args]
-        base = {k: v for k, v in self.env.items() if not (plain and k.startswith("AUTOD_"))}
-        return subprocess.run(cmd, cwd=cwd or self.clone, env={**base, **(env or {})},
+        return subprocess.run(cmd, cwd=cwd or self.clone, env={**self.env, **(env or {})},
                               capture_output=True, text=True, timeout=timeout)
+
+    def record(self, name: str, ok: bool, detail: str, took: float) -> None:
+        step = {"step": name, "ok": ok, "seconds": round(took, 1), "detail": detail}
+        self.steps.append(step)
+        print(json.dumps(step), flush=True)
 
     def step(self, name: str, fn: Callable[[], tuple[bool, str]]) -> bool:
         start = time.monotonic()
@@ -58,10 +69,22 @@ class Day:
             ok, detail = fn()
         except Exception as exc:  # a step that breaks is a red step, and the day goes on
             ok, detail = False, f"{type(exc).__name__}: {str(exc)[:300]}"
-        took = round(time.monotonic() - start, 1)
-        self.steps.append({"step": name, "ok": ok, "seconds": took, "detail": detail})
-        print(f"{'ok  ' if ok else 'FAIL'} {name} ({took} s): {detail}", flush=True)
+        self.record(name, ok, detail, time.monotonic() - start)
         return ok
+
+    def steps_of(self, name: str, fn: Callable[[Say], None]) -> None:
+        """Several steps that share one daemon: `fn` says each as it is known, timed from the last."""
+        last = [time.monotonic()]
+
+        def say(step: str, ok: bool, detail: str) -> None:
+            now = time.monotonic()
+            self.record(step, ok, detail, now - last[0])
+            last[0] = now
+
+        try:
+            fn(say)
+        except Exception as exc:  # the step it broke in is red, and the day goes on
+            say(name, False, f"{type(exc).__name__}: {str(exc)[:300]}")
 
 
 def _venv(day: Day, reuse: Path | None) -> tuple[bool, str]:
@@ -86,62 +109,34 @@ def _config_check(day: Day) -> tuple[bool, str]:
     return out.returncode == 0 and len(lines) <= 4, f"exit {out.returncode}, {len(lines)} lines: {lines[:1]}"
 
 
-def _run_once(day: Day) -> tuple[bool, str]:
-    out = day.autod("run", "--once", timeout=1800)
-    log = day.clone / ".autod" / "logs" / "autod.jsonl"
-    ran = [json.loads(x) for x in log.read_text().splitlines() if '"check.ran"' in x] if log.exists() else []
-    said = ", ".join(f"{r.get('check')}={r.get('exit_code')}" for r in ran)
-    return out.returncode == 0 and bool(ran), f"exit {out.returncode}; checks {said or 'none ran'}"
+def _run_it(day: Day, say: Say) -> None:
+    """The README's `autod run` on the clone: ready with its checks passing; a bad file under it."""
+    d = ops.Running(day.python, day.clone, {**day.env, **day.narrowed})
+    try:
+        ready = d.event("daemon.ready", timeout=1800)
+        passed = ready.get("checks") and all(v == "passed" for v in ready["checks"].values())
+        say("run it (README): ready, its checks pass", bool(passed), str(ready.get("said")))
+        config = day.clone / "config" / "autod.yaml"
+        say("a bad file under the running daemon", *ops.bad_file_under_a_running_daemon(
+            d, lambda *a: day.autod(*a, env=day.narrowed), config))
+    finally:
+        code = d.stop()
+    say("Ctrl-C stops it", code == 0, f"exit {code}")
 
 
-def _typo(day: Day) -> tuple[bool, str]:
+def _typo_in_the_environment(day: Day) -> tuple[bool, str]:
     out = day.autod("config", "check", env={"AUTOD_LIMTS__MAX_CYCLES_PER_HOUR": "3"})
     return out.returncode == 78 and "AUTOD_LIMTS__" in out.stderr, out.stderr.strip()[:200]
 
 
-def _bad_file_under_a_running_daemon(day: Day) -> tuple[bool, str]:
-    config = day.clone / "config" / "autod.yaml"
-    good = config.read_text()
-    log = day.clone / ".autod" / "logs" / "autod.jsonl"
-    seen = len(log.read_text().splitlines()) if log.exists() else 0
-    proc = subprocess.Popen([str(day.python), "-m", "autod.cli.main", "run"], cwd=day.clone, env=day.env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-    def wait(event: str, timeout: float = 600) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and proc.poll() is None:
-            lines = log.read_text().splitlines()[seen:] if log.exists() else []
-            if any(f'"event": "{event}"' in x or f'"event":"{event}"' in x for x in lines):
-                return
-            time.sleep(0.2)
-        raise TimeoutError(f"no {event} in the log")
-
-    try:
-        wait("daemon.started")
-        config.write_text(good.replace("workspace: .\n", "workspace: .\n  bogus: 1\n", 1))
-        proc.send_signal(signal.SIGHUP)
-        wait("config.reload_refused")
-        status, pause, resume = day.autod("status"), day.autod("pause"), day.autod("resume")
-        proc.send_signal(signal.SIGINT)
-        code = proc.wait(120)
-    finally:
-        config.write_text(good)
-        if proc.poll() is None:
-            proc.kill()
-    warned = "config file on disk is invalid" in status.stderr
-    ok = (status.returncode, pause.returncode, resume.returncode, code) == (0, 0, 0, 0) and warned
-    return ok, (f"status {status.returncode} (warned: {warned}), pause {pause.returncode}, resume"
-                f" {resume.returncode}, Ctrl-C exit {code}")
-
-
-def _empty_dir(day: Day, empty: Path) -> tuple[bool, str]:
-    out = day.autod("run", "--once", cwd=empty, plain=True)
+def _empty_dir_once(day: Day, empty: Path) -> tuple[bool, str]:
+    out = day.autod("run", "--once", cwd=empty)
     said = out.stderr.strip()[:160]
     return out.returncode == 2 and "no checks" in out.stderr, f"exit {out.returncode}: {said}"
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     p.add_argument("--venv", type=Path, help="reuse this venv (with autod's [dev] dependencies), make none")
     p.add_argument("--full", action="store_true", help="the whole suite, and the shipped checks as they are")
     args = p.parse_args(argv)
@@ -154,11 +149,21 @@ def main(argv: list[str] | None = None) -> int:
         day.step("venv", lambda: _venv(day, args.venv))
         day.step("test it (README)", lambda: _tests(day))
         day.step("config check", lambda: _config_check(day))
-        day.step("run it (README, --once)", lambda: _run_once(day))
-        day.step("misspelt override is an error", lambda: _typo(day))
-        day.step("bad file under a running daemon", lambda: _bad_file_under_a_running_daemon(day))
+        day.steps_of("run it (README)", lambda say: _run_it(day, say))
+        scratch = Path(tmp) / "scratch"
+        scratch.mkdir()
+        day.step("a typo in the config file is an error naming file, line and field",
+                 lambda: ops.typo_in_the_file(day.autod, clone / "config" / "autod.yaml", scratch))
+        day.step("a misspelt override is an error naming the variable", lambda: _typo_in_the_environment(day))
+        demo = Path(tmp) / "demo"
+        demo.mkdir()
+        day.steps_of("the demo", lambda say: ops.demo_and_undo(day.python, day.autod, day.env, demo, say))
+        day.step("a fix on a branch, and one branch after a restart",
+                 lambda: ops.one_branch(day.python, day.env, demo, Path(tmp) / "branch"))
+        day.step("quarantine clear runs the check again",
+                 lambda: ops.quarantine_clear(day.python, day.autod, day.env, demo, Path(tmp) / "stuck"))
         (Path(tmp) / "empty").mkdir()
-        day.step("run --once in an empty directory", lambda: _empty_dir(day, Path(tmp) / "empty"))
+        day.step("run --once in an empty directory", lambda: _empty_dir_once(day, Path(tmp) / "empty"))
     green = all(s["ok"] for s in day.steps)
     print(json.dumps({"bench": "firstday", "green": green, "full": args.full, "steps": day.steps}))
     return 0 if green else 1

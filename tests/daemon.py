@@ -50,17 +50,22 @@ def make_calc_repo(repo: Path) -> Path:
     return repo
 
 
-def base_config(repo: Path, **overrides: Any) -> dict[str, Any]:
+def base_config(repo: Path, *, ranked: bool = False, **overrides: Any) -> dict[str, Any]:
+    """A config for the calc repository. `ranked`: its pytest check is re-run under autod's recorder to
+    rank code for the prompt (the product's default); off unless a test is about what a prompt shows:
+    that re-run is one more pytest run per cycle, and tests/integration/test_spectrum.py and
+    test_e2e_localize.py are the ranking's own tests."""
+    tests: dict[str, Any] = {
+        "run": f"{PYTHON} -m pytest -q -p no:cacheprovider tests",
+        "timeout_s": 120,
+        "when": ["start", "change"],
+    }
+    if not ranked:
+        tests["coverage"] = False
     cfg: dict[str, Any] = {
         "workspace": str(repo),
         "modes": {"auto-debug": {"enabled": True}, "auto-plan": {"enabled": False}},
-        "checks": {
-            "tests": {
-                "run": f"{PYTHON} -m pytest -q -p no:cacheprovider tests",
-                "timeout_s": 120,
-                "when": ["start", "change"],
-            }
-        },
+        "checks": {"tests": tests},
         "llm": {"base_url": None, "timeout_s": 20, "request_timeout_s": 10, "max_retries": 1},
         "limits": {"min_interval_s": 0},
         # one plan per attempt, from the wide prompt: the scripted LLMs below answer request by
@@ -85,9 +90,13 @@ class Autod:
     """`autod run -c CONFIG` as a subprocess, with helpers to wait on its JSON log."""
 
     def __init__(
-        self, config: Path, *, log_file: Path, env: dict[str, str] | None = None, args: tuple[str, ...] = ()
+        self, config: Path | None, *, log_file: Path, env: dict[str, str] | None = None,
+        args: tuple[str, ...] = (), cwd: Path | None = None, stderr_dir: Path | None = None,
     ) -> None:
+        """`config` None: `autod run` with no -c, in `cwd`, finding its config as a user's would (its
+        stderr then goes to `stderr_dir`: never into a workspace the daemon watches)."""
         self.config = config
+        self.cwd = cwd or (config.parent if config is not None else Path.cwd())
         self.log_file = log_file
         # systemd variables inherited from a test runner that is itself a service must not reach the
         # daemon: it would notify the runner's manager, or skip the watchdog (WATCHDOG_PID is not its
@@ -96,17 +105,20 @@ class Autod:
         self.env = {**inherited, "ORT_DISABLE_TELEMETRY": "1", **(env or {})}
         self.args = args
         self.proc: subprocess.Popen[str] | None = None
-        self.stderr_path = config.parent / f"autod-stderr-{int(time.time() * 1000)}.txt"
+        where = stderr_dir or (config.parent if config is not None else None)
+        assert where is not None, "autod run without -c: say where its stderr goes (stderr_dir)"
+        self.stderr_path = where / f"autod-stderr-{int(time.time() * 1000)}.txt"
 
     def start(self) -> Autod:
         self._stderr = open(self.stderr_path, "w")  # noqa: SIM115
+        config = ["-c", str(self.config)] if self.config is not None else []
         self.proc = subprocess.Popen(
-            [*AUTOD, "run", "-c", str(self.config), *self.args],
+            [*AUTOD, "run", *config, *self.args],
             stdout=subprocess.DEVNULL,
             stderr=self._stderr,
             env=self.env,
             text=True,
-            cwd=str(self.config.parent),
+            cwd=str(self.cwd),
         )
         return self
 
@@ -142,6 +154,15 @@ class Autod:
                 )
             time.sleep(0.1)
         raise AssertionError(f"timed out waiting for {what}; stderr:\n{self.stderr()[-3000:]}")
+
+    def wait_ready(self, n: int = 1, timeout: float = 90) -> dict[str, Any]:
+        """The daemon's `n`th readiness (`daemon.ready`: every source armed, the start-up checks run,
+        the dispatcher taking events): from then on a change is seen and a trigger is worked on. Wait on
+        this, never on a sleep; a reload re-arms the sources and says it again (n=2)."""
+        return self.wait_for(
+            lambda recs: [r for r in recs if r.get("event") == "daemon.ready"][n - 1:], timeout,
+            f"daemon.ready #{n}",
+        )[0]
 
     def wait_reflections(self, n: int, timeout: float = 90) -> list[dict[str, Any]]:
         return self.wait_for(

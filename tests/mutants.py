@@ -50,7 +50,7 @@ GUARDS: dict[str, tuple[str, ...]] = {
     "autod/act/judges.py": ("test_judges.py", "test_protected_files.py"),
     "autod/act/allowance.py": ("test_allowance.py",),
     "autod/checks/outcome.py": ("test_outcome.py", "test_judge.py"),
-    "autod/runtime/limits.py": ("test_limits.py",),
+    "autod/cycle/limits.py": ("test_limits.py",),
 }
 # Functions of a guard module that guard nothing, left out of the pass: (module, qualname) -> why.
 NOT_GUARDS: dict[tuple[str, str], str] = {

@@ -28,7 +28,10 @@ from pathlib import Path
 
 from autod.confinement import HIDDEN_DIRS, PRIVATE_DIRS, expose_error, under
 
-__all__ = ["HIDDEN_DIRS", "MountTable", "expose_error", "git_placeholder", "real", "under", "workspace_venvs"]
+__all__ = [
+    "HIDDEN_DIRS", "MountTable", "copy_mount_points", "expose_error", "git_placeholder", "real",
+    "remove_mount_points", "under", "workspace_venvs",
+]
 
 VENV_NAMES = (".venv", "venv")
 
@@ -149,6 +152,36 @@ def workspace_venvs(ws: Path) -> list[Path]:
         except OSError:
             continue
     return sorted(out)
+
+
+# -- mount points in a copy of the workspace ---------------------------------------------------
+
+
+def copy_mount_points(table: MountTable, shown_at: Path, copy: Path) -> list[Path]:
+    """What bwrap will create in `copy` (a copy of the workspace the sandbox shows at `shown_at`) as
+    mount points for the files it hides there and the copy lacks (autod's own files, never copied):
+    each such file, and each of its parent directories the copy lacks, outermost first."""
+    made: list[Path] = []
+    for op in table.ops:
+        if op.kind != "null" or op.dest == shown_at or not under(op.dest, shown_at):
+            continue
+        target = copy / op.dest.relative_to(shown_at)
+        for p in (*reversed(target.parents), target):
+            if under(p, copy) and p != copy and not os.path.lexists(p) and p not in made:
+                made.append(p)
+    return made
+
+
+def remove_mount_points(made: Sequence[Path]) -> None:
+    """Remove what `copy_mount_points` named and the run left empty: an empty file, then each empty
+    directory (innermost first). Never anything a check filled."""
+    for p in reversed(made):
+        with contextlib.suppress(OSError):
+            st = os.lstat(p)
+            if stat.S_ISDIR(st.st_mode):
+                os.rmdir(p)  # fails, and stays, unless empty
+            elif stat.S_ISREG(st.st_mode) and st.st_size == 0:
+                os.unlink(p)
 
 
 # -- the .git placeholder ----------------------------------------------------------------------

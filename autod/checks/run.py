@@ -246,6 +246,7 @@ async def _run_judged(
     bind_back: Sequence[str], private: Path | None, dirs: pertest.JudgeDirs | None,
 ) -> tuple[_Finished | None, CheckResult | None]:
     """Run the command (sandboxed or under the reaper); (finished run, None) or (None, start error)."""
+    made: list[Path] = []
     with contextlib.ExitStack() as stack:
         if wrapper == "bwrap":
             assert verdict is not None and verdict.bwrap is not None
@@ -268,6 +269,9 @@ async def _run_judged(
                 verdict.bwrap, command, workspace=cwd, env=env, network=check.network, mounts=table,
                 mount_at=mount_at,
             )
+            if mount_at is not None:  # what bwrap makes in the copy to hide autod's files is not the check's
+                shown, copy = mounts.real(view), mounts.real(cwd)
+                made = await asyncio.to_thread(mounts.copy_mount_points, table, shown, copy)
         else:
             full = [sys.executable, "-I", "-S", REAPER, str(program), *command]
         skip = [p for p in (policy.state_dir, output_dir) if p is not None]
@@ -281,6 +285,8 @@ async def _run_judged(
         finally:
             if private is not None:
                 await asyncio.to_thread(shutil.rmtree, private, True)
+            if made:
+                await asyncio.to_thread(mounts.remove_mount_points, made)
     after = await asyncio.to_thread(snapshot, cwd, skip)
     return _Finished(fin, before, after), None
 

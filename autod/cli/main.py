@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
@@ -45,9 +46,16 @@ def _minutes(text: str) -> float:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from autod import heap, logs
+    from autod.cli import demo
     from autod.daemon.supervisor import Daemon, DaemonAlreadyRunning
     from autod.threads import STOP_JOIN_S, exit_now, run_bounded
 
+    if not args.once and demo.wanted(args.config, Path.cwd()):
+        try:
+            for line in demo.write(Path.cwd()):
+                _out(f"autod: {line}", file=sys.stderr)
+        except demo.DemoRefused as exc:
+            return _die(str(exc), 2)
     settings = _settings(args)
     if args.once and not any(not c.fixer for c in settings.checks.values()):
         cfg = settings.config_file

@@ -39,6 +39,7 @@ from autod.runtime.checkbook import CheckBook
 from autod.runtime.dispatch import Dispatcher
 from autod.runtime.freshness import Run
 from autod.runtime.housekeeping import housekeeping
+from autod.runtime.narrate import announce_ready
 from autod.runtime.notify import Notifier
 from autod.runtime.sourceset import SourceSet, source_specs
 from autod.safety.boundary import config_inside_workspace
@@ -72,6 +73,7 @@ class Daemon:
         self.memory: ResilientMemory | None = None
         self.config_problems: list[str] = []  # checks that cannot start, found before they ran
         self._lock_fd: int | None = None
+        self._ready: asyncio.Task[None] | None = None  # logs daemon.ready once the sources are armed
         self.dispatcher = Dispatcher(self)
         self.metrics = Metrics()
         self.metrics_server = MetricsServer(self.metrics)
@@ -187,6 +189,10 @@ class Daemon:
         if not self.once:
             specs += source_specs(s, self.own_writes)
         self.sources.start(specs)
+        if self._ready is not None:
+            self._ready.cancel()
+        ready = announce_ready(self.sources, self.book.results, [m.name for m in self.modes])
+        self._ready = asyncio.create_task(ready, name="ready")
 
     async def accept(self, event: Event) -> None:
         """Route one event: file changes also trigger checks; queue it if an enabled mode takes it."""
@@ -312,7 +318,8 @@ class Daemon:
         if not any(not c.fixer for c in self.settings.checks.values()):
             where = self.settings.config_file or "no config file (defaults)"
             log.warning("daemon.no_checks", config=str(where), detail="no checks are configured: autod runs"
-                        " no command, so no failure will come to fix; add `checks:` (README: Checks)")
+                        " no command, so no failure will come to fix; add `checks:` (README: Checks), or"
+                        " see autod work: `autod run` in an empty directory writes a demo project there")
         inside = config_inside_workspace(self.settings)
         if inside:
             log.warning("config.inside_workspace", config=str(self.settings.config_file), detail=inside)
@@ -339,7 +346,8 @@ class Daemon:
                 if self.dispatcher.current is not None:
                     log.info("daemon.rolling_back_cycle_in_flight")
                 dispatcher.cancel()
-            tasks = (dispatcher, house, watchdog, stop_wait, llm_watch, llm_check, *outputs)
+            tasks = (dispatcher, house, watchdog, stop_wait, llm_watch, llm_check, *outputs,
+                     *([self._ready] if self._ready else []))
             for t in tasks:
                 t.cancel()
             for t in tasks:

@@ -20,6 +20,7 @@ from autod.delivery.verify import MirrorVerifier
 from autod.metrics.observe import CycleMetrics, MeteredPlanner, TimedMode, describe
 from autod.metrics.sampler import sampler
 from autod.modes import Mode, ModeEnv
+from autod.runtime.narrate import CycleNarrator
 from autod.runtime.retry import RetryPolicy
 from autod.transcripts import TranscriptStore
 from autod.undo.ledger import kept_hook
@@ -66,6 +67,7 @@ def configure(d: Daemon) -> None:
         run_check=d._verify_check,
         last_results=d.book.results,
         prompt_room=d._prompt_room,
+        offline=not s.llm.base_url,
     )
     if s.llm.base_url:
         from autod.planner.llm import LLMPlanner
@@ -100,7 +102,7 @@ def configure(d: Daemon) -> None:
         if tx.enabled else None,
         delivery=d.delivery,
     )
-    d.dispatcher.observers = [CycleMetrics(d.metrics), CycleAnnouncer(d.courier)]
+    d.dispatcher.observers = [CycleMetrics(d.metrics), CycleAnnouncer(d.courier), CycleNarrator()]
     describe(d.metrics, s, d.planner_name)
     d.config_problems = [f"{'.'.join(map(str, p.key))}: {p.message}" for p in check_problems(s)]
     for problem in d.config_problems:

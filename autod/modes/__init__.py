@@ -70,6 +70,9 @@ class ModeEnv:
     # prompt_room(mode) -> (tokens a whole prompt may take at the LLM server: its context window less
     # the mode's reply cap, characters per token there), or None when the server's window is unknown
     prompt_room: Callable[[str], Awaitable[tuple[int, float] | None]] | None = None
+    # the planner reads no prompt (the offline rules planner runs the fixer checks): a mode builds
+    # only what that planner uses
+    offline: bool = False
 
     @property
     def workspace(self) -> Path:

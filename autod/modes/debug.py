@@ -69,6 +69,10 @@ class DebugMode:
         budget = await fitted_budget(env, self.name, env.settings.localize.budget_tokens, fixed)
         excerpt = trim_failure(raw[-16000:], int(budget * EXCERPT_SHARE) * 4)
         memory = recalled_text(recalled, shown=raw, budget_tokens=memory_budget(env.settings, budget))
+        if env.offline:
+            # the offline planner runs the fixer checks and reads no prompt: nothing to localize, no
+            # failing tests to re-run for a ranking (on a large workspace that was most of its cycle)
+            return Sections(excerpt=excerpt, sources="", diff="", memory=memory)
         since = await env.state.call(env.state.get_kv, "last_green_rev")
         spectrum = await self._spectrum(event, env)
         found = await localize(

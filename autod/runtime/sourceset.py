@@ -92,6 +92,21 @@ class SourceSet:
         ready = self._armed.get(name)
         return ready is not None and ready.is_set()
 
+    async def wait_armed(self, poll_s: float = 0.1) -> list[str]:
+        """Until every source that still runs is armed; the names of those armed. A source that ended,
+        stopped or was disabled is not waited for."""
+        while True:
+            live = [n for n, st in self.states.items() if st.state in ("starting", "running", "restarting")]
+            waiting = [n for n in live if not self.armed(n)]
+            if not waiting:
+                return live
+            ready = self._armed.get(waiting[0])
+            if ready is None:  # its task has not made the source yet
+                await asyncio.sleep(poll_s)
+                continue
+            with contextlib.suppress(TimeoutError):  # a restart may replace the event: look again
+                await asyncio.wait_for(ready.wait(), timeout=1.0)
+
     def start(self, specs: list[tuple[str, str, Factory]]) -> None:
         self.states.clear()
         for name, kind, factory in specs:

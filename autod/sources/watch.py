@@ -33,6 +33,7 @@ log = structlog.get_logger(__name__)
 
 MAX_PATHS = 500
 SUMMARY_NAMES = 5
+MAX_DROPPED_SHOWN = 20
 POLL_DELAY_MS = 300
 ROOT_POLL_S = 0.25
 MAX_STEP_MS = 1000
@@ -214,7 +215,10 @@ class WatchSource:
 
     async def _batch_event(self, paths: set[str]) -> Event | None:
         kept = await asyncio.to_thread(self._keep, paths)
-        if not kept:
+        if not kept:  # a batch of autod's own writes, or of ignored files: said, so it can be waited on
+            dropped = sorted(_relative(self.workspace, p) for p in paths)
+            log.debug("watch.batch_dropped", source=self.name, paths=dropped[:MAX_DROPPED_SHOWN],
+                      count=len(dropped))
             return None
         rels = sorted(_relative(self.workspace, p) for p in kept)
         names = ", ".join(rels[:SUMMARY_NAMES]) + (", …" if len(rels) > SUMMARY_NAMES else "")

@@ -29,7 +29,7 @@ WHOLE_FIX = whole("add must add", "def add(a, b):\n    return a + b")
 
 
 def start(tmp_path: Path, repo: Path, llm_url: str, **overrides: object) -> Autod:
-    cfg = base_config(repo, **overrides)
+    cfg = base_config(repo, ranked=True, **overrides)
     cfg["llm"]["base_url"] = llm_url
     cfg["state_dir"] = str(tmp_path / "state")
     config = write_config(tmp_path / "autod.yaml", cfg)

@@ -39,7 +39,7 @@ def test_a_fix_to_a_definition_with_a_fenced_docstring_is_read_whole_and_lands(
     (calc_repo / "src" / "calc.py").write_text(BUGGY)
     git(calc_repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qam", "doc example")
     scripted_llm.push_text(reply(BUGGY.replace("a - b", "a + b")))
-    cfg = base_config(calc_repo, candidates={"n": 1, "focused": focused},
+    cfg = base_config(calc_repo, ranked=True, candidates={"n": 1, "focused": focused},
                       modes={"auto-debug": {"enabled": True, "max_attempts_per_cycle": 1}})
     cfg["llm"]["base_url"] = scripted_llm.base_url
     cfg["state_dir"] = str(tmp_path / "state")

@@ -4,6 +4,7 @@ does not lock the operator out, `run --once` with nothing to run says so, and Ct
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -101,6 +102,11 @@ def test_a_refused_reload_leaves_status_and_pause_working_with_a_warning(tmp_pat
         assert out.returncode == 0 and out.stdout.strip() == "paused", out.stdout + out.stderr
         assert json.loads(run_cli("status", "--json", "-c", str(config)).stdout)["paused"] is True
         assert run_cli("resume", "-c", str(config)).returncode == 0
+        # the file mended: the next reload takes it
+        config.write_text(good.replace("  min_interval_s: 0\n", "  min_interval_s: 1\n"))
+        d.signal(signal.SIGHUP)
+        d.wait_for(lambda recs: [r for r in recs if r.get("event") == "config.reloaded"], 30, "reloaded")
+        assert "warning" not in run_cli("status", "-c", str(config)).stderr
         # Ctrl-C stops `autod run` as SIGTERM does: the cycle in flight is rolled back, exit 0
         d.signal(signal.SIGINT)
         assert d.stop() == 0
@@ -152,31 +158,14 @@ def test_a_fixer_change_rolled_back_once_is_tried_again_by_the_next_cycle_and_ke
 
 
 def fresh_clone(dest: Path) -> Path:
-    """A clone of this checkout's HEAD with the working tree's tests/ and config/ laid over it."""
+    """A clone of this checkout's HEAD with the working tree's autod/, tests/ and config/ laid over it
+    (`python -m autod...` run there imports the clone's autod, as a user's would)."""
     root = Path(__file__).resolve().parents[2]
     subprocess.run(["git", "clone", "-q", "--no-hardlinks", str(root), str(dest)], check=True, timeout=120)
-    for part in ("tests", "config"):
+    for part in ("autod", "tests", "config"):
         shutil.copytree(root / part, dest / part, dirs_exist_ok=True,
                         ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache"))
     return dest
-
-
-def test_the_shipped_config_tests_pass_in_the_sandbox_that_hides_the_shipped_config(tmp_path):
-    clone = fresh_clone(tmp_path / "autod")
-    tests = "tests/unit/test_config.py tests/unit/test_config_fuzz.py"
-    run = f"{PYTHON} -m pytest -q -n 0 -p no:cacheprovider {tests}"
-    cfg = {
-        "workspace": str(clone), "state_dir": str(tmp_path / "state"),
-        "modes": {"auto-debug": {"enabled": False}},
-        "checks": {"sandbox": "bwrap", "config-tests": {"run": run, "timeout_s": 240, "when": ["start"]}},
-    }
-    config = write_config(tmp_path / "autod.yaml", cfg)
-    # run from the clone, as the README does: its config/autod.yaml is one of autod's own files there
-    out = run_cli("run", "--once", "-c", str(config), cwd=clone, timeout=300)
-    log = (tmp_path / "state" / "logs" / "autod.jsonl").read_text()
-    ran = [json.loads(line) for line in log.splitlines() if '"check.ran"' in line]
-    assert out.returncode == 0, (out.stderr[-2000:], [r.get("output", "")[-1500:] for r in ran])
-    assert ran and all(r["exit_code"] == 0 for r in ran)
 
 
 def test_a_busy_llm_server_is_said_to_be_busy_not_unreachable(tmp_path, calc_repo, scripted_llm):
@@ -291,5 +280,81 @@ def test_a_daemon_with_no_checks_says_at_start_that_nothing_will_be_checked(tmp_
     try:
         said = d.wait_for(lambda recs: [r for r in recs if r.get("event") == "daemon.no_checks"], 60, "it")
         assert said[0]["level"] == "warning" and "no failure will come" in said[0]["detail"], said
+    finally:
+        assert d.stop() == 0
+
+
+def newcomer_env(**more: str) -> dict[str, str]:
+    """`. .venv/bin/activate` as the README does (the checks' python, pytest and ruff are found there),
+    and no AUTOD_ variable of the test runner's."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOD_")}
+    env["PATH"] = f"{Path(PYTHON).parent}{os.pathsep}{env.get('PATH', '')}"
+    return {**env, **more}
+
+
+def test_run_in_an_empty_directory_writes_a_demo_and_fixes_its_lint_failure(tmp_path):
+    if Path("/etc/autod/autod.yaml").exists():
+        pytest.skip("/etc/autod/autod.yaml is installed here: autod run finds it, as it should")
+    demo = tmp_path / "demo"
+    demo.mkdir()
+    log = demo / ".autod" / "logs" / "autod.jsonl"
+    d = Autod(None, cwd=demo, log_file=log, env=newcomer_env(), stderr_dir=tmp_path).start()
+    try:
+        ready = d.wait_ready()
+        assert ready["checks"] == {"tests": "passed", "lint": "failed"}, ready
+        assert "lint queued for auto-debug" in ready["said"], ready
+        (fixed,) = d.wait_reflections(1)
+        assert fixed["status"] == "fixed", fixed
+        assert [e["path"] for e in fixed["edits"]] == ["inventory.py"]
+        said = d.wait_for(lambda recs: [r for r in recs if r.get("event") == "cycle.outcome"], 30, "outcome")
+        assert said[0]["said"].startswith("fixed: check lint failed"), said
+        assert "import os" not in (demo / "inventory.py").read_text()
+        assert "-import os" in git(demo, "diff")  # the demo was committed: the fix is the diff
+    finally:
+        assert d.stop() == 0
+    told = d.stderr()
+    for name in ("autod.yaml", "inventory.py", "test_inventory.py"):
+        assert f"  {name} " in told, told[:2000]
+    # the next `autod run` there finds ./autod.yaml and writes nothing
+    out = run_cli("config", "check", cwd=demo, env=newcomer_env())
+    assert out.returncode == 0 and out.stdout.startswith("autod.yaml: ok"), out.stdout + out.stderr
+
+
+def test_run_in_an_empty_directory_without_the_demos_tools_writes_nothing_and_says_what_is_missing(tmp_path):
+    if Path("/etc/autod/autod.yaml").exists():
+        pytest.skip("/etc/autod/autod.yaml is installed here: autod run finds it, as it should")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    bare = tmp_path / "bin"  # a PATH with git, but neither ruff nor a python that has pytest
+    bare.mkdir()
+    (bare / "git").symlink_to(shutil.which("git") or "/usr/bin/git")
+    out = run_cli("run", cwd=empty, env={**newcomer_env(), "PATH": str(bare)})
+    assert out.returncode == 2, out.stderr
+    assert "would write a demo project here, but its checks need python, ruff" in out.stderr, out.stderr
+    assert list(empty.iterdir()) == []
+
+
+def test_the_readme_run_on_autods_own_checkout_passes_its_checks_then_fixes_a_lint_failure(tmp_path):
+    clone = fresh_clone(tmp_path / "autod")
+    # the shipped config as it is, its unit tests narrowed to one that reads the shipped config (the
+    # sandbox hides the file from it: it read it once and failed, and every cycle with it): the whole
+    # suite would take minutes
+    tests = "tests/unit/test_config.py::test_the_example_config_is_valid"
+    env = newcomer_env(AUTOD_CHECKS__TESTS__RUN=f"python -m pytest -q -n 0 -p no:cacheprovider {tests}")
+    log = clone / ".autod" / "logs" / "autod.jsonl"
+    d = Autod(None, cwd=clone, log_file=log, env=env, stderr_dir=tmp_path).start()
+    try:
+        ready = d.wait_ready(timeout=300)
+        assert list(ready["checks"].items()) == [("lint", "passed"), ("tests", "passed")], ready
+        assert "nothing to fix" in ready["said"], ready
+        # a save that breaks lint: autod's own fixer check mends it, and the tests still pass
+        tally = clone / "autod" / "tally.py"
+        unused = tally.read_text().replace("import contextlib\n", "import contextlib\nimport json\n", 1)
+        tally.write_text(unused)
+        (fixed,) = d.wait_reflections(1, timeout=300)
+        assert fixed["status"] == "fixed", fixed
+        assert [c["name"] for c in fixed["checks"]] == ["lint", "tests"], fixed["checks"]
+        assert "import json" not in tally.read_text()
+        assert not json.loads(run_cli("quarantine", "--json", cwd=clone, env=env).stdout)
     finally:
         assert d.stop() == 0

@@ -26,7 +26,7 @@ def test_the_need_round_shows_asked_definitions_and_nothing_outside_the_read_rul
         }
     )
     scripted_llm.push_plan(FIX_PLAN)
-    cfg = base_config(calc_repo)
+    cfg = base_config(calc_repo, ranked=True)
     cfg["llm"]["base_url"] = scripted_llm.base_url
     cfg["state_dir"] = str(tmp_path / "state")
     log_file = tmp_path / "state" / "logs" / "autod.jsonl"

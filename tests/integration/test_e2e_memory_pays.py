@@ -22,7 +22,7 @@ def whole(summary: str, source: str) -> dict:
 
 
 def start(tmp_path: Path, repo: Path, llm_url: str, **overrides: object) -> Autod:
-    cfg = base_config(repo, sources=WATCH, **overrides)
+    cfg = base_config(repo, ranked=True, sources=WATCH, **overrides)
     cfg["llm"]["base_url"] = llm_url
     cfg["state_dir"] = str(tmp_path / "state")
     config = write_config(tmp_path / "autod.yaml", cfg)
@@ -36,13 +36,16 @@ def test_the_second_cycles_first_request_a_suspects_prompt_carries_the_first_cyc
     the suspect's focused prompt, tells what was tried and that it did not work."""
     scripted_llm.push_plan(whole("multiply the operands", "def add(a, b):\n    return a * b\n"))
     scripted_llm.push_plan(whole("multiply the operands", "def add(a, b):\n    return a * b\n"))
+    # the human's save merges into the failure waiting for its retry: a backoff shorter than the
+    # default's 30 s, still long enough for the next plan to be queued before the retry asks for it
     d = start(tmp_path, calc_repo, scripted_llm.base_url, candidates={"n": 1, "focused": 1},
-              modes={"auto-debug": {"enabled": True, "max_attempts_per_cycle": 1}})
+              modes={"auto-debug": {"enabled": True, "max_attempts_per_cycle": 1}},
+              limits={"min_interval_s": 0, "retry_base_s": 3, "retry_max_s": 6})
     try:
         (r1,) = d.wait_reflections(1)
         assert r1["status"] == "rolled_back" and "did NOT work" in r1["lesson"], r1
         first_cycle = len(scripted_llm.requests)
-        time.sleep(1.5)  # the lesson is written; the watcher is armed
+        d.wait_ready()  # the watcher is armed (recall waits for the lesson's write by itself)
         scripted_llm.push_plan(whole("add must add", "def add(a, b):\n    return a + b\n"))
         test_file = calc_repo / "tests" / "test_calc.py"
         test_file.write_text(test_file.read_text() + "\n# touched by a human\n")
@@ -72,7 +75,7 @@ def test_a_failure_fixed_before_is_fixed_again_by_replaying_the_kept_change_with
         (r1,) = d.wait_reflections(1)
         assert r1["status"] == "fixed" and "return a + b" in calc.read_text(), r1
         assert len(scripted_llm.requests) == 1
-        time.sleep(1.5)  # the episode is written; the watcher is armed
+        d.wait_ready()  # the watcher is armed (recall waits for the episode's write by itself)
         calc.write_text(CALC_BUGGY)  # the bug is back
         r2 = d.wait_reflections(2)[1]
         assert r2["status"] == "fixed", r2
@@ -107,7 +110,7 @@ def test_a_failure_daemon_a_fixed_is_replayed_by_daemon_b_on_its_own_clone_with_
             llm_a.push_plan(whole("add must add", "def add(a, b):\n    return a + b\n"))
             memory = {"url": server.url, "timeout_s": 10, "open_wait_s": 30}
             for name, repo, llm in (("a", calc_repo, llm_a), ("b", clone, llm_b)):
-                cfg = base_config(repo, memory=memory, llm={"base_url": llm.base_url},
+                cfg = base_config(repo, ranked=True, memory=memory, llm={"base_url": llm.base_url},
                                   modes={"auto-debug": {"enabled": True, "max_attempts_per_cycle": 1}})
                 cfg["state_dir"] = str(tmp_path / f"state-{name}")
                 cfg["checks"]["tests"]["when"] = ["start"]
@@ -151,7 +154,7 @@ def test_a_replay_that_no_longer_fixes_is_a_rejected_candidate_never_in_the_tree
     try:
         (r1,) = d.wait_reflections(1)
         assert r1["status"] == "fixed", r1
-        time.sleep(1.5)  # the episode is written; the watcher is armed
+        d.wait_ready()  # the watcher is armed (recall waits for the episode's write by itself)
         scripted_llm.push_plan(whole("add one more", "def add(a, b):\n    return a + b + 1\n"))
         test_file.write_text(test_file.read_text().replace("add(2, 3) == 5", "add(2, 3) == 6"))
         calc.write_text(CALC_BUGGY)

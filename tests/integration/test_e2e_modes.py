@@ -14,7 +14,6 @@ import collections
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -146,13 +145,13 @@ def test_auto_doc_fixes_stale_docstrings_refuses_code_changes_and_shares_an_edit
     )
     llm.scripts["auto-doc"].extend([{"plan": doc_fix}, {"plan": doc_and_code}])
     cfg = base_config(
-        repo, sources=WATCH, modes={"auto-debug": {"enabled": True}, "auto-doc": {"enabled": True}}
+        repo, ranked=True, sources=WATCH,
+        modes={"auto-debug": {"enabled": True}, "auto-doc": {"enabled": True}},
     )
     cfg["llm"]["base_url"] = llm.base_url
     d = start(tmp_path, cfg)
     try:
-        d.wait_for(lambda recs: [x for x in recs if x.get("event") == "check.ran"], 60, "the start-up check")
-        time.sleep(1.0)  # let the watcher arm
+        d.wait_ready()  # the start-up check ran and the watcher is armed
 
         # 1. a stale docstring: only the docstring changes, the cycle is kept
         geo.write_text(GEO_STALE)

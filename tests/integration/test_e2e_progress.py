@@ -16,7 +16,7 @@ WRONG = "It must multiply.\n\n### src/calc.py · add\n```python\ndef add(a, b):\
 
 
 def configure(tmp_path: Path, repo: Path, url: str) -> Path:
-    cfg = base_config(repo, candidates={"n": 2, "focused": 0},
+    cfg = base_config(repo, ranked=True, candidates={"n": 2, "focused": 0},
                       modes={"auto-debug": {"enabled": True, "max_attempts_per_cycle": 2}})
     # the model may take its time: only the cycle's deadline stops a draw here
     cfg["llm"] |= {"base_url": url, "timeout_s": 300, "request_timeout_s": 300, "max_retries": 0}

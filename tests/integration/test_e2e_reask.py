@@ -18,7 +18,7 @@ def test_an_echoed_suspect_is_asked_with_the_failing_assertion_and_then_fixed(
 ):
     scripted_llm.push_text(reply("a - b"))  # the code as it is
     scripted_llm.push_text(reply("a + b"))
-    cfg = base_config(calc_repo, candidates={"n": 1, "focused": 2},
+    cfg = base_config(calc_repo, ranked=True, candidates={"n": 1, "focused": 2},
                       modes={"auto-debug": {"enabled": True, "max_attempts_per_cycle": 1}})
     cfg["llm"]["base_url"] = scripted_llm.base_url
     cfg["state_dir"] = str(tmp_path / "state")

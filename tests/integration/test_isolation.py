@@ -101,3 +101,33 @@ def test_a_candidate_that_loops_forever_is_stopped_at_its_own_deadline_not_the_c
     looped = asyncio.run(go())
     assert looped.timed_out and not looped.ok
     assert "timed out after 3s" in looped.output
+
+
+def test_a_config_inside_the_workspace_is_not_a_change_the_check_made_on_the_mirror(tmp_path, real_bwrap):
+    """The mirror never holds autod's own files; the sandbox still hides them at the workspace's path, so
+    bwrap makes an empty mount point (and its directory) in the mirror. That is not the check writing the
+    source: a fix verified there is not rolled back for it, and the mirror does not keep it."""
+    import subprocess
+
+    from autod.config.settings import load_config
+
+    ws = workspace(tmp_path)
+    (ws / "config").mkdir()
+    run = f"{sys.executable} -m pytest -q -p no:cacheprovider tests"
+    config = ws / "config" / "autod.yaml"  # as in autod's own checkout
+    config.write_text(f"workspace: {ws}\nchecks:\n  tests: {{run: {run!r}, timeout_s: 60}}\n")
+    subprocess.run(["git", "init", "-q", str(ws)], check=True)
+    subprocess.run(["git", "-C", str(ws), "add", "-A"], check=True)
+    subprocess.run(["git", "-C", str(ws), "-c", "user.name=t", "-c", "user.email=t@example.com",
+                    "commit", "-qm", "init"], check=True)
+    iso = Isolation(load_config(config))
+
+    async def go():
+        await iso.stage({"src/calc.py": b"def add(a, b):\n    return a + b\n"})
+        return await iso.run_check("tests")
+
+    good = asyncio.run(go())
+    assert good.ok, good.output
+    assert good.changed == [], good.changed  # it was ["config/autod.yaml"]: every such fix rolled back
+    assert not (iso.mirror.root / "config").exists()
+    assert config.read_text().startswith("workspace:")

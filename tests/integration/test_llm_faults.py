@@ -59,6 +59,7 @@ FAULTS: list[tuple[str, dict[str, Any], str, tuple[str, ...]]] = [
         ("not found", "src/calc.py"),
     ),
     ("file that does not exist", plan_with(edit("src/nope.py", "x = 1")), "rejected", ("does not exist",)),
+    ("broken syntax", plan_with(edit("src/calc.py", "return a - b", "return a +")), "rejected", ("syntax",)),
     (
         "dozens of edits past max_edits_per_cycle",
         plan_with(*[edit(f"src/new_{i}.py") for i in range(40)]),

@@ -124,7 +124,7 @@ def test_busy_single_slot_server_is_not_sent_a_retry_behind_the_abandoned_reques
 def fixed_through(tmp_path: Path, calc_repo: Path, llm: dict[str, Any]) -> tuple[Autod, dict[str, Any]]:
     """`autod run` on the calc repo against `llm` until its first cycle: fixed, `add` adds. The stopped
     daemon (for its log) and the cycle's record."""
-    daemon = Autod(write_config(tmp_path / "autod.yaml", base_config(calc_repo, llm=llm)),
+    daemon = Autod(write_config(tmp_path / "autod.yaml", base_config(calc_repo, ranked=True, llm=llm)),
                    log_file=calc_repo / ".autod/logs/autod.jsonl")
     daemon.start()
     try:
@@ -193,7 +193,7 @@ def test_a_window_learnt_by_one_autod_run_is_recalled_by_the_next_over_the_same_
         bug = "a - b" if run == 1 else "max(a, b) * min(a, b) + 1"
         (calc_repo / "src" / "calc.py").write_text(CALC_BUGGY.replace("a - b", bug))
         scripted_llm.push_text(fix)
-        cfg = base_config(calc_repo, llm=llm, state_dir=str(tmp_path / "state"))
+        cfg = base_config(calc_repo, ranked=True, llm=llm, state_dir=str(tmp_path / "state"))
         log = tmp_path / "state" / "logs" / "autod.jsonl"
         daemon = Autod(write_config(tmp_path / "autod.yaml", cfg), log_file=log).start()
         try:

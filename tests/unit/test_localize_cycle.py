@@ -419,3 +419,18 @@ def test_a_later_cycle_on_the_same_failure_never_sends_a_question_an_earlier_one
     later = planner.requests[asked:]
     assert later and not [q for q in later if question(q) in earlier]
     assert 0.0 not in [q.temperature for q in later]
+
+
+def test_an_offline_cycle_localizes_nothing_and_reruns_no_failing_test_for_a_ranking(ws):
+    """The offline planner runs the fixer checks and reads no prompt: nothing is localized (on autod's
+    own checkout that was most of such a cycle), and a pytest check is not re-run for a ranking."""
+    import dataclasses
+
+    planner = ScriptedPlanner(FIX)
+    pytest_check = {"run": f"{sys.executable} -m pytest -q", "timeout_s": 30}
+    deps, ran = make(ws, planner, checks={"calc": pytest_check}, planner_name="rules")
+    deps = dataclasses.replace(deps, env=dataclasses.replace(deps.env, offline=True))
+    context = asyncio.run(DebugMode().context(event(), deps.env, []))
+    assert context["sources"] == "" and context.used == [] and context.editable is None
+    assert ran == []  # no coverage re-run of the failing tests
+    assert "AssertionError" in context["excerpt"]

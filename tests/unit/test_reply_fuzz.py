@@ -12,6 +12,7 @@ f-strings, decorators and tabs are whatever these libraries hold, plus the cases
 from __future__ import annotations
 
 import ast
+import bisect
 import importlib.util
 import io
 import tokenize
@@ -42,11 +43,24 @@ def definitions(source: str) -> Iterator[tuple[str, int, int]]:
             yield prefix + d.name, first, d.end_lineno or d.lineno
 
 
-def one_change(source: str, tokens: list[tokenize.TokenInfo], first: int, last: int) -> str:
-    """Lines first..last of `source` (`tokens` its tokens) with one small change, as a model that fixes
-    them writes them."""
-    seg = source.splitlines(keepends=True)[first - 1 : last]
-    toks = [t for t in tokens if first <= t.start[0] <= last]
+class Source:
+    """One file's text, lines and tokens, split once (a definition's are slices of them)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.lines = text.splitlines()
+        self.kept = text.splitlines(keepends=True)
+        self.tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
+        self.rows = [t.start[0] for t in self.tokens]  # in source order
+
+    def tokens_of(self, first: int, last: int) -> list[tokenize.TokenInfo]:
+        return self.tokens[bisect.bisect_left(self.rows, first) : bisect.bisect_right(self.rows, last)]
+
+
+def one_change(src: Source, first: int, last: int) -> str:
+    """Lines first..last of `src` with one small change, as a model that fixes them writes them."""
+    seg = src.kept[first - 1 : last]
+    toks = src.tokens_of(first, last)
     flips = [t for t in toks if t.type == tokenize.OP and t.string in _FLIP]
     numbers = [t for t in toks if t.type == tokenize.NUMBER]
     if flips or numbers:
@@ -64,18 +78,15 @@ def one_change(source: str, tokens: list[tokenize.TokenInfo], first: int, last: 
     return out if out.endswith("\n") else out + "\n"
 
 
-def check(path: str, source: str, qualname: str, first: int, last: int,
-          tokens: list[tokenize.TokenInfo] | None = None) -> list[str]:
+def check(path: str, src: Source, qualname: str, first: int, last: int) -> list[str]:
     """What went wrong reading this definition back ([] when nothing did)."""
-    lines = source.splitlines()
-    original = "\n".join(lines[first - 1 : last]) + "\n"
-    tokens = tokens if tokens is not None else list(tokenize.generate_tokens(io.StringIO(source).readline))
-    changed = one_change(source, tokens, first, last)
+    original = "\n".join(src.lines[first - 1 : last]) + "\n"
+    changed = one_change(src, first, last)
     piece = Piece(path=path, start=first, end=last, why="named", key=0.0, symbol=qualname)
-    shown, _ = block(piece, lines, long=10**9)
+    shown, _ = block(piece, src.lines, long=10**9)
     quoted = quoted_code([{"role": "user", "content": f"The bug is here:\n\n{shown}\n"}])
     wrong = []
-    for fence in ("```", fence_for(original)):
+    for fence in dict.fromkeys(("```", fence_for(original))):  # the prompt's own, when it is another
         def reply(code: str, fence: str = fence) -> str:
             return f"The fix changes one line.\n\n### {path} · {qualname}\n{fence}python\n{code}{fence}\n"
 
@@ -108,14 +119,12 @@ def test_every_definition_of_real_libraries_parses_back_to_its_one_change():
             continue
         root = files[0].parent
         for file in files:
-            source = file.read_text(encoding="utf-8")
+            src = Source(file.read_text(encoding="utf-8"))
             path = f"{lib}/{file.relative_to(root).as_posix()}"
-            tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
-            for qualname, first, last in definitions(source):
+            for qualname, first, last in definitions(src.text):
                 counts[lib] = counts.get(lib, 0) + 1
-                seg = "\n".join(source.splitlines()[first - 1 : last])
-                fenced[lib] = fenced.get(lib, 0) + ("```" in seg)
-                wrong += check(path, source, qualname, first, last, tokens)
+                fenced[lib] = fenced.get(lib, 0) + any("```" in x for x in src.lines[first - 1 : last])
+                wrong += check(path, src, qualname, first, last)
     total = sum(counts.values())
     misread = len({w.split(" (", 1)[0] for w in wrong})
     per = ", ".join(f"{k} {n} ({fenced[k]})" for k, n in counts.items())
@@ -142,4 +151,4 @@ def test_a_hard_definition_parses_back_to_its_one_change(source):
     found = list(definitions(source))
     assert found
     for qualname, first, last in found:
-        assert check("src/mod.py", source, qualname, first, last) == []
+        assert check("src/mod.py", Source(source), qualname, first, last) == []
