@@ -21,6 +21,7 @@ from autod.localize import focus, history, render
 from autod.localize.frames import TestId, failing_sections, is_test_path, parse_frames, parse_test_ids
 from autod.localize.index import Definition, Index, build_index
 from autod.localize.rank import Site, rank
+from autod.localize.spectrum import Spectrum
 from autod.localize.uses import dunders
 
 if TYPE_CHECKING:
@@ -164,7 +165,8 @@ async def localize(
             read[rel] = body.splitlines() if body is not None else None
         return read[rel]
 
-    code = await asyncio.to_thread(render.fill, pieces, read_lines, code_budget - outline_budget)
+    evidence = spectrum if isinstance(spectrum, Spectrum) else None  # line-level: slices and marks
+    code = await asyncio.to_thread(render.fill, pieces, read_lines, code_budget - outline_budget, evidence)
     shown = {(e["path"] or "", e["symbol"] or "") for e in code.entries}
     top_files = list(dict.fromkeys([
         *(p.path for p in pieces if not is_test_path(p.path)),

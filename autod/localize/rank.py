@@ -34,6 +34,7 @@ class Piece:
     symbol: str | None = None
     focus: int | None = None  # the line a frame points at, if any
     kind: str = "function"
+    header_end: int = 0  # a definition's signature ends here (a long one's slice keeps it)
 
     @property
     def ident(self) -> tuple[str, str]:
@@ -65,7 +66,7 @@ class Ranking:
         if d.kind == "class":  # the class line (decorators, bases); its methods come on their own
             p = Piece(d.path, d.start, d.header_end, why, key, d.qualname, focus, "class")
         else:
-            p = Piece(d.path, d.start, d.end, why, key, d.qualname, focus, d.kind)
+            p = Piece(d.path, d.start, d.end, why, key, d.qualname, focus, d.kind, d.header_end)
         self._put(p)
 
     def add_window(self, path: str, line: int, why: str, key: float) -> None:
