@@ -55,7 +55,8 @@ SEED = 37  # never changed to get a different set
 PER_LIBRARY = 8
 MAX_TRIES = 48  # mutants run per library, at most
 QUOTA = {"long": 2, "class_level": 2, "helper": 2, "constant": 1, "function": 8}
-KIND_TRIES = 14  # mutants run per site kind and library, at most (class-level slips often survive)
+KIND_TRIES = 14  # mutants run per site kind and library, at most (class-level slips often survive) ...
+TRIES_PER_BUG = 3  # ... or this many per bug of its quota, if more
 
 LIBRARIES = {
     lib.name: lib
@@ -144,7 +145,8 @@ def seed_library(lib: Library, work: Path, want: int, max_tries: int) -> dict[st
     order = list(QUOTA)
     turn = 0
     while tries < max_tries and len(kept) < want:
-        open_kinds = [k for k in order if pools[k] and kind_kept[k] < QUOTA[k] and kind_tries[k] < KIND_TRIES]
+        open_kinds = [k for k in order if pools[k] and kind_kept[k] < QUOTA[k]
+                      and kind_tries[k] < max(KIND_TRIES, TRIES_PER_BUG * QUOTA[k])]
         if not open_kinds:
             break
         kind = open_kinds[turn % len(open_kinds)]

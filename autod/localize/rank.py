@@ -20,6 +20,19 @@ WINDOW = 8  # lines each side of a module-level line a frame names
 # evidence, it never stands in for it (a definition no evidence names is not added)
 MEMORY_BOOST = 0.6
 MEMORY_FLOOR = 1.1
+# the short values (constants, class attributes) the first VALUE_READERS definitions read follow their
+# reader: a slip in `_PATTERN = r"..."` shows in the function that uses it, and one line costs little
+VALUE_READERS = 10
+VALUES_PER_READER = 6  # as many as a suspect's own prompt shows beside it (autod.localize.focus)
+VALUE_LINES = 12  # a longer assignment (a table) keeps its place by the evidence alone
+VALUE_STEP = 1e-3
+SPECTRUM_BASE = 1.2  # the coverage ranking's best key: behind what changed, the frames and memory's floor
+# the small functions the most suspicious ones call (and the failing tests ran) follow their caller
+HELPER_CALLERS = 5
+HELPERS_PER_CALLER = 3
+HELPER_LINES = 30
+HELPER_STEP = 1e-2
+TIE_LINES = 80  # a longer definition costs what its slice costs (autod.localize.slices.SLICE_LINES)
 
 
 @dataclass
@@ -82,7 +95,12 @@ class Ranking:
             self.pieces[p.ident] = p
 
     def ranked(self) -> list[Piece]:
-        return sorted(self.pieces.values(), key=lambda p: (p.key, p.path, p.start))
+        """Best first; among equally ranked pieces (one failing test gives many functions the same
+        score) the shorter first: the evidence prefers neither, and more of them fit the budget."""
+        def order(p: Piece) -> tuple[float, int, str, int]:
+            return (p.key, min(p.end - p.start, TIE_LINES), p.path, p.start)
+
+        return sorted(self.pieces.values(), key=order)
 
 
 def rank(
@@ -150,6 +168,7 @@ def rank(
         if p is not None and p.key > MEMORY_FLOOR:
             p.key = max(MEMORY_FLOOR, p.key - MEMORY_BOOST * min(1.0, max(0.0, weight)))
             p.why += "; a past fix of a similar failure changed it"
+    _values_follow_readers(r)
     return r.ranked()
 
 
@@ -223,6 +242,50 @@ def _data(r: Ranking, readers: Iterable[Definition], *, base: float) -> None:
                     r.add_def(dd, f"used to build {d.qualname}", base + i / 1e4 + 0.5)
 
 
+def _values_read(r: Ranking, reader: Definition) -> list[Definition]:
+    """The workspace constants and class attributes a definition reads, in first-use order; for a test,
+    also those its test-file tables are built from (`CASES = [(FORMAT, ...)]` feeding a parametrize);
+    for a method, then its class's own class-level attributes (a subclass's `DEFAULT = ...` is read as
+    `self.DEFAULT` by a method of its base, which the index resolves to the base's)."""
+    out: dict[tuple[str, str], Definition] = {}
+    for d in r.resolver.uses(reader):
+        if d.kind not in ("constant", "attribute"):
+            continue
+        if not is_test_path(d.path):
+            out.setdefault((d.path, d.qualname), d)
+        elif is_test_path(reader.path):
+            for dd in r.resolver.uses(d):
+                if dd.kind in ("constant", "attribute") and not is_test_path(dd.path):
+                    out.setdefault((dd.path, dd.qualname), dd)
+    mod = r.index.modules.get(reader.path)
+    owner = mod.defs.get(reader.cls or "") if mod is not None else None
+    if owner is not None and owner.kind == "class" and not is_test_path(reader.path):
+        for d in sorted(mod.defs.values(), key=lambda d: d.start):  # type: ignore[union-attr]
+            if d.kind == "attribute" and d.cls == owner.qualname:
+                out.setdefault((d.path, d.qualname), d)
+    return list(out.values())
+
+
+def _values_follow_readers(r: Ranking) -> None:
+    """Each of the first VALUE_READERS ranked functions (tests included) pulls the short values it reads
+    to just behind itself, VALUES_PER_READER at most: never ahead of its reader, and a value already
+    ranked higher keeps its place."""
+    readers = [p for p in r.ranked() if p.kind == "function" and p.symbol][:VALUE_READERS]
+    for p in readers:
+        reader = r.index.get(p.path, p.symbol or "")
+        if reader is None:
+            continue
+        n = 0
+        for v in _values_read(r, reader):
+            dunder = v.name.startswith("__") and v.name.endswith("__")  # __all__, __slots__
+            if v.alias or dunder or v.end - v.start + 1 > VALUE_LINES:
+                continue
+            n += 1
+            r.add_def(v, f"read by {reader.qualname}", p.key + VALUE_STEP * n)
+            if n >= VALUES_PER_READER:
+                break
+
+
 def _spectrum(r: Ranking, index: Index, spectrum: Mapping[tuple[str, str], float]) -> None:
     """Functions the failing tests ran, ranked by Ochiai, ahead of the static hops they beat."""
     top: list[Definition] = []
@@ -232,6 +295,34 @@ def _spectrum(r: Ranking, index: Index, spectrum: Mapping[tuple[str, str], float
         d = index.get(path, qual)
         if d is None:
             continue
-        r.add_def(d, f"run by the failing tests (Ochiai {score:.2f})", 1.2 + (1.0 - score) * 2.5)
+        r.add_def(d, f"run by the failing tests (Ochiai {score:.2f})", SPECTRUM_BASE + (1.0 - score) * 2.5)
         top.append(d)
+    _helpers_of_suspects(r, spectrum, top[:HELPER_CALLERS])
     _data(r, top[:10], base=2.9)
+
+
+def _helpers_of_suspects(
+    r: Ranking, spectrum: Mapping[tuple[str, str], float], callers: list[Definition]
+) -> None:
+    """A small function the failing tests ran that one of the most suspicious functions calls goes right
+    behind that caller: Ochiai punishes a helper every passing test runs too, though the failing tests
+    may reach it through the suspicious caller. HELPERS_PER_CALLER at most, never ahead of the caller."""
+    for caller in callers:
+        cp = r.pieces.get((caller.path, caller.qualname))
+        if cp is None or cp.key < SPECTRUM_BASE:  # ranked by a frame or a diff: not this rule's to extend
+            continue
+        n = 0
+        for d in r.resolver.uses(caller, calls_only=True):
+            ident = (d.path, d.qualname)
+            p = r.pieces.get(ident)
+            if d.kind != "function" or ident not in spectrum or is_test_path(d.path):
+                continue
+            if d.end - d.start + 1 > HELPER_LINES:
+                continue
+            if p is None or p.key <= cp.key + HELPER_STEP:
+                continue
+            n += 1
+            why = f"called by {caller.qualname}, run by the failing tests (Ochiai {spectrum[ident]:.2f})"
+            r.add_def(d, why, cp.key + HELPER_STEP * n)
+            if n >= HELPERS_PER_CALLER:
+                break
