@@ -172,7 +172,14 @@ def main(argv: list[str] | None = None) -> int:
         bugs = [b for s in args.set for b in [x for x in bugs if x["set"] == s][:2]]
     with tempfile.TemporaryDirectory(prefix="bench-corpus-") as tmp:
         work = Path(tmp)
-        trees = {} if args.no_baseline else {"baseline": baseline_tree(args.baseline, work / "baseline")}
+        trees: dict[str, Path] = {}
+        if not args.no_baseline:
+            try:
+                trees["baseline"] = baseline_tree(args.baseline, work / "baseline")
+            except subprocess.CalledProcessError as exc:  # no such revision here: this side alone, said so
+                why = exc.stderr.decode(errors="replace").strip()
+                log(f"no baseline: git archive {args.baseline} failed ({why})")
+                args.no_baseline = True
         trees["autod"] = ROOT
         sides = {name: run_side(name, tree, bugs, work, args) for name, tree in trees.items()}
     doc = {"bench": "corpus", "baseline": None if args.no_baseline else args.baseline, "bugs": len(bugs),
