@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import functools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -142,8 +143,10 @@ async def localize(
     ]
     tests = test_definitions(index, failure, failing_sections(text))
     ops = await asyncio.to_thread(failing_line_ops, boundary, tests)
-    pieces = rank(index, changed=changed, sites=sites, tests=tests, spectrum=spectrum, failing_ops=ops,
-                  remembered=remembered)
+    # resolving calls and values over the whole index is CPU work: off the event loop, like the index
+    pieces = await asyncio.to_thread(
+        functools.partial(rank, index, changed=changed, sites=sites, tests=tests, spectrum=spectrum,
+                          failing_ops=ops, remembered=remembered))
     if last_green is None:
         # no green revision to diff against: the recent commits of the files the failure leads to
         touched = list(dict.fromkeys(p.path for p in pieces if not is_test_path(p.path)))[:5]

@@ -144,3 +144,22 @@ def test_a_slice_keeps_to_its_budget_most_suspicious_lines_first():
     ran[30] = 1.0
     shown = slices.executed_slice(src, tree, 1, 1, 41, ran, budget=5)
     assert shown == [1, 2, 3, 4, 30]
+
+
+def test_the_ranking_runs_off_the_event_loop(tmp_path, monkeypatch):
+    """Ranking resolves calls and values over the whole index: CPU work that must not stall the daemon."""
+    import threading
+
+    from autod.localize import context
+
+    ws, s, b = workspace(tmp_path)
+    seen: list[bool] = []
+    real = context.rank
+
+    def rank(*args, **kwargs):
+        seen.append(threading.current_thread() is threading.main_thread())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(context, "rank", rank)
+    asyncio.run(localize(s, b, text=OUTPUT, locations=[], last_green=None, budget_tokens=4000))
+    assert seen == [False]
