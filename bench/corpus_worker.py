@@ -104,7 +104,7 @@ async def measure_bug(
     spans = corpus_hits.spans(buggy, bug)
     bench_localize.commit_all(repo, "import")  # the bug in the only commit
     check = check_for(lib)
-    saved = cache / "checks" / f"{bug['id']}.json" if cache else None
+    saved = cache / "checks" / f"{_key(bug)}.json" if cache else None
     if saved is not None and saved.exists():
         doc = json.loads(saved.read_text())
         result = CheckResult(doc["name"], doc["exit_code"], doc["output"], doc["duration_ms"])
@@ -121,7 +121,7 @@ async def measure_bug(
     state = work / f"{bug['id']}-state"
     shutil.rmtree(state, ignore_errors=True)
     views: dict[str, str] = {}
-    with mock.patch.object(bench_localize, "run_check", _recorded(run_check, cache, bug["id"])):
+    with mock.patch.object(bench_localize, "run_check", _recorded(run_check, cache, _key(bug))):
         prompt, code, used = await bench_localize.autod_prompt(repo, state, check, result, None, views=views,
                                                                focus_k=5)
         row.update(corpus_hits.judge(prompt, code, used, bug, spans))
@@ -133,6 +133,12 @@ async def measure_bug(
             row["miss"] = corpus_hits.diagnose(dcode, dused, bug, spans)
     shutil.rmtree(repo, ignore_errors=True)
     return row
+
+
+def _key(bug: dict[str, Any]) -> str:
+    """A bug's cache name: its id and a digest of its mutation (a re-seeded list reuses ids)."""
+    what = json.dumps([bug["file"], bug["line"], bug["old"], bug["new"]]).encode()
+    return f"{bug['id']}-{hashlib.sha256(what).hexdigest()[:10]}"
 
 
 def _recorded(run_check: Any, cache: Path | None, bug_id: str) -> Any:
