@@ -3,6 +3,12 @@
 Pieces get a rank key (lower first); the budget is filled in that order by `render`. Each
 definition appears once, under its best reason. Test files contribute only the failing tests
 themselves: the model may not change tests, and their helpers crowd out the code under test.
+
+Rules chosen on libraries the ranking was not written for (bench/bench_corpus.py), each bounded so
+the evidence's own order keeps the rest: the short values (constants, class attributes, a method's
+class-level statements) the first ranked functions read follow their reader; a small helper the
+failing tests reached through a suspicious line of one of the most suspicious functions, and through
+no other function they ran, follows that function; among equals, the shorter first.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from dataclasses import dataclass
 from autod.localize.frames import is_test_path
 from autod.localize.index import Definition, Index
 from autod.localize.resolve import Resolver
+from autod.localize.spectrum import Spectrum
 
 WINDOW = 8  # lines each side of a module-level line a frame names
 # a definition a remembered fix of a similar failure changed moves up by this many rank keys at most,
@@ -25,6 +32,7 @@ MEMORY_FLOOR = 1.1
 VALUE_READERS = 10
 VALUES_PER_READER = 6  # as many as a suspect's own prompt shows beside it (autod.localize.focus)
 VALUE_LINES = 12  # a longer assignment (a table) keeps its place by the evidence alone
+VALUES_TOTAL_LINES = 80  # all the values this rule moves, at most: the evidence's own order keeps the rest
 VALUE_STEP = 1e-3
 SPECTRUM_BASE = 1.2  # the coverage ranking's best key: behind what changed, the frames and memory's floor
 # the small functions the most suspicious ones call (and the failing tests ran) follow their caller
@@ -32,6 +40,9 @@ HELPER_CALLERS = 5
 HELPERS_PER_CALLER = 3
 HELPER_LINES = 30
 HELPER_STEP = 1e-2
+HELPER_CALLER_SCAN = 20  # a helper's callers looked at, at most
+HELPER_MARGIN = 0.1  # the call line's Ochiai over the helper's own, at least
+HELPERS_TOTAL_LINES = 90  # all the helpers this rule moves, at most
 TIE_LINES = 80  # a longer definition costs what its slice costs (autod.localize.slices.SLICE_LINES)
 
 
@@ -271,6 +282,7 @@ def _values_follow_readers(r: Ranking) -> None:
     to just behind itself, VALUES_PER_READER at most: never ahead of its reader, and a value already
     ranked higher keeps its place."""
     readers = [p for p in r.ranked() if p.kind == "function" and p.symbol][:VALUE_READERS]
+    moved = 0
     for p in readers:
         reader = r.index.get(p.path, p.symbol or "")
         if reader is None:
@@ -278,8 +290,10 @@ def _values_follow_readers(r: Ranking) -> None:
         n = 0
         for v in _values_read(r, reader):
             dunder = v.name.startswith("__") and v.name.endswith("__")  # __all__, __slots__
-            if v.alias or dunder or v.end - v.start + 1 > VALUE_LINES:
+            size = v.end - v.start + 1
+            if v.alias or dunder or size > VALUE_LINES or moved + size > VALUES_TOTAL_LINES:
                 continue
+            moved += size
             n += 1
             r.add_def(v, f"read by {reader.qualname}", p.key + VALUE_STEP * n)
             if n >= VALUES_PER_READER:
@@ -304,23 +318,44 @@ def _spectrum(r: Ranking, index: Index, spectrum: Mapping[tuple[str, str], float
 def _helpers_of_suspects(
     r: Ranking, spectrum: Mapping[tuple[str, str], float], callers: list[Definition]
 ) -> None:
-    """A small function the failing tests ran that one of the most suspicious functions calls goes right
-    behind that caller: Ochiai punishes a helper every passing test runs too, though the failing tests
-    may reach it through the suspicious caller. HELPERS_PER_CALLER at most, never ahead of the caller."""
+    """A small function the failing tests reached through a suspicious line of one of the most suspicious
+    functions, and through no other function they ran, goes right behind that caller: Ochiai punishes
+    a helper every passing test runs too (by other ways in), though the line calling it here is one the
+    failing tests ran more than the helper. A call from a line every test runs, or a utility other
+    failing code calls too, keeps its place. Needs line-level evidence (Spectrum); HELPERS_PER_CALLER
+    at most, never ahead of the caller."""
+    if not isinstance(spectrum, Spectrum):
+        return
+    suspicious = {(c.path, c.qualname) for c in callers}
+    moved = 0
     for caller in callers:
         cp = r.pieces.get((caller.path, caller.qualname))
-        if cp is None or cp.key < SPECTRUM_BASE:  # ranked by a frame or a diff: not this rule's to extend
+        mod = r.index.modules.get(caller.path)
+        if cp is None or mod is None or cp.key < SPECTRUM_BASE:  # ranked by a frame or a diff: not ours
             continue
+        reach: dict[tuple[str, str], float] = {}  # callee -> its most suspicious call line here
+        types = dict(caller.local_types)
+        for name, line in caller.call_lines:
+            for d in r.resolver.resolve(mod, caller, name, types):
+                ident = (d.path, d.qualname)
+                reach[ident] = max(reach.get(ident, 0.0), spectrum.line_score(caller.path, line))
         n = 0
         for d in r.resolver.uses(caller, calls_only=True):
             ident = (d.path, d.qualname)
             p = r.pieces.get(ident)
             if d.kind != "function" or ident not in spectrum or is_test_path(d.path):
                 continue
-            if d.end - d.start + 1 > HELPER_LINES:
+            size = d.end - d.start + 1
+            if size > HELPER_LINES or moved + size > HELPERS_TOTAL_LINES:
                 continue
             if p is None or p.key <= cp.key + HELPER_STEP:
                 continue
+            if reach.get(ident, 0.0) < spectrum[ident] + HELPER_MARGIN:
+                continue  # called from a line the passing tests run as much
+            ran = [(c.path, c.qualname) for c in r.resolver.callers(d, limit=HELPER_CALLER_SCAN)]
+            if any(c in spectrum and c not in suspicious for c in ran):
+                continue  # the failing tests reach it another way too
+            moved += size
             n += 1
             why = f"called by {caller.qualname}, run by the failing tests (Ochiai {spectrum[ident]:.2f})"
             r.add_def(d, why, cp.key + HELPER_STEP * n)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from autod.localize.index import build_index
 from autod.localize.rank import HELPERS_PER_CALLER, VALUES_PER_READER, Site, rank
+from autod.localize.spectrum import Spectrum
 from autod.safety.boundary import Boundary
 
 LIB = '''\
@@ -44,15 +45,32 @@ def test_a_value_the_raising_function_reads_comes_right_after_it(tmp_path):
     assert got[:2] == ["parse", "PATTERN"]  # not behind every function the failing tests ran
 
 
+def lines_run(path: str, scores: dict[tuple[str, str], float], **lines: tuple[int, int]) -> Spectrum:
+    """Function scores, and (failed, passed) counts of the lines named `L<n>` (one failing test)."""
+    return Spectrum(dict(scores), {path: {int(k[1:]): v for k, v in lines.items()}}, total_failed=1)
+
+
 def test_a_helper_the_most_suspicious_function_calls_follows_it_though_passing_tests_run_it_too(tmp_path):
-    spectrum = {("lib.py", "parse"): 1.0, ("lib.py", "other"): 0.7, ("lib.py", "helper"): 0.2}
+    scores = {("lib.py", "parse"): 1.0, ("lib.py", "other"): 0.7, ("lib.py", "helper"): 0.2}
+    # parse's call of helper (line 5) runs in the failing test alone; helper runs in 24 passing tests too
+    spectrum = lines_run("lib.py", scores, L5=(1, 0), L9=(1, 24))
     got = ranked(tmp_path, {"lib.py": LIB}, spectrum=spectrum)
     assert got.index("helper") < got.index("other")
     assert got.index("parse") < got.index("helper")  # never ahead of its caller
+    # without line-level evidence nothing says the failing tests reached it through `parse`
+    assert ranked(tmp_path, {"lib.py": LIB}, spectrum=scores)[-1] == "helper"
+
+
+def test_a_helper_called_from_a_line_every_test_runs_keeps_its_place(tmp_path):
+    scores = {("lib.py", "parse"): 1.0, ("lib.py", "other"): 0.7, ("lib.py", "helper"): 0.2}
+    spectrum = lines_run("lib.py", scores, L5=(1, 24), L9=(1, 24))
+    got = ranked(tmp_path, {"lib.py": LIB}, spectrum=spectrum)
+    assert got.index("other") < got.index("helper")
 
 
 def test_a_helper_of_a_function_ranked_by_its_frame_is_left_to_the_evidence(tmp_path):
-    spectrum = {("lib.py", "other"): 0.7, ("lib.py", "helper"): 0.2}
+    scores = {("lib.py", "other"): 0.7, ("lib.py", "helper"): 0.2}
+    spectrum = lines_run("lib.py", scores, L5=(1, 0), L9=(1, 24))
     got = ranked(tmp_path, {"lib.py": LIB}, sites=[Site("lib.py", 5, 0)], spectrum=spectrum)
     assert got.index("other") < got.index("helper")
 
@@ -61,8 +79,8 @@ def test_a_caller_promotes_a_bounded_number_of_helpers(tmp_path):
     helpers = "".join(f"def h{i}(x):\n    return x\n\n\n" for i in range(6))
     src = helpers + "def top(x):\n    return " + " + ".join(f"h{i}(x)" for i in range(6)) + "\n\n\n"
     src += "def middle(x):\n    return x\n"
-    spectrum = {("m.py", "top"): 1.0, ("m.py", "middle"): 0.6, **{("m.py", f"h{i}"): 0.1 for i in range(6)}}
-    got = ranked(tmp_path, {"m.py": src}, spectrum=spectrum)
+    scores = {("m.py", "top"): 1.0, ("m.py", "middle"): 0.6, **{("m.py", f"h{i}"): 0.1 for i in range(6)}}
+    got = ranked(tmp_path, {"m.py": src}, spectrum=lines_run("m.py", scores, L26=(1, 0)))
     assert got.index("middle") == 1 + HELPERS_PER_CALLER
 
 
@@ -122,3 +140,31 @@ def test_among_equally_suspicious_functions_the_shorter_comes_first(tmp_path):
     src = "def long_one(x):\n" + "    x += 1\n" * 30 + "    return x\n\n\ndef short(x):\n    return x\n"
     got = ranked(tmp_path, {"m.py": src}, spectrum={("m.py", "long_one"): 0.5, ("m.py", "short"): 0.5})
     assert got == ["short", "long_one"]
+
+
+def test_a_utility_the_failing_tests_also_reach_another_way_keeps_its_place(tmp_path):
+    src = "def util(x):\n    return x\n\n\ndef top(x):\n    return util(x)\n\n\n"
+    src += "def elsewhere(x):\n    return util(x)\n\n\n"
+    src += "".join(f"def f{i}(x):\n    return x\n\n\n" for i in range(5))
+    scores = {("m.py", "top"): 1.0, **{("m.py", f"f{i}"): 0.9 - i / 10 for i in range(5)},
+              ("m.py", "elsewhere"): 0.2, ("m.py", "util"): 0.1}
+    got = ranked(tmp_path, {"m.py": src}, spectrum=lines_run("m.py", scores, L6=(1, 0)))
+    assert got.index("util") > got.index("elsewhere")  # not pulled behind `top`
+    del scores[("m.py", "elsewhere")]  # only passing tests take the other way: `top` is its way in
+    got = ranked(tmp_path, {"m.py": src}, spectrum=lines_run("m.py", scores, L6=(1, 0)))
+    assert got.index("util") == got.index("top") + 1
+
+
+def test_the_values_moved_behind_their_readers_are_bounded_in_lines(tmp_path):
+    from autod.localize.rank import VALUES_TOTAL_LINES
+
+    consts = "".join(f"T{i} = [\n" + "    1,\n" * 8 + "]\n" for i in range(18))  # 10 lines each
+    funcs = "".join(f"\n\ndef f{k}():\n    return " + " + ".join(f"T{6 * k + i}" for i in range(6)) + "\n"
+                    for k in range(3))
+    (tmp_path / "m.py").write_text(consts + funcs)
+    index = build_index(Boundary(tmp_path, tmp_path / ".autod", []))
+    spectrum = {("m.py", "f0"): 1.0, ("m.py", "f1"): 0.9, ("m.py", "f2"): 0.8}
+    pieces = rank(index, changed={}, sites=[], tests=[], spectrum=spectrum)
+    f2 = next(p.key for p in pieces if p.symbol == "f2")
+    moved = [p for p in pieces if p.kind == "constant" and p.key < f2]
+    assert moved and sum(p.end - p.start + 1 for p in moved) <= VALUES_TOTAL_LINES
