@@ -105,6 +105,7 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "tokens_median": statistics.median(toks),
         "tokens_p90": pct(toks, 90),
         "focus_top3_rate": round(sum((r.get("focus_rank") or 99) <= 3 for r in ok) / len(ok), 3),
+        "localize_ms_median": statistics.median(r.get("localize_ms", 0) for r in ok),
     }
     return out
 

@@ -122,9 +122,11 @@ async def measure_bug(
     shutil.rmtree(state, ignore_errors=True)
     views: dict[str, str] = {}
     with mock.patch.object(bench_localize, "run_check", _recorded(run_check, cache, _key(bug))):
+        t0 = time.monotonic()
         prompt, code, used = await bench_localize.autod_prompt(repo, state, check, result, None, views=views,
                                                                focus_k=5)
         row.update(corpus_hits.judge(prompt, code, used, bug, spans))
+        row["localize_ms"] = int((time.monotonic() - t0) * 1000)  # with the coverage re-run (unless cached)
         row["focus_rank"] = corpus_hits.block_rank(views.get("focused", ""), spans)
         if diagnose and not row["found"]:
             diag = work / f"{bug['id']}-diag"
