@@ -9,7 +9,8 @@ own (bench/corpus_worker.py) whose `autod` is that side's: `baseline` is `git ar
 (default: main), `autod` this checkout. The judgement is bench/corpus_hits.py's, the same for both.
 
     python bench/bench_corpus.py                     # held-out and dev halves and the old six, ~1.5 h
-    python bench/bench_corpus.py --set dev --cache /tmp/corpus   # a tuning loop: tests run once per bug
+    python bench/bench_corpus.py --cache /tmp/corpus # the same; each bug's tests run once for both sides
+    python bench/bench_corpus.py --set dev --cache /tmp/corpus   # a tuning loop: seconds a bug
     python bench/bench_corpus.py --set held_out      # the held-out half alone (report it once)
     python bench/bench_corpus.py --quick             # two bugs of each set
 

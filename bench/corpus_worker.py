@@ -10,10 +10,10 @@ history points at it, and autod's defaults, where a pytest check gets the covera
 tree from the library's sdist, the bug applied, the library's check run through autod's `run_check`,
 the real `check_failed` event, and the prompt of `DebugMode.context` / `messages`.
 
-`--cache DIR` keeps each bug's check output and the line recorder's result (keyed by the recorder's
-own text, so a changed recorder runs again) and works in DIR/trees, the same paths every run: a tuning
-loop then measures the ranking without re-running the tests. The report's figures are measured
-without it.
+`--cache DIR` keeps each bug's check output and the line recorder's result (keyed by the bug's
+mutation and the recorder's own text, so a changed recorder runs again) and works in DIR/trees, the
+same paths every run: the tests of a bug run once, for real, and every later side and run ranks that
+same evidence (a tuning loop in seconds a bug; `localize_ms` then leaves the re-run out).
 """
 
 from __future__ import annotations

@@ -59,6 +59,13 @@ class Piece:
     focus: int | None = None  # the line a frame points at, if any
     kind: str = "function"
     header_end: int = 0  # a definition's signature ends here (a long one's slice keeps it)
+    evidence: float | None = None  # its key before a helper moved behind its caller (None: `key`)
+
+    @property
+    def by_evidence(self) -> tuple[float, str, int]:
+        """The order of the evidence alone, for the focused view: one suspect per prompt, so what a
+        definition costs in the wide prompt's budget, or whom it helps, does not bear on it."""
+        return (self.key if self.evidence is None else self.evidence, self.path, self.start)
 
     @property
     def ident(self) -> tuple[str, str]:
@@ -359,5 +366,6 @@ def _helpers_of_suspects(
             n += 1
             why = f"called by {caller.qualname}, run by the failing tests (Ochiai {spectrum[ident]:.2f})"
             r.add_def(d, why, cp.key + HELPER_STEP * n)
+            r.pieces[ident].evidence = p.key
             if n >= HELPERS_PER_CALLER:
                 break

@@ -168,3 +168,18 @@ def test_the_values_moved_behind_their_readers_are_bounded_in_lines(tmp_path):
     f2 = next(p.key for p in pieces if p.symbol == "f2")
     moved = [p for p in pieces if p.kind == "constant" and p.key < f2]
     assert moved and sum(p.end - p.start + 1 for p in moved) <= VALUES_TOTAL_LINES
+
+
+def test_the_focused_view_takes_its_suspects_in_the_evidences_order(tmp_path):
+    """One suspect a prompt: a helper moved behind its caller for the wide prompt's sake, or a short
+    function put first among equals to fit its budget, does not push out a more suspicious one."""
+    from autod.localize import focus
+
+    scores = {("lib.py", "parse"): 1.0, ("lib.py", "other"): 0.7, ("lib.py", "helper"): 0.2}
+    (tmp_path / "lib.py").write_text(LIB)
+    index = build_index(Boundary(tmp_path, tmp_path / ".autod", []))
+    pieces = rank(index, changed={}, sites=[], tests=[],
+                  spectrum=lines_run("lib.py", scores, L5=(1, 0), L9=(1, 24)))
+    assert [p.symbol for p in pieces if p.kind == "function"] == ["parse", "helper", "other"]  # wide
+    lines = LIB.splitlines()
+    assert [s.symbol for s in focus.suspects(pieces, lambda _: lines, 2)] == ["parse", "other"]
