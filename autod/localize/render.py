@@ -96,6 +96,7 @@ def fill(
                 trees[piece.path] = slices.parse_lines(lines)
             tree = trees[piece.path]
         text, (lo, hi) = block(piece, lines, evidence=evidence, tree=tree)
+        long_one = min(piece.end, len(lines)) - piece.start + 1 > LONG  # shown in part, whatever its ends
         cost = tokens(text) + 1
         if cost > left:
             continue
@@ -103,8 +104,9 @@ def fill(
         left -= cost
         entry = piece.entry()
         entry["lines"] = f"{lo}-{hi}"
-        if piece.symbol and (lo, hi) != (piece.start, min(piece.end, len(lines))):
-            entry["part_of"] = f"{piece.start}-{piece.end}"  # a window: never rewritten whole
+        whole = (lo, hi) == (piece.start, min(piece.end, len(lines))) and not long_one
+        if piece.symbol and not whole:
+            entry["part_of"] = f"{piece.start}-{piece.end}"  # a window or a slice: never rewritten whole
         out.entries.append(entry)
         if left < 40:
             break

@@ -75,7 +75,7 @@ def test_the_recorder_result_keeps_how_many_failing_and_passing_tests_ran_each_l
 
 
 def test_a_long_definition_is_shown_as_what_the_failing_tests_ran_under_its_signature(tmp_path):
-    ws, s, b = workspace(tmp_path)
+    _ws, s, b = workspace(tmp_path)
     failing, passing = ran_else_branch()
     found = asyncio.run(localize(s, b, text=OUTPUT, locations=[], last_green=None, budget_tokens=4000,
                                  spectrum=evidence(failing, passing)))
@@ -95,8 +95,17 @@ def test_a_long_definition_is_shown_as_what_the_failing_tests_ran_under_its_sign
     assert "what the failing tests ran" in block
 
 
+def test_a_slice_that_reaches_both_ends_is_still_never_rewritten_whole(tmp_path):
+    _ws, s, b = workspace(tmp_path)
+    ran = [3, 4, 205, 207, 208, 209, 210, len(BODY)]  # the first and the last line among them
+    found = asyncio.run(localize(s, b, text=OUTPUT, locations=[], last_green=None, budget_tokens=4000,
+                                 spectrum=evidence(ran, [])))
+    (entry,) = [e for e in found.entries if e["symbol"] == "long_one"]
+    assert entry["lines"] == f"1-{len(BODY)}" and entry["part_of"] == f"1-{len(BODY)}"
+
+
 def test_without_line_coverage_a_long_definition_is_still_a_window(tmp_path):
-    ws, s, b = workspace(tmp_path)
+    _ws, s, b = workspace(tmp_path)
     found = asyncio.run(localize(s, b, text=OUTPUT, locations=[], last_green=None, budget_tokens=4000,
                                  spectrum={("big.py", "long_one"): 1.0}))
     (entry,) = [e for e in found.entries if e["symbol"] == "long_one"]
@@ -152,7 +161,7 @@ def test_the_ranking_runs_off_the_event_loop(tmp_path, monkeypatch):
 
     from autod.localize import context
 
-    ws, s, b = workspace(tmp_path)
+    _ws, s, b = workspace(tmp_path)
     seen: list[bool] = []
     real = context.rank
 
