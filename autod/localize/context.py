@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import functools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +22,7 @@ from autod.localize import focus, history, render
 from autod.localize.frames import TestId, failing_sections, is_test_path, parse_frames, parse_test_ids
 from autod.localize.index import Definition, Index, build_index
 from autod.localize.rank import Site, rank
+from autod.localize.spectrum import Spectrum
 from autod.localize.uses import dunders
 
 if TYPE_CHECKING:
@@ -141,8 +143,10 @@ async def localize(
     ]
     tests = test_definitions(index, failure, failing_sections(text))
     ops = await asyncio.to_thread(failing_line_ops, boundary, tests)
-    pieces = rank(index, changed=changed, sites=sites, tests=tests, spectrum=spectrum, failing_ops=ops,
-                  remembered=remembered)
+    # resolving calls and values over the whole index is CPU work: off the event loop, like the index
+    pieces = await asyncio.to_thread(
+        functools.partial(rank, index, changed=changed, sites=sites, tests=tests, spectrum=spectrum,
+                          failing_ops=ops, remembered=remembered))
     if last_green is None:
         # no green revision to diff against: the recent commits of the files the failure leads to
         touched = list(dict.fromkeys(p.path for p in pieces if not is_test_path(p.path)))[:5]
@@ -164,7 +168,8 @@ async def localize(
             read[rel] = body.splitlines() if body is not None else None
         return read[rel]
 
-    code = await asyncio.to_thread(render.fill, pieces, read_lines, code_budget - outline_budget)
+    evidence = spectrum if isinstance(spectrum, Spectrum) else None  # line-level: slices and marks
+    code = await asyncio.to_thread(render.fill, pieces, read_lines, code_budget - outline_budget, evidence)
     shown = {(e["path"] or "", e["symbol"] or "") for e in code.entries}
     top_files = list(dict.fromkeys([
         *(p.path for p in pieces if not is_test_path(p.path)),

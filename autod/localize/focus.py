@@ -80,12 +80,12 @@ def eligible(piece: Piece) -> bool:
 
 
 def suspects(pieces: list[Piece], read_lines: Callable[[str], list[str] | None], k: int) -> list[Suspect]:
-    """The first `k` eligible definitions in rank order (none when k is 0), taken from the ranking,
-    not from the wide prompt: a definition its budget had no room for is still a suspect, as its own
-    prompt is small. `read_lines` reads through the Boundary, each file once (None: not readable, not
-    a suspect)."""
+    """The first `k` eligible definitions in the evidence's order (none when k is 0; Piece.by_evidence),
+    taken from the ranking, not from the wide prompt: a definition its budget had no room for is still
+    a suspect, as its own prompt is small. `read_lines` reads through the Boundary, each file once
+    (None: not readable, not a suspect)."""
     out: list[Suspect] = []
-    for piece in pieces:
+    for piece in sorted(pieces, key=lambda p: p.by_evidence):
         if len(out) >= k:
             break
         if not eligible(piece):

@@ -43,6 +43,7 @@ class Definition:
     bases: tuple[str, ...] = ()  # classes: dotted base names
     alias: str = ""  # data: `OMD = OrderedMultiDict` names another definition
     dunders: tuple[str, ...] = ()  # functions: special methods their operators call (`a & b`: __and__)
+    call_lines: tuple[tuple[str, int], ...] = ()  # functions: (dotted name called, line), line order
 
     @property
     def name(self) -> str:
@@ -285,10 +286,10 @@ def _collect(mod: Module, body: list[ast.stmt], prefix: str, in_class: bool) -> 
     for node in body:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             q = prefix + node.name
-            refs, calls, types = uses(node)
+            refs, calls, types, sites = uses(node)
             mod.defs[q] = Definition(
                 mod.path, q, "function", _start(node), node.end_lineno or node.lineno, _header_end(node),
-                _doc(node), refs, calls, types, dunders=dunders(node),
+                _doc(node), refs, calls, types, dunders=dunders(node), call_lines=sites,
             )
         elif isinstance(node, ast.ClassDef):
             q = prefix + node.name
@@ -302,7 +303,7 @@ def _collect(mod: Module, body: list[ast.stmt], prefix: str, in_class: bool) -> 
         elif isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             value = node.value
-            refs, calls, _ = uses(value) if value is not None else ((), (), ())
+            refs, calls, _, _ = uses(value) if value is not None else ((), (), (), ())
             for t in targets:
                 for name in _target_names(t):
                     q = prefix + name

@@ -3,6 +3,12 @@
 Pieces get a rank key (lower first); the budget is filled in that order by `render`. Each
 definition appears once, under its best reason. Test files contribute only the failing tests
 themselves: the model may not change tests, and their helpers crowd out the code under test.
+
+Rules chosen on libraries the ranking was not written for (bench/bench_corpus.py), each bounded so
+the evidence's own order keeps the rest: the short values (constants, class attributes, a method's
+class-level statements) the first ranked functions read follow their reader; a small helper the
+failing tests reached through a suspicious line of one of the most suspicious functions, and through
+no other function they ran, follows that function; among equals, the shorter first.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from dataclasses import dataclass
 from autod.localize.frames import is_test_path
 from autod.localize.index import Definition, Index
 from autod.localize.resolve import Resolver
+from autod.localize.spectrum import Spectrum
 
 WINDOW = 8  # lines each side of a module-level line a frame names
 # a definition a remembered fix of a similar failure changed moves up by this many rank keys at most,
@@ -20,6 +27,23 @@ WINDOW = 8  # lines each side of a module-level line a frame names
 # evidence, it never stands in for it (a definition no evidence names is not added)
 MEMORY_BOOST = 0.6
 MEMORY_FLOOR = 1.1
+# the short values (constants, class attributes) the first VALUE_READERS definitions read follow their
+# reader: a slip in `_PATTERN = r"..."` shows in the function that uses it, and one line costs little
+VALUE_READERS = 10
+VALUES_PER_READER = 6  # as many as a suspect's own prompt shows beside it (autod.localize.focus)
+VALUE_LINES = 12  # a longer assignment (a table) keeps its place by the evidence alone
+VALUES_TOTAL_LINES = 80  # all the values this rule moves, at most: the evidence's own order keeps the rest
+VALUE_STEP = 1e-3
+SPECTRUM_BASE = 1.2  # the coverage ranking's best key: behind what changed, the frames and memory's floor
+# the small functions the most suspicious ones call (and the failing tests ran) follow their caller
+HELPER_CALLERS = 5
+HELPERS_PER_CALLER = 3
+HELPER_LINES = 30
+HELPER_STEP = 1e-2
+HELPER_CALLER_SCAN = 20  # a helper's callers looked at, at most
+HELPER_MARGIN = 0.1  # the call line's Ochiai over the helper's own, at least
+HELPERS_TOTAL_LINES = 90  # all the helpers this rule moves, at most
+TIE_LINES = 80  # a longer definition costs what its slice costs (autod.localize.slices.SLICE_LINES)
 
 
 @dataclass
@@ -34,6 +58,14 @@ class Piece:
     symbol: str | None = None
     focus: int | None = None  # the line a frame points at, if any
     kind: str = "function"
+    header_end: int = 0  # a definition's signature ends here (a long one's slice keeps it)
+    evidence: float | None = None  # its key before a helper moved behind its caller (None: `key`)
+
+    @property
+    def by_evidence(self) -> tuple[float, str, int]:
+        """The order of the evidence alone, for the focused view: one suspect per prompt, so what a
+        definition costs in the wide prompt's budget, or whom it helps, does not bear on it."""
+        return (self.key if self.evidence is None else self.evidence, self.path, self.start)
 
     @property
     def ident(self) -> tuple[str, str]:
@@ -65,7 +97,7 @@ class Ranking:
         if d.kind == "class":  # the class line (decorators, bases); its methods come on their own
             p = Piece(d.path, d.start, d.header_end, why, key, d.qualname, focus, "class")
         else:
-            p = Piece(d.path, d.start, d.end, why, key, d.qualname, focus, d.kind)
+            p = Piece(d.path, d.start, d.end, why, key, d.qualname, focus, d.kind, d.header_end)
         self._put(p)
 
     def add_window(self, path: str, line: int, why: str, key: float) -> None:
@@ -81,7 +113,12 @@ class Ranking:
             self.pieces[p.ident] = p
 
     def ranked(self) -> list[Piece]:
-        return sorted(self.pieces.values(), key=lambda p: (p.key, p.path, p.start))
+        """Best first; among equally ranked pieces (one failing test gives many functions the same
+        score) the shorter first: the evidence prefers neither, and more of them fit the budget."""
+        def order(p: Piece) -> tuple[float, int, str, int]:
+            return (p.key, min(p.end - p.start, TIE_LINES), p.path, p.start)
+
+        return sorted(self.pieces.values(), key=order)
 
 
 def rank(
@@ -149,6 +186,7 @@ def rank(
         if p is not None and p.key > MEMORY_FLOOR:
             p.key = max(MEMORY_FLOOR, p.key - MEMORY_BOOST * min(1.0, max(0.0, weight)))
             p.why += "; a past fix of a similar failure changed it"
+    _values_follow_readers(r)
     return r.ranked()
 
 
@@ -222,6 +260,53 @@ def _data(r: Ranking, readers: Iterable[Definition], *, base: float) -> None:
                     r.add_def(dd, f"used to build {d.qualname}", base + i / 1e4 + 0.5)
 
 
+def _values_read(r: Ranking, reader: Definition) -> list[Definition]:
+    """The workspace constants and class attributes a definition reads, in first-use order; for a test,
+    also those its test-file tables are built from (`CASES = [(FORMAT, ...)]` feeding a parametrize);
+    for a method, then its class's own class-level attributes (a subclass's `DEFAULT = ...` is read as
+    `self.DEFAULT` by a method of its base, which the index resolves to the base's)."""
+    out: dict[tuple[str, str], Definition] = {}
+    for d in r.resolver.uses(reader):
+        if d.kind not in ("constant", "attribute"):
+            continue
+        if not is_test_path(d.path):
+            out.setdefault((d.path, d.qualname), d)
+        elif is_test_path(reader.path):
+            for dd in r.resolver.uses(d):
+                if dd.kind in ("constant", "attribute") and not is_test_path(dd.path):
+                    out.setdefault((dd.path, dd.qualname), dd)
+    mod = r.index.modules.get(reader.path)
+    owner = mod.defs.get(reader.cls or "") if mod is not None else None
+    if owner is not None and owner.kind == "class" and not is_test_path(reader.path):
+        for d in sorted(mod.defs.values(), key=lambda d: d.start):  # type: ignore[union-attr]
+            if d.kind == "attribute" and d.cls == owner.qualname:
+                out.setdefault((d.path, d.qualname), d)
+    return list(out.values())
+
+
+def _values_follow_readers(r: Ranking) -> None:
+    """Each of the first VALUE_READERS ranked functions (tests included) pulls the short values it reads
+    to just behind itself, VALUES_PER_READER at most: never ahead of its reader, and a value already
+    ranked higher keeps its place."""
+    readers = [p for p in r.ranked() if p.kind == "function" and p.symbol][:VALUE_READERS]
+    moved = 0
+    for p in readers:
+        reader = r.index.get(p.path, p.symbol or "")
+        if reader is None:
+            continue
+        n = 0
+        for v in _values_read(r, reader):
+            dunder = v.name.startswith("__") and v.name.endswith("__")  # __all__, __slots__
+            size = v.end - v.start + 1
+            if v.alias or dunder or size > VALUE_LINES or moved + size > VALUES_TOTAL_LINES:
+                continue
+            moved += size
+            n += 1
+            r.add_def(v, f"read by {reader.qualname}", p.key + VALUE_STEP * n)
+            if n >= VALUES_PER_READER:
+                break
+
+
 def _spectrum(r: Ranking, index: Index, spectrum: Mapping[tuple[str, str], float]) -> None:
     """Functions the failing tests ran, ranked by Ochiai, ahead of the static hops they beat."""
     top: list[Definition] = []
@@ -231,6 +316,56 @@ def _spectrum(r: Ranking, index: Index, spectrum: Mapping[tuple[str, str], float
         d = index.get(path, qual)
         if d is None:
             continue
-        r.add_def(d, f"run by the failing tests (Ochiai {score:.2f})", 1.2 + (1.0 - score) * 2.5)
+        r.add_def(d, f"run by the failing tests (Ochiai {score:.2f})", SPECTRUM_BASE + (1.0 - score) * 2.5)
         top.append(d)
+    _helpers_of_suspects(r, spectrum, top[:HELPER_CALLERS])
     _data(r, top[:10], base=2.9)
+
+
+def _helpers_of_suspects(
+    r: Ranking, spectrum: Mapping[tuple[str, str], float], callers: list[Definition]
+) -> None:
+    """A small function the failing tests reached through a suspicious line of one of the most suspicious
+    functions, and through no other function they ran, goes right behind that caller: Ochiai punishes
+    a helper every passing test runs too (by other ways in), though the line calling it here is one the
+    failing tests ran more than the helper. A call from a line every test runs, or a utility other
+    failing code calls too, keeps its place. Needs line-level evidence (Spectrum); HELPERS_PER_CALLER
+    at most, never ahead of the caller."""
+    if not isinstance(spectrum, Spectrum):
+        return
+    suspicious = {(c.path, c.qualname) for c in callers}
+    moved = 0
+    for caller in callers:
+        cp = r.pieces.get((caller.path, caller.qualname))
+        mod = r.index.modules.get(caller.path)
+        if cp is None or mod is None or cp.key < SPECTRUM_BASE:  # ranked by a frame or a diff: not ours
+            continue
+        reach: dict[tuple[str, str], float] = {}  # callee -> its most suspicious call line here
+        types = dict(caller.local_types)
+        for name, line in caller.call_lines:
+            for d in r.resolver.resolve(mod, caller, name, types):
+                ident = (d.path, d.qualname)
+                reach[ident] = max(reach.get(ident, 0.0), spectrum.line_score(caller.path, line))
+        n = 0
+        for d in r.resolver.uses(caller, calls_only=True):
+            ident = (d.path, d.qualname)
+            p = r.pieces.get(ident)
+            if d.kind != "function" or ident not in spectrum or is_test_path(d.path):
+                continue
+            size = d.end - d.start + 1
+            if size > HELPER_LINES or moved + size > HELPERS_TOTAL_LINES:
+                continue
+            if p is None or p.key <= cp.key + HELPER_STEP:
+                continue
+            if reach.get(ident, 0.0) < spectrum[ident] + HELPER_MARGIN:
+                continue  # called from a line the passing tests run as much
+            ran = [(c.path, c.qualname) for c in r.resolver.callers(d, limit=HELPER_CALLER_SCAN)]
+            if any(c in spectrum and c not in suspicious for c in ran):
+                continue  # the failing tests reach it another way too
+            moved += size
+            n += 1
+            why = f"called by {caller.qualname}, run by the failing tests (Ochiai {spectrum[ident]:.2f})"
+            r.add_def(d, why, cp.key + HELPER_STEP * n)
+            r.pieces[ident].evidence = p.key
+            if n >= HELPERS_PER_CALLER:
+                break

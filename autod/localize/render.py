@@ -1,16 +1,21 @@
 """Render ranked pieces for a model to copy from, filling a token budget by rank.
 
 Code is shown exactly as in the file, without a line-number gutter, so a `search` copied from it
-matches; line ranges and the reason go in the block's header line, outside the code.
+matches; line ranges and the reason go in the block's header line, outside the code. With the failing
+tests' line coverage, a long definition is shown as the part they ran and the lines only they ran are
+named under a block (autod.localize.slices).
 """
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from autod.localize import slices
 from autod.localize.index import Index
 from autod.localize.rank import Piece
+from autod.localize.slices import Evidence
 from autod.planner.fences import fence_for
 
 LONG = 150  # a definition longer than this is shown as a window around its focus line
@@ -33,42 +38,65 @@ class Rendered:
 
 
 def block(
-    piece: Piece, lines: list[str], *, long: int = LONG, window: int = WINDOW
+    piece: Piece, lines: list[str], *, long: int = LONG, window: int = WINDOW,
+    evidence: Evidence | None = None, tree: ast.Module | None = None,
 ) -> tuple[str, tuple[int, int]]:
-    """One piece as a header line and a fenced code block; long definitions cut around the focus."""
+    """One piece as a header line and a fenced code block. A long definition is cut: to the part the
+    failing tests ran when `evidence` has it (`tree`: the file's AST), else to a window around its focus.
+    The lines only the failing tests ran are named under the block."""
     start, end = piece.start, min(piece.end, len(lines))
-    note = ""
-    if end - start + 1 > long:
-        centre = piece.focus if piece.focus and start <= piece.focus <= end else start + window // 2
-        lo = max(start, centre - window // 2)
-        hi = min(end, lo + window - 1)
-        note = f" (part of {start}-{end})"
-        start, end = lo, hi
-    body = "\n".join(lines[start - 1 : end])
-    focus = f"; line {piece.focus} is the one named" if piece.focus and start <= piece.focus <= end else ""
+    too_long = end - start + 1 > long
+    shown: list[int] = []
+    if too_long and evidence is not None and piece.kind == "function":
+        ran = evidence.failing_ran(piece.path, start, end)
+        shown = slices.executed_slice(lines, tree, start, piece.header_end or start, end, ran, piece.focus)
+    if shown:
+        body = slices.render_slice(lines, shown, end)
+        where = f"{len(shown)} of lines {start}-{end}: the signature and what the failing tests ran"
+    else:
+        lo, hi = start, end
+        if too_long:
+            centre = piece.focus if piece.focus and start <= piece.focus <= end else start + window // 2
+            lo = max(start, centre - window // 2)
+            hi = min(end, lo + window - 1)
+        where = f"lines {lo}-{hi}" + (f" (part of {start}-{end})" if too_long else "")
+        shown = list(range(lo, hi + 1))
+        body = "\n".join(lines[lo - 1 : hi])
+    lo, hi = shown[0], shown[-1]
+    focus = f"; line {piece.focus} is the one named" if piece.focus and piece.focus in shown else ""
     # the symbol right after the path: what a whole-definition edit names (`path` + `symbol`)
     name = f" · {piece.symbol}" if piece.symbol else ""
-    header = f"### {piece.path}{name} (lines {start}-{end}{note}; {piece.why}{focus})"
+    header = f"### {piece.path}{name} ({where}; {piece.why}{focus})"
     fence = fence_for(body)  # longer than any fence a docstring in it holds
-    return f"{header}\n{fence}python\n{body}\n{fence}", (start, end)
+    marked = slices.marks(evidence, piece.path, lines, shown) if piece.kind == "function" else ""
+    tail = f"\n{marked}" if marked else ""
+    return f"{header}\n{fence}python\n{body}\n{fence}{tail}", (lo, hi)
 
 
 def fill(
     pieces: list[Piece],
     read_lines: Callable[[str], list[str] | None],
     budget_tokens: int,
+    evidence: Evidence | None = None,
 ) -> Rendered:
     """Render pieces in rank order while they fit; one too big is skipped, not cut."""
     out = Rendered()
     left = budget_tokens
     cache: dict[str, list[str] | None] = {}
+    trees: dict[str, ast.Module | None] = {}
     for piece in pieces:
         if piece.path not in cache:
             cache[piece.path] = read_lines(piece.path)
         lines = cache[piece.path]
         if not lines:
             continue
-        text, (lo, hi) = block(piece, lines)
+        tree = None
+        if evidence is not None and piece.end - piece.start + 1 > LONG:
+            if piece.path not in trees:
+                trees[piece.path] = slices.parse_lines(lines)
+            tree = trees[piece.path]
+        text, (lo, hi) = block(piece, lines, evidence=evidence, tree=tree)
+        long_one = min(piece.end, len(lines)) - piece.start + 1 > LONG  # shown in part, whatever its ends
         cost = tokens(text) + 1
         if cost > left:
             continue
@@ -76,8 +104,9 @@ def fill(
         left -= cost
         entry = piece.entry()
         entry["lines"] = f"{lo}-{hi}"
-        if piece.symbol and (lo, hi) != (piece.start, min(piece.end, len(lines))):
-            entry["part_of"] = f"{piece.start}-{piece.end}"  # a window: never rewritten whole
+        whole = (lo, hi) == (piece.start, min(piece.end, len(lines))) and not long_one
+        if piece.symbol and not whole:
+            entry["part_of"] = f"{piece.start}-{piece.end}"  # a window or a slice: never rewritten whole
         out.entries.append(entry)
         if left < 40:
             break

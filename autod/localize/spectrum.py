@@ -68,16 +68,47 @@ def test_files(boundary: Boundary, output: str) -> list[str]:
     return files[:MAX_FILES]
 
 
-def scores(index: Index, boundary: Boundary, doc: Any) -> dict[tuple[str, str], float]:
+class Spectrum(dict[tuple[str, str], float]):
+    """(path, qualname) -> suspiciousness (a function's most suspicious line), with the lines behind it.
+
+    A dict, so a caller that wants a function's score reads it as one; `lines` keeps, per workspace file,
+    how many failing and passing tests ran each line, which is what shows a long definition as the part
+    the failing tests ran and marks the lines only they ran (autod.localize.slices).
+    """
+
+    def __init__(self, functions: dict[tuple[str, str], float] | None = None,
+                 lines: dict[str, dict[int, tuple[int, int]]] | None = None, total_failed: int = 0) -> None:
+        super().__init__(functions or {})
+        self.lines: dict[str, dict[int, tuple[int, int]]] = lines or {}  # path -> line -> (failed, passed)
+        self.total_failed = total_failed
+
+    def line_score(self, path: str, line: int) -> float:
+        ef, ep = self.lines.get(path, {}).get(line, (0, 0))
+        return ochiai(ef, ep, self.total_failed)
+
+    def failing_ran(self, path: str, start: int, end: int) -> dict[int, float]:
+        """The lines in [start, end] the failing tests ran, each with its Ochiai score."""
+        here = self.lines.get(path, {})
+        return {ln: ochiai(ef, ep, self.total_failed) for ln, (ef, ep) in sorted(here.items())
+                if start <= ln <= end and ef}
+
+    def failing_only(self, path: str, start: int, end: int) -> list[int]:
+        """The lines in [start, end] that failing tests ran and no passing test did."""
+        here = self.lines.get(path, {})
+        return [ln for ln, (ef, ep) in sorted(here.items()) if start <= ln <= end and ef and not ep]
+
+
+def scores(index: Index, boundary: Boundary, doc: Any) -> Spectrum:
     """(path, qualname) -> suspiciousness, from the recorder's result document (untrusted: checked here).
 
     Ochiai is computed per line, over the failing tests and the passing tests of the same files, and a
     function scores its most suspicious line: the branch only the failing tests take stands out even
-    in a function every test runs (a function-level count would rank it with all the others).
+    in a function every test runs (a function-level count would rank it with all the others). The
+    per-line counts of workspace files stay with the result (`Spectrum.lines`).
     """
     tests = doc.get("tests") if isinstance(doc, dict) else None
     if not isinstance(tests, dict):
-        return {}
+        return Spectrum()
     rel_of: dict[str, str | None] = {}
     owner: dict[tuple[str, int], tuple[str, str] | None] = {}
     counts: dict[tuple[str, int], list[int]] = {}
@@ -103,17 +134,18 @@ def scores(index: Index, boundary: Boundary, doc: Any) -> dict[tuple[str, str], 
                 if key not in owner:
                     d = mod.enclosing(line)
                     owner[key] = (d.path, d.qualname) if d is not None and d.kind == "function" else None
-                if owner[key] is not None:
-                    counts.setdefault(key, [0, 0])[0 if failed else 1] += 1
+                counts.setdefault(key, [0, 0])[0 if failed else 1] += 1
     out: dict[tuple[str, str], float] = {}
+    by_file: dict[str, dict[int, tuple[int, int]]] = {}
     for key, (ef, ep) in counts.items():
+        by_file.setdefault(key[0], {})[key[1]] = (ef, ep)
         func = owner[key]
         if ef and func is not None:
             out[func] = max(out.get(func, 0.0), ochiai(ef, ep, total_failed))
-    return out
+    return Spectrum(out, by_file, total_failed)
 
 
-async def spectrum_for(env: RerunEnv, check_name: str, output: str) -> dict[tuple[str, str], float] | None:
+async def spectrum_for(env: RerunEnv, check_name: str, output: str) -> Spectrum | None:
     """Re-run the failing tests' files under the recorder via the check; None when that cannot be done."""
     boundary = env.boundary
     files = await asyncio.to_thread(test_files, boundary, output)

@@ -75,8 +75,11 @@ def dunders(node: ast.AST) -> tuple[str, ...]:
     return tuple(out)
 
 
-def uses(node: ast.AST) -> tuple[tuple[str, ...], tuple[str, ...], tuple[tuple[str, str], ...]]:
-    """Free dotted names a definition reads and calls, and the classes its locals are built from."""
+def uses(
+    node: ast.AST,
+) -> tuple[tuple[str, ...], tuple[str, ...], tuple[tuple[str, str], ...], tuple[tuple[str, int], ...]]:
+    """Free dotted names a definition reads and calls, the classes its locals are built from, and where
+    it calls each name (name, line), in line order."""
     bound: set[str] = set()
     if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
         a = node.args
@@ -112,6 +115,7 @@ def uses(node: ast.AST) -> tuple[tuple[str, ...], tuple[str, ...], tuple[tuple[s
 
     refs: dict[str, None] = {}
     calls: dict[str, None] = {}
+    sites: list[tuple[str, int]] = []
     inner = {id(x.value) for x in ast.walk(node) if isinstance(x, ast.Attribute)}
     for sub in ast.walk(node):
         if isinstance(sub, ast.Call):
@@ -120,14 +124,17 @@ def uses(node: ast.AST) -> tuple[tuple[str, ...], tuple[str, ...], tuple[tuple[s
                 name += ".__call__"  # calling an instance built here: `j = juxt(f, g); j(x)`
             if name and free(name):
                 calls.setdefault(name, None)
+                sites.append((name, sub.lineno))
             elif name and "." in name:
                 # a method of a parameter or local of unknown type: `?.name` (resolved, if at all,
                 # to the one definition of that name: autod.localize.resolve)
                 calls.setdefault("?." + name.rsplit(".", 1)[-1], None)
+                sites.append(("?." + name.rsplit(".", 1)[-1], sub.lineno))
         elif isinstance(sub, ast.Attribute | ast.Name) and isinstance(sub.ctx, ast.Load):
             name = dotted(sub) if id(sub) not in inner else None
             if name and free(name):
                 refs.setdefault(name, None)
         if len(refs) >= MAX_REFS:
             break
-    return tuple(refs), tuple(list(calls)[:MAX_REFS]), tuple(types.items())
+    return (tuple(refs), tuple(list(calls)[:MAX_REFS]), tuple(types.items()),
+            tuple(sorted(sites, key=lambda x: x[1])[:MAX_REFS]))
