@@ -40,14 +40,12 @@ import corpus_mutate as mutate  # noqa: E402
 from reallib_seed import (  # noqa: E402
     MAX_DEPTH1_SHARE,
     Library,
-    _retarget,
-    _verdict,
     extract,
     log,
     run_suite,
     sdist,
     sha256,
-    trace_depth,
+    try_mutant,
 )
 
 BUGS_FILE = BENCH / "corpus_bugs.json"
@@ -165,14 +163,7 @@ def seed_library(lib: Library, work: Path, want: int, max_tries: int) -> dict[st
             continue
         tries += 1
         kind_tries[kind] += 1
-        path.write_text(new, encoding="utf-8")
-        try:
-            res = run_suite(root, lib, timeout_s=timeout_s)
-            verdict = _verdict(res)
-            depth = (trace_depth(root, lib, rel, _retarget(new, target), res["failing"], timeout_s)
-                     if verdict == "kept" else {})
-        finally:
-            path.write_text(text, encoding="utf-8")
+        verdict, res, depth = try_mutant(root, lib, rel, text, new, target, timeout_s)
         tally[verdict] = tally.get(verdict, 0) + 1
         log(f"  [{tries}] {kind} {rel}::{target.qualname} {site.note}: {verdict}"
             + (f", depth {depth.get('depth')}" if depth else ""))

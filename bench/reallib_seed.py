@@ -221,14 +221,7 @@ def seed_library(lib: Library, work: Path, want: int, max_tries: int) -> dict[st
             tally["does not parse or changes nothing"] = tally.get("does not parse or changes nothing", 0) + 1
             continue
         tries += 1
-        path.write_text(new, encoding="utf-8")
-        try:
-            res = run_suite(root, lib, timeout_s=timeout_s)
-            verdict = _verdict(res)
-            depth = (trace_depth(root, lib, rel, _retarget(new, target), res["failing"], timeout_s)
-                     if verdict == "kept" else {})
-        finally:
-            path.write_text(text, encoding="utf-8")
+        verdict, res, depth = try_mutant(root, lib, rel, text, new, target, timeout_s)
         tally[verdict] = tally.get(verdict, 0) + 1
         log(f"  [{tries}] {rel}::{target.qualname} {site.note}: {verdict}"
             + (f", depth {depth.get('depth')}" if depth else ""))
@@ -250,6 +243,22 @@ def seed_library(lib: Library, work: Path, want: int, max_tries: int) -> dict[st
         bug["id"] = f"{lib.name}-{i:02d}"
     return {"library": lib.name, "tries": tries, "outcomes": tally, "baseline_passed": base["passed"],
             "suite_seconds": base["seconds"], "bugs": kept}
+
+
+def try_mutant(root: Path, lib: Library, rel: str, text: str, new: str, target: mutate.Target,
+               timeout_s: float) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """Write the mutant, run the library's suite (and, for a kept one, the call depth), put the file
+    back whatever happens: (verdict, the suite's result, depth)."""
+    path = root / rel
+    path.write_text(new, encoding="utf-8")
+    try:
+        res = run_suite(root, lib, timeout_s=timeout_s)
+        verdict = _verdict(res)
+        depth = (trace_depth(root, lib, rel, _retarget(new, target), res["failing"], timeout_s)
+                 if verdict == "kept" else {})
+    finally:
+        path.write_text(text, encoding="utf-8")
+    return verdict, res, depth
 
 
 def _retarget(new_text: str, target: mutate.Target) -> mutate.Target:
