@@ -29,11 +29,10 @@ from autod.modes.verifying import unjournaled
 from autod.plan import Plan
 from autod.reflection import Reflection
 from autod.undo.remembered import undone_hold
-from autod.verdict import Status
+from autod.verdict import KEPT, Status
 
 log = structlog.get_logger("autod.cycle.phases")  # the act phase's lines, as they always were
 
-KEEPS = ("fixed", "improved", "no_change")  # verifications whose edits stay in the tree
 
 
 @dataclass(frozen=True)
@@ -127,7 +126,7 @@ async def in_tree(on: Acting, r: Reflection, plan: Plan, changes: list[FileChang
         edits = edited(changes)
         log.info("act.applied", files=[c.rel for c in changes])
         verification = unjournaled(await on.mode.verify(on.event, plan, on.deps.env))
-        kept = verification.status in KEEPS
+        kept = verification.status in KEPT
         if kept:
             await asyncio.to_thread(journal.keep)
     except BaseException:
