@@ -34,7 +34,6 @@ from autod.verdict import KEPT, Status
 log = structlog.get_logger("autod.cycle.phases")  # the act phase's lines, as they always were
 
 
-
 @dataclass(frozen=True)
 class Acting:
     """What the act phase is given: the cycle's parts, its mode and its event (never the cycle)."""
