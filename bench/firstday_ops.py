@@ -90,18 +90,18 @@ def demo_and_undo(python: Path, autod: Autod, env: dict[str, str], demo: Path,
         ready = d.event("daemon.ready", timeout=300)
         fixed = d.wait(lambda r: r.get("event") == "cycle.outcome", "the demo's cycle")
         inventory = (demo / "inventory.py").read_text()
-        ok = fixed.get("status") == "fixed" and "import os" not in inventory
+        ok = fixed.get("outcome") == "fixed" and "import os" not in inventory
         say("run in an empty directory: the demo, fixed", ok,
             f"ready: {ready.get('said')}; then: {fixed.get('said')}")
-        cycle = str(fixed.get("cycle_id"))
+        cycle = str(fixed.get("cycle"))
         undo = autod("undo", cycle, "--reason", "keep the import", cwd=demo)
         back = "import os" in (demo / "inventory.py").read_text()
         test = demo / "test_inventory.py"
         test.write_text(test.read_text() + "\n# a save elsewhere\n")  # the next cycle for the failure
-        later = d.wait(lambda r: r.get("event") == "cycle.outcome" and r.get("cycle_id") != cycle,
+        later = d.wait(lambda r: r.get("event") == "cycle.outcome" and r.get("cycle") != cycle,
                        "the next cycle after the undo")
         still = "import os" in (demo / "inventory.py").read_text()
-        ok = undo.returncode == 0 and back and later.get("status") == "pending_approval" and still
+        ok = undo.returncode == 0 and back and later.get("outcome") == "pending_approval" and still
         said = f"undo exit {undo.returncode} ({undo.stdout.strip()[:120]}); after a save: {later.get('said')}"
         say("undo, and the undone fix is not made again", ok, said)
     finally:
@@ -151,8 +151,8 @@ def quarantine_clear(
             listed = json.loads(autod("quarantine", "--json", cwd=repo).stdout or "[]")
             time.sleep(0.5)
         cleared = autod("quarantine", "clear", "--all", cwd=repo)
-        first_id = first.get("cycle_id")
-        again = d.wait(lambda r: r.get("event") == "cycle.outcome" and r.get("cycle_id") != first_id,
+        first_id = first.get("cycle")
+        again = d.wait(lambda r: r.get("event") == "cycle.outcome" and r.get("cycle") != first_id,
                        "a cycle after the clear (no save, no trigger)", timeout=120)
     finally:
         d.stop()

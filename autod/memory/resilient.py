@@ -106,6 +106,8 @@ class ResilientMemory:
             await asyncio.wait_for(asyncio.to_thread(warm), self.cfg.timeout_s)
         except Exception as exc:
             log.warning("memory.warm_failed", error=type(exc).__name__)
+        else:
+            log.info("memory.warmed")  # the model is in memory: what a measurement of RSS waits for
 
     # -- health ------------------------------------------------------------------------------
     @property

@@ -72,9 +72,11 @@ def cycle_line(record: Mapping[str, Any]) -> str:
 
 
 class CycleNarrator:
-    """The dispatcher's observer: one line per finished cycle, on the terminal and in the log."""
+    """The dispatcher's observer: one line per finished cycle, on the terminal and in the log. Not one
+    of the cycle's own lines (those carry its cycle_id, phase and mode; its record alone has a
+    `status`): `cycle` and `outcome` name what it tells of."""
 
     async def cycle_finished(self, cycle: Cycle) -> None:
         record = cycle.r.record()
-        log.info("cycle.outcome", cycle_id=record.get("cycle_id"), status=record.get("status"),
+        log.info("cycle.outcome", cycle=record.get("cycle_id"), outcome=record.get("status"),
                  said=cycle_line(record))

@@ -307,7 +307,7 @@ def test_run_in_an_empty_directory_writes_a_demo_and_fixes_its_lint_failure(tmp_
         assert fixed["status"] == "fixed", fixed
         assert [e["path"] for e in fixed["edits"]] == ["inventory.py"]
         said = d.wait_for(lambda recs: [r for r in recs if r.get("event") == "cycle.outcome"], 30, "outcome")
-        assert said[0]["said"].startswith("fixed: check lint failed"), said
+        assert said[0]["outcome"] == "fixed" and said[0]["said"].startswith("fixed: check lint failed"), said
         assert "import os" not in (demo / "inventory.py").read_text()
         assert "-import os" in git(demo, "diff")  # the demo was committed: the fix is the diff
     finally:

@@ -18,6 +18,9 @@ import pytest
 from daemon import CALC_BUGGY, FIX_PLAN, Autod, base_config, run_cli, write_config
 from llmserver import NOTHING_TO_DO
 
+from autod.config.settings import load_config
+from autod.control.socket import request
+
 pytestmark = pytest.mark.slow
 
 HUGE = 6 * 1024 * 1024  # over the client's 4 MiB reply cap
@@ -234,12 +237,12 @@ def test_circuit_breaker_opens_after_failed_plans_queues_events_and_a_good_plan_
         rs = d.wait_reflections(2)  # failed plan 2: the breaker opens
         assert [r["status"] for r in rs] == ["failed", "failed"]
         requests_when_open = len(scripted_llm.requests)
+        # while it is open (its cooldown running), through the control socket: a CLI process a call
+        # would take seconds of it on a busy machine (the CLI's trigger is shown working above)
+        settings = load_config(config)
         for i in range(3):
-            assert (
-                run_cli("trigger", "auto-debug", "--message", f"queued {i}", "-c", str(config)).returncode
-                == 0
-            )
-        s = status()
+            assert request(settings, "trigger", mode="auto-debug", message=f"queued {i}").get("ok")
+        s = request(settings, "status")
         assert s["llm"]["circuit"]["state"] == "open", s["llm"]
         assert s["queue"]["depth"] >= 3, s["queue"]  # events keep queueing while cycles pause
         d.wait_for(

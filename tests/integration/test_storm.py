@@ -86,8 +86,9 @@ def test_a_storm_of_log_errors_and_file_writes_coalesces_in_the_queue_and_loses_
     assert run_cli("pause", "-c", str(config)).returncode == 0  # stored for the next start
     d = Autod(config, log_file=state / "logs" / "autod.jsonl").start()
     try:
-        d.wait_for(lambda recs: any(r.get("event") == "daemon.started" for r in recs), 120, "start-up")
-        time.sleep(1.0)  # the model load and first memory flush are done: RSS from here is the storm's
+        # RSS from here is the storm's: the embedding model is loaded and every source is armed
+        d.wait_for(lambda recs: any(r.get("event") == "memory.warmed" for r in recs), 120, "the model")
+        d.wait_ready(timeout=120)
         before = rss_kb(d.proc.pid)
         lines = storm_lines()
         peak, max_depth = before, 0

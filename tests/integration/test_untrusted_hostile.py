@@ -31,7 +31,7 @@ def test_a_fifo_for_the_recorders_result_neither_wedges_the_cycle_nor_the_stop(
 ) -> None:
     (calc_repo / "conftest.py").write_text(FIFO_CONFTEST)
     scripted_llm.push_plan(FIX_PLAN)
-    cfg = base_config(calc_repo, state_dir=str(tmp_path / "state"))
+    cfg = base_config(calc_repo, ranked=True, state_dir=str(tmp_path / "state"))  # the recorder re-run
     cfg["llm"]["base_url"] = scripted_llm.base_url
     config = write_config(tmp_path / "autod.yaml", cfg)
     d = Autod(config, log_file=tmp_path / "state" / "logs" / "autod.jsonl")
