@@ -50,6 +50,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -110,6 +111,10 @@ class ScriptedLLM:
         self.props_n_ctx: int | None = None
         self.honour_n = False
         self.refuse_stop = False
+        # streamed replies (`stream: true`): seconds between chunks, and per reply how many content
+        # chunks were sent and whether the client left before the end (a generation ended early)
+        self.chunk_s = 0.0
+        self.streams: list[dict[str, Any]] = []
         self.chars_per_token: float = 4
         self.piled = 0  # completions that arrived while the single slot was busy
         self._slot = threading.Lock()
@@ -360,6 +365,8 @@ def _handler_for(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
                 doc["choices"] = [{"index": i, "message": {"role": "assistant", "content": t},
                                    "finish_reason": f} for i, (t, f) in enumerate(texts)]
                 self._send(200, json.dumps(doc).encode())
+            elif content is not None and body.get("stream") is True:
+                self._stream(body, content, finish)
             elif content is not None and llm.sse:
                 self._send(200, _sse(body, content, finish), content_type="text/event-stream")
             elif content is not None:
@@ -371,6 +378,26 @@ def _handler_for(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
                 self._send(int(step["status"]), str(step.get("body", "")).encode(), step.get("headers") or {})
             else:
                 self._send(500, b'{"error": {"message": "unknown script step"}}')
+
+        def _stream(self, body: dict[str, Any], content: str, finish: str) -> None:
+            """Like llama-cpp-python asked to stream: a chunk at a time, stopping when the client leaves."""
+            events = [e + b"\n\n" for e in _sse(body, content, finish).split(b"\n\n") if e]
+            record: dict[str, Any] = {"chunks": 0, "of": len(events), "left": False}
+            llm.streams.append(record)
+            try:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                for event in events:
+                    self.wfile.write(event)
+                    self.wfile.flush()
+                    record["chunks"] += 1
+                    if llm.chunk_s:
+                        time.sleep(llm.chunk_s)
+            except (BrokenPipeError, ConnectionResetError):
+                record["left"] = True
+            self.close_connection = True
 
         def _send(
             self, status: int, payload: bytes, headers: dict[str, str] | None = None,

@@ -30,6 +30,7 @@ from autod.planner import (
     ServerPlanner,
     estimated_tokens,
 )
+from autod.planner.earlystop import Watched
 from autod.planner.forms import FORMS
 
 if TYPE_CHECKING:
@@ -162,6 +163,7 @@ class Asker:
             stop=tuple(self.mode.stop),
             n=n,
             record=self.record,
+            watch=watched(suspect, context) if self.form == "code" and not group else None,
         )
         breaker = self.breaker
         try:
@@ -290,3 +292,14 @@ async def _window(planner: ServerPlanner) -> int | None:
         log.debug("llm.context_size_unknown", error=type(exc).__name__)
         return None
 
+
+def watched(suspect: dict[str, str] | None, shown: dict[str, str]) -> Watched | None:
+    """The definition a suspect's prompt asks back, for its reply to be ended once the rest cannot change
+    the fix (autod.planner.earlystop): only a prompt showing that definition alone, as the file has it
+    (no values a fix may change instead, nothing cut to fit the window)."""
+    code = shown.get("code") or ""
+    if suspect is None or shown.get("values") or not code or code != suspect.get("code"):
+        return None
+    ran_to = suspect.get("ran_to") or ""
+    # the lines the failing tests ran, and the one after them (an insertion there would run too)
+    return Watched(code, int(ran_to) + 1 if ran_to.isdigit() and int(ran_to) > 0 else 0)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from autod.act.edits import FileChange
+from autod.candidates.reask import echoed
 from autod.modes import Verification
 from autod.plan import Plan
 from autod.planner import PlanResult
@@ -87,6 +88,8 @@ class Candidate:
     key: str = ""
     votes: int = 1
     tokens: int = 0
+    reply_tokens: int = 0  # of `tokens`, those the model generated (what echoes cost)
+    ended: str = ""  # why its reply was ended early (autod.planner.earlystop), if it was
     model_ms: int = 0
     checks_ms: int = 0
     verification: Verification | None = None
@@ -106,7 +109,12 @@ class Candidate:
             "n": self.n, "attempt": self.attempt, "outcome": self.outcome, "diff_lines": self.diff_lines,
             "tokens": self.tokens, "seed": self.seed, "temperature": self.temperature,
             "model_ms": self.model_ms, "checks_ms": self.checks_ms, "view": self.view,
+            "reply_tokens": self.reply_tokens,
         }
+        if echoed(self.outcome, self.plan):
+            out["echo"] = True  # the definition given back as it was
+        if self.ended:
+            out["ended"] = self.ended
         if self.votes > 1:
             out["votes"] = self.votes
         if self.part:

@@ -173,7 +173,8 @@ class CandidateSearch:
             # the ith draw of a prompt: seed + i (past the earlier cycles' on the same failure)
             seed = (self.cfg.seed + self.retry * RETRY_SEEDS + self._seeds.get(view, 0)) % 2**31
             redraws = sum(1 for v in views if v[0] == view)
-            plans, spent, invalid, ms = await self._draw(temperature, seed, want, first=drawn == 0, view=view)
+            plans, spent, invalid, ms, (reply, ended) = await self._draw(
+                temperature, seed, want, first=drawn == 0, view=view)
             if want > 1 and len(plans) + len(invalid) < want:
                 self._takes_n = False  # the server gave fewer choices than asked: one by one from now
             elif want > 1:
@@ -183,7 +184,7 @@ class CandidateSearch:
             share, ms = spent // count, ms // count
             for i, reason in enumerate(invalid):
                 c = self._new(number, seed + i, temperature, share, ms, view)
-                c.outcome, c.reason = "invalid", reason
+                c.outcome, c.reason, c.reply_tokens = "invalid", reason, reply // count
                 result.candidates.append(c)
                 self._note(c, record=False)  # the asker recorded why it is invalid
             drawn += len(invalid)
@@ -191,7 +192,7 @@ class CandidateSearch:
                 if view.startswith("value:") and await self._parts(plan, number, seed + i, view, result):
                     return result
                 c = self._new(number, seed + i, temperature, share, ms, view)
-                c.plan = plan
+                c.plan, c.reply_tokens, c.ended = plan, reply // count, ended
                 result.candidates.append(c)
                 if temperature > 0 and not plan.edits and not plan.report and idle.get(view, 0) < redraws:
                     idle[view] = idle.get(view, 0) + 1
@@ -231,8 +232,9 @@ class CandidateSearch:
 
     async def _draw(
         self, temperature: float, seed: int, n: int, *, first: bool, view: str
-    ) -> tuple[list[Plan], int, list[str], int]:
-        """(valid plans, tokens spent, reasons of invalid ones, model ms) of one request."""
+    ) -> tuple[list[Plan], int, list[str], int, tuple[int, str]]:
+        """(valid plans, tokens spent, reasons of invalid ones, model ms, (tokens generated, why the reply
+        was ended early)) of one request."""
         started = time.monotonic()
         left = None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
         try:
@@ -244,21 +246,22 @@ class CandidateSearch:
                     res = await self.drawer.ask(temperature=temperature, seed=seed, n=n, view=view)
         except PlanInvalid as exc:
             spent = sum((exc.tokens or {}).values())
-            return [], spent, [exc.reason], _ms(started)
+            return [], spent, [exc.reason], _ms(started), ((exc.tokens or {}).get("completion", 0), "")
         except TimeoutError:
             if not limit.expired():
                 raise
             log.info("candidates.deadline", view=view, why="the draw in flight passed the cycle's deadline")
-            return [], 0, [], _ms(started)
+            return [], 0, [], _ms(started), (0, "")
         except BudgetExhausted:
             if first and not self.all:
                 raise
-            return [], 0, [], _ms(started)
+            return [], 0, [], _ms(started), (0, "")
         except CycleError:
             if self.all and not first:
-                return [], 0, [], _ms(started)  # keep what was drawn; the outage shows next cycle
+                return [], 0, [], _ms(started), (0, "")  # keep what was drawn; the outage shows next cycle
             raise
-        return [res.plan, *res.alternatives], res.tokens.total, list(res.invalid), _ms(started)
+        return ([res.plan, *res.alternatives], res.tokens.total, list(res.invalid), _ms(started),
+                (res.tokens.completion, res.ended))
 
     async def _parts(self, plan: Plan, number: int, seed: int, view: str, result: AttemptResult) -> bool:
         """Each edit of a value group's reply alone, before the reply whole (autod.candidates.parts):
@@ -337,7 +340,8 @@ class CandidateSearch:
     def _note(self, c: Candidate, *, record: bool = True) -> None:
         # one line a draw, its cost and its outcome: what a bench fits a drawing policy on
         log.info("candidates.judged", n=c.n, attempt=c.attempt, outcome=c.outcome, seed=c.seed,
-                 view=c.view, temperature=c.temperature, tokens=c.tokens, model_s=c.model_ms / 1000,
+                 view=c.view, temperature=c.temperature, tokens=c.tokens, reply_tokens=c.reply_tokens,
+                 ended=c.ended or None, model_s=c.model_ms / 1000,
                  checks_s=c.checks_ms / 1000, part=c.part, diff_lines=c.diff_lines,
                  reason=c.reason[:200] or None)
         if self.record is None or not record:

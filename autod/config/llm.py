@@ -59,6 +59,10 @@ class LLMConfig(Strict):
     constrain_paths: bool = Field(
         True, description="the schema lists the files a plan may edit (a grammar on llama.cpp)"
     )
+    stop_early: bool = Field(
+        True, description="stream a suspect's reply and end it once the rest cannot change the fix "
+        "(an echo, or a change back on the definition's own lines; autod.planner.earlystop)"
+    )
     context_tokens: int | None = Field(
         None, ge=512, le=10_000_000,
         description="the server's context window; null: asked (llama.cpp GET /props) or learnt from errors",

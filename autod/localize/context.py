@@ -179,7 +179,10 @@ async def localize(
         render.skeleton, index, top_files, shown, read_lines, outline_budget + code_budget - code.used_tokens
     )
     def suspects() -> list[focus.Suspect]:
-        return focus.values_read(focus.suspects(pieces, read_lines, cfg.focus_definitions), index, read_lines)
+        found = focus.suspects(pieces, read_lines, cfg.focus_definitions)
+        if evidence is not None:
+            found = focus.with_ran(found, evidence.failing_ran)
+        return focus.values_read(found, index, read_lines)
 
     found_suspects = await asyncio.to_thread(suspects)
     entries: list[dict[str, str | None]] = [

@@ -32,7 +32,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import textwrap
-from collections.abc import Callable, Container
+from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -70,6 +70,21 @@ class Suspect:
     code: str  # the definition's exact text
     values: tuple[Value, ...] = ()  # what it reads (values_read)
     read_by: str = ""  # a value group (value_suspects): asks about `values` alone, which this reads
+    start: int = 0  # the file line `code` starts at (0: not known)
+    # lines of `code`, from its first, that hold every line the failing tests ran in it (0: not known);
+    # a change past them and the line after cannot change those tests (autod.planner.earlystop)
+    ran_to: int = 0
+
+
+def with_ran(found: list[Suspect], ran: Callable[[str, int, int], Mapping[int, float]]) -> list[Suspect]:
+    """The suspects with `ran_to` set from the lines the failing tests ran in each (`ran(path, first,
+    last)`, as autod.localize.spectrum.Spectrum.failing_ran gives them)."""
+    out = []
+    for s in found:
+        lines = s.code.count("\n") + 1
+        seen = ran(s.path, s.start, s.start + lines - 1) if s.start else {}
+        out.append(dataclasses.replace(s, ran_to=max(seen) - s.start + 1) if seen else s)
+    return out
 
 
 def eligible(piece: Piece) -> bool:
@@ -92,7 +107,8 @@ def suspects(pieces: list[Piece], read_lines: Callable[[str], list[str] | None],
             continue
         lines = read_lines(piece.path)
         if lines and piece.end <= len(lines):
-            out.append(Suspect(piece.path, str(piece.symbol), "\n".join(lines[piece.start - 1 : piece.end])))
+            code = "\n".join(lines[piece.start - 1 : piece.end])
+            out.append(Suspect(piece.path, str(piece.symbol), code, start=piece.start))
     return out
 
 

@@ -96,7 +96,7 @@ class DebugMode:
             out.focused = [
                 {"path": s.path, "symbol": s.symbol, "reads": reads(s),
                  "code": s.code, "excerpt": excerpt, "diff": diff, "values": render_values(s),
-                 "memory": brief}
+                 "memory": brief, "ran_to": str(s.ran_to or "")}
                 for s in found.suspects
             ] + [  # then the value groups: the values one suspect reads, without it
                 {"path": g.path, "symbol": g.symbol, "read_by": g.read_by, "reads": reads(g),

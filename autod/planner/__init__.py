@@ -8,6 +8,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from autod.events import Event
 from autod.plan import Plan
+from autod.planner.earlystop import Watched
 
 # A conservative estimate of characters per token before the server has counted one of our prompts
 # (code tokenises denser than prose: ~3 characters a token for Qwen and Llama tokenizers).
@@ -63,6 +64,9 @@ class PlanRequest:
     # small model that started copying its prompt back is cut short)
     stop: tuple[str, ...] = ()
     n: int = 1  # plans wanted from this one request (a server that ignores `n` gives one)
+    # the one definition a focused prompt asks back, fixed: its reply is streamed and ended once the
+    # rest cannot change the fix (autod.planner.earlystop); None: read whole
+    watch: Watched | None = None
     # receives every exchange with the server, as a dict (the cycle's transcript); None: not kept
     record: Callable[[dict[str, Any]], None] | None = None
 
@@ -75,6 +79,7 @@ class PlanResult:
     # with n > 1: the further valid plans of the same request, and why the invalid ones were dropped
     alternatives: list[Plan] = field(default_factory=list)
     invalid: list[str] = field(default_factory=list)
+    ended: str = ""  # why a watched reply was ended early (autod.planner.earlystop), if it was
 
     @property
     def choices(self) -> int:

@@ -26,6 +26,8 @@ from autod.backoff import Backoff
 from autod.config.settings import LLMConfig
 from autod.errors import ContextTooLong, LLMUnavailable, PlanInvalid
 from autod.planner import TokenUsage, wire
+from autod.planner.earlystop import ReplyWatch, Watched
+from autod.planner.streamread import read_watched
 from autod.planner.window import ServerWindow
 
 log = structlog.get_logger("autod.planner.llm")
@@ -37,6 +39,7 @@ PROBE_MIN_S = 5.0  # a probe waits at least this long for a free server before t
 
 Sleep = Callable[[float], Awaitable[None]]
 Record = Callable[[dict[str, Any]], None]
+Read = tuple[ReplyWatch, int]  # a streamed reply's watch and the content chunks it read
 
 
 class Endpoint:
@@ -103,6 +106,7 @@ class Endpoint:
         record: Record | None = None,
         free: bool = False,
         stop: Sequence[str] = (),
+        watch: Watched | None = None,
     ) -> wire.Completion:
         """One chat completion (with retries). Raises LLMUnavailable, ContextTooLong, or PlanInvalid.
 
@@ -110,7 +114,8 @@ class Endpoint:
         `temperature` overrides llm.temperature for this request; `seed` and `n` (choices wanted) are
         sent as given. `record` receives each exchange (for the cycle's transcript). `free`: no
         response_format at all (a reply in the code form), whatever format the server takes; `stop`:
-        stop sequences.
+        stop sequences; `watch`: the definition a one-choice reply rewrites, streamed and ended as soon
+        as the rest cannot change the fix (autod.planner.earlystop).
         """
         heat = self._cfg.temperature if temperature is None else temperature
         switched_param = False
@@ -121,16 +126,16 @@ class Endpoint:
                                      max_tokens=max_tokens, token_param=self._token_param, fmt=fmt,
                                      paths=paths, symbols=symbols, seed=seed,
                                      n=n if self.takes_n is not False else 1,
-                                     stop=stop if self.takes_stop else ())
+                                     stop=stop if self.takes_stop else (), stream=watch is not None)
             started = asyncio.get_running_loop().time()
-            status, ctype, data = await self._send(body, deadline, fmt)
+            status, ctype, data, read = await self._send(body, deadline, fmt, watch)
             tally.spend("model", (asyncio.get_running_loop().time() - started) * 1000)
             if record is not None:
                 record(_exchange(self.url, body, status, data, started))
             if 200 <= status < 300:
                 if not free:
                     self._formats = self._formats[i:]  # the refused ones are never sent again
-                reply = self._read(ctype, data, messages, usage)
+                reply = self._read(ctype, data, messages, usage, read)
                 await self.window.keep_ratio()
                 if body.get("n", 1) > 1:
                     self.takes_n = len(reply.others) + 1 >= body["n"]
@@ -164,8 +169,11 @@ class Endpoint:
                 continue
             raise LLMUnavailable(f"HTTP {status} from {self.url}/chat/completions: {self._excerpt(data)}")
 
-    async def _send(self, body: dict[str, Any], deadline: float, fmt: str) -> tuple[int, str, bytes]:
-        """POST with retries for 408/429/5xx, connect errors and timeouts. Returns (status, type, body)."""
+    async def _send(
+        self, body: dict[str, Any], deadline: float, fmt: str, watch: Watched | None = None
+    ) -> tuple[int, str, bytes, Read | None]:
+        """POST with retries for 408/429/5xx, connect errors and timeouts. Returns (status, type, body,
+        what a watch read of it)."""
         loop = asyncio.get_running_loop()
         attempt = 0
         while True:
@@ -173,7 +181,7 @@ class Endpoint:
             started = loop.time()
             retry_after: float | None = None
             try:
-                status, headers, data = await self._post(body, deadline)
+                status, headers, data, read = await self._post(body, deadline, watch)
             except httpx.TimeoutException:
                 failure, status = "request timed out", None
             except (httpx.NetworkError, httpx.RemoteProtocolError) as exc:
@@ -187,7 +195,7 @@ class Endpoint:
                 # A refusal or an overflow answers the same to every retry: hand it back at once.
                 if (not wire.retryable(status) or wire.refuses_format(status, data)
                         or wire.is_context_overflow(status, data)):
-                    return status, headers.get("content-type", ""), data
+                    return status, headers.get("content-type", ""), data, read
                 failure = f"HTTP {status}"
                 if status in (429, 503):
                     retry_after = wire.retry_after(headers.get("retry-after"))
@@ -206,7 +214,9 @@ class Endpoint:
                         delay_s=round(delay, 2))
             await self._sleep(delay)
 
-    async def _post(self, body: dict[str, Any], deadline: float) -> tuple[int, httpx.Headers, bytes]:
+    async def _post(
+        self, body: dict[str, Any], deadline: float, watch: Watched | None
+    ) -> tuple[int, httpx.Headers, bytes, Read | None]:
         async with self._inflight:
             await self._wait_for_abandoned(deadline)
             loop = asyncio.get_running_loop()
@@ -219,6 +229,11 @@ class Endpoint:
                 declared = resp.headers.get("content-length", "")
                 if ok and declared.isdigit() and int(declared) > cap:
                     raise PlanInvalid("reply too large")
+                if ok and watch is not None:  # each attempt reads afresh
+                    reading = ReplyWatch(watch)
+                    data, count = await read_watched(resp, reading, cap)
+                    self._abandoned_at = None
+                    return resp.status_code, resp.headers, data, (reading, count)
                 chunks: list[bytes] = []
                 size = 0
                 async for chunk in resp.aiter_bytes():
@@ -229,7 +244,7 @@ class Endpoint:
                         break  # an error body: its start is all we show
                     chunks.append(chunk)
             self._abandoned_at = None
-            return resp.status_code, resp.headers, b"".join(chunks)
+            return resp.status_code, resp.headers, b"".join(chunks), None
 
     async def _wait_for_abandoned(self, deadline: float) -> None:
         """After a request autod gave up on, wait until the server is done with it (within the deadline)."""
@@ -291,18 +306,24 @@ class Endpoint:
         return None
 
     def _read(
-        self, ctype: str, data: bytes, messages: list[dict[str, str]], usage: TokenUsage
+        self, ctype: str, data: bytes, messages: list[dict[str, str]], usage: TokenUsage,
+        read: Read | None = None,
     ) -> wire.Completion:
         try:
             reply = wire.read_completion(ctype, data)
         except wire.BadReply as exc:
             # the server's answer is not a chat completion at all: the server's fault, not the model's
             raise LLMUnavailable(f"{exc} from {self.url}: {self._excerpt(data)}") from None
-        if wire.is_sse(ctype, data):
+        if read is not None:
+            reply = _watched(reply, *read, url=self.url)
+        elif wire.is_sse(ctype, data):
             log.debug("llm.reply_streamed", endpoint=self.url, bytes=len(data))
-        # A server that omits usage still spends tokens: estimate ~4 characters per token.
+        # A server that omits usage (a streamed reply mostly) still spends tokens: estimate them by the
+        # characters a token held in the prompts it counted (~4 before any was counted).
         prompt_chars = self.window.measure(messages, reply.prompt_tokens)
-        usage.prompt += reply.prompt_tokens if reply.prompt_tokens is not None else prompt_chars // 4
+        per_token = self.window.chars_per_token or 4.0
+        counted = reply.prompt_tokens
+        usage.prompt += counted if counted is not None else int(prompt_chars / per_token)
         usage.completion += (reply.completion_tokens if reply.completion_tokens is not None
                              else len(reply.content) // 4)
         return reply
@@ -328,6 +349,18 @@ def _exchange(url: str, body: dict[str, Any], status: int, data: bytes, started:
         "reply": data[:MAX_REPLY_BYTES].decode("utf-8", "replace"),
         "ms": round((asyncio.get_running_loop().time() - started) * 1000),
     }
+
+
+def _watched(reply: wire.Completion, watch: ReplyWatch, chunks: int, *, url: str) -> wire.Completion:
+    """A watched reply as the parser should read it: ended early, the definition's rest in place."""
+    if reply.completion_tokens is None:
+        reply.completion_tokens = chunks  # a stream sends a token a chunk
+    if watch.stopped:
+        reply.content, reply.finish_reason = watch.content(), "stop"
+        reply.stopped_early = watch.stopped
+        log.info("llm.reply_ended_early", endpoint=url, why=watch.stopped, echo=watch.echo,
+                 lines_read=watch.lines, lines_spliced=watch.spliced, tokens=chunks)
+    return reply
 
 
 def _forced(fmt: str) -> list[str]:

@@ -169,6 +169,7 @@ class LLMPlanner:
         code = request.form == "code"
 
         shown = quoted_code(request.messages) if code else frozenset()
+        watch = request.watch if code and request.n == 1 and self._cfg.stop_early else None
 
         def read(content: str) -> Plan:
             if not code:
@@ -183,7 +184,7 @@ class LLMPlanner:
                 reply = await endpoint.complete(
                     messages, max_tokens, usage, deadline, paths, request.temperature,
                     symbols=symbols, seed=request.seed, n=request.n, record=request.record, free=code,
-                    stop=request.stop,
+                    stop=request.stop, watch=watch,
                 )
             except ContextTooLong as exc:
                 room = _reply_room(exc)
@@ -217,7 +218,7 @@ class LLMPlanner:
                 log.info("llm.reply_cut_off", endpoint=endpoint.url, max_tokens=max_tokens)
                 continue
             try:
-                return PlanResult(read(reply.content))
+                return PlanResult(read(reply.content), ended=reply.stopped_early)
             except PlanInvalid as exc:
                 if repaired:
                     raise PlanInvalid(f"invalid plan after a repair round: {exc.reason}") from None

@@ -72,8 +72,10 @@ def request_body(
     seed: int | None = None,
     n: int = 1,
     stop: Sequence[str] = (),
+    stream: bool = False,
 ) -> dict[str, Any]:
-    """One /chat/completions body. Always `stream: false`: autod reads one reply, never a stream.
+    """One /chat/completions body. `stream`: sent as server-sent events, read as they come so a watch
+    may end the reply (autod.planner.earlystop); otherwise one reply, read whole.
 
     `seed` makes a sampled reply reproducible where the server takes it (llama.cpp, vLLM, OpenAI);
     `n` > 1 asks for that many choices of the same prompt (a server that ignores it sends one).
@@ -83,7 +85,7 @@ def request_body(
         "messages": messages,
         "temperature": temperature,
         token_param: max_tokens,
-        "stream": False,
+        "stream": stream,
     }
     if seed is not None:
         body["seed"] = seed
@@ -123,6 +125,7 @@ class Completion:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     others: list[Completion] = field(default_factory=list)
+    stopped_early: str = ""  # why autod ended a watched reply ("echo", "changed", "closed"), if it did
 
 
 class BadReply(ValueError):
