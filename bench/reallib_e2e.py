@@ -40,6 +40,7 @@ import overrides
 import yaml
 from bench_reallib import bug_spans, check_for
 from reallib_seed import LIBRARIES, Library, apply_bug, extract, fresh_tree, run_suite
+from reallib_share import reply_figures
 
 from autod.act.definition import replace_definition
 from autod.config.settings import CandidatesConfig, LLMConfig, LocalizeConfig
@@ -54,7 +55,7 @@ PYTHON = sys.executable
 BUG_TIMEOUT_S = 3600.0
 REQUEST_TIMEOUT_S = 900.0
 KEPT_FIELDS = ("n", "attempt", "outcome", "diff_lines", "tokens", "seed", "temperature", "model_ms",
-               "checks_ms", "reason", "view")  # of each candidate's record
+               "checks_ms", "reason", "view", "reply_tokens", "echo", "ended")  # of each candidate's record
 GITIGNORE = "\n.autod/\n__pycache__/\n.pytest_cache/\n"
 ORACLE_SYSTEM = (
     "You fix bugs in Python code. Answer with the complete corrected definition in one ```python "
@@ -366,6 +367,8 @@ def model_runs(bugs: list[dict[str, Any]], args: argparse.Namespace) -> dict[str
         total["oracle_fixed"] = fixed_oracle
     if autod and oracle:
         total["autod_over_oracle"] = round(fixed_autod / fixed_oracle, 3) if fixed_oracle else None
+    if autod:  # where the model's time went, and time to fix against the oracle's model time
+        total["replies"] = reply_figures(autod, oracle, {b["id"]: b["library"] for b in bugs})
     settings = overrides.described("autod defaults; workspace, one pytest check, auto-debug alone, "
                                    "llm.base_url and llm.model")
     return {"url": url, "model": args.model, "settings": settings, "total": total, "autod": autod,
