@@ -86,6 +86,11 @@ class ReplyWatch:
         return line[len(base):] if base and line.startswith(base) else line
 
     @property
+    def streamed(self) -> str:
+        """What the model wrote, as it came (a transcript shows this, not the reply autod completed)."""
+        return self._text
+
+    @property
     def echo(self) -> bool:
         """Ended as an echo: the definition given back unchanged through every line that could matter."""
         return self.stopped == "echo" or (self.stopped == "closed" and not self._changed)

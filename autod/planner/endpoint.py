@@ -5,15 +5,18 @@ takes (a refusal moves on at once, no retries spent on it) and the token-limit p
 (`max_tokens`, or `max_completion_tokens` for OpenAI's reasoning models).
 
 A request autod gives up on (a timeout, the plan's deadline, a stop) may still be running on the
-server: llama-cpp-python generates to the end after the client has gone, so a retry would queue
-behind it. Only one request is in flight per endpoint, and after one was abandoned the next first
-waits for the server to answer a cheap probe (`GET /models`, which llama-cpp-python serves only when
-the model is free) or, when it cannot be probed, for `request_timeout_s`.
+server: llama-cpp-python generates a reply it was not asked to stream to the end after the client has
+gone, so a retry would queue behind it. (A streamed reply autod ends itself, autod.planner.earlystop,
+is stopped by the server at its next token.) Only one request is in flight per endpoint, and after
+one was abandoned the next first waits for the server to answer a cheap probe (`GET /models`, which
+llama-cpp-python serves only when the model is free) or, when it cannot be probed, for
+`request_timeout_s`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
@@ -25,7 +28,7 @@ from autod import tally
 from autod.backoff import Backoff
 from autod.config.settings import LLMConfig
 from autod.errors import ContextTooLong, LLMUnavailable, PlanInvalid
-from autod.planner import TokenUsage, wire
+from autod.planner import CHARS_PER_TOKEN, TokenUsage, wire
 from autod.planner.earlystop import ReplyWatch, Watched
 from autod.planner.streamread import read_watched
 from autod.planner.window import ServerWindow
@@ -130,8 +133,9 @@ class Endpoint:
             started = asyncio.get_running_loop().time()
             status, ctype, data, read = await self._send(body, deadline, fmt, watch)
             tally.spend("model", (asyncio.get_running_loop().time() - started) * 1000)
-            if record is not None:
-                record(_exchange(self.url, body, status, data, started))
+            if record is not None:  # a streamed reply as the text the model wrote (and why it was ended)
+                said = data if read is None else _streamed(read[0])
+                record(_exchange(self.url, body, status, said, started))
             if 200 <= status < 300:
                 if not free:
                     self._formats = self._formats[i:]  # the refused ones are never sent again
@@ -319,9 +323,10 @@ class Endpoint:
         elif wire.is_sse(ctype, data):
             log.debug("llm.reply_streamed", endpoint=self.url, bytes=len(data))
         # A server that omits usage (a streamed reply mostly) still spends tokens: estimate them by the
-        # characters a token held in the prompts it counted (~4 before any was counted).
+        # characters a token held in the prompts it counted (before any was: code's dense ~3, so the
+        # daily budget is not undercounted)
         prompt_chars = self.window.measure(messages, reply.prompt_tokens)
-        per_token = self.window.chars_per_token or 4.0
+        per_token = self.window.chars_per_token or CHARS_PER_TOKEN
         counted = reply.prompt_tokens
         usage.prompt += counted if counted is not None else int(prompt_chars / per_token)
         usage.completion += (reply.completion_tokens if reply.completion_tokens is not None
@@ -349,6 +354,11 @@ def _exchange(url: str, body: dict[str, Any], status: int, data: bytes, started:
         "reply": data[:MAX_REPLY_BYTES].decode("utf-8", "replace"),
         "ms": round((asyncio.get_running_loop().time() - started) * 1000),
     }
+
+
+def _streamed(watch: ReplyWatch) -> bytes:
+    doc = {"choices": [{"message": {"role": "assistant", "content": watch.streamed}}]}
+    return json.dumps({**doc, "ended_early": watch.stopped or None}).encode()
 
 
 def _watched(reply: wire.Completion, watch: ReplyWatch, chunks: int, *, url: str) -> wire.Completion:

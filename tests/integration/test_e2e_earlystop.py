@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from daemon import Autod, base_config, git, write_config
+from daemon import Autod, base_config, git, run_cli, write_config
 
 pytestmark = pytest.mark.slow
 
@@ -76,8 +76,8 @@ def test_an_echo_is_ended_where_the_failing_test_stops_running_and_the_next_draw
                       modes={"auto-debug": {"enabled": True, "max_attempts_per_cycle": 1}})
     cfg["checks"]["tests"]["run"] = cfg["checks"]["tests"]["run"].replace(" tests", " tests/test_ship.py")
     cfg["state_dir"] = str(tmp_path / "state")
-    d = Autod(write_config(tmp_path / "autod.yaml", cfg), log_file=tmp_path / "state" / "logs" / "autod.jsonl")
-    d.start()
+    config = write_config(tmp_path / "autod.yaml", cfg)
+    d = Autod(config, log_file=tmp_path / "state" / "logs" / "autod.jsonl").start()
     try:
         (r,) = d.wait_reflections(1)
         assert r["status"] == "fixed", r
@@ -94,5 +94,9 @@ def test_an_echo_is_ended_where_the_failing_test_stops_running_and_the_next_draw
         # the next draw (the same suspect asked again, pointedly) is read back whole and fixes it
         assert second["outcome"] == "fixed" and "        return 0\n" in (repo / "src" / "ship.py").read_text()
         assert all(q.get("stream") is True for q in scripted_llm.requests[:2])
+        # `autod show` gives the reply as the model wrote it, cut where autod ended it
+        shown = run_cli("show", r["cycle_id"][:8], "-c", str(d.config))
+        assert shown.returncode == 0 and "The first branch returns the wrong value." in shown.stdout, shown
+        assert "rate = 4" in shown.stdout.split("reply:")[1] and "data:" not in shown.stdout
     finally:
         assert d.stop() == 0
