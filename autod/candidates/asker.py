@@ -295,10 +295,12 @@ async def _window(planner: ServerPlanner) -> int | None:
 
 def watched(suspect: dict[str, str] | None, shown: dict[str, str]) -> Watched | None:
     """The definition a suspect's prompt asks back, for its reply to be ended once the rest cannot change
-    the fix (autod.planner.earlystop): only a prompt showing that definition alone, as the file has it
-    (no values a fix may change instead, nothing cut to fit the window)."""
+    the fix (autod.planner.earlystop): as the file has it (nothing cut to fit the window). A reply that
+    opens with a value's fixed assignment instead is not that definition's and is read whole; one that
+    gives the definition back unchanged is an echo even if a value's block would have followed it (the
+    values are asked about on their own, autod.localize.focus.value_suspects)."""
     code = shown.get("code") or ""
-    if suspect is None or shown.get("values") or not code or code != suspect.get("code"):
+    if suspect is None or not code or code != suspect.get("code"):
         return None
     ran_to = suspect.get("ran_to") or ""
     # the lines the failing tests ran, and the one after them (an insertion there would run too)

@@ -140,3 +140,14 @@ def test_a_fence_inside_a_docstring_does_not_end_the_block_early():
     watch = ReplyWatch(Watched(code, 0))
     streamed(reply, watch, random.Random(1))
     assert "return 2" in code_of(watch.content()) and code_of(watch.content()) == code_of(reply)
+
+
+def test_a_suspects_prompt_is_watched_through_the_lines_its_failing_tests_ran_and_the_next():
+    from autod.candidates.asker import watched
+
+    code = "def f(a):\n    if a:\n        return 1\n    return 2"
+    suspect = {"path": "m.py", "symbol": "f", "code": code, "ran_to": "3", "values": "# X\nX = 1"}
+    assert watched(suspect, suspect) == Watched(code, 4)  # values shown too: a value's reply is read whole
+    assert watched({**suspect, "ran_to": ""}, {**suspect, "ran_to": ""}) == Watched(code, 0)  # no spectrum
+    assert watched(suspect, {**suspect, "code": code[:20]}) is None  # cut to fit: not the file's text
+    assert watched(None, suspect) is None
