@@ -87,7 +87,7 @@ async def _undo_locked(host: UndoHost, cycle_id: str, undo_id: str, why: str) ->
         try:
             done = await asyncio.to_thread(revert, s.state_path, s.workspace, kept, undo_id)
         except (UndoRefused, PlanRejected) as exc:
-            files = getattr(exc, "files", [])
+            files = exc.files if isinstance(exc, UndoRefused) else []
             log.warning("undo.refused", undone_cycle=cid, reason=exc.reason, files=files)
             return {"ok": False, "error": exc.reason, "files": files}
         edits = done.edits
