@@ -17,7 +17,7 @@ from autod.cycle.limits import CircuitBreaker, Gate
 from autod.daemon.preflight import check_problems
 from autod.delivery.deliver import Delivery
 from autod.delivery.verify import MirrorVerifier
-from autod.metrics.observe import CycleMetrics, MeteredPlanner, TimedMode, describe
+from autod.metrics.observe import CycleMetrics, MeteredPlanner, describe, timed
 from autod.metrics.sampler import sampler
 from autod.modes import Mode, ModeEnv
 from autod.runtime.narrate import CycleNarrator
@@ -56,7 +56,7 @@ def configure(d: Daemon) -> None:
     d.delivery = Delivery(s, d.delivery_ledger, MirrorVerifier(d.isolation), d.metrics)
     d.gate = DeliveryGate(Gate(s.limits, d.state, d.breaker), d.delivery)
     d.retry = RetryPolicy(s.limits, once=d.once)
-    d.modes = [TimedMode(m, d.metrics) for m in build_modes(s)]
+    d.modes = [timed(m, d.metrics) for m in build_modes(s)]
     d.kept.keep_cycles, d.kept.keep_days = s.undo.keep_cycles, s.undo.keep_days
     d.outbox.max_items = s.notify.outbox_max_items
     d.book.workspace = s.workspace
