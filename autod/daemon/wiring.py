@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
@@ -33,7 +33,14 @@ from autod.undo.ledger import kept_hook
 from autod.webhooks.announce import CycleAnnouncer, watch_daemon
 
 if TYPE_CHECKING:
+    from autod.checks.run import CheckResult
     from autod.daemon.supervisor import Daemon
+    from autod.delivery.ledger import DeliveryLedger
+    from autod.memory.resilient import ResilientMemory
+    from autod.metrics.registry import Metrics
+    from autod.ownwrites import OwnWrites
+    from autod.runtime.checkbook import CheckBook
+    from autod.undo.ledger import KeptLedger
 
 log = structlog.get_logger("autod.daemon.wiring")
 
@@ -51,10 +58,26 @@ def build_modes(settings: Settings) -> list[Mode]:
     return [all_modes[name] for name in settings.modes.enabled()]
 
 
-def wire(s: Settings, d: Daemon) -> Wiring:
-    """The wiring `s` makes of the daemon's long-lived parts (state, memory, metrics, ledgers, the check
-    book). Reads nothing of the wiring in force and changes nothing that runs: a build that fails leaves
-    the daemon as it was."""
+class Parts(Protocol):
+    """The daemon's long-lived parts a wiring is built on: never the wiring in force, nor its settings."""
+
+    state: State
+    memory: ResilientMemory | None
+    metrics: Metrics
+    delivery_ledger: DeliveryLedger
+    kept: KeptLedger
+    book: CheckBook
+    own_writes: OwnWrites
+    once: bool
+
+    async def verify_check(
+        self, settings: Settings, name: str, *, run: str | None = None, **extra: Any
+    ) -> CheckResult: ...
+
+
+def wire(s: Settings, d: Parts) -> Wiring:
+    """The wiring `s` makes of the daemon's long-lived parts. Changes nothing that runs: a build that
+    fails leaves the daemon as it was."""
     breaker = CircuitBreaker(s.llm.circuit_failures, s.llm.circuit_cooldown_s) if s.llm.base_url else None
     mirror = isolation.Isolation(s)  # the mirror branch and patch fixes are verified on
     delivery = Delivery(s, d.delivery_ledger, MirrorVerifier(mirror), d.metrics)
