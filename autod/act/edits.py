@@ -98,7 +98,7 @@ def prepare(
             originals[rel] = (path, old, mode)
             texts[rel] = None if old is None else _decode(rel, old)
             order.append(rel)
-        if (getattr(edit, "symbol", None) or "").strip():  # a whole-definition edit
+        if (edit.symbol or "").strip():  # a whole-definition edit
             texts[rel] = _replace_definition(rel, texts[rel], edit)
         else:
             texts[rel] = _apply_edit(rel, texts[rel], edit.search, edit.replace, stop)

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from autod.act.allowance import new_file_refusal
 from autod.act.reach import introduced
+from autod.config.settings import DebugMode, DocMode
 from autod.errors import PlanRejected
 from autod.safety.boundary import glob_match
 from autod.safety.protected import RUNNER_GLOBS
@@ -100,8 +101,7 @@ class Judges:
             cfg = settings.modes.get(mode)
         except KeyError:
             return None
-        globs = getattr(cfg, "judge_globs", None)
-        if globs is None:
+        if not isinstance(cfg, DebugMode | DocMode):  # auto-plan writes no code: nothing judges it
             return None
         scripts: list[_Script] = []
         tools: set[str] = set(_ALWAYS_TOOLS)
@@ -110,10 +110,10 @@ class Judges:
             scripts += [_Script(rel, is_dir, name) for rel, is_dir in found]
             if tool:
                 tools.add(tool)
-        globs = list(globs) + [f for t in sorted(tools) for f in _TOOL_FILES.get(t, ())]
+        globs = list(cfg.judge_globs) + [f for t in sorted(tools) for f in _TOOL_FILES.get(t, ())]
         ws = Path(os.path.realpath(settings.workspace))
         scripts = [_Script(normal_rel(s.rel, ws), s.is_dir, s.check) for s in scripts]
-        fixing = getattr(cfg, "doc_globs", None) is None  # auto-debug; auto-doc creates pages
+        fixing = isinstance(cfg, DebugMode)  # auto-doc creates pages
         allow = bool(cfg.allow_judge_edits)
         return cls(mode, tuple(globs), tuple(scripts), frozenset(tools), allow, ws, fixing)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -86,6 +86,23 @@ DELIVERY_DESCRIPTION = (
 )
 
 
+class ModeSettings(Protocol):
+    """What every mode's config answers, whichever mode it is: a mode without the knob has the one value
+    it runs with (a ClassVar, so the YAML still refuses the key)."""
+
+    @property
+    def enabled(self) -> bool: ...
+
+    @property
+    def require_confirmation(self) -> bool | None: ...
+
+    @property
+    def max_attempts_per_cycle(self) -> int: ...
+
+    @property
+    def delivery(self) -> Delivery: ...
+
+
 class DebugMode(Strict):
     enabled: bool = Field(True, description="fix failing checks and build errors")
     require_confirmation: bool | None = Field(None, description="override limits.require_confirmation")
@@ -104,6 +121,7 @@ class DocMode(Strict):
     enabled: bool = Field(False, description="keep docs and docstrings in step with code changes")
     require_confirmation: bool | None = None
     doc_globs: list[str] = Field(default_factory=lambda: ["docs/**", "*.md"])
+    max_attempts_per_cycle: ClassVar[int] = 1  # a doc plan that fails is not re-planned in its cycle
     judge_globs: JudgeGlobs = Field(
         default_factory=lambda: list(DEFAULT_JUDGE_GLOBS),
         description="tests and test config a plan may not edit (doctests judge too)",
@@ -119,6 +137,8 @@ class PlanMode(Strict):
     schedule: CronStr | None = Field("0 7 * * mon-fri")
     report_path: str | None = Field(None, description="default <state_dir>/reports/YYYY-MM-DD.md")
     require_confirmation: bool | None = None
+    max_attempts_per_cycle: ClassVar[int] = 1
+    delivery: ClassVar[Delivery] = "worktree"  # a report, never a fix
 
     _cron = field_validator("schedule")(lambda v: v if v is None else validate_cron(v))
 
@@ -140,7 +160,7 @@ class Modes(Strict):
                 out.append(name)
         return out
 
-    def get(self, name: str) -> DebugMode | DocMode | PlanMode:
+    def get(self, name: str) -> ModeSettings:
         return {"auto-debug": self.auto_debug, "auto-doc": self.auto_doc, "auto-plan": self.auto_plan}[name]
 
 

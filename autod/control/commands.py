@@ -17,26 +17,23 @@ from typing import TYPE_CHECKING, Any, Protocol
 import structlog
 
 from autod.checks import sandbox
-from autod.config.settings import Settings
-from autod.cycle.deps import CycleDeps
-from autod.cycle.limits import CircuitBreaker, Gate
 from autod.events import Event, EventKind, fingerprint
 from autod.memory import Tier
 from autod.memory.report import hits_to_json
 from autod.memory.resilient import MemoryUnavailable, ResilientMemory
-from autod.modes import Mode
 from autod.plan import Plan
-from autod.planner import Planner, ServerPlanner
+from autod.planner import ServerPlanner
 from autod.runtime.checkbook import CheckBook
 from autod.runtime.dispatch import Dispatcher
 from autod.runtime.notify import Notifier
 from autod.runtime.sourceset import SourceSet
 from autod.runtime.waiting import retry_now, start_waiting, waiting_rows
+from autod.runtime.wiring import Wiring
 from autod.stores.queue import EventQueue
 from autod.stores.state import State
+from autod.undo.ledger import KeptLedger
 
 if TYPE_CHECKING:
-    from autod.delivery.deliver import Delivery
     from autod.metrics.registry import Metrics
     from autod.metrics.server import MetricsServer
     from autod.webhooks.courier import Courier
@@ -45,30 +42,29 @@ log = structlog.get_logger("autod.control.commands")
 
 
 class DaemonView(Protocol):
-    """What the control commands need from the running daemon."""
+    """What the control commands need from the running daemon: what the config decides is its wiring
+    (settings, modes, gate, planner, breaker, delivery), the rest lives as long as the daemon."""
 
-    settings: Settings
+    @property
+    def wiring(self) -> Wiring:
+        """The wiring in force (a reload replaces it whole)."""
+        ...
+
     state: State
     queue: EventQueue
-    gate: Gate
-    modes: list[Mode]
     memory: ResilientMemory | None
-    planner: Planner
-    planner_name: str
-    breaker: CircuitBreaker | None
-    deps: CycleDeps
     dispatcher: Dispatcher
     notifier: Notifier
     book: CheckBook
     sources: SourceSet
-    config_problems: list[str]
+    kept: KeptLedger
     paused: bool
     started_at: float
     wakeup: asyncio.Event
+    workspace_lock: asyncio.Lock
     metrics: Metrics
     metrics_server: MetricsServer
     courier: Courier
-    delivery: Delivery
 
     async def accept(self, event: Event) -> None: ...
 
@@ -101,9 +97,9 @@ def offline_status(state: State, queue: EventQueue) -> dict[str, Any]:
     }
 
 
-def _takes(modes: list[Mode], name: str) -> Callable[[Event], bool]:
+def _takes(wiring: Wiring, name: str) -> Callable[[Event], bool]:
     """Whether the mode `name` takes an event (`autod trigger` starts such a waiting one)."""
-    mode = next((m for m in modes if m.name == name), None)
+    mode = wiring.mode(name)
     return mode.handles if mode is not None else (lambda _event: False)
 
 
@@ -146,16 +142,20 @@ class Commands:
         return await fn(req)
 
     async def cmd_status(self, req: dict[str, Any]) -> dict[str, Any]:
-        d = self.d
+        with self.d.dispatcher.holding() as w:  # one config throughout; its planner open for the ping
+            return await self._status(req, w)
+
+    async def _status(self, req: dict[str, Any], w: Wiring) -> dict[str, Any]:
+        d, cfg = self.d, w.settings
         snap = await d.state.call(offline_status, d.state, d.queue)
         # one due time per waiting event: its own, or later when a limit holds every cycle
         snap["queue"]["retries"] = await asyncio.to_thread(waiting_rows, d.queue, d.dispatcher.hold)
-        counters = await d.state.call(d.gate.counters)
-        llm: dict[str, Any] = {"configured": bool(d.settings.llm.base_url), "planner": d.planner_name}
-        if d.settings.llm.base_url:
-            server = d.planner if isinstance(d.planner, ServerPlanner) else None
-            llm["endpoint"] = server.endpoint if server is not None else d.settings.llm.base_url
-            llm["circuit"] = d.breaker.snapshot() if d.breaker else None
+        counters = await d.state.call(w.gate.counters)
+        llm: dict[str, Any] = {"configured": bool(cfg.llm.base_url), "planner": w.planner_name}
+        if cfg.llm.base_url:
+            server = w.planner if isinstance(w.planner, ServerPlanner) else None
+            llm["endpoint"] = server.endpoint if server is not None else cfg.llm.base_url
+            llm["circuit"] = w.breaker.snapshot() if w.breaker else None
             if req.get("ping"):
                 llm["reachable"] = await server.ping() if server is not None else None
         current = None
@@ -174,11 +174,11 @@ class Commands:
             "paused": d.paused,
             "waiting": d.dispatcher.waiting_reason or None,
             "current_cycle": current,
-            "modes": [m.name for m in d.modes],
+            "modes": [m.name for m in w.modes],
             "wedged": d.dispatcher.progress.wedged(),
-            "config_file": str(d.settings.config_file) if d.settings.config_file else None,
-            "state_dir": str(d.settings.state_path),
-            "config_problems": d.config_problems,
+            "config_file": str(cfg.config_file) if cfg.config_file else None,
+            "state_dir": str(cfg.state_path),
+            "config_problems": list(w.config_problems),
             "sources": [
                 {**{k: v for k, v in asdict(s).items() if k != "crashes"}, "armed": d.sources.armed(s.name)}
                 for s in d.sources.states.values()
@@ -192,10 +192,10 @@ class Commands:
             "llm": llm,
             "memory": d.memory.summary() if d.memory is not None else "off",
             "memory_status": d.memory.status() if d.memory is not None else None,
-            "sandbox": await asyncio.to_thread(sandbox.status, d.settings),
+            "sandbox": await asyncio.to_thread(sandbox.status, cfg),
             "metrics": d.metrics_server.status(),
             "webhooks": await d.courier.status(),
-            "delivery": await d.delivery.status(),
+            "delivery": await w.delivery.status(),
             **snap,
         }
 
@@ -217,10 +217,11 @@ class Commands:
         mode = req.get("mode")
         if mode not in MODES:
             return {"ok": False, "error": f"unknown mode {mode!r}; one of {', '.join(MODES)}"}
-        if mode not in [m.name for m in self.d.modes]:
+        wiring = self.d.wiring
+        if wiring.mode(mode) is None:
             return {"ok": False, "error": f"mode {mode} is not enabled in the config"}
         if not req.get("path") and not req.get("message"):  # the mode's waiting event runs, not a second
-            started = await asyncio.to_thread(start_waiting, self.d.queue, _takes(self.d.modes, mode))
+            started = await asyncio.to_thread(start_waiting, self.d.queue, _takes(wiring, mode))
             if started:
                 return await self._now(started, "trigger")
         event = manual_event(mode, req.get("path"), req.get("message"))
@@ -235,8 +236,9 @@ class Commands:
 
     async def _now(self, due: list[dict[str, Any]], by: str) -> dict[str, Any]:
         """Waiting events made due by the operator: the breaker lets one cycle try, the dispatcher wakes."""
-        if self.d.breaker is not None:
-            self.d.breaker.half_open()
+        breaker = self.d.wiring.breaker
+        if breaker is not None:
+            breaker.half_open()
         log.info("control.retries_due_now", by=by, events=[r["id"] for r in due])
         self.d.wakeup.set()
         return {"ok": True, "due": due}
@@ -246,6 +248,10 @@ class Commands:
         return {"ok": True, "proposals": [_proposal_row(p) for p in _live(rows)]}
 
     async def cmd_approve(self, req: dict[str, Any]) -> dict[str, Any]:
+        with self.d.dispatcher.holding() as w:  # the cycle runs on the config the mode was found in
+            return await self._approve(req, w)
+
+    async def _approve(self, req: dict[str, Any], w: Wiring) -> dict[str, Any]:
         d = self.d
         p = await d.state.call(d.state.proposal, str(req.get("id", "")))
         if p is None:
@@ -255,7 +261,7 @@ class Commands:
         if p["expires_at"] <= time.time():
             await d.state.call(d.state.decide_proposal, p["id"], "expired", "not approved in time")
             return {"ok": False, "error": f"proposal {p['id']} expired"}
-        mode = next((m for m in d.modes if m.name == p["mode"]), None)
+        mode = w.mode(p["mode"])
         if mode is None:
             return {"ok": False, "error": f"mode {p['mode']} is no longer enabled"}
         event = Event.model_validate_json(p["event"])
@@ -264,7 +270,7 @@ class Commands:
         # exactly one goes on; the status read above was only for the error message.
         if not await d.state.call(d.state.claim_proposal, p["id"], "approved", req.get("reason")):
             return {"ok": False, "error": f"proposal {p['id']} is no longer pending (decided meanwhile)"}
-        cycle = await d.dispatcher.run_cycle(mode, event, approved=plan, slot=f"approve:{p['id']}")
+        cycle = await d.dispatcher.run_cycle(w, mode, event, approved=plan, slot=f"approve:{p['id']}")
         r = cycle.r
         final = "applied" if r.status in ("fixed", "improved") else "failed"
         await d.state.call(
@@ -329,7 +335,7 @@ class Commands:
             log.info("quarantine.cleared", fingerprint=one, by="operator")
         # the failure is worked on again now, not at the next save: its check runs, a failure is queued
         cleared = resp.get("cleared") or []
-        checks = sorted({c for f in cleared if (c := held.get(f)) in self.d.settings.checks})
+        checks = sorted({c for f in cleared if (c := held.get(f)) in self.d.wiring.settings.checks})
         for name in checks:
             task = asyncio.create_task(self.d.probe_check(name), name=f"recheck-{name}")
             self._rechecks.add(task)
@@ -369,4 +375,4 @@ class Commands:
     async def cmd_undo(self, req: dict[str, Any]) -> dict[str, Any]:
         from autod.control.undo import undo
 
-        return await undo(self.d, str(req.get("cycle") or ""), req.get("reason"))  # type: ignore[arg-type]
+        return await undo(self.d, str(req.get("cycle") or ""), req.get("reason"))

@@ -22,11 +22,9 @@ from autod.undo.ledger import KeptLedger
 from autod.undo.revert import UndoRefused, commit_revert, revert
 
 if TYPE_CHECKING:
-    from autod.config.settings import Settings
-    from autod.cycle.limits import Gate
-    from autod.delivery.deliver import Delivery
     from autod.memory import Memory
     from autod.metrics.registry import Metrics
+    from autod.runtime.wiring import Wiring
     from autod.stores.state import State
     from autod.webhooks.courier import Courier
 
@@ -39,13 +37,15 @@ KEPT_STATUSES = ("fixed", "improved")
 class UndoHost(Protocol):
     """What `undo` needs from the running daemon."""
 
-    settings: Settings
+    @property
+    def wiring(self) -> Wiring:
+        """The wiring in force: its settings, its delivery, its gate (the attempt the undo counts)."""
+        ...
+
     state: State
     memory: Memory | None
-    gate: Gate
     workspace_lock: asyncio.Lock
     kept: KeptLedger
-    delivery: Delivery | None
     metrics: Metrics | None
     courier: Courier | None
 
@@ -57,15 +57,15 @@ async def undo(host: UndoHost, cycle_id: str, reason: str | None) -> dict[str, A
         return {"ok": False, "error": "name a cycle by its id (or a unique prefix of at least 4 hex digits)"}
     undo_id = uuid.uuid4().hex[:12]
     async with host.workspace_lock:
-        out = await _undo_locked(host, cycle_id, undo_id, why)
+        out = await _undo_locked(host, host.wiring, cycle_id, undo_id, why)
     outcome = "undone" if out.get("ok") else "refused"
     if host.metrics is not None:
         host.metrics.undos.labels(outcome).inc()
     return out
 
 
-async def _undo_locked(host: UndoHost, cycle_id: str, undo_id: str, why: str) -> dict[str, Any]:
-    s, state = host.settings, host.state
+async def _undo_locked(host: UndoHost, w: Wiring, cycle_id: str, undo_id: str, why: str) -> dict[str, Any]:
+    s, state = w.settings, host.state
     rows = await state.call(state.cycle_record, cycle_id)
     exact = [r for r in rows if r["id"] == cycle_id]
     row = exact[0] if exact else (rows[0] if len(rows) == 1 else None)
@@ -87,7 +87,7 @@ async def _undo_locked(host: UndoHost, cycle_id: str, undo_id: str, why: str) ->
         try:
             done = await asyncio.to_thread(revert, s.state_path, s.workspace, kept, undo_id)
         except (UndoRefused, PlanRejected) as exc:
-            files = getattr(exc, "files", [])
+            files = exc.files if isinstance(exc, UndoRefused) else []
             log.warning("undo.refused", undone_cycle=cid, reason=exc.reason, files=files)
             return {"ok": False, "error": exc.reason, "files": files}
         edits = done.edits
@@ -102,8 +102,8 @@ async def _undo_locked(host: UndoHost, cycle_id: str, undo_id: str, why: str) ->
             else:
                 log.warning("git.not_committed", reason=result.get("reason"), files=result.get("skipped"))
         await asyncio.to_thread(host.kept.mark_undone, kept, undo_id, why)
-    elif host.delivery is not None:
-        delivered = await asyncio.to_thread(host.delivery.undo, cid, undo_id, why)
+    else:
+        delivered = await asyncio.to_thread(w.delivery.undo, cid, undo_id, why)
         if delivered is not None and not delivered.get("ok"):
             log.warning("undo.refused", undone_cycle=cid, reason=delivered.get("error"))
             return {"ok": False, "error": delivered.get("error")}
@@ -116,7 +116,7 @@ async def _undo_locked(host: UndoHost, cycle_id: str, undo_id: str, why: str) ->
             "error": f"no record of what cycle {cid} wrote (autod keeps the last"
             f" undo.keep_cycles={s.undo.keep_cycles} kept cycles, for undo.keep_days={s.undo.keep_days:g})",
         }
-    r = await _record(host, row, undo_id, why, edits, commit, delivered)
+    r = await _record(host, w, row, undo_id, why, edits, commit, delivered)
     return {
         "ok": True,
         "cycle_id": cid,
@@ -130,6 +130,7 @@ async def _undo_locked(host: UndoHost, cycle_id: str, undo_id: str, why: str) ->
 
 async def _record(
     host: UndoHost,
+    w: Wiring,
     row: dict[str, Any],
     undo_id: str,
     why: str,
@@ -179,7 +180,7 @@ async def _record(
             fingerprint=row["fingerprint"],
         )
         attempt = {"summary": plan, "diff": "", "output": f"undone by the operator after it was kept: {why}"}
-        await state.call(host.gate.record_attempt, event, "undone", attempt)
+        await state.call(w.gate.record_attempt, event, "undone", attempt)
     except (ValueError, TypeError) as exc:
         log.debug("undo.attempt_not_recorded", error=type(exc).__name__)
     if host.memory is not None:

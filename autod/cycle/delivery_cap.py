@@ -7,9 +7,8 @@ dropped, logged with why)."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from autod.cycle.limits import Verdict
+from autod.act.edits import Caps
+from autod.cycle.limits import Gate, Verdict
 from autod.delivery.deliver import Delivery
 from autod.events import FAILURE_KINDS, Event
 
@@ -20,7 +19,7 @@ DEBUG = "auto-debug"  # the mode that takes failures
 class DeliveryGate:
     """A Gate whose `admit` also holds failures at the delivery cap; everything else is the gate's."""
 
-    def __init__(self, gate: Any, delivery: Delivery) -> None:
+    def __init__(self, gate: Gate, delivery: Delivery) -> None:
         self.gate = gate
         self.delivery = delivery
 
@@ -38,5 +37,15 @@ class DeliveryGate:
         held = self.delivery.held_reason(key, DEBUG, event.fingerprint, event.summary)
         return verdict if held is None else Verdict(False, CAP_WAIT_S, held)
 
-    def __getattr__(self, name: str) -> Any:  # caps, book, record_attempt, counters, limits
-        return getattr(self.gate, name)
+    # what the cycle, undo and status ask a gate besides admit: the gate's own answers
+    def caps(self, now: float | None = None) -> Caps:
+        return self.gate.caps(now)
+
+    def book(self, *, edits: int, tokens: int, now: float | None = None) -> None:
+        self.gate.book(edits=edits, tokens=tokens, now=now)
+
+    def record_attempt(self, event: Event, status: str, last_attempt: dict[str, object] | None) -> bool:
+        return self.gate.record_attempt(event, status, last_attempt)
+
+    def counters(self, now: float | None = None) -> dict[str, dict[str, int]]:
+        return self.gate.counters(now)

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 AfterKeep = Callable[[Reflection, Event, str, list[FileChange]], Awaitable[None]]
 
 
-@dataclass
+@dataclass(frozen=True)  # a part of the daemon's wiring: replaced whole, never changed in place
 class CycleDeps:
     env: ModeEnv
     gate: Gate

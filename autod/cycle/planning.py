@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 import structlog
 
 from autod.candidates.replay import Replay, for_failure
-from autod.config.models import DebugMode as DebugConfig
 from autod.events import FAILURE_KINDS, Event
 from autod.modes import Attempt
 from autod.stores.state import day_key
@@ -63,8 +62,7 @@ def search_config(settings: Settings, planner_name: str) -> CandidatesConfig:
 
 def max_attempts(settings: Settings, mode: str) -> int:
     """Attempts a cycle of `mode` makes (re-plans after a rolled-back one): auto-debug's own setting."""
-    cfg = settings.modes.get(mode)
-    return cfg.max_attempts_per_cycle if isinstance(cfg, DebugConfig) else 1
+    return settings.modes.get(mode).max_attempts_per_cycle
 
 
 async def replays(recalled: list[Recalled], boundary: Boundary, event: Event) -> list[Replay]:

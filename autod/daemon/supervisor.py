@@ -1,7 +1,7 @@
 """The daemon's task tree: sources -> queue -> dispatcher, control socket, housekeeping, watchdog;
 signals, sd_notify and reload. What each task does lives in its own module (sourceset, dispatch,
-checkbook, housekeeping, commands), what the config decides is wired in `wiring`; this one starts
-them, owns them and stops them."""
+checkbook, housekeeping, commands), what the config decides is one `Wiring` built in `wiring` and
+replaced whole on reload; this one starts them, owns them and stops them."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from autod.checks.source import CheckSource
 from autod.config.settings import ConfigError, Settings, load_config
 from autod.control.commands import Commands
 from autod.control.socket import ControlServer, socket_path
-from autod.daemon.wiring import configure, output_tasks
+from autod.daemon.wiring import observers, output_tasks, settle, wire
 from autod.delivery.ledger import DeliveryLedger
 from autod.events import Event, EventKind
 from autod.git.exclude import exclude_state_dir
@@ -33,7 +33,6 @@ from autod.metrics.observe import check_ran
 from autod.metrics.registry import Metrics
 from autod.metrics.server import MetricsServer
 from autod.ownwrites import OwnWrites
-from autod.planner import CHARS_PER_TOKEN, TEMPLATE_TOKENS, ServerPlanner
 from autod.runtime import once, outage
 from autod.runtime.checkbook import CheckBook
 from autod.runtime.dispatch import Dispatcher
@@ -42,6 +41,7 @@ from autod.runtime.housekeeping import housekeeping
 from autod.runtime.narrate import announce_ready
 from autod.runtime.notify import Notifier
 from autod.runtime.sourceset import SourceSet, source_specs
+from autod.runtime.wiring import Wiring
 from autod.safety.boundary import config_inside_workspace
 from autod.stores.queue import EventQueue
 from autod.stores.state import State
@@ -59,7 +59,8 @@ class DaemonAlreadyRunning(Exception):
 
 class Daemon:
     def __init__(self, settings: Settings, config_path: Path | None, *, once: bool = False) -> None:
-        self.settings = settings
+        self._started_with = settings  # the config until the first wiring is built from it (_open)
+        self._wiring: Wiring | None = None
         self.config_path = config_path
         self.once = once
         self.started_at = time.time()
@@ -71,12 +72,30 @@ class Daemon:
         self.paused = False
         self.sources = SourceSet(self.accept)
         self.memory: ResilientMemory | None = None
-        self.config_problems: list[str] = []  # checks that cannot start, found before they ran
         self._lock_fd: int | None = None
         self._ready: asyncio.Task[None] | None = None  # logs daemon.ready once the sources are armed
         self.dispatcher = Dispatcher(self)
         self.metrics = Metrics()
         self.metrics_server = MetricsServer(self.metrics)
+
+    @property
+    def wiring(self) -> Wiring:
+        """What the config decides (autod.runtime.wiring): built in `_open`, replaced whole on reload."""
+        if self._wiring is None:
+            raise RuntimeError("the daemon is not wired before it opens")
+        return self._wiring
+
+    @property
+    def settings(self) -> Settings:
+        """The config in force: the wiring's."""
+        return self._wiring.settings if self._wiring is not None else self._started_with
+
+    def _put_in_force(self, wiring: Wiring) -> None:
+        """`wiring` replaces the one in force whole; the old one closes once nothing runs on it."""
+        settle(self, wiring)
+        old, self._wiring = self._wiring, wiring
+        if old is not None:
+            self.dispatcher.in_use.retire(old)
 
     # -- start-up ------------------------------------------------------------------
     def _take_lock(self) -> None:
@@ -123,7 +142,8 @@ class Daemon:
         self.courier = Courier(lambda: self.settings, self.outbox, self.metrics)
         self.ledger = self.book.ledger
         self.memory = await self._open_memory()
-        configure(self)
+        self.dispatcher.observers = observers(self)
+        self._put_in_force(wire(s, self))
 
     async def _open_memory(self) -> ResilientMemory:
         # Always a memory: it opens the store in the background and degrades (status says why)
@@ -133,33 +153,26 @@ class Daemon:
             s.memory, s.state_path, workspace=s.workspace, token=s.memory_token()
         )
 
-    async def _prompt_room(self, mode: str) -> tuple[int, float] | None:
-        """Tokens a prompt may take at the LLM server (its window less the reply cap), when known."""
-        if not isinstance(self.planner, ServerPlanner):
-            return None
-        window = await self.planner.context_window()
-        if not window:
-            return None
-        ratio = self.planner.chars_per_token or CHARS_PER_TOKEN
-        return window - self.planner.reply_tokens(mode) - TEMPLATE_TOKENS, ratio
-
     # -- check results -------------------------------------------------------------------
     @property
     def last_results(self) -> dict[str, CheckResult]:
         return self.book.results
 
-    async def _verify_check(self, name: str, *, run: str | None = None, **extra: Any) -> CheckResult:
-        """Checks run by verification (the cycle already holds the workspace lock).
+    async def verify_check(
+        self, settings: Settings, name: str, *, run: str | None = None, **extra: Any
+    ) -> CheckResult:
+        """Checks run by verification, as `settings` (the cycle's wiring's) configure them (the cycle
+        already holds the workspace lock).
 
         run: the check's focus command instead of its own; extra: run_check's extra_args, extra_env,
         output_dir. Only a plain run is the check's latest result.
         """
         from autod.checks.run import run_check
 
-        check = self.settings.checks[name]
+        check = settings.checks[name]
         if run is not None:
             check = check.model_copy(update={"run": run})
-        result = await run_check(name, check, self.settings.workspace, settings=self.settings, **extra)
+        result = await run_check(name, check, settings.workspace, settings=settings, **extra)
         check_ran(self.metrics, result)
         if run is None and not extra:
             await self.book.record(result, time.time())  # held until the cycle keeps or drops its edits
@@ -191,14 +204,14 @@ class Daemon:
         self.sources.start(specs)
         if self._ready is not None:
             self._ready.cancel()
-        ready = announce_ready(self.sources, self.book.results, [m.name for m in self.modes])
+        ready = announce_ready(self.sources, self.book.results, [m.name for m in self.wiring.modes])
         self._ready = asyncio.create_task(ready, name="ready")
 
     async def accept(self, event: Event) -> None:
         """Route one event: file changes also trigger checks; queue it if an enabled mode takes it."""
         if event.kind == EventKind.FILES_CHANGED:
             self.check_source.notify_change(list(event.payload.get("paths", [])))
-        if not any(m.handles(event) for m in self.modes):
+        if not any(m.handles(event) for m in self.wiring.modes):
             log.debug(
                 "queue.event_unhandled",
                 kind=str(event.kind),
@@ -268,12 +281,12 @@ class Daemon:
             self.notifier.ready("running (reload refused)")
             return
         async with self.workspace_lock:  # never swap the config under a running cycle
+            wiring = wire(new, self)
             await self.sources.stop()
-            self.settings = new
             logs.configure_logging(level=new.logging.level, file=new.log_file, secrets=new.secrets())
             if self.memory is not None:  # a degraded store is retried now; a changed one reconnected
                 self.memory.reload(new.memory, token=new.memory_token())
-            configure(self)
+            self._put_in_force(wiring)
             self._start_sources()
         log.info("config.reloaded", modes=new.modes.enabled(), checks=list(new.checks))
         self.notifier.ready("running (config reloaded)")
@@ -309,8 +322,8 @@ class Daemon:
         log.info(
             "daemon.started",
             workspace=str(self.settings.workspace),
-            modes=[m.name for m in self.modes],
-            planner=self.planner_name,
+            modes=[m.name for m in self.wiring.modes],
+            planner=self.wiring.planner_name,
             checks=list(self.settings.checks),
             once=self.once,
             memory=self.memory.summary() if self.memory else "off",
@@ -323,7 +336,7 @@ class Daemon:
         inside = config_inside_workspace(self.settings)
         if inside:
             log.warning("config.inside_workspace", config=str(self.settings.config_file), detail=inside)
-        self.notifier.ready(f"running; modes {', '.join(m.name for m in self.modes) or 'none'}")
+        self.notifier.ready(f"running; modes {', '.join(m.name for m in self.wiring.modes) or 'none'}")
         stop_wait = asyncio.create_task(self.stopping.wait(), name="stop-wait")
         try:
             await asyncio.wait({dispatcher, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
@@ -364,9 +377,8 @@ class Daemon:
         if self.memory is not None:
             with logs.survive("memory.close_failed"):
                 await self.memory.close()
-        if isinstance(self.planner, ServerPlanner):
-            with logs.survive("llm.close_failed"):
-                await self.planner.aclose()
+        await self.dispatcher.in_use.close()  # the wirings reloads replaced, when a cycle still held them
+        await self.wiring.close()
         await asyncio.to_thread(self.queue.close)
         self.outbox.close()
         self.delivery_ledger.close()

@@ -13,14 +13,10 @@ def problems(settings: Settings) -> list[Problem]:
     from autod.checks import sandbox
 
     out: list[Problem] = []
-    isolated = [
-        m
-        for m in settings.modes.enabled()
-        if getattr(settings.modes.get(m), "delivery", "worktree") != "worktree"
-    ]
+    isolated = [m for m in settings.modes.enabled() if settings.modes.get(m).delivery != "worktree"]
     for mode in isolated:
         key = ("modes", mode, "delivery")
-        kind = settings.modes.get(mode).delivery  # type: ignore[union-attr]
+        kind = settings.modes.get(mode).delivery
         if not g.is_repo(settings.workspace) or g.rev(settings.workspace, "HEAD") is None:
             out.append(
                 Problem(key, f"{kind} delivery needs a git repository with a commit (it starts from HEAD)")
@@ -44,7 +40,7 @@ def problems(settings: Settings) -> list[Problem]:
             )
     remote = settings.delivery.push
     if remote:
-        if not any(settings.modes.get(m).delivery == "branch" for m in isolated):  # type: ignore[union-attr]
+        if not any(settings.modes.get(m).delivery == "branch" for m in isolated):
             out.append(
                 Problem(("delivery", "push"), "no mode delivers to a branch: nothing is pushed", error=False)
             )

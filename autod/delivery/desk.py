@@ -43,7 +43,7 @@ class Desk:
     def kind(self, mode: str) -> str:
         """worktree, branch or patch: where `mode`'s fixes go."""
         try:
-            return str(getattr(self.settings.modes.get(mode), "delivery", "worktree"))
+            return self.settings.modes.get(mode).delivery
         except KeyError:
             return "worktree"
 

@@ -29,6 +29,10 @@ class Embedder(Protocol):
         """Blocking; callers run it off the event loop."""
         ...
 
+    def load(self) -> None:
+        """Load the model now, when it loads lazily on first use (the local one); blocking."""
+        ...
+
 
 class Memory(Protocol):
     async def observe(self, text: str, metadata: dict[str, Any]) -> str:
@@ -46,6 +50,10 @@ class Memory(Protocol):
         ...
 
     async def recall(self, query: str, *, budget_tokens: int, k: int = 8) -> list[Recalled]: ...
+
+    async def search(self, query: str, *, tier: Tier | None = None, k: int = 10) -> list[Recalled]:
+        """The items most like `query`, of one tier or all, unbudgeted (reports, `autod memory`)."""
+        ...
 
     async def flush(self) -> None: ...
 

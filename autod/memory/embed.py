@@ -233,6 +233,9 @@ class OpenAIEmbedder:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = httpx.Client(timeout=timeout_s, headers=headers, transport=transport)
 
+    def load(self) -> None:
+        """Nothing to load: the server holds the model."""
+
     def embed(self, texts: list[str]) -> list[list[float]]:
         """Embed texts with one request per batch; blocking."""
         out: list[list[float]] = []

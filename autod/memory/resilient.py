@@ -99,11 +99,11 @@ class ResilientMemory:
         in each fix of bench/bench_realllm.py, which starts a daemon per bug). A model that fails to
         load fails the first recall as before: logged here, the memory left to its own handling."""
         await self._conn.until(lambda: self.state != OPENING, None)
-        warm = getattr(self._store, "warm", None)
-        if self.state != OK or warm is None:
+        store = self._store
+        if self.state != OK or store is None:
             return
         try:
-            await asyncio.wait_for(asyncio.to_thread(warm), self.cfg.timeout_s)
+            await asyncio.wait_for(asyncio.to_thread(store.warm), self.cfg.timeout_s)
         except Exception as exc:
             log.warning("memory.warm_failed", error=type(exc).__name__)
         else:

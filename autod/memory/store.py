@@ -173,9 +173,7 @@ class ChromaMemory(Figures):
 
     def warm(self) -> None:
         """Load the embedder now when it loads lazily (the local model); blocking."""
-        load = getattr(self._embedder, "load", None)
-        if callable(load):
-            load()
+        self._embedder.load()
 
     def _writable(self) -> None:
         if self.read_only:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from autod.act.edits import ScopeCheck, new_file_mode
 from autod.atomicfile import atomic_write
@@ -29,6 +30,7 @@ class PlanReportMode:
     writes_code = False
     reply_form = "json"  # a report or docstrings: the JSON plan and its schema
     stop: tuple[str, ...] = ()
+    facts: dict[str, Any] | None = None  # what this cycle's context() gathered, for its report
 
     def handles(self, event: Event) -> bool:
         return event.kind in self.kinds and event.target_mode == self.name
@@ -71,7 +73,7 @@ class PlanReportMode:
         return env.settings.state_path / "reports" / f"{day}.md"
 
     async def write_report(self, event: Event, plan: Plan, env: ModeEnv, own: OwnWrites) -> Path:
-        facts = getattr(self, "facts", None) or await gather_facts(env)
+        facts = self.facts or await gather_facts(env)
         actions = (plan.report or "").strip()
         if actions:
             planned_by = "planned by the LLM" if env.settings.llm.base_url else "derived by rules"

@@ -110,10 +110,9 @@ async def gather_facts(env: ModeEnv) -> dict[str, Any]:
     hot_git = await asyncio.to_thread(git_hot_files, env.workspace)
     todos = await asyncio.to_thread(find_todos, env.workspace, env.settings.state_path, 200, env.boundary)
     lessons: list[str] = []
-    search = getattr(env.memory, "search", None)
-    if search is not None:
+    if env.memory is not None:
         with logs.survive("plan.lessons_unavailable"):  # a report without lessons is still a report
-            hits = await search("lessons learned fixes failures", tier=Tier.N2, k=10)
+            hits = await env.memory.search("lessons learned fixes failures", tier=Tier.N2, k=10)
             lessons = [h.text for h in hits]
     return {
         "recurring": recurring,

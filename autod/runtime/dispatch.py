@@ -1,10 +1,11 @@
 """The dispatch loop: lease events from the queue, check them against the present, gate them, run one
 cycle per enabled mode that takes them, and decide what happens to them after (done, or tried again).
 
-The supervisor owns the task this runs in; what it needs from the daemon (queue, state, modes, the
-gate, the cycle's dependencies, flags) is the small `Host` protocol below, read live on every turn so a
-config reload takes effect at the next event. Every step runs under a deadline kept in `progress`, which
-the watchdog reads (autod.runtime.progress).
+The supervisor owns the task this runs in; what it needs from the daemon (queue, state, the wiring,
+flags) is the small `Host` protocol below. Each event is handled on the wiring in force when it was
+leased (its modes, gate, cycles and retry decision), held to its end, so a config reload takes effect at
+the next event and never halfway through one (autod.runtime.wiring). Every step runs under a deadline
+kept in `progress`, which the watchdog reads (autod.runtime.progress).
 """
 
 from __future__ import annotations
@@ -17,9 +18,6 @@ from typing import Protocol
 import structlog
 
 from autod import heap
-from autod.config.settings import Settings
-from autod.cycle.deps import CycleDeps
-from autod.cycle.limits import Gate
 from autod.cycle.phases import Cycle
 from autod.events import Event, EventKind
 from autod.modes import Mode
@@ -27,8 +25,8 @@ from autod.plan import Plan
 from autod.runtime.freshness import CheckLedger, Judgement, Run, judge
 from autod.runtime.notify import Notifier
 from autod.runtime.progress import STEP_S, Progress, cycle_budget
-from autod.runtime.retry import RetryPolicy
 from autod.runtime.waiting import Hold
+from autod.runtime.wiring import InUse, Wiring
 from autod.stores.queue import EventQueue, Leased
 from autod.stores.state import State
 
@@ -45,13 +43,13 @@ SLOT = "dispatch"
 class Host(Protocol):
     """What the dispatcher reads from the daemon that runs it."""
 
-    settings: Settings
+    @property
+    def wiring(self) -> Wiring:
+        """The wiring in force (a reload replaces it whole)."""
+        ...
+
     queue: EventQueue
     state: State
-    modes: list[Mode]
-    gate: Gate
-    deps: CycleDeps
-    planner_name: str
     paused: bool
     once: bool
     notifier: Notifier
@@ -59,7 +57,6 @@ class Host(Protocol):
     wakeup: asyncio.Event
     stopping: asyncio.Event
     ledger: CheckLedger
-    retry: RetryPolicy
 
     async def start_up_checks_done(self) -> bool: ...
 
@@ -93,6 +90,11 @@ class Dispatcher:
         self.once_waited_s = 0.0
         self.progress = Progress()
         self.observers: list[CycleObserver] = []  # set by the daemon (autod.metrics, autod.webhooks)
+        self.in_use = InUse()  # the wirings events and approvals still run on (a reload retires the old)
+
+    def holding(self) -> contextlib.AbstractContextManager[Wiring]:
+        """The wiring in force, held (kept open) until the block ends."""
+        return self.in_use.hold(self.host.wiring)
 
     # -- the loop ---------------------------------------------------------------------
     async def run(self) -> None:
@@ -119,8 +121,9 @@ class Dispatcher:
     async def _wait_for_start_up(self) -> None:
         """After a (re)start, the start-up checks decide what is still news: nothing is planned before."""
         h = self.host
-        start = [c for c in h.settings.checks.values() if ("start" in c.when or h.once) and not c.fixer]
-        budget = sum(c.timeout_s for c in start) + h.settings.limits.cycle_grace_s + STEP_S
+        s = h.wiring.settings
+        start = [c for c in s.checks.values() if ("start" in c.when or h.once) and not c.fixer]
+        budget = sum(c.timeout_s for c in start) + s.limits.cycle_grace_s + STEP_S
         self.progress.step(SLOT, "waiting for the start-up checks", budget)
         while not h.stopping.is_set() and not await h.start_up_checks_done():
             self.waiting_reason = "start-up checks"
@@ -148,11 +151,15 @@ class Dispatcher:
         return True
 
     async def handle(self, leased: Leased) -> bool:
-        """One leased event: resolved, held back, or worked on by each mode that takes it.
-        False: the loop must end (--once cannot wait that long)."""
+        """One leased event: resolved, held back, or worked on by each mode that takes it, all on the
+        wiring in force now. False: the loop must end (--once cannot wait that long)."""
+        with self.holding() as wiring:
+            return await self._handle(leased, wiring)
+
+    async def _handle(self, leased: Leased, w: Wiring) -> bool:
         h = self.host
         event = leased.event
-        verdict = await self.present(event)
+        verdict = await self.present(event, w)
         if verdict is None:  # a stop came while a check ran
             await h.queue.arelease(event.id)
             return True
@@ -160,10 +167,10 @@ class Dispatcher:
             await self.resolve(event, verdict.reason)
             return True
         done = set(leased.done_modes) | await h.state.call(h.state.modes_done, event.id, leased.deferred_at)
-        for mode in h.modes:
+        for mode in w.modes:
             if mode.name in done or not mode.handles(event):
                 continue
-            admitted = await h.state.call(h.gate.admit, event, uses_llm=h.planner_name == "llm")
+            admitted = await h.state.call(w.gate.admit, event, uses_llm=w.planner_name == "llm")
             if admitted.drop:
                 log.warning("dispatch.event_dropped", reason=admitted.reason, summary=event.summary[:200])
                 break
@@ -171,9 +178,9 @@ class Dispatcher:
                 await h.queue.arelease(event.id)
                 return await self._hold(admitted.reason, admitted.wait_s)
             self.waiting_reason, self.hold = "", None
-            cycle = await self.run_cycle(mode, event)
+            cycle = await self.run_cycle(w, mode, event)
             self.cycles_since_trim += 1
-            decision = h.retry.decide(event, cycle.r, cycle.error, leased.retries)
+            decision = w.retry.decide(event, cycle.r, cycle.error, leased.retries)
             if decision.retry:
                 retries = await h.queue.adefer(
                     event.id, decision.delay_s, decision.reason, kind=decision.kind
@@ -191,18 +198,18 @@ class Dispatcher:
         await h.queue.aack(event.id)
         return True
 
-    async def present(self, event: Event) -> Judgement | None:
+    async def present(self, event: Event, w: Wiring) -> Judgement | None:
         """Check the event against the latest run of its check, running the check first if none exists."""
-        h = self.host
-        verdict = judge(event, h.ledger, h.settings.checks)
+        h, s = self.host, w.settings
+        verdict = judge(event, h.ledger, s.checks)
         if verdict.probe is not None:
-            check = h.settings.checks[verdict.probe]
+            check = s.checks[verdict.probe]
             # it waits for the workspace lock first, which an approval's cycle may hold
-            held = max((cycle_budget(h.settings, m.name) for m in h.modes), default=0.0)
+            held = max((cycle_budget(s, m.name) for m in w.modes), default=0.0)
             budget = held + check.timeout_s + STEP_S
             self.progress.step(SLOT, f"running check {verdict.probe} to see the present", budget)
             await h.probe_check(verdict.probe)
-            verdict = judge(event, h.ledger, h.settings.checks)
+            verdict = judge(event, h.ledger, s.checks)
             if verdict.probe is not None:
                 return None
         return verdict
@@ -230,7 +237,7 @@ class Dispatcher:
         for event in await h.queue.apending():
             if event.kind != EventKind.CHECK_FAILED or event.payload.get("check") != check:
                 continue
-            verdict = judge(event, h.ledger, h.settings.checks)
+            verdict = judge(event, h.ledger, h.wiring.settings.checks)
             if not verdict.plan and verdict.probe is None and await h.queue.adrop_pending(event.id):
                 await self.resolve(event, verdict.reason, acked=True)
 
@@ -250,14 +257,15 @@ class Dispatcher:
 
     # -- one cycle ----------------------------------------------------------------------
     async def run_cycle(
-        self, mode: Mode, event: Event, *, approved: Plan | None = None, slot: str = SLOT
+        self, w: Wiring, mode: Mode, event: Event, *, approved: Plan | None = None, slot: str = SLOT
     ) -> Cycle:
-        """One cycle under the workspace lock and its deadline; its check runs count if it keeps its edits."""
+        """One cycle of `mode` (one of `w`'s, and the caller holds `w`) under the workspace lock and its
+        deadline; its check runs count if it keeps its edits."""
         h = self.host
-        cycle = Cycle(h.deps, mode, event, approved=approved)
-        budget = cycle_budget(h.settings, mode.name)
+        cycle = Cycle(w.deps, mode, event, approved=approved)
+        budget = cycle_budget(w.settings, mode.name)
         # the lock may be held by a check, or by another cycle (an approval) with the same budget
-        longest_check = max((c.timeout_s for c in h.settings.checks.values()), default=0.0)
+        longest_check = max((c.timeout_s for c in w.settings.checks.values()), default=0.0)
         self.progress.step(slot, "waiting for the workspace lock", budget + longest_check + STEP_S)
         runs: list[Run] = []
         async with h.workspace_lock:
@@ -271,7 +279,7 @@ class Dispatcher:
                 await cycle.run()
                 kept = cycle.r.status in KEPT
             finally:
-                runs = h.ledger.release(keep=kept, since=h.deps.own_writes.last_at)
+                runs = h.ledger.release(keep=kept, since=w.deps.own_writes.last_at)
                 self.current = None
                 self.cycles_run += 1
                 if slot == SLOT:

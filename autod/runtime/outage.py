@@ -106,11 +106,23 @@ class Waiting(Protocol):
     async def amake_due(self, *, kinds: tuple[str, ...]) -> list[dict[str, object]]: ...
 
 
+class LLMWiring(Protocol):
+    """The wiring, as the watch reads it (autod.runtime.wiring.Wiring): the LLM's config and the breaker
+    built with it."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def breaker(self) -> CircuitBreaker | None: ...
+
+
 class Host(Protocol):
     """What the watch reads from the daemon (live: a reload takes effect at the next probe)."""
 
-    settings: Settings
-    breaker: CircuitBreaker | None
+    @property
+    def wiring(self) -> LLMWiring: ...
+
     wakeup: asyncio.Event
     stopping: asyncio.Event
     queue: Waiting
@@ -121,7 +133,7 @@ async def watch_llm(host: Host) -> None:
     seen_down = False
     while not host.stopping.is_set():
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(host.stopping.wait(), host.settings.llm.probe_interval_s)
+            await asyncio.wait_for(host.stopping.wait(), host.wiring.settings.llm.probe_interval_s)
         if host.stopping.is_set():
             break
         try:
@@ -132,14 +144,15 @@ async def watch_llm(host: Host) -> None:
 
 async def _look(host: Host, seen_down: bool) -> bool:
     """One look: probe if an outage holds events, end it when the LLM answers. Returns `seen_down`."""
-    llm = host.settings.llm
+    wiring = host.wiring  # one config for the whole look
+    llm = wiring.settings.llm
     if not llm.base_url:
         return False
-    breaker = host.breaker
+    breaker = wiring.breaker
     held = breaker is not None and breaker.state == "open"
     if not held and not await host.queue.awaiting_on(OUTAGE):
         return False  # nothing waits on the LLM: a later outage starts afresh
-    key = await asyncio.to_thread(api_key, host.settings)  # may read a credential file
+    key = await asyncio.to_thread(api_key, wiring.settings)  # may read a credential file
     reach = await probe(llm.base_url, key, llm.probe_timeout_s)
     if not reach.ok:
         if not seen_down:

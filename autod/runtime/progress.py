@@ -45,7 +45,7 @@ def cycle_budget(settings: Settings, mode: str) -> float:
         return sum(c.timeout_s + 2 * KILL_GRACE_S for c in settings.checks.values() if c.fixer == fixers)
 
     run_s = runs(False)
-    attempts = getattr(settings.modes.get(mode), "max_attempts_per_cycle", 1)
+    attempts = settings.modes.get(mode).max_attempts_per_cycle
     # a recall may wait memory.timeout_s for the last cycle's writes, then as long for its query
     memory_s = 2 * settings.memory.timeout_s
     c = settings.candidates

@@ -9,7 +9,6 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import structlog
 
@@ -18,6 +17,7 @@ from autod.backoff import Backoff
 from autod.config.settings import CronSource, LogtailSource, Settings, WatchSource
 from autod.events import Event
 from autod.ownwrites import OwnWrites
+from autod.sources import Source
 
 log = structlog.get_logger("autod.daemon.supervisor")
 
@@ -26,7 +26,7 @@ RESTART_MAX_S = 60.0
 CRASHES_BEFORE_DISABLE = 5
 CRASH_WINDOW_S = 600.0
 
-Factory = Callable[[], Any]  # returns an object with `events() -> AsyncIterator[Event]`
+Factory = Callable[[], Source]
 
 
 @dataclass
@@ -133,7 +133,7 @@ class SourceSet:
             try:
                 source = factory()
                 st.state = "running"
-                self._armed[st.name] = getattr(source, "armed", None) or asyncio.Event()
+                self._armed[st.name] = source.armed
                 events: AsyncIterator[Event] = source.events()
                 async for event in events:
                     st.events += 1

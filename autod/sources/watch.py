@@ -16,7 +16,7 @@ import fnmatch
 import os
 import subprocess
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +41,7 @@ IDLE_TIMEOUT_MS = 5000
 STORM_YIELD_MS = 10_000  # a change storm longer than this still yields a batch now and then
 GIT_TIMEOUT_S = 10.0
 
-AwatchFn = Callable[..., AsyncIterator[set[tuple[Change, str]]]]
+AwatchFn = Callable[..., AsyncGenerator[set[tuple[Change, str]], None]]
 
 
 class WatchFilter(DefaultFilter):
@@ -195,9 +195,7 @@ class WatchSource:
             if first is not None and not first.done():
                 first.cancel()
                 await asyncio.gather(first, return_exceptions=True)
-            aclose = getattr(changes, "aclose", None)
-            if aclose is not None:
-                await aclose()
+            await changes.aclose()
 
     def _walk_all(self, roots: list[Path]) -> list[Path]:
         """Blocking: every unfiltered file under the roots (runs in a thread)."""

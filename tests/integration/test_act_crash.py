@@ -44,9 +44,10 @@ from autod.act import Caps, Boundary, Journal, prepare
 
 ws, state, mode = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
 kill_at, pause = int(sys.argv[4]), float(sys.argv[5])
-# prepare() only reads plan.edits[i].path/search/replace; skipping pydantic keeps the child's start fast.
+# prepare() only reads plan.edits[i].path/symbol/search/replace; skipping pydantic keeps the child's start
+# fast.
 raw = json.loads(Path(sys.argv[6]).read_text())
-plan = NS(edits=[NS(**e) for e in raw["edits"]])
+plan = NS(edits=[NS(**{"symbol": None, **e}) for e in raw["edits"]])
 changes = prepare(plan, Boundary(ws, state, []), Caps(100, 100_000, 1_000_000))
 writes = 0
 

@@ -68,6 +68,9 @@ class ScriptedMemory:
     async def recall(self, query: str, *, budget_tokens: int, k: int = 8) -> list[Recalled]:
         return [Recalled(f"n2-{i}", Tier.N2, t, 0.9) for i, (t, _) in enumerate(self.lessons)]
 
+    async def search(self, query: str, *, tier: Tier | None = None, k: int = 10) -> list[Recalled]:
+        return []
+
     async def flush(self) -> None: ...
 
     async def close(self) -> None: ...

@@ -41,6 +41,8 @@ class Embedder:
         self.release = threading.Event()
         self.poison: set[str] = set()
 
+    def load(self) -> None: ...
+
     def embed(self, texts: list[str]) -> list[list[float]]:
         if self.hang:
             self.release.wait(GUARD)

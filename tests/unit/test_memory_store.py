@@ -47,6 +47,8 @@ class ScriptedEmbedder:
         self.vectors = vectors or {}
         self.calls: list[list[str]] = []
 
+    def load(self) -> None: ...
+
     def embed(self, texts: list[str]) -> list[list[float]]:
         self.calls.append(list(texts))
         out = []

@@ -17,6 +17,7 @@ class Crashing:
         self.runs = runs
         self.crash_after = crash_after
         self.name = "crashing"
+        self.armed = asyncio.Event()
 
     async def events(self):
         self.runs.append(1)
@@ -58,6 +59,11 @@ def test_a_source_that_finishes_is_done_not_restarted(tmp_path):
     d = daemon(tmp_path)
 
     class Finite:
+        name = "finite"
+
+        def __init__(self) -> None:
+            self.armed = asyncio.Event()
+
         async def events(self):
             yield Event(source="t", kind=EventKind.SCHEDULE, summary="x", fingerprint="x")
 

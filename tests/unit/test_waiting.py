@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -95,9 +96,15 @@ def test_the_probe_tells_down_from_up_and_never_raises():
         assert asyncio.run(probe(llm.base_url, None, 2)).ok
 
 
+@dataclass(frozen=True)
+class LLMWiring:
+    settings: Any
+    breaker: CircuitBreaker
+
+
 class Host:
     def __init__(self, settings: Any, queue: EventQueue, breaker: CircuitBreaker) -> None:
-        self.settings, self.queue, self.breaker = settings, queue, breaker
+        self.wiring, self.queue = LLMWiring(settings, breaker), queue
         self.wakeup, self.stopping = asyncio.Event(), asyncio.Event()
 
 
