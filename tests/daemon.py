@@ -38,16 +38,19 @@ def git(repo: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout
 
 
-def make_calc_repo(repo: Path) -> Path:
-    (repo / "src").mkdir(parents=True)
-    (repo / "tests").mkdir()
-    (repo / "src" / "calc.py").write_text(CALC_BUGGY)
-    (repo / "tests" / "test_calc.py").write_text(CALC_TEST)
-    (repo / ".gitignore").write_text(".autod/\n__pycache__/\n.pytest_cache/\n")
+def make_repo(repo: Path, files: dict[str, str]) -> Path:
+    """A git repository holding `files` (relative path -> text) in one commit, autod's state ignored."""
+    for rel, text in {**files, ".gitignore": ".autod/\n__pycache__/\n.pytest_cache/\n"}.items():
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text(text)
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     git(repo, "add", "-A")
     git(repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm", "init")
     return repo
+
+
+def make_calc_repo(repo: Path) -> Path:
+    return make_repo(repo, {"src/calc.py": CALC_BUGGY, "tests/test_calc.py": CALC_TEST})
 
 
 def base_config(repo: Path, *, ranked: bool = False, **overrides: Any) -> dict[str, Any]:

@@ -4,11 +4,8 @@ ran, the server stops generating, and the fix drawn next lands."""
 
 from __future__ import annotations
 
-import subprocess
-from pathlib import Path
-
 import pytest
-from daemon import Autod, base_config, git, run_cli, write_config
+from daemon import Autod, base_config, make_repo, run_cli, write_config
 
 pytestmark = pytest.mark.slow
 
@@ -47,19 +44,6 @@ def test_a_parcel():
 '''
 
 
-def ship_repo(repo: Path) -> Path:
-    (repo / "src").mkdir(parents=True)
-    (repo / "tests").mkdir()
-    (repo / "src" / "__init__.py").write_text("")
-    (repo / "src" / "ship.py").write_text(SHIP)
-    (repo / "tests" / "test_ship.py").write_text(SHIP_TEST)
-    (repo / ".gitignore").write_text(".autod/\n__pycache__/\n.pytest_cache/\n")
-    subprocess.run(["git", "init", "-q", str(repo)], check=True)
-    git(repo, "add", "-A")
-    git(repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm", "init")
-    return repo
-
-
 def reply(code: str) -> str:
     return f"The first branch returns the wrong value.\n\n```python\n{code}```\n\nThat is all.\n"
 
@@ -67,7 +51,8 @@ def reply(code: str) -> str:
 def test_an_echo_is_ended_where_the_failing_test_stops_running_and_the_next_draw_fixes_it(
     tmp_path, scripted_llm, real_bwrap
 ):
-    repo = ship_repo(tmp_path / "repo")
+    repo = make_repo(tmp_path / "repo", {"src/__init__.py": "", "src/ship.py": SHIP,
+                                         "tests/test_ship.py": SHIP_TEST})
     scripted_llm.chunk_s = 0.02  # a token every 20 ms, like a small model on a CPU
     scripted_llm.push_text(reply(SHIP))  # the greedy draw: the definition back as it was
     scripted_llm.push_text(reply(SHIP.replace("        return 1\n", "        return 0\n")))
