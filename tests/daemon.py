@@ -89,6 +89,16 @@ def write_config(path: Path, cfg: dict[str, Any]) -> Path:
     return path
 
 
+def start_autod(tmp_path: Path, cfg: dict[str, Any], llm_url: str | None = None) -> Autod:
+    """`autod run` on `cfg` (with `llm.base_url` set to `llm_url` when given), its state and log under
+    `tmp_path`, started."""
+    if llm_url is not None:
+        cfg["llm"]["base_url"] = llm_url
+    cfg["state_dir"] = str(tmp_path / "state")
+    config = write_config(tmp_path / "autod.yaml", cfg)
+    return Autod(config, log_file=tmp_path / "state" / "logs" / "autod.jsonl").start()
+
+
 class Autod:
     """`autod run -c CONFIG` as a subprocess, with helpers to wait on its JSON log."""
 

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from daemon import CALC_BUGGY, FIX_PLAN, Autod, base_config, run_cli, write_config
+from daemon import CALC_BUGGY, FIX_PLAN, Autod, base_config, run_cli, start_autod
 from llmserver import ScriptedLLM
 
 pytestmark = pytest.mark.slow
@@ -30,10 +30,7 @@ WHOLE_FIX = whole("add must add", "def add(a, b):\n    return a + b")
 
 def start(tmp_path: Path, repo: Path, llm_url: str, **overrides: object) -> Autod:
     cfg = base_config(repo, ranked=True, **overrides)
-    cfg["llm"]["base_url"] = llm_url
-    cfg["state_dir"] = str(tmp_path / "state")
-    config = write_config(tmp_path / "autod.yaml", cfg)
-    return Autod(config, log_file=tmp_path / "state" / "logs" / "autod.jsonl").start()
+    return start_autod(tmp_path, cfg, llm_url)
 
 
 def test_the_first_candidate_that_passes_wins_and_no_other_ever_reaches_the_tree(

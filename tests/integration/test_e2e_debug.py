@@ -9,17 +9,14 @@ import json
 from pathlib import Path
 
 import pytest
-from daemon import CALC_BUGGY, FIX_PLAN, Autod, base_config, run_cli, write_config
+from daemon import CALC_BUGGY, FIX_PLAN, Autod, base_config, run_cli, start_autod
 
 pytestmark = pytest.mark.slow
 
 
 def start(tmp_path: Path, repo: Path, llm_url: str | None, **overrides: object) -> Autod:
     cfg = base_config(repo, **overrides)
-    cfg["llm"]["base_url"] = llm_url
-    cfg["state_dir"] = str(tmp_path / "state")
-    config = write_config(tmp_path / "autod.yaml", cfg)
-    return Autod(config, log_file=tmp_path / "state" / "logs" / "autod.jsonl").start()
+    return start_autod(tmp_path, cfg, llm_url)
 
 
 def test_failing_test_is_fixed_by_the_llm_plan_and_sigterm_exits_0(tmp_path, calc_repo, scripted_llm):

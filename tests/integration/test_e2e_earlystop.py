@@ -5,7 +5,7 @@ ran, the server stops generating, and the fix drawn next lands."""
 from __future__ import annotations
 
 import pytest
-from daemon import Autod, base_config, make_repo, run_cli, write_config
+from daemon import base_config, make_repo, run_cli, start_autod
 
 pytestmark = pytest.mark.slow
 
@@ -60,9 +60,7 @@ def test_an_echo_is_ended_where_the_failing_test_stops_running_and_the_next_draw
                       candidates={"n": 2, "seed": 40, "focused": 2},
                       modes={"auto-debug": {"enabled": True, "max_attempts_per_cycle": 1}})
     cfg["checks"]["tests"]["run"] = cfg["checks"]["tests"]["run"].replace(" tests", " tests/test_ship.py")
-    cfg["state_dir"] = str(tmp_path / "state")
-    config = write_config(tmp_path / "autod.yaml", cfg)
-    d = Autod(config, log_file=tmp_path / "state" / "logs" / "autod.jsonl").start()
+    d = start_autod(tmp_path, cfg)
     try:
         (r,) = d.wait_reflections(1)
         assert r["status"] == "fixed", r

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from daemon import CALC_BUGGY, FIX_PLAN, Autod, base_config, write_config
+from daemon import CALC_BUGGY, FIX_PLAN, Autod, base_config, start_autod, write_config
 
 pytestmark = pytest.mark.slow
 
@@ -23,10 +23,7 @@ def whole(summary: str, source: str) -> dict:
 
 def start(tmp_path: Path, repo: Path, llm_url: str, **overrides: object) -> Autod:
     cfg = base_config(repo, ranked=True, sources=WATCH, **overrides)
-    cfg["llm"]["base_url"] = llm_url
-    cfg["state_dir"] = str(tmp_path / "state")
-    config = write_config(tmp_path / "autod.yaml", cfg)
-    return Autod(config, log_file=tmp_path / "state/logs/autod.jsonl").start()
+    return start_autod(tmp_path, cfg, llm_url)
 
 
 def test_the_second_cycles_first_request_a_suspects_prompt_carries_the_first_cycles_lesson(

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import pytest
-from daemon import CALC_BUGGY, Autod, base_config, write_config
+from daemon import CALC_BUGGY, base_config, start_autod
 
 pytestmark = pytest.mark.slow
 
@@ -20,10 +20,7 @@ def test_an_echoed_suspect_is_asked_with_the_failing_assertion_and_then_fixed(
     scripted_llm.push_text(reply("a + b"))
     cfg = base_config(calc_repo, ranked=True, candidates={"n": 1, "focused": 2},
                       modes={"auto-debug": {"enabled": True, "max_attempts_per_cycle": 1}})
-    cfg["llm"]["base_url"] = scripted_llm.base_url
-    cfg["state_dir"] = str(tmp_path / "state")
-    config = write_config(tmp_path / "autod.yaml", cfg)
-    d = Autod(config, log_file=tmp_path / "state" / "logs" / "autod.jsonl").start()
+    d = start_autod(tmp_path, cfg, scripted_llm.base_url)
     try:
         (r,) = d.wait_reflections(1)
         assert r["status"] == "fixed", r

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from daemon import CALC_BUGGY, FIX_PLAN, Autod, base_config, write_config
+from daemon import CALC_BUGGY, FIX_PLAN, Autod, base_config, start_autod
 
 pytestmark = pytest.mark.slow
 
@@ -16,10 +16,7 @@ WATCH = [{"type": "watch", "paths": ["src", "tests"], "settle_ms": 200}]
 
 def start(tmp_path: Path, repo: Path, llm_url: str, **overrides: object) -> Autod:
     cfg = base_config(repo, sources=WATCH, **overrides)
-    cfg["llm"]["base_url"] = llm_url
-    cfg["state_dir"] = str(tmp_path / "state")
-    config = write_config(tmp_path / "autod.yaml", cfg)
-    return Autod(config, log_file=tmp_path / "state/logs/autod.jsonl").start()
+    return start_autod(tmp_path, cfg, llm_url)
 
 
 def check_runs(records: list[dict]) -> list[dict]:
