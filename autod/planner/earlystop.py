@@ -65,12 +65,13 @@ class ReplyWatch:
             self._at[ln].append(i)
         n = len(raw)
         self._must_see = n if watched.must_see <= 0 else min(n, watched.must_see)
-        self._text = ""  # the content so far
-        self._done_to = 0  # offset in _text up to which lines were read
+        self._parts: list[str] = []  # the content so far, as it came
+        self._pend: list[str] = []  # content after the last line read
+        self._done_to = 0  # offset in the content up to which lines were read
         self._state = "prose"  # prose -> code -> (passive | stopped)
         self._fence = ""
         self._base = ""  # the reply's indentation of the definition's first line
-        self._kept_to = 0  # offset in _text of the end of the last line kept when stopped
+        self._kept_to = 0  # offset in the content of the end of the last line kept when stopped
         self._j = 0  # next line of the definition expected while aligned
         self._aligned = True
         self._changed = False
@@ -88,7 +89,7 @@ class ReplyWatch:
     @property
     def streamed(self) -> str:
         """What the model wrote, as it came (a transcript shows this, not the reply autod completed)."""
-        return self._text
+        return "".join(self._parts)
 
     @property
     def echo(self) -> bool:
@@ -96,19 +97,20 @@ class ReplyWatch:
         return self.stopped == "echo" or (self.stopped == "closed" and not self._changed)
 
     def feed(self, delta: str) -> bool:
-        """Add streamed content; True when the reply should be ended now (then `content()` is final)."""
-        if self.stopped or self._state == "passive" or not delta:
-            self._text += delta if not self.stopped else ""
-            return bool(self.stopped)
-        self._text += delta
-        while not self.stopped:
-            nl = self._text.find("\n", self._done_to)
-            if nl < 0:
-                break
-            line = self._text[self._done_to : nl]
-            self._done_to = nl + 1
+        """Add streamed content; True when the reply should be ended now (then `content()` is final).
+        Linear in the reply however it is split: text is joined only when a line completes."""
+        if self.stopped:
+            return True
+        self._parts.append(delta)
+        if self._state == "passive" or "\n" not in delta:
+            self._pend.append(delta)
+            return False
+        *done, rest = "".join([*self._pend, delta]).split("\n")
+        self._pend = [rest]
+        for line in done:
+            self._done_to += len(line) + 1
             self._line(line)
-            if self._state == "passive":
+            if self.stopped or self._state == "passive":
                 break
         return bool(self.stopped)
 
@@ -118,10 +120,10 @@ class ReplyWatch:
         if self.stopped in ("echo", "changed"):
             rest = [self._base + self._strip(ln, self._orig_base) if ln else ""
                     for ln in self._orig_raw[self._j :]]
-            return self._text[: self._kept_to] + "".join(f"{ln}\n" for ln in rest) + f"{self._fence}\n"
+            return self.streamed[: self._kept_to] + "".join(f"{ln}\n" for ln in rest) + f"{self._fence}\n"
         if self.stopped == "closed":
-            return self._text[: self._kept_to]
-        return self._text
+            return self.streamed[: self._kept_to]
+        return self.streamed
 
     # -- one line of the reply ---------------------------------------------------------------
     def _line(self, raw: str) -> None:
