@@ -39,7 +39,8 @@ def _share(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
             "echoes": sum(1 for c in cands if c.get("echo")), "ended_early": len(ended),
             "ended_tokens": sum(int(c.get("reply_tokens") or 0) for c in ended),
             # "not here" answers: a suspect left as it is for a few tokens instead of a copy
-            "declined": len(declined), "declined_tokens": sum(int(c.get("reply_tokens") or 0) for c in declined),
+            "declined": len(declined),
+            "declined_tokens": sum(int(c.get("reply_tokens") or 0) for c in declined),
             "model_s": round(model_s, 1), "echo_model_share": round(echo_s / model_s, 3) if model_s else None}
 
 

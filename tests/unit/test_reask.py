@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 import structlog.testing
 from test_candidates import Judge, ViewDrawer, search, whole
-
-import pytest
 
 from autod.candidates.reask import (
     answered_nothing,
@@ -101,7 +100,8 @@ def test_a_suspect_that_answers_not_here_costs_a_few_tokens_and_is_asked_again_w
         ("focused:1", 0.0), ("focused:2", 0.0), ("pointed:1", 0.0), ("focused:2", 0.8), ("wide", 0.0)]
 
 
-@pytest.mark.parametrize("text", ["NOT HERE", "not here", "Not here.", "`NOT HERE`", "**NOT HERE**", " NOT HERE!\n"])
+@pytest.mark.parametrize("text", ["NOT HERE", "not here", "Not here.", "`NOT HERE`", "**NOT HERE**",
+                                  " NOT HERE!\n"])
 def test_the_two_words_alone_are_a_decline_in_any_case_or_markup(text):
     assert Plan(summary=text).declined and answered_nothing("no_change", Plan(summary=text))
 
