@@ -298,7 +298,7 @@ class GuardPass:
                     f.__code__ = new
                 for c in caches:
                     c.cache_clear()
-                signal.signal(signal.SIGALRM, _past_deadline)
+                signal.signal(signal.SIGALRM, _Deadline.handler)
                 code = _tests_of(runtestprotocol, tests, write)
             finally:  # anything that escaped the tests leaves EXIT_BROKEN: reported, never a survivor
                 os._exit(code)
@@ -337,13 +337,16 @@ def _sites(module: str) -> list[Site]:
 def _tests_of(runtestprotocol: Any, tests: list[tuple[Any, float]], write: int) -> int:
     """Run the tests in the mutant's process: its exit code, and the killing test's id on `write`."""
     for item, limit in tests:
-        signal.setitimer(signal.ITIMER_REAL, limit)
         try:
-            reports = runtestprotocol(item, log=False, nextitem=None)
-        except PastDeadline:  # past the deadline outside the test's own code (setup, pytest itself)
-            return EXIT_TIMEOUT
-        finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
+            _Deadline.arm(limit)
+            try:
+                reports = runtestprotocol(item, log=False, nextitem=None)
+            finally:
+                _Deadline.disarm()
+        except BaseException:  # past the deadline outside the test's own code (setup, pytest itself)
+            if _Deadline.fired:
+                return EXIT_TIMEOUT
+            raise
         if any(r.failed for r in reports):
             os.write(write, item.nodeid.encode())
             return EXIT_KILLED
@@ -361,8 +364,28 @@ class PastDeadline(BaseException):
     """Raised in a mutant's test by its deadline's alarm; no `except Exception` of the code swallows it."""
 
 
-def _past_deadline(signum: int, frame: Any) -> None:
-    raise PastDeadline("the mutant ran past the test's deadline")
+class _Deadline:
+    """One test's alarm. Disarmed before the timer is stopped, so an alarm already on its way when the
+    test ends raises nothing outside the test; `fired` tells a deadline that Python turned into another
+    error (raised in a `__set_name__` of a class pytest's report imports, it is a RuntimeError)."""
+
+    armed = fired = False
+
+    @classmethod
+    def handler(cls, signum: int, frame: Any) -> None:
+        if cls.armed:
+            cls.armed, cls.fired = False, True
+            raise PastDeadline("the mutant ran past the test's deadline")
+
+    @classmethod
+    def arm(cls, seconds: float) -> None:
+        cls.armed, cls.fired = True, False
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+
+    @classmethod
+    def disarm(cls) -> None:
+        cls.armed = False
+        signal.setitimer(signal.ITIMER_REAL, 0)
 
 
 def _shown(site: Site, status: str) -> dict[str, Any]:
