@@ -154,3 +154,22 @@ def test_the_fixer_runs_sandboxed_with_the_scratch_copy_as_its_workspace(tmp_pat
     assert plan.edits[0].replace == MOD.replace("import os\n", "")
     assert (ws / "pkg" / "mod.py").read_text() == MOD  # the real file, untouched
     assert not escape.exists()
+
+
+def test_a_fixer_in_the_venv_of_a_checkout_named_autod_runs_on_the_scratch_copy(tmp_path, real_bwrap):
+    # autod's own checkout as the README sets it up: cloned as `autod`, its venv and its state dir inside
+    ws = tmp_path / "autod"
+    (ws / "pkg").mkdir(parents=True)
+    (ws / "pkg" / "mod.py").write_text(MOD)
+    venv_bin = ws / ".venv" / "bin"
+    venv_bin.mkdir(parents=True)
+    (ws / ".venv" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    fixer = venv_bin / "dropimport"
+    fixer.write_text("#!/bin/sh\nsed -i '/^import os$/d' pkg/mod.py\n")
+    fixer.chmod(0o755)
+    checks = {"lint-fix": {"run": "dropimport", "fixer": True}}
+    plan = _plan(RulesPlanner(Settings(workspace=ws, checks=checks), run_check))
+    assert "lint-fix (exit 0)" in plan.summary, plan.summary
+    assert [e.path for e in plan.edits] == ["pkg/mod.py"]
+    assert plan.edits[0].replace == MOD.replace("import os\n", "")
+    assert (ws / "pkg" / "mod.py").read_text() == MOD  # the real file, untouched
