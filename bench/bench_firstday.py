@@ -2,14 +2,16 @@
 
 Clones this checkout's HEAD into a temporary directory and, there: makes the venv and installs autod
 (`--venv PATH` reuses an existing one instead, to stay fast), runs the README's "Test it" command
-(a few unit test files; `--full`: the whole suite) and its "Run it" (`autod run`, its `tests` check
-narrowed to those files unless `--full`) until the daemon says it is ready, makes the config file bad
-under it (the reload is refused; status, pause and resume still work) and stops it with Ctrl-C (exit
-0). Then the operator's steps: a config typo in the file and one in the environment (exit 78 naming
-the file, line and field, or the variable); `autod run` in an empty directory (the demo project,
-fixed by the offline planner); `autod undo` (the undone fix is not made again after a save); branch
-delivery across a restart (one branch); `autod quarantine clear` (the check runs again at once);
-`run --once` in an empty directory (exit 2: no checks). No model, no server: the offline planner.
+(a few unit test files; `--full`: the whole suite) and its "Run it" (`autod run` with the shipped
+config as it is) until the daemon says it is ready (timed from the start), saves a file with an
+unused import and times the fix the README promises (lint fails, `lint-fix` mends it, the fast unit
+tests confirm: until `cycle.outcome`), makes the config file bad under it (the reload is refused;
+status, pause and resume still work) and stops it with Ctrl-C (exit 0). Then the operator's steps:
+a config typo in the file and one in the environment (exit 78 naming the file, line and field, or
+the variable); `autod run` in an empty directory (the demo project, fixed by the offline planner);
+`autod undo` (the undone fix is not made again after a save); branch delivery across a restart (one
+branch); `autod quarantine clear` (the check runs again at once); `run --once` in an empty directory
+(exit 2: no checks). No model, no server: the offline planner.
 
 One JSON line per step as it ends, then one JSON document; exit 0 when every step is green.
 
@@ -48,8 +50,6 @@ class Day:
         self.env["PYTHONPATH"] = str(clone)  # a reused venv imports the clone's autod, not its own
         # `. .venv/bin/activate`, as the README does: the checks' programs (ruff, python) are found there
         self.env["PATH"] = f"{python.parent}{os.pathsep}{self.env.get('PATH', '')}"
-        self.narrowed = {} if full else {  # the shipped config's `tests` check, on a few files
-            "AUTOD_CHECKS__TESTS__RUN": f"python -m pytest -q -x -n 0 -p no:cacheprovider {QUICK_TESTS}"}
 
     def autod(self, *args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
               timeout: float = 600) -> subprocess.CompletedProcess[str]:
@@ -110,15 +110,18 @@ def _config_check(day: Day) -> tuple[bool, str]:
 
 
 def _run_it(day: Day, say: Say) -> None:
-    """The README's `autod run` on the clone: ready with its checks passing; a bad file under it."""
-    d = ops.Running(day.python, day.clone, {**day.env, **day.narrowed})
+    """The README's `autod run` on the clone: ready with its checks passing, the first fix, a bad file."""
+    started = time.monotonic()
+    d = ops.Running(day.python, day.clone, day.env)
     try:
         ready = d.event("daemon.ready", timeout=1800)
         passed = ready.get("checks") and all(v == "passed" for v in ready["checks"].values())
-        say("run it (README): ready, its checks pass", bool(passed), str(ready.get("said")))
+        took = time.monotonic() - started
+        say("run it (README): ready, its checks pass", bool(passed), f"{took:.1f} s: {ready.get('said')}")
+        say("a save with an unused import is fixed (README)", *ops.unused_import_fixed(d, day.clone))
         config = day.clone / "config" / "autod.yaml"
         say("a bad file under the running daemon", *ops.bad_file_under_a_running_daemon(
-            d, lambda *a: day.autod(*a, env=day.narrowed), config))
+            d, lambda *a: day.autod(*a), config))
     finally:
         code = d.stop()
     say("Ctrl-C stops it", code == 0, f"exit {code}")
@@ -138,7 +141,7 @@ def _empty_dir_once(day: Day, empty: Path) -> tuple[bool, str]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     p.add_argument("--venv", type=Path, help="reuse this venv (with autod's [dev] dependencies), make none")
-    p.add_argument("--full", action="store_true", help="the whole suite, and the shipped checks as they are")
+    p.add_argument("--full", action="store_true", help="the README's test command runs the whole suite")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="autod-firstday-") as tmp:
         clone = Path(tmp) / "autod"

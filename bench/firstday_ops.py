@@ -180,6 +180,21 @@ def bad_file_under_a_running_daemon(d: Running, autod: Autod, config: Path) -> t
                 f" {resume.returncode}; the mended file reloaded")
 
 
+def unused_import_fixed(d: Running, clone: Path, module: str = "autod/tally.py") -> tuple[bool, str]:
+    """The README's first fix on autod's own checkout: a save adds an unused import to `module`; lint
+    fails, the `lint-fix` fixer removes it, the checks confirm, and the cycle says so. Timed from the
+    save to `cycle.outcome`."""
+    path = clone / module
+    text = path.read_text()
+    first = next(line for line in text.splitlines() if line.startswith("import "))
+    saved = time.monotonic()
+    path.write_text(text.replace(first + "\n", first + "\nimport json\n", 1))
+    said = d.wait(lambda r: r.get("event") == "cycle.outcome", "the cycle after the save", timeout=900)
+    took = time.monotonic() - saved
+    ok = said.get("outcome") == "fixed" and path.read_text() == text
+    return ok, f"{took:.1f} s from the save: {str(said.get('said'))[:300]}"
+
+
 def typo_in_the_file(autod: Autod, config: Path, scratch: Path) -> tuple[bool, str]:
     """A misspelt key in the YAML: exit 78, one line naming the file, the line and the field."""
     text = config.read_text()

@@ -17,6 +17,16 @@ os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 scripted_llm = pytest.fixture(scripted_llm_fixture)
 
 
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """`-n auto` (pyproject): two workers per usable CPU. Most of the suite waits (on daemons starting,
+    cycles, deadlines it tests), about half the time with one worker per CPU: twice as many keep the
+    CPUs busy. `-n logical` stays one per CPU (the unit tests alone hardly wait: autod's own check in
+    config/autod.yaml), and PYTEST_XDIST_AUTO_NUM_WORKERS still sets the number (xdist's hook)."""
+    if config.option.numprocesses != "auto" or os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    return 2 * len(os.sched_getaffinity(0))
+
+
 @pytest.fixture
 def calc_repo(tmp_path: Path) -> Path:
     """A git repository whose test fails: calc.add subtracts."""

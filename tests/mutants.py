@@ -19,11 +19,10 @@ from __future__ import annotations
 
 import argparse
 import ast
-import contextlib
 import gc
 import json
 import os
-import signal
+import shutil
 import sys
 import tempfile
 import time
@@ -34,7 +33,8 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from mutant_sites import Site, sites  # tests/ is no package: found beside this file
+from mutant_forks import Done, Job, run_all, usable_cpus  # tests/ is no package: found beside this file
+from mutant_sites import Site, sites
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -97,7 +97,7 @@ EQUIVALENT: dict[str, str] = {
     "autod/act/judges.py::_add: not token or \"\\x00\" in token -> not token and '\\x00' in token": "an"
     " empty token is the workspace itself and a NUL makes realpath raise ValueError: both refused below",
 }
-EXIT_SURVIVED, EXIT_KILLED, EXIT_BROKEN, EXIT_TIMEOUT = 0, 1, 3, 4
+SCRATCH_FREE_BYTES = 512 * 2**20  # /dev/shm holds the pass's scratch only with this much free
 
 
 # -- the live functions a mutant's code is swapped into -------------------------------------------
@@ -156,8 +156,10 @@ def mutated_code(tree: ast.Module, filename: str, qualname: str, firstlineno: in
 class GuardPass:
     """A pytest plugin: runs each test once (recording what it calls), then every mutant."""
 
-    def __init__(self, modules: list[str], *, deadline_s: float, match: str = "") -> None:
-        self.modules, self.match = modules, match
+    def __init__(self, modules: list[str], *, deadline_s: float, match: str = "", jobs: int = 1,
+                 tmp_root: Path | None = None) -> None:
+        self.modules, self.match, self.jobs = modules, match, jobs
+        self.tmp_root = tmp_root or Path(tempfile.gettempdir())
         self.deadline = time.monotonic() + deadline_s
         self.result: dict[str, Any] = {}
 
@@ -182,13 +184,24 @@ class GuardPass:
         gc.collect()
         gc.freeze()  # what the session holds stays out of the children's collections: fewer pages copied
         out: dict[str, Any] = {"modules": {}, "baseline_failed": broken,
-                               "baseline_s": round(time.monotonic() - begun, 1),
+                               "baseline_s": round(time.monotonic() - begun, 1), "jobs": self.jobs,
                                "slowest_tests": sorted(took.items(), key=lambda kv: -kv[1])[:25]}
-        for module in self.modules:
-            own = [n for n in items if Path(items[n].path).name in GUARDS[module] and n not in broken]
-            out["modules"][module] = self._module(
-                runtestprotocol, module, targets[module], lives[module], items, own, calls, took
-            )
+        tallies = {m: _Tally(m, lives[m], [n for n in items if Path(items[n].path).name in GUARDS[m]
+                                           and n not in broken]) for m in self.modules}
+        queue = ((tally, site) for tally in tallies.values() for site in tally.sites)
+
+        def next_job() -> Job | None:
+            for tally, site in queue:
+                job = tally.job(site, self.match, self.deadline, items, calls, took)
+                if job is not None:
+                    return job
+            return None
+
+        run_all(next_job, lambda done: done.job.payload.record(done), jobs=self.jobs,
+                runtestprotocol=runtestprotocol, tmp_factory=session.config._tmp_path_factory,
+                tmp_root=self.tmp_root)
+        for module, tally in tallies.items():
+            out["modules"][module] = tally.result()
         listed = {k for k in EQUIVALENT if k.split("::")[0] in self.modules}
         out["stale_equivalents"] = sorted(listed - {s.key for m in self.modules for s in _sites(m)})
         self.result = out
@@ -223,107 +236,93 @@ class GuardPass:
                 broken.append(nodeid)
         return calls, took, broken
 
-    def _module(self, runtestprotocol: Any, module: str, modname: str,
-                live: tuple[dict[str, list[Any]], list[Any]], items: dict[str, Any], own: list[str],
-                calls: dict[str, set[tuple[str, str]]], took: dict[str, float]) -> dict[str, Any]:
-        tree, found = sites(ROOT, module, _skipped(module))
-        filename = str(ROOT / module)
-        funcs, caches = live
-        counts = {"mutants": len(found), "killed": 0, "survived": 0, "timeout": 0, "no_tests": 0,
-                  "not_applied": 0, "broken": 0, "equivalent": 0}
-        survivors: list[dict[str, Any]] = []
-        killers: dict[str, list[str]] = {}
-        timings: list[tuple[float, str, str]] = []
-        killed_by: dict[str, str] = {}
-        started = time.monotonic()
-        for site in found:
-            if self.match not in site.key:
-                counts["mutants"] -= 1
-                continue
-            if site.key in EQUIVALENT:
-                counts["equivalent"] += 1
-                continue
-            if time.monotonic() > self.deadline:
-                counts["not_run"] = counts.get("not_run", 0) + 1
-                continue
-            targets = funcs.get(site.function)
-            if not targets:
-                counts["not_applied"] += 1
-                survivors.append(_shown(site, "not_applied"))
-                continue
-            tests = [n for n in own if (module, site.function) in calls[n]]
-            if not tests:
-                counts["no_tests"] += 1
-                survivors.append(_shown(site, "no_tests"))
-                continue
-            first = killers.get(site.function, [])
-            ordered = [n for n in first if n in tests] + sorted(
-                (n for n in tests if n not in first), key=lambda n: took[n]
-            )
-            budget = 1.0 + 3 * sum(took[n] for n in tests)  # past it: a loop the mutant made endless
-            t0 = time.monotonic()
-            # each test gets a deadline of its own; `budget`, for them all, is the backstop
-            runs = [(items[n], 0.5 + 3 * took[n]) for n in ordered]
-            status, killer = self._run_one(
-                runtestprotocol, tree, site, filename, targets, caches, runs, budget
-            )
-            counts[status] += 1
-            timings.append((round(time.monotonic() - t0, 3), status, site.key))
-            if killer is not None:
-                killed_by[site.key] = killer
-                killers[site.function] = [killer, *(k for k in first if k != killer)][:5]
-            if status in ("survived", "broken"):  # broken: the mutant could not be made (a bug here)
-                survivors.append(_shown(site, status))
-        counts["elapsed_s"] = round(time.monotonic() - started, 1)
-        return {**counts, "survivors": survivors, "slowest": sorted(timings, reverse=True)[:15],
-                "killed_by": killed_by}
 
-    def _run_one(self, runtestprotocol: Any, tree: ast.Module, site: Site, filename: str,
-                 targets: list[Any], caches: list[Any], tests: list[tuple[Any, float]], budget: float
-                 ) -> tuple[str, str | None]:
-        read, write = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the mutant: its own process, so nothing it does reaches the next one
-            os.close(read)
-            code = EXIT_BROKEN
-            try:
-                os.setpgid(0, 0)
-                devnull = os.open(os.devnull, os.O_WRONLY)
-                os.dup2(devnull, 1)
-                os.dup2(devnull, 2)
-                site.apply()
-                ast.fix_missing_locations(tree)
-                new = mutated_code(tree, filename, site.function, targets[0].__code__.co_firstlineno)
-                for f in targets:
-                    f.__code__ = new
-                for c in caches:
-                    c.cache_clear()
-                signal.signal(signal.SIGALRM, _past_deadline)
-                code = _tests_of(runtestprotocol, tests, write)
-            finally:  # anything that escaped the tests leaves EXIT_BROKEN: reported, never a survivor
-                os._exit(code)
-        os.close(write)
-        end = time.monotonic() + budget
-        status = None
-        while status is None:
-            done, raw = os.waitpid(pid, os.WNOHANG)
-            if done:
-                code = os.waitstatus_to_exitcode(raw)
-                status = {EXIT_SURVIVED: "survived", EXIT_KILLED: "killed", EXIT_TIMEOUT: "timeout"}.get(
-                    code, "broken"
-                )
-            elif time.monotonic() > end:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-                status = "timeout"
-            else:
-                time.sleep(0.002)
-        with os.fdopen(read, "rb") as f:
-            killer = f.read().decode() or None
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pid, signal.SIGKILL)  # what the tests started and left behind
-        return status, killer
+class _Tally:
+    """One guard module's mutants: which to run (with which tests) and what became of each."""
+
+    def __init__(self, module: str, live: tuple[dict[str, list[Any]], list[Any]], own: list[str]) -> None:
+        self.module, self.own = module, own
+        self.tree, self.sites = sites(ROOT, module, _skipped(module))
+        self.filename = str(ROOT / module)
+        self.funcs, self.caches = live
+        self.counts: dict[str, Any] = {"mutants": len(self.sites), "killed": 0, "survived": 0, "timeout": 0,
+                                       "no_tests": 0, "not_applied": 0, "broken": 0, "equivalent": 0}
+        self.survivors: list[dict[str, Any]] = []
+        self.killers: dict[str, list[str]] = {}  # function -> the tests that killed its mutants, last first
+        self.timings: list[tuple[float, str, str]] = []
+        self.killed_by: dict[str, str] = {}
+        self.started: float | None = None
+        self.ended = 0.0
+
+    def job(self, site: Site, match: str, deadline: float, items: dict[str, Any],
+            calls: dict[str, set[tuple[str, str]]], took: dict[str, float]) -> Job | None:
+        """The mutant to run for this site, or None (counted here: not matched, equivalent, past the
+        deadline, not applied, no tests)."""
+        if match not in site.key:
+            self.counts["mutants"] -= 1
+            return None
+        if site.key in EQUIVALENT:
+            self.counts["equivalent"] += 1
+            return None
+        if time.monotonic() > deadline:
+            self.counts["not_run"] = self.counts.get("not_run", 0) + 1
+            return None
+        targets = self.funcs.get(site.function)
+        if not targets:
+            self.counts["not_applied"] += 1
+            self.survivors.append(_shown(site, "not_applied"))
+            return None
+        tests = [n for n in self.own if (self.module, site.function) in calls[n]]
+        if not tests:
+            self.counts["no_tests"] += 1
+            self.survivors.append(_shown(site, "no_tests"))
+            return None
+        first = self.killers.get(site.function, [])
+        ordered = [n for n in first if n in tests] + sorted((n for n in tests if n not in first),
+                                                            key=lambda n: took[n])
+        budget = 1.0 + 3 * sum(took[n] for n in tests)  # past it: a loop the mutant made endless
+        if self.started is None:
+            self.started = time.monotonic()
+
+        def make() -> None:
+            site.apply()
+            ast.fix_missing_locations(self.tree)
+            new = mutated_code(self.tree, self.filename, site.function, targets[0].__code__.co_firstlineno)
+            for f in targets:
+                f.__code__ = new
+            for c in self.caches:
+                c.cache_clear()
+
+        # each test gets a deadline of its own; `budget`, for them all, is the backstop
+        runs = [(items[n], 0.5 + 3 * took[n]) for n in ordered]
+        return Job(site.key, make, runs, budget, payload=_Ran(self, site))
+
+    def record(self, site: Site, done: Done) -> None:
+        self.counts[done.status] += 1
+        self.timings.append((round(done.seconds, 3), done.status, site.key))
+        if done.killer is not None:
+            first = self.killers.get(site.function, [])
+            self.killed_by[site.key] = done.killer
+            self.killers[site.function] = [done.killer, *(k for k in first if k != done.killer)][:5]
+        if done.status in ("survived", "broken"):  # broken: the mutant could not be made (a bug here)
+            why = {"why": done.detail} if done.detail else {}
+            self.survivors.append({**_shown(site, done.status), **why})
+        self.ended = time.monotonic()
+
+    def result(self) -> dict[str, Any]:
+        elapsed = round(self.ended - self.started, 1) if self.started is not None else 0.0
+        return {**self.counts, "elapsed_s": max(elapsed, 0.0), "survivors": self.survivors,
+                "slowest": sorted(self.timings, reverse=True)[:15], "killed_by": self.killed_by}
+
+
+class _Ran:
+    """What a finished job reports to: its module's tally, and its site."""
+
+    def __init__(self, tally: _Tally, site: Site) -> None:
+        self.tally, self.site = tally, site
+
+    def record(self, done: Done) -> None:
+        self.tally.record(self.site, done)
 
 
 def _skipped(module: str) -> set[str]:
@@ -334,22 +333,6 @@ def _sites(module: str) -> list[Site]:
     return sites(ROOT, module, _skipped(module))[1]
 
 
-def _tests_of(runtestprotocol: Any, tests: list[tuple[Any, float]], write: int) -> int:
-    """Run the tests in the mutant's process: its exit code, and the killing test's id on `write`."""
-    for item, limit in tests:
-        signal.setitimer(signal.ITIMER_REAL, limit)
-        try:
-            reports = runtestprotocol(item, log=False, nextitem=None)
-        except PastDeadline:  # past the deadline outside the test's own code (setup, pytest itself)
-            return EXIT_TIMEOUT
-        finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-        if any(r.failed for r in reports):
-            os.write(write, item.nodeid.encode())
-            return EXIT_KILLED
-    return EXIT_SURVIVED
-
-
 def _nested_codes(code: Any) -> Iterator[Any]:
     yield code
     for const in code.co_consts:
@@ -357,25 +340,29 @@ def _nested_codes(code: Any) -> Iterator[Any]:
             yield from _nested_codes(const)
 
 
-class PastDeadline(BaseException):
-    """Raised in a mutant's test by its deadline's alarm; no `except Exception` of the code swallows it."""
-
-
-def _past_deadline(signum: int, frame: Any) -> None:
-    raise PastDeadline("the mutant ran past the test's deadline")
-
-
 def _shown(site: Site, status: str) -> dict[str, Any]:
     return {"key": site.key, "line": site.line, "status": status}
 
 
-def run(modules: list[str], *, deadline_s: float = 600.0, match: str = "") -> dict[str, Any]:
+def scratch_dir() -> str | None:
+    """Where the tests' temporary directories go: /dev/shm when it has room (thousands of mutants
+    make and remove them; on a disk that is seconds of waiting), else the usual temporary directory."""
+    shm = "/dev/shm"
+    try:
+        roomy = shutil.disk_usage(shm).free >= SCRATCH_FREE_BYTES
+    except OSError:
+        return None
+    return shm if roomy and os.access(shm, os.W_OK | os.X_OK) else None
+
+
+def run(modules: list[str], *, deadline_s: float = 600.0, match: str = "", jobs: int = 0) -> dict[str, Any]:
     """The pass over these guard modules (the mutants whose key holds `match`), in this process: it
-    runs pytest, then forks per mutant."""
+    runs pytest, then forks per mutant, `jobs` at once (0: one per usable CPU)."""
     files = sorted({f"tests/unit/{t}" for m in modules for t in GUARDS[m]})
-    plugin = GuardPass(modules, deadline_s=deadline_s, match=match)
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="autod-mutants-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="autod-mutants-", dir=scratch_dir()) as tmp:
+        plugin = GuardPass(modules, deadline_s=deadline_s, match=match, jobs=jobs or usable_cpus(),
+                           tmp_root=Path(tmp))
         args = [*files, "-q", "-n", "0", "-p", "no:cacheprovider", f"--basetemp={tmp}/t", "--no-header"]
         old = os.getcwd()
         os.chdir(ROOT)
@@ -395,6 +382,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--deadline-s", type=float, default=600.0, help="stop starting mutants after this long")
     ap.add_argument("--list", action="store_true", help="list the mutants, run nothing")
     ap.add_argument("--match", default="", metavar="TEXT", help="only the mutants whose key holds TEXT")
+    ap.add_argument("--jobs", type=int, default=0, metavar="N", help="mutants at once (0: a usable CPU each)")
     args = ap.parse_args(argv)
     modules = list(GUARDS)
     if args.only:
@@ -406,7 +394,7 @@ def main(argv: list[str] | None = None) -> int:
             for s in _sites(m):
                 print(s.key)
         return 0
-    result = run(modules, deadline_s=args.deadline_s, match=args.match)
+    result = run(modules, deadline_s=args.deadline_s, match=args.match, jobs=args.jobs)
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
     for module, r in result.get("modules", {}).items():
@@ -414,7 +402,8 @@ def main(argv: list[str] | None = None) -> int:
         counts = " ".join(f"{k}={r[k]}" for k in shown)
         print(f"{module}: {counts} ({r['elapsed_s']} s)")
         for s in r["survivors"]:
-            print(f"  {s['status']}: {s['key']}  (line {s['line']})")
+            why = f": {s['why']}" if "why" in s else ""
+            print(f"  {s['status']}: {s['key']}  (line {s['line']}){why}")
     for key in result.get("stale_equivalents", []):
         print(f"  listed as equivalent but no longer a mutant: {key}")
     print(f"elapsed {result.get('elapsed_s')} s", result.get("error", ""))

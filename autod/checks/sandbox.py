@@ -94,8 +94,10 @@ class Policy:
                   settings.memory.auth_token_file):
             if f:
                 hidden.append(Path(f))
-        # every instance's state, logs, cache and runtime dir, this one's rotated logs (autod.checks.roots)
-        hidden += autod_roots(workspace, settings.state_path, settings.log_file)
+        # every instance's state, logs, cache and runtime dir, this one's rotated logs (autod.checks.roots);
+        # never the workspace, even from the fixer's scratch copy (a checkout named `autod` holding its
+        # state dir is no root of autod's: hidden, it took the fixer's venv with it)
+        hidden += autod_roots(settings.workspace, settings.state_path, settings.log_file)
         return cls(
             mode=settings.checks_sandbox,
             state_dir=settings.state_path,

@@ -149,8 +149,17 @@ class Child:
         self.finish()
 
     def finish(self) -> None:
-        out, err = self.proc.communicate(timeout=HANG_GUARD_S)
-        self.lines += out.splitlines()
+        """Wait for the child's end and take the rest of its lines. Read through the text reader, not
+        communicate(): that reads the pipe itself, and the lines readline() had already taken into the
+        reader's buffer (all of a fast child's last ones) would be lost."""
+        assert self.proc.stdout is not None and self.proc.stderr is not None
+        try:
+            self.proc.wait(timeout=HANG_GUARD_S)  # a few hundred bytes of output: no pipe fills
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            raise
+        self.lines += self.proc.stdout.read().splitlines()
+        err = self.proc.stderr.read()
         # Killed, or ran to the end: never a Python error.
         assert self.proc.returncode in (0, -signal.SIGKILL), err
 

@@ -45,6 +45,7 @@ segment = st.text(alphabet="abcdefghijklmnopqrstuvwxyz_-.", min_size=1, max_size
 SUFFIXES = ["", ".txt", ".toml", ".ini", ".cfg", ".json", ".yaml", ".pth", ".md", ".py", ".go", ".pyi", ".so"]
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(prefix=st.sampled_from(["", "src/", "src/pkg/", "tests/", "cmd/"]),
        parts=st.lists(segment, min_size=1, max_size=3), suffix=st.sampled_from(SUFFIXES))

@@ -6,6 +6,8 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from autod.act.edits import Caps, FileChange, prepare
 from autod.candidates.search import MAX_TEMPERATURE, SAME_CODE, CandidateSearch
 from autod.config.settings import CandidatesConfig
@@ -161,6 +163,7 @@ def test_draws_that_propose_nothing_are_redrawn_n_times_at_most(tmp_path):
     assert found.winner is None and len(drawer.asked) == 6
 
 
+@pytest.mark.slow
 def test_a_plan_autod_fails_on_is_dropped_and_the_search_goes_on(tmp_path):
     drawer = Drawer(whole("return a * 1"), whole("return a + b"))
     search_ = search(tmp_path, drawer, Judge({"a + b": "fixed"}))
@@ -222,6 +225,7 @@ def test_a_fix_that_inlines_a_constant_does_not_end_the_search_and_wins_only_alo
     assert alone.winner is alone.candidates[0]  # nothing better: the fix in hand is kept
 
 
+@pytest.mark.slow
 def test_a_crash_in_the_suspect_check_never_costs_the_candidate(tmp_path, monkeypatch):
     import autod.candidates.search as search_mod
 

@@ -8,6 +8,7 @@ import json
 import os
 from pathlib import Path
 
+import pytest
 from test_candidates import SRC, Drawer, Judge, search, whole
 
 from autod.act.definition import definition_texts
@@ -175,6 +176,7 @@ def _changed(text: str, node: ast.stmt) -> str | None:
     return "".join(lines)
 
 
+@pytest.mark.slow
 def test_every_unit_an_edit_can_name_in_real_files_is_remembered_as_itself_and_replayed_to_the_fix(tmp_path):
     """Generated over real source files (standard-library modules, a long class among them): a kept change to
     any one definition, class attribute or module constant is remembered as that unit, never as its

@@ -39,6 +39,7 @@ def sleeper(marker: str) -> str:
     return f"sh -c 'sleep 60; true' {marker}"
 
 
+@pytest.mark.slow
 def test_a_timeout_kills_the_check_its_children_and_a_setsid_escapee(tmp_path, mode):
     marker = f"autod-test-{uuid.uuid4().hex}"
     script = f"{sleeper(marker)} & setsid {sleeper(marker)} & wait"
@@ -61,6 +62,7 @@ def test_nothing_a_passing_check_started_outlives_it(tmp_path, mode):
     assert wait_gone(marker), alive_with(marker)
 
 
+@pytest.mark.slow
 def test_output_is_capped_keeping_head_and_tail(tmp_path):
     code = "print('HEAD-MARK'); print('x' * 200000); print('TAIL-MARK')"
     r = run(CheckConfig(run=f'{sys.executable} -c "{code}"', output_limit_kb=1), tmp_path)
@@ -69,6 +71,7 @@ def test_output_is_capped_keeping_head_and_tail(tmp_path):
     assert "[output truncated]" in r.output and len(r.output) < 1200
 
 
+@pytest.mark.slow
 def test_runs_in_the_workspace_with_the_configured_env_and_no_shell(tmp_path, mode):
     code = "import os; print(os.getcwd()); print(os.environ['CHECK_PROBE'])"
     cfg = CheckConfig(run=f'{sys.executable} -c "{code}"', env={"CHECK_PROBE": "yes"}, sandbox=mode)
@@ -79,6 +82,7 @@ def test_runs_in_the_workspace_with_the_configured_env_and_no_shell(tmp_path, mo
     assert r.output.strip() == "a; touch pwned" and not (tmp_path / "pwned").exists()
 
 
+@pytest.mark.slow
 def test_the_environment_is_an_allow_list_without_autod_secrets(tmp_path, mode, monkeypatch):
     monkeypatch.setenv("AUTOD_LLM__API_KEY", "sk-the-daemon-key")
     monkeypatch.setenv("CREDENTIALS_DIRECTORY", "/run/credentials/autod.service")
@@ -198,6 +202,7 @@ def _listener() -> tuple[socket.socket, list[int]]:
     return srv, accepted
 
 
+@pytest.mark.slow
 def test_no_network_unless_the_check_opts_in(tmp_path, real_bwrap):
     srv, accepted = _listener()
     port = srv.getsockname()[1]
@@ -274,6 +279,7 @@ def test_files_the_command_names_outside_the_workspace_are_readable_not_writable
     assert "ci-check-ran" in script.read_text()
 
 
+@pytest.mark.slow
 def test_a_venv_python_in_a_hidden_place_keeps_its_venv_in_the_sandbox(tmp_path, mode):
     """A check run by a venv's python that lives under /tmp or a home dir (hidden in the sandbox) gets
     that venv, not the base interpreter with its own site-packages (found in CI: a clone under /tmp

@@ -252,6 +252,7 @@ class FakeTTY(io.StringIO):
         return True
 
 
+@pytest.mark.slow
 def test_progress_is_silent_when_stderr_is_not_a_terminal(monkeypatch):
     err = io.StringIO()
     monkeypatch.setattr(sys, "stderr", err)
@@ -260,6 +261,7 @@ def test_progress_is_silent_when_stderr_is_not_a_terminal(monkeypatch):
     assert err.getvalue() == ""
 
 
+@pytest.mark.slow
 def test_progress_spins_on_a_terminal_and_clears_its_line(monkeypatch):
     err = FakeTTY()
     monkeypatch.setattr(sys, "stderr", err)

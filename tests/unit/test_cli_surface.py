@@ -6,6 +6,8 @@ import argparse
 import subprocess
 import sys
 
+import pytest
+
 from autod.cli.main import build_parser
 
 
@@ -33,6 +35,7 @@ def test_every_command_option_and_argument_has_help_text():
     assert missing == []
 
 
+@pytest.mark.slow
 def test_version_prints_the_installed_version():
     from importlib.metadata import version
 

@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
 from test_candidates import Drawer, Judge, search, whole
 
 from autod.candidates.attempts import Tried, run_attempts
@@ -64,6 +65,7 @@ def record() -> Reflection:
                       summary="s")
 
 
+@pytest.mark.slow
 def test_past_the_deadline_the_draw_in_flight_is_dropped_and_the_cycle_ends_naming_it(tmp_path):
     drawer = Hanging(whole("return a * b"))
     s = search(tmp_path, drawer, Judge({}), n=3, max_cycle_minutes=1)

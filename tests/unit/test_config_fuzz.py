@@ -133,6 +133,7 @@ def _no_env_overrides(monkeypatch):
             monkeypatch.delenv(name)
 
 
+@pytest.mark.slow
 @FUZZ_HEAVY
 @given(seed=st.integers(0, 2**32 - 1), value=VALUES, steps=st.integers(1, 4))
 def test_mutated_example_config_loads_or_raises_only_config_error(tmp_path_factory, seed, value, steps):
@@ -144,6 +145,7 @@ def test_mutated_example_config_loads_or_raises_only_config_error(tmp_path_facto
     load_bytes(tmp, yaml.safe_dump(doc, sort_keys=False, allow_unicode=True).encode())
 
 
+@pytest.mark.slow
 @FUZZ_HEAVY
 @given(seed=st.integers(0, 2**32 - 1), junk=st.binary(max_size=64), steps=st.integers(1, 4))
 def test_textually_mangled_config_loads_or_raises_only_config_error(tmp_path_factory, seed, junk, steps):
@@ -156,6 +158,7 @@ def test_textually_mangled_config_loads_or_raises_only_config_error(tmp_path_fac
     load_bytes(tmp, data)
 
 
+@pytest.mark.slow
 @FUZZ
 @given(data=st.one_of(st.binary(max_size=512), st.text(max_size=512).map(str.encode)))
 def test_random_bytes_load_or_raise_only_config_error(tmp_path_factory, data):

@@ -6,6 +6,7 @@ import asyncio
 import warnings
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from apscheduler.triggers.base import BaseTrigger
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.date import DateTrigger
@@ -42,6 +43,7 @@ async def collect(gen, seconds: float) -> list[datetime]:
     return out
 
 
+@pytest.mark.slow
 def test_per_second_trigger_fires_a_schedule_event():
     cfg = CronConfig(type="cron", name="nightly", schedule="0 3 * * mon-fri", mode="auto-plan")
 
@@ -60,6 +62,7 @@ def test_per_second_trigger_fires_a_schedule_event():
     asyncio.run(main())
 
 
+@pytest.mark.slow
 def test_run_time_past_grace_is_skipped_and_within_grace_runs():
     async def main() -> None:
         past = datetime.now(UTC) - timedelta(seconds=20)
@@ -71,6 +74,7 @@ def test_run_time_past_grace_is_skipped_and_within_grace_runs():
     asyncio.run(main())
 
 
+@pytest.mark.slow
 def test_backlog_within_grace_coalesces_into_one_run():
     async def main() -> None:
         now = datetime.now(UTC)
@@ -87,6 +91,7 @@ def test_backlog_within_grace_coalesces_into_one_run():
     asyncio.run(main())
 
 
+@pytest.mark.slow
 def test_cron_ticks_accepts_crontab_and_cancels_cleanly():
     async def main() -> None:
         ticks = await collect(cron_ticks("* * * * *", timezone="Europe/Paris"), 0.2)

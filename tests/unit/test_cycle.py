@@ -129,6 +129,7 @@ def run(deps: CycleDeps, event: Event | None = None) -> Any:
     return asyncio.run(Cycle(deps, DebugMode(), event or failing_event()).run())
 
 
+@pytest.mark.slow
 def test_a_fix_that_passes_the_check_is_kept_and_recorded(ws):
     mem = ScriptedMemory()
     deps, state = make(ws, ScriptedPlanner(FIX), memory=mem)
@@ -141,6 +142,7 @@ def test_a_fix_that_passes_the_check_is_kept_and_recorded(ws):
     assert not list((deps.env.settings.state_path / "journal").iterdir())
 
 
+@pytest.mark.slow
 def test_a_wrong_fix_is_rolled_back_and_the_replan_sees_it(ws):
     other = Plan(summary="swap", edits=[Edit(path="src/calc.py", search="a - b", replace="b - a")])
     planner = ScriptedPlanner(WRONG, other)
@@ -156,6 +158,7 @@ def test_a_wrong_fix_is_rolled_back_and_the_replan_sees_it(ws):
     assert r2.status == "fixed" and "b - a" in planner.requests[2].messages[1]["content"]
 
 
+@pytest.mark.slow
 def test_the_fingerprint_is_quarantined_after_max_attempts(ws):
     deps, _state = make(
         ws,
@@ -169,6 +172,7 @@ def test_the_fingerprint_is_quarantined_after_max_attempts(ws):
     assert deps.gate.admit(failing_event(), uses_llm=True).drop
 
 
+@pytest.mark.slow
 def test_an_unreachable_llm_fails_the_cycle_and_opens_the_breaker(ws):
     deps, state = make(ws, ScriptedPlanner(LLMUnavailable("deadline exceeded"), LLMUnavailable("refused")))
     r1, r2 = run(deps), run(deps)
@@ -192,6 +196,7 @@ def test_a_reply_the_model_got_wrong_is_not_an_outage_and_the_next_request_varie
     assert (ws / "src" / "calc.py").read_text() == BUGGY
 
 
+@pytest.mark.slow
 def test_a_crash_inside_the_planner_is_recorded_and_nothing_written(ws):
     deps, state = make(ws, ScriptedPlanner(RuntimeError("bug")))
     r = run(deps)
@@ -199,6 +204,7 @@ def test_a_crash_inside_the_planner_is_recorded_and_nothing_written(ws):
     assert state.history(1)[0]["status"] == "failed"
 
 
+@pytest.mark.slow
 def test_require_confirmation_stores_a_proposal_and_writes_nothing(ws):
     deps, state = make(ws, ScriptedPlanner(FIX), limits={"require_confirmation": True})
     r = run(deps)
@@ -234,6 +240,7 @@ def test_a_stop_during_verification_rolls_back(ws, tmp_path):
     assert state.history(1)[0]["status"] == "failed"
 
 
+@pytest.mark.slow
 def test_a_replan_that_repeats_a_failed_candidate_is_never_applied_twice(ws):
     """The same change (whitespace aside: compared by AST) is a duplicate, not a second try."""
     again = [Edit(path="src/calc.py", search="a - b\n", replace="a  *  b\n")]
@@ -257,6 +264,7 @@ def test_a_replan_that_repeats_a_failed_candidate_is_never_applied_twice(ws):
     assert (ws / "src" / "calc.py").read_text() == BUGGY
 
 
+@pytest.mark.slow
 def test_a_refused_plan_is_replanned_with_the_reason(ws):
     missing = Plan(summary="guess", edits=[Edit(path="src/calc.py", search="not in the file", replace="x")])
     planner = ScriptedPlanner(missing, FIX)
@@ -266,6 +274,7 @@ def test_a_refused_plan_is_replanned_with_the_reason(ws):
     assert "search text not found" in planner.requests[1].messages[1]["content"]
 
 
+@pytest.mark.slow
 def test_a_rollback_that_leaves_an_operators_save_says_so_and_stops_replanning(ws, capsys):
     from autod.cli import main as cli
 
@@ -287,6 +296,7 @@ def test_a_rollback_that_leaves_an_operators_save_says_so_and_stops_replanning(w
     assert "LEFT=src/calc.py" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_a_verification_check_that_edits_the_workspace_fails_the_verification(ws):
     # its edits are in no journal: the cycle must not be kept as if its own edits made the checks pass
     # (no git in this workspace: a Python file the check writes is source, autod.checks.sourcefiles)
@@ -305,6 +315,7 @@ def test_a_verification_check_that_edits_the_workspace_fails_the_verification(ws
     state.close()
 
 
+@pytest.mark.slow
 def test_a_prompt_over_the_context_window_is_asked_once_more_with_less_context(ws):
     planner = ScriptedPlanner(ContextTooLong("the prompt does not fit", limit=100, prompt_tokens=400), FIX)
     deps, _state = make(ws, planner)
@@ -328,6 +339,7 @@ def test_a_prompt_that_still_does_not_fit_fails_the_cycle_naming_the_context_not
     assert (ws / "src" / "calc.py").read_text() == BUGGY
 
 
+@pytest.mark.slow
 def test_tokens_spent_on_a_plan_that_failed_are_booked(ws):
     invalid = PlanInvalid("invalid plan after a repair round")
     invalid.tokens = {"prompt": 650, "completion": 70}
@@ -337,6 +349,7 @@ def test_tokens_spent_on_a_plan_that_failed_are_booked(ws):
     assert deps.gate.counters()["tokens_today"]["used"] == 720  # the daily budget sees them
 
 
+@pytest.mark.slow
 def test_a_rewrite_that_changes_nothing_is_said_so_and_replanned(ws):
     same = Plan(summary="rewrite add", edits=[Edit(path="src/calc.py", symbol="add",
                                                     replace="def add(a, b):\n    return a - b\n")])
@@ -357,6 +370,7 @@ def test_a_plan_with_no_edits_but_a_report_is_reported_and_teaches_no_lesson(ws)
     assert memory.lessons == []
 
 
+@pytest.mark.slow
 def test_the_record_says_where_the_time_went(ws):
     deps, _state = make(ws, ScriptedPlanner(FIX))
     r = run(deps)
@@ -365,6 +379,7 @@ def test_the_record_says_where_the_time_went(ws):
     assert t["wall_ms"] >= t["checks_ms"] and t["autod_ms"] == t["wall_ms"] - t["checks_ms"]
 
 
+@pytest.mark.slow
 def test_a_reflect_that_fails_is_a_warning_naming_the_cycle_not_silence(ws):
     import structlog.testing
 

@@ -122,6 +122,7 @@ def deliver(d: Delivery, c: Any, changes: list[FileChange]) -> Verification:
     return asyncio.run(d.act(c.mode, c.event, c.r, c.deps.env, PLAN, changes))
 
 
+@pytest.mark.slow
 def test_a_branch_delivery_with_a_dirty_working_tree_leaves_tree_and_index_as_they_were(repo):
     # the operator's uncommitted work: another line of calc.py, and a staged change to README.md
     dirty = BUGGY.replace("def mul(a, b):", "def mul(a, b):  # operator's work in progress")
@@ -179,6 +180,7 @@ def test_a_file_not_in_head_is_refused(repo):
     assert "src/new.py (not in HEAD" in err.value.reason
 
 
+@pytest.mark.slow
 def test_one_branch_per_failure_is_updated_from_the_new_head_never_one_per_cycle(repo):
     d = desk(repo)
     first = cycle(cid="cyc000000001")
@@ -194,6 +196,7 @@ def test_one_branch_per_failure_is_updated_from_the_new_head_never_one_per_cycle
     assert git(repo, "show", f"{branch}:README.md") == "calc v2"
 
 
+@pytest.mark.slow
 def test_a_branch_someone_changed_is_never_moved_and_the_fix_goes_to_a_patch(repo):
     d = desk(repo)
     c1 = cycle(cid="cyc000000001")
@@ -217,6 +220,7 @@ def test_a_branch_someone_changed_is_never_moved_and_the_fix_goes_to_a_patch(rep
     assert any("was changed by someone else" in p["problem"] for p in status["problems"])
 
 
+@pytest.mark.slow
 def test_a_branch_name_that_exists_and_is_not_autods_is_never_touched(repo):
     name = "autod/auto-debug/check-tests-failed-test-add-ffffffffff"
     git(repo, "branch", name)
@@ -237,6 +241,7 @@ def bare_remote(repo: Path, tmp_path: Path, hook: str | None = None) -> Path:
     return remote
 
 
+@pytest.mark.slow
 def test_a_branch_is_pushed_and_a_remote_branch_someone_changed_is_refused_not_forced(repo, tmp_path):
     remote = bare_remote(repo, tmp_path)
     d = desk(repo, push="origin")
@@ -263,6 +268,7 @@ def test_a_branch_is_pushed_and_a_remote_branch_someone_changed_is_refused_not_f
     assert "never forces" in asyncio.run(d.status())["problems"][0]["problem"]
 
 
+@pytest.mark.slow
 def test_a_remote_that_rejects_the_push_is_a_clear_problem(repo, tmp_path):
     bare_remote(repo, tmp_path, hook="branch pushes are closed")
     d = desk(repo, push="origin")
@@ -289,6 +295,7 @@ def test_a_patch_delivery_is_a_format_patch_that_git_applies_to_head(repo, tmp_p
     assert git(repo, "branch", "--list", "autod/*") == ""  # no branch, no ref: only the file
 
 
+@pytest.mark.slow
 def test_the_cap_holds_a_new_failure_until_a_branch_is_merged_or_deleted(repo):
     d = desk(repo, max_open=1)
 
@@ -314,6 +321,7 @@ def test_the_cap_holds_a_new_failure_until_a_branch_is_merged_or_deleted(repo):
     assert gate.admit(other.event, uses_llm=True).ok
 
 
+@pytest.mark.slow
 def test_undo_of_a_branch_delivery_is_a_revert_commit_and_is_refused_after_a_human_change(repo):
     d = desk(repo)
     c = cycle()
@@ -336,6 +344,7 @@ def test_undo_of_a_branch_delivery_is_a_revert_commit_and_is_refused_after_a_hum
     assert not refused["ok"] and "changed by someone else" in refused["error"]
 
 
+@pytest.mark.slow
 def test_undo_of_a_patch_delivery_withdraws_the_file_unless_someone_edited_it(repo):
     d = desk(repo, kind="patch")
     c = cycle()
@@ -349,6 +358,7 @@ def test_undo_of_a_patch_delivery_withdraws_the_file_unless_someone_edited_it(re
     assert d.undo(c2.r.cycle_id, "u2", "x")["ok"] and not Path(c2.r.delivery["patch"]).exists()
 
 
+@pytest.mark.slow
 def test_a_planted_receivepack_or_ext_url_runs_nothing_when_autod_pushes(repo, tmp_path):
     remote = bare_remote(repo, tmp_path)
     mark = tmp_path / "receivepack-ran"
@@ -364,6 +374,7 @@ def test_a_planted_receivepack_or_ext_url_runs_nothing_when_autod_pushes(repo, t
     assert c2.r.delivery["push"]["ok"] is False and not ext_mark.exists()
 
 
+@pytest.mark.slow
 def test_autods_branch_checked_out_in_a_worktree_is_not_moved_under_it(repo, tmp_path):
     d = desk(repo)
     c1 = cycle(cid="cyc000000001")

@@ -6,6 +6,8 @@ import ast
 import re
 from pathlib import Path
 
+import pytest
+
 import autod
 
 AREAS = {
@@ -68,6 +70,7 @@ def _events() -> list[tuple[str, str]]:
     return out
 
 
+@pytest.mark.slow
 def test_every_log_event_follows_area_dot_snake_case() -> None:
     events = _events()
     assert len(events) > 80  # the walk found the log calls (a broken walk must not pass vacuously)
@@ -75,9 +78,11 @@ def test_every_log_event_follows_area_dot_snake_case() -> None:
     assert not bad, bad
 
 
+@pytest.mark.slow
 def test_the_walk_sees_the_errors_the_daemon_survives() -> None:
     assert "cycle.reflect_failed" in {e for e, _ in _events()}
 
 
+@pytest.mark.slow
 def test_the_reflection_record_is_cycle_finished() -> None:
     assert "cycle.finished" in {e for e, _ in _events()}

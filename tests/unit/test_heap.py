@@ -21,6 +21,7 @@ def rss_kb() -> int:
     raise AssertionError("no VmRSS")
 
 
+@pytest.mark.slow
 def test_trim_returns_heap_that_free_kept_because_one_live_chunk_pins_the_top():
     glibc.malloc.restype = ctypes.c_void_p
     glibc.free.argtypes = [ctypes.c_void_p]
@@ -58,6 +59,7 @@ print(ctypes.string_at(q, SIZE).count(b"K"))
 """
 
 
+@pytest.mark.slow
 def test_a_large_block_never_starts_with_what_a_freed_one_held():
     """Found in test_secrets: chromadb persisted an LLM reply with the echoed API key from freed
     heap into data_level0.bin. Pinned and scrubbed, no block starts with what a freed one held (the

@@ -7,6 +7,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 import autod
 
 PKG = Path(autod.__file__).resolve().parent
@@ -107,6 +109,7 @@ def _graph() -> dict[str, set[str]]:
     return {name: _imports(name, path, mods) for name, path in mods.items()}
 
 
+@pytest.mark.slow
 def test_no_import_cycle() -> None:
     assert _cycles(_graph()) == []
 

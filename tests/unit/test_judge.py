@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -95,6 +96,7 @@ def test_a_passing_pytest_check_whose_tests_broke_is_rolled_back():
 ids = st.sampled_from([f"t::{c}" for c in "abcdefgh"])
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(
     before=st.dictionaries(ids, st.sampled_from(("passed", "failed", "error")), min_size=1),

@@ -210,6 +210,7 @@ def test_the_scope_refuses_a_judge_edit_unless_allowed_and_then_it_needs_approva
     assert requires_approval(relaxed, "auto-debug", [change(ws, "src/calc.py", "a", "b")]) == []
 
 
+@pytest.mark.slow
 def test_a_permitted_judge_edit_waits_for_approval_even_without_require_confirmation(tmp_path: Path) -> None:
     from test_cycle import BUGGY, ScriptedPlanner, failing_event, make
 

@@ -9,6 +9,8 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
+
 import autod
 
 PKG = Path(autod.__file__).resolve().parent
@@ -22,6 +24,7 @@ def _layers() -> list[str]:
     return contract["layers"]
 
 
+@pytest.mark.slow
 def test_lint_imports_keeps_the_layers_contract() -> None:
     # the console script's own entry point, in this interpreter: CI runs the venv's python, whose
     # bin/ need not be on PATH

@@ -423,6 +423,7 @@ def test_retry_after_beyond_the_deadline_fails_without_waiting():
     assert sleeps == [] and len(server.requests) == 1
 
 
+@pytest.mark.slow
 def test_hang_past_the_deadline_is_unavailable():
     async def hang(_req: httpx.Request) -> httpx.Response:
         await asyncio.sleep(60)

@@ -319,6 +319,7 @@ class SingleSlot:
             self.busy -= 1
 
 
+@pytest.mark.slow
 def test_after_a_timeout_the_retry_waits_for_the_server_to_finish_the_abandoned_request():
     server = SingleSlot([0.6])
 
@@ -337,6 +338,7 @@ def test_after_a_timeout_the_retry_waits_for_the_server_to_finish_the_abandoned_
     assert server.log == ["post", "probe", "post"]
 
 
+@pytest.mark.slow
 def test_the_next_plan_after_one_cancelled_mid_request_waits_for_the_server_too():
     server = SingleSlot([0.6])
 
@@ -355,6 +357,7 @@ def test_the_next_plan_after_one_cancelled_mid_request_waits_for_the_server_too(
     assert server.piled == 0 and server.log == ["post", "probe", "post"]
 
 
+@pytest.mark.slow
 def test_concurrent_plans_send_one_request_at_a_time():
     server = SingleSlot([0.2, 0.2, 0.2])
 
@@ -425,6 +428,7 @@ def test_an_invalid_plan_carries_the_tokens_its_requests_spent():
     assert exc.tokens == {"prompt": 650, "completion": 70}
 
 
+@pytest.mark.slow
 def test_ping_of_a_single_slot_server_busy_with_our_request_says_reachable(monkeypatch):
     monkeypatch.setattr("autod.planner.llm.PING_TIMEOUT_S", 0.1)
     server = SingleSlot([1.0])

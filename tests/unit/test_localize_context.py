@@ -229,6 +229,7 @@ def test_a_method_on_a_receiver_of_unknown_type_two_calls_through_a_test_helper_
     assert 'return f"{x * 10:.0f}%"' in found.code
 
 
+@pytest.mark.slow
 def test_the_focused_view_holds_the_top_definitions_under_test_alone(repo):
     """What focused candidates see: the code under test by rank, whole; no test, no constant, no
     outline (the failure output shows the test; the wide view has the rest). Each suspect carries its
@@ -306,6 +307,7 @@ def test_the_operator_on_the_failing_line_ranks_ahead_of_those_the_rest_of_the_t
     assert "V.__ge__" in [s.symbol for s in found.suspects]
 
 
+@pytest.mark.slow
 def test_a_definition_the_wide_budget_had_no_room_for_is_still_a_suspect(repo):
     """A suspect's prompt holds the failure and that one definition: the wide prompt's budget, which a
     long failing test or a long function can fill, must not decide which definitions are suspects."""

@@ -109,6 +109,7 @@ def test_a_plan_may_ask_once_for_definitions_and_the_second_request_has_them(ws)
     assert not any(c["path"] == ".env" for c in r.context)
 
 
+@pytest.mark.slow
 def test_the_code_reply_form_is_asked_for_and_its_need_round_stays_in_that_form(ws):
     """llm.reply_form: code (the default): the request says so (the planner reads it back that way),
     the prompt asks for a header and a fenced block instead of JSON, and the need round stays in it."""
@@ -139,6 +140,7 @@ def test_the_code_reply_form_is_asked_for_and_its_need_round_stays_in_that_form(
         DebugMode(reply_form="yaml")
 
 
+@pytest.mark.slow
 def test_a_plan_may_name_only_the_files_it_was_shown_and_may_edit(ws):
     """The planner gets the shown files less the judges and the denied ones (the schema's path enum);
     a need answer adds the files it showed. With judge edits allowed, the failing test is in too."""
@@ -169,6 +171,7 @@ def test_a_plan_may_name_only_the_files_it_was_shown_and_may_edit(ws):
     assert planner.requests[0].paths == ("src/calc.py", "tests/test_calc.py")
 
 
+@pytest.mark.slow
 def test_the_first_prompt_holds_the_whole_function_without_a_gutter(ws):
     planner = ScriptedPlanner(FIX)
     deps, _ = make(ws, planner)
@@ -179,6 +182,7 @@ def test_the_first_prompt_holds_the_whole_function_without_a_gutter(ws):
     assert "SCALE = 1" in user and "def unrelated" not in user
 
 
+@pytest.mark.slow
 def test_the_first_plans_are_drawn_from_the_focused_view_then_from_the_whole_context(ws):
     """The focused view (the failure and the top suspect alone, asked for its fixed source) goes first;
     when its plans do not fix the failure, the wide prompt (constants, outline, memory) is sent."""
@@ -204,6 +208,7 @@ def test_the_first_plans_are_drawn_from_the_focused_view_then_from_the_whole_con
     assert [(req.temperature, req.seed) for req in planner.requests] == [(0.0, 1), (0.0, 1), (0.0, 1)]
 
 
+@pytest.mark.slow
 def test_a_suspect_prompt_asks_for_no_definition_and_a_need_there_spends_no_need_round(ws):
     """A focused draw shows one definition and asks for its fixed source: a `need` in its reply is not
     answered (no request spent on it) and the wide draw after it still has the need round."""
@@ -218,6 +223,7 @@ def test_a_suspect_prompt_asks_for_no_definition_and_a_need_there_spends_no_need
     assert [c["view"] for c in r.candidates] == ["focused:1", "value:1", "wide"]
 
 
+@pytest.mark.slow
 def test_a_suspect_draw_goes_through_the_act_rules_like_any_other(ws):
     """A suspect's prompt names one definition, but what its plan writes is judged as ever: a file
     that would run code later (a `.pth`), a test, a path outside: refused, never written."""
@@ -245,6 +251,7 @@ def test_the_offline_planner_is_asked_once_an_attempt_whatever_the_candidates_se
     assert len(planner.requests) == 1 and [c["view"] for c in r.candidates] == ["wide"]
 
 
+@pytest.mark.slow
 def test_a_failing_focus_rolls_back_without_running_the_full_check(ws):
     fail = f"{sys.executable} -c \"raise SystemExit(3)\""
     checks = {"calc": {"run": CHECK, "timeout_s": 30, "focus": fail}}
@@ -256,6 +263,7 @@ def test_a_failing_focus_rolls_back_without_running_the_full_check(ws):
     assert (ws / "src" / "calc.py").read_text() == CALC
 
 
+@pytest.mark.slow
 def test_a_passing_focus_still_pays_for_the_full_check(ws):
     checks = {"calc": {"run": CHECK, "timeout_s": 30, "focus": f"{sys.executable} -c \"pass\""}}
     deps, ran = make(ws, ScriptedPlanner(FIX), checks)
@@ -287,6 +295,7 @@ class Episodes:
     async def close(self) -> None: ...
 
 
+@pytest.mark.slow
 def test_an_episode_is_stored_as_sentences_and_a_short_diff(ws):
     deps, _ = make(ws, ScriptedPlanner(FIX))
     mem = Episodes()
@@ -301,6 +310,7 @@ def test_an_episode_is_stored_as_sentences_and_a_short_diff(ws):
 SCALED = "from limits import SCALE\n\n\ndef add(a, b):\n    return (a + b) * SCALE\n"
 
 
+@pytest.mark.slow
 def test_a_bug_in_a_value_the_suspect_reads_is_fixed_from_the_suspects_prompt(ws):
     """The value a suspect reads, in another module, is shown with it and named in the request's
     `symbols`, so a plan drawn there may rewrite it (in the code form, a headerless `SCALE = 1` is
@@ -322,6 +332,7 @@ def test_a_bug_in_a_value_the_suspect_reads_is_fixed_from_the_suspects_prompt(ws
     assert (ws / "src" / "limits.py").read_text() == '"""Limits."""\n\nSCALE = 1\n'
 
 
+@pytest.mark.slow
 def test_a_value_the_suspect_reads_is_asked_about_alone_and_fixed_from_that_prompt(ws):
     """Shown beside the function, the value was left as it was; asked about alone ("the bug is most
     likely in this value"), the plan rewrites it, and only it: that prompt offers no other definition."""
@@ -346,6 +357,7 @@ def test_a_value_the_suspect_reads_is_asked_about_alone_and_fixed_from_that_prom
     assert (ws / "src" / "limits.py").read_text() == '"""Limits."""\n\nSCALE = 1\nOTHER = 5\n'
 
 
+@pytest.mark.slow
 def test_the_values_a_suspect_reads_are_asked_about_together_and_one_of_them_fixed(ws):
     """Two values read by the suspect: one prompt shows both (each under its name), offers both, and
     the plan that rewrites the wrong one alone fixes the failure; a logger it reads is no question."""

@@ -7,6 +7,7 @@ import asyncio
 import re
 from pathlib import Path
 
+import pytest
 import yaml
 
 from autod.config.settings import load_config
@@ -95,6 +96,7 @@ def test_a_long_definition_is_shown_as_what_the_failing_tests_ran_under_its_sign
     assert "what the failing tests ran" in block
 
 
+@pytest.mark.slow
 def test_a_slice_that_reaches_both_ends_is_still_never_rewritten_whole(tmp_path):
     _ws, s, b = workspace(tmp_path)
     ran = [3, 4, 205, 207, 208, 209, 210, len(BODY)]  # the first and the last line among them

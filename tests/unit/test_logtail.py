@@ -59,6 +59,7 @@ def run_async(fn: Callable[[], Awaitable[None]]) -> None:
     asyncio.run(asyncio.wait_for(fn(), 60))
 
 
+@pytest.mark.slow
 def test_event_shape_and_partial_line_held_until_newline(tmp_path):
     log = tmp_path / "build.log"
     log.write_text("")
@@ -78,6 +79,7 @@ def test_event_shape_and_partial_line_held_until_newline(tmp_path):
     run_async(main)
 
 
+@pytest.mark.slow
 def test_truncation_reopens_at_start(tmp_path):
     log = tmp_path / "build.log"
     log.write_text("x" * 5000 + "\n")
@@ -92,6 +94,7 @@ def test_truncation_reopens_at_start(tmp_path):
     run_async(main)
 
 
+@pytest.mark.slow
 def test_copytruncate_rotation_reads_new_content_from_zero(tmp_path):
     log = tmp_path / "build.log"
     log.write_text("noise\n" * 1000)
@@ -126,6 +129,7 @@ def test_rotation_by_rename_reads_old_file_to_end_then_new(tmp_path):
     run_async(main)
 
 
+@pytest.mark.slow
 def test_delete_and_recreate_is_followed(tmp_path):
     log = tmp_path / "build.log"
     log.write_text("start\n")
@@ -140,6 +144,7 @@ def test_delete_and_recreate_is_followed(tmp_path):
     run_async(main)
 
 
+@pytest.mark.slow
 def test_file_absent_at_start_is_waited_for_and_read_from_its_start(tmp_path):
     log = tmp_path / "build.log"
 
@@ -152,6 +157,7 @@ def test_file_absent_at_start_is_waited_for_and_read_from_its_start(tmp_path):
     run_async(main)
 
 
+@pytest.mark.slow
 def test_starts_at_end_so_old_content_is_not_replayed(tmp_path):
     log = tmp_path / "build.log"
     log.write_text(err("old"))
@@ -176,6 +182,7 @@ def test_from_start_reads_existing_content(tmp_path):
     run_async(main)
 
 
+@pytest.mark.slow
 def test_position_remembered_across_restart(tmp_path):
     log = tmp_path / "build.log"
     log.write_text("")
@@ -197,6 +204,7 @@ def test_position_remembered_across_restart(tmp_path):
     run_async(main)
 
 
+@pytest.mark.slow
 def test_traceback_written_in_two_writes_is_one_event(tmp_path):
     log = tmp_path / "build.log"
     log.write_text("")

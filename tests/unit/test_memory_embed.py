@@ -47,6 +47,7 @@ def test_vendored_tokenizer_matches_pinned_sha256() -> None:
     assert file_sha256(TOKENIZER_PATH) == TOKENIZER_SHA256
 
 
+@pytest.mark.slow
 def test_local_embedding_works_without_network(monkeypatch: pytest.MonkeyPatch) -> None:
     def no_network(*args: Any, **kwargs: Any) -> None:
         raise AssertionError("the local embedder must not open sockets")
@@ -76,6 +77,7 @@ def test_tokenizer_with_wrong_pin_is_refused() -> None:
         e.load()
 
 
+@pytest.mark.slow
 def test_similar_sentences_score_higher_than_unrelated(embedder: LocalEmbedder) -> None:
     a, b, c = embedder.embed(
         [
@@ -87,6 +89,7 @@ def test_similar_sentences_score_higher_than_unrelated(embedder: LocalEmbedder) 
     assert cos(a, b) > cos(a, c) + 0.3
 
 
+@pytest.mark.slow
 def test_batch_gives_the_same_vectors_as_one_by_one(embedder: LocalEmbedder) -> None:
     texts = [f"error {i}: division by zero in module m{i}" for i in range(40)]  # crosses a batch of 32
     batched = np.array(embedder.embed(texts))
@@ -102,6 +105,7 @@ def test_padding_to_a_longer_neighbour_does_not_change_the_vector(embedder: Loca
     np.testing.assert_allclose(padded, alone, atol=1e-4)
 
 
+@pytest.mark.slow
 def test_text_longer_than_256_tokens_is_truncated_not_refused(embedder: LocalEmbedder) -> None:
     base = "word " * 300
     v1, v2 = embedder.embed([base, base + "tail that lies beyond the truncation point " * 20])
@@ -157,6 +161,7 @@ def server() -> Iterator[str]:
     srv.server_close()
 
 
+@pytest.mark.slow
 def test_openai_embedder_posts_model_and_input_and_learns_dim(server: str) -> None:
     e = OpenAIEmbedder(server, "nomic-embed-text", api_key="sk-test-123456")
     assert e.dim == 0
@@ -169,12 +174,14 @@ def test_openai_embedder_posts_model_and_input_and_learns_dim(server: str) -> No
     assert req["auth"] == "Bearer sk-test-123456"
 
 
+@pytest.mark.slow
 def test_openai_embedder_splits_large_inputs_into_batches(server: str) -> None:
     e = OpenAIEmbedder(server, "m", batch_size=2)
     assert len(e.embed(["a", "b", "c", "d", "e"])) == 5
     assert [len(r["body"]["input"]) for r in _Handler.requests] == [2, 2, 1]
 
 
+@pytest.mark.slow
 def test_openai_embedder_error_names_status_but_not_the_key(server: str) -> None:
     _Handler.fail = True
     e = OpenAIEmbedder(server, "m", api_key="sk-secret-abcdef")
@@ -193,6 +200,7 @@ def test_openai_embedder_unreachable_server_is_an_embedder_error() -> None:
         e.embed(["a"])
 
 
+@pytest.mark.slow
 def test_length_sorted_batches_give_the_vectors_of_every_padding_mode() -> None:
     rng = np.random.default_rng(7)
     words = ["error", "failed", "KeyError", "import", "tests/test_x.py", "line", "assert", "None", "module"]
@@ -207,6 +215,7 @@ def test_length_sorted_batches_give_the_vectors_of_every_padding_mode() -> None:
     assert (sorted_[:5] * one_by_one).sum(axis=1).min() >= 0.999
 
 
+@pytest.mark.slow
 def test_length_sorted_batches_keep_the_token_budget_and_the_input_order() -> None:
     e = LocalEmbedder(batch_size=4, token_budget=300)
     lengths = [250, 3, 120, 5, 7, 9, 200, 11, 4]

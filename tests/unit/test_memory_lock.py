@@ -51,6 +51,7 @@ async def _open(state: Path) -> None:
     await mem.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("owner_mode", ["rw", "ro"])
 def test_second_process_gets_memory_locked_naming_the_owner_pid(tmp_path: Path, owner_mode: str) -> None:
     owner = subprocess.Popen(
@@ -72,6 +73,7 @@ def test_second_process_gets_memory_locked_naming_the_owner_pid(tmp_path: Path, 
     asyncio.run(_open(tmp_path))  # the owner has gone: the store is free again
 
 
+@pytest.mark.slow
 def test_lock_is_released_when_the_owner_is_killed(tmp_path: Path) -> None:
     holder = subprocess.Popen(
         [sys.executable, "-c", OWNER, str(tmp_path), "rw"],

@@ -137,6 +137,7 @@ def store_docs(state: Path, tier: Tier) -> list[str]:
 
 
 # -- outages ---------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_writes_while_the_store_is_down_are_spooled_and_replayed_in_order_when_it_returns(
     tmp_path: Path,
 ) -> None:
@@ -172,6 +173,7 @@ def test_writes_while_the_store_is_down_are_spooled_and_replayed_in_order_when_i
     assert store_docs(tmp_path, Tier.N1) == ["episode"] and store_docs(tmp_path, Tier.N2) == ["lesson"]
 
 
+@pytest.mark.slow
 def test_a_store_that_dies_mid_run_degrades_and_recovers_with_nothing_lost(tmp_path: Path) -> None:
     world = World(tmp_path)
 
@@ -196,6 +198,7 @@ def test_a_store_that_dies_mid_run_degrades_and_recovers_with_nothing_lost(tmp_p
         "episode during"]
 
 
+@pytest.mark.slow
 def test_a_hung_store_call_hits_its_deadline_and_nothing_waits_behind_it(tmp_path: Path) -> None:
     world = World(tmp_path)
 
@@ -286,6 +289,7 @@ def test_full_spool_drops_the_least_valuable_writes_first_and_counts_them_per_ti
     run(body)
 
 
+@pytest.mark.slow
 def test_a_write_the_reachable_store_keeps_refusing_is_dropped_counted_and_the_rest_flow(
     tmp_path: Path,
 ) -> None:
@@ -307,6 +311,7 @@ def test_a_write_the_reachable_store_keeps_refusing_is_dropped_counted_and_the_r
 
 
 # -- the write path ----------------------------------------------------------------------------
+@pytest.mark.slow
 def test_observations_are_written_in_the_background_in_batches_of_at_most_64(tmp_path: Path) -> None:
     world = World(tmp_path)
 
@@ -374,6 +379,7 @@ def test_start_up_waits_for_the_first_attempt_only_and_keeps_systemd_informed(tm
     assert extended and all(s > 0 for s in extended)
 
 
+@pytest.mark.slow
 def test_a_slow_first_open_keeps_extending_the_start_timeout_over_sd_notify(tmp_path: Path) -> None:
     import socket
 

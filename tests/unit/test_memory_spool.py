@@ -74,6 +74,7 @@ def test_instance_id_is_made_once_per_state_dir_and_spreads_a_fleet(tmp_path: Pa
     assert len(offsets) > 10 and all(0 <= o < 3600 for o in offsets)
 
 
+@pytest.mark.slow
 def test_a_stuck_job_hits_its_deadline_and_the_worker_is_left_behind() -> None:
     release = threading.Event()
 
@@ -91,6 +92,7 @@ def test_a_stuck_job_hits_its_deadline_and_the_worker_is_left_behind() -> None:
     asyncio.run(body())
 
 
+@pytest.mark.slow
 def test_a_process_exits_although_its_memory_thread_is_stuck_for_good(tmp_path: Path) -> None:
     script = textwrap.dedent(
         """

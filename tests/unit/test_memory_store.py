@@ -153,6 +153,7 @@ def test_metadata_timestamps_are_stored_as_epoch_floats() -> None:
 
 
 # -- lessons ---------------------------------------------------------------------------
+@pytest.mark.slow
 def test_near_duplicate_lesson_of_the_same_sign_updates_counts_and_text(
     tmp_path: Path, real: LocalEmbedder
 ) -> None:
@@ -208,6 +209,7 @@ def test_a_lesson_without_a_polarity_is_never_merged_into(tmp_path: Path) -> Non
     run(tmp_path, body, embedder=emb)
 
 
+@pytest.mark.slow
 def test_same_failure_text_recalls_the_earlier_lesson(tmp_path: Path, real: LocalEmbedder) -> None:
     async def body(mem: ChromaMemory) -> None:
         first = await lesson(mem, FIX, {"fingerprint": "fp1"}, success=True, now=NOW)
@@ -286,6 +288,7 @@ def test_search_filters_by_tier_and_scores_by_similarity(tmp_path: Path) -> None
 
 
 # -- retention -----------------------------------------------------------------------------
+@pytest.mark.slow
 def test_ttl_then_max_items_for_observations_and_episodes(tmp_path: Path) -> None:
     cfg = MemoryConfig(n0=Retention(ttl_days=7, max_items=10), n1=Retention(ttl_days=90, max_items=10))
 
@@ -323,6 +326,7 @@ def test_lessons_have_no_ttl_by_default_but_a_configured_one_ages_by_last_use(tm
     run(tmp_path, body, cfg=cfg, embedder=ScriptedEmbedder())
 
 
+@pytest.mark.slow
 def test_n2_over_max_items_evicts_least_useful_then_least_recently_used(tmp_path: Path) -> None:
     cfg = MemoryConfig(n2=Retention(ttl_days=None, max_items=10))
 
@@ -422,6 +426,7 @@ def test_stats_count_without_reading_any_item(tmp_path: Path) -> None:
     assert n["n0"] == 50 and reads == 0
 
 
+@pytest.mark.slow
 def test_a_prune_is_many_short_jobs_and_a_recall_meanwhile_does_not_wait_for_it(tmp_path: Path) -> None:
     cfg = MemoryConfig(n0=Retention(ttl_days=1, max_items=50000))
 

@@ -54,6 +54,7 @@ def scrape(url: str) -> str:
         return r.read().decode()
 
 
+@pytest.mark.slow
 def test_a_real_scrape_of_the_loopback_server_parses_and_counts_a_cycle():
     metrics = Metrics()
     metrics.cycle_finished(RECORD)
@@ -84,6 +85,7 @@ def test_a_real_scrape_of_the_loopback_server_parses_and_counts_a_cycle():
     assert fams["autod_queue_depth"].type == "gauge"
 
 
+@pytest.mark.slow
 def test_a_port_in_use_is_a_status_entry_and_the_server_binds_once_it_is_free():
     busy = socket.socket()
     busy.bind(("127.0.0.1", 0))

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from autod.checks.run import CheckResult
 from autod.runtime.narrate import cycle_line, ready_line
 from autod.runtime.sourceset import SourceSet
@@ -43,6 +45,7 @@ def test_a_cycle_line_leads_with_the_fix_read_from_the_diff_and_names_where_it_w
     assert rolled.startswith("rolled_back: check lint failed") and "no candidate passed" in rolled
 
 
+@pytest.mark.slow
 def test_wait_armed_returns_once_every_live_source_is_armed_and_skips_one_that_ended():
     async def go() -> list[str]:
         class Source:

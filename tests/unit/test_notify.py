@@ -124,6 +124,7 @@ def test_watchdog_meant_for_another_process_is_not_ours(manager: tuple[FakeManag
     assert Notifier({"NOTIFY_SOCKET": path, "WATCHDOG_USEC": "bogus"}).watchdog_interval is None
 
 
+@pytest.mark.slow
 def test_watchdog_loop_pings_about_every_half_watchdog_usec(manager: tuple[FakeManager, str]) -> None:
     fake, path = manager
     notifier = Notifier({"NOTIFY_SOCKET": path, "WATCHDOG_USEC": "200000"})
@@ -143,6 +144,7 @@ def test_watchdog_loop_pings_about_every_half_watchdog_usec(manager: tuple[FakeM
     assert 2 <= len(pings) <= elapsed / 0.1 + 1
 
 
+@pytest.mark.slow
 def test_watchdog_loop_stays_silent_while_unhealthy(manager: tuple[FakeManager, str]) -> None:
     fake, path = manager
     notifier = Notifier({"NOTIFY_SOCKET": path, "WATCHDOG_USEC": "100000"})
@@ -174,6 +176,7 @@ def test_watchdog_loop_stays_silent_while_unhealthy(manager: tuple[FakeManager, 
     assert while_sick == 0
 
 
+@pytest.mark.slow
 def test_watchdog_loop_treats_a_raising_probe_as_unhealthy(manager: tuple[FakeManager, str]) -> None:
     fake, path = manager
     notifier = Notifier({"NOTIFY_SOCKET": path, "WATCHDOG_USEC": "100000"})
@@ -191,6 +194,7 @@ def test_watchdog_loop_treats_a_raising_probe_as_unhealthy(manager: tuple[FakeMa
     assert fake.drain() == []
 
 
+@pytest.mark.slow
 def test_watchdog_pings_stop_while_the_event_loop_is_blocked(manager: tuple[FakeManager, str]) -> None:
     fake, path = manager
     notifier = Notifier({"NOTIFY_SOCKET": path, "WATCHDOG_USEC": "100000"})  # a ping every 0.05 s

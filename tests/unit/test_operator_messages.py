@@ -71,6 +71,7 @@ def test_config_check_warns_that_the_llm_does_not_answer_and_still_exits_0(confi
     assert f"autod: warning: llm.base_url: the LLM at {url} does not answer (ConnectError" in err, err
 
 
+@pytest.mark.slow
 def test_a_server_that_refuses_connections_is_down_not_a_busy_one_awaited():
     url = f"http://127.0.0.1:{free_port()}/v1"
     planner = LLMPlanner(LLMConfig(base_url=url, max_retries=2, timeout_s=30, request_timeout_s=5), None)

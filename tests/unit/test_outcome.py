@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from autod.checks.outcome import (
     Before,
     Decision,
@@ -147,6 +149,7 @@ def test_failures_without_a_summary_are_counted_from_the_lines_a_parser_knows():
     assert counted_failures(run(out)) == 2
 
 
+@pytest.mark.slow
 def test_reading_a_runs_summary_grows_linearly_with_one_long_line():
     import time
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -39,6 +40,7 @@ def growth(parse: Callable[[str], object], unit: str, prefix: str = "") -> float
 PARSERS: list[Callable[[str], object]] = [parse_locations, parse_failures, parse_frames, parse_test_ids]
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(unit=st.sampled_from(UNITS) | st.text(alphabet="aZ9_./\\-:()\",é ", min_size=1, max_size=6),
        prefix=st.sampled_from(["", "FAILED ", 'File "', "error: ", "src/x.ts"]),
@@ -60,6 +62,7 @@ def test_any_bytes_scan_without_error(data: bytes) -> None:
 LATIN1 = st.binary(max_size=300).map(lambda b: b.decode("latin-1"))
 
 
+@pytest.mark.slow
 @given(st.lists(st.text(max_size=300) | LATIN1, max_size=40))
 def test_mixed_encodings_parse_to_well_formed_locations(lines: list[str]) -> None:
     text = "\n".join(lines)

@@ -141,6 +141,7 @@ def test_the_operators_cli_from_a_shell_passes_and_strangers_do_not() -> None:
         shell.wait()
 
 
+@pytest.mark.slow
 def test_running_checks_are_known_while_they_run_and_forgotten_after(tmp_path: Path) -> None:
     seen: list[frozenset[int]] = []
 

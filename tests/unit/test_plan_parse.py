@@ -157,6 +157,7 @@ _plans = st.builds(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(plan=_plans, wrap=st.sampled_from(["bare", "fenced", "prose"]))
 def test_any_valid_plan_round_trips_through_every_wrapping(plan, wrap):

@@ -6,6 +6,8 @@ import re
 import threading
 from pathlib import Path
 
+import pytest
+
 from autod import pyast
 
 AUTOD = Path(__file__).resolve().parents[2] / "autod"
@@ -24,6 +26,7 @@ def test_no_module_of_autod_builds_an_ast_but_through_pyast():
     assert bare == []
 
 
+@pytest.mark.slow
 def test_parses_are_serialised_and_a_parse_may_nest_in_the_same_thread():
     inside = threading.Event()
     release = threading.Event()

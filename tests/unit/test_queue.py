@@ -456,6 +456,7 @@ def assert_batch_ends_like_one_put_per_event(tmp_path: Path, events: list[Event]
         batched.close()
 
 
+@pytest.mark.slow
 def test_put_many_ends_in_the_same_state_as_one_put_per_event(tmp_path: Path) -> None:
     rng = random.Random(7)
     first = changed("watch:src", "a.py")

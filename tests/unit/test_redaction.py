@@ -224,6 +224,7 @@ def test_a_secret_that_extends_another_is_replaced_whole(secrets: list[str], tex
     assert _redact(secrets[::-1], f"({text})") == "(***)"
 
 
+@pytest.mark.slow
 def test_a_forms_own_punctuation_is_never_a_separator_so_hostile_text_cannot_stall_redaction() -> None:
     import subprocess
     import sys

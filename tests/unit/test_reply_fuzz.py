@@ -109,6 +109,7 @@ def library_files(name: str) -> list[Path]:
     return sorted(Path(spec.origin).parent.rglob("*.py"))
 
 
+@pytest.mark.slow
 def test_every_definition_of_real_libraries_parses_back_to_its_one_change():
     counts: dict[str, int] = {}
     fenced: dict[str, int] = {}

@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from autod.act.edits import Caps, prepare, unified_diff
 from autod.checks.run import run_check
 from autod.config.settings import Settings
@@ -46,6 +48,7 @@ def _plan(planner: RulesPlanner, mode: str = "auto-debug", context: dict[str, An
     return asyncio.run(planner.plan(request)).plan
 
 
+@pytest.mark.slow
 def test_a_fixer_runs_in_a_scratch_copy_and_its_changes_become_whole_file_edits(tmp_path):
     ws, planner = _setup(tmp_path, {"lint-fix": _fixer(tmp_path)})
     plan = _plan(planner)
@@ -59,6 +62,7 @@ def test_a_fixer_runs_in_a_scratch_copy_and_its_changes_become_whole_file_edits(
     assert Path(cwd) != ws and not Path(cwd).exists()
 
 
+@pytest.mark.slow
 def test_non_fixer_checks_are_never_run(tmp_path):
     marker = tmp_path / "ran.txt"
     not_a_fixer = {"run": f"{sys.executable} -c \"open('{marker}', 'w')\"", "when": ["manual"]}
@@ -86,6 +90,7 @@ def test_a_fixer_that_names_a_workspace_path_is_not_run(tmp_path):
     assert plan.edits == [] and not (tmp_path / "cwd.log").exists()
 
 
+@pytest.mark.slow
 def test_symlinks_are_left_out_of_the_scratch_copy_so_a_fixer_cannot_write_through_them(tmp_path):
     outside = tmp_path / "outside"
     outside.mkdir()
@@ -103,6 +108,7 @@ def _diff_of(ws: Path, plan: Any) -> str:
     return unified_diff(prepare(plan, Boundary.for_settings(Settings(workspace=ws)), caps))
 
 
+@pytest.mark.slow
 def test_the_same_fixer_change_is_not_applied_twice_in_one_cycle_and_the_reason_says_so(tmp_path):
     ws, planner = _setup(tmp_path, {"lint-fix": _fixer(tmp_path)})
     first = _plan(planner)
@@ -111,6 +117,7 @@ def test_the_same_fixer_change_is_not_applied_twice_in_one_cycle_and_the_reason_
     assert "pkg/mod.py" in again.summary
 
 
+@pytest.mark.slow
 def test_a_real_fixer_change_is_proposed_whatever_the_earlier_summaries_said(tmp_path):
     ws, planner = _setup(tmp_path, {"lint-fix": _fixer(tmp_path)})
     first = _plan(planner)
@@ -154,3 +161,22 @@ def test_the_fixer_runs_sandboxed_with_the_scratch_copy_as_its_workspace(tmp_pat
     assert plan.edits[0].replace == MOD.replace("import os\n", "")
     assert (ws / "pkg" / "mod.py").read_text() == MOD  # the real file, untouched
     assert not escape.exists()
+
+
+def test_a_fixer_in_the_venv_of_a_checkout_named_autod_runs_on_the_scratch_copy(tmp_path, real_bwrap):
+    # autod's own checkout as the README sets it up: cloned as `autod`, its venv and its state dir inside
+    ws = tmp_path / "autod"
+    (ws / "pkg").mkdir(parents=True)
+    (ws / "pkg" / "mod.py").write_text(MOD)
+    venv_bin = ws / ".venv" / "bin"
+    venv_bin.mkdir(parents=True)
+    (ws / ".venv" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    fixer = venv_bin / "dropimport"
+    fixer.write_text("#!/bin/sh\nsed -i '/^import os$/d' pkg/mod.py\n")
+    fixer.chmod(0o755)
+    checks = {"lint-fix": {"run": "dropimport", "fixer": True}}
+    plan = _plan(RulesPlanner(Settings(workspace=ws, checks=checks), run_check))
+    assert "lint-fix (exit 0)" in plan.summary, plan.summary
+    assert [e.path for e in plan.edits] == ["pkg/mod.py"]
+    assert plan.edits[0].replace == MOD.replace("import os\n", "")
+    assert (ws / "pkg" / "mod.py").read_text() == MOD  # the real file, untouched

@@ -181,6 +181,7 @@ def test_the_policy_hides_the_key_file_credentials_config_and_logs(tmp_path, mon
 # -- when bwrap is missing ---------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_config_check_and_status_say_loudly_when_bwrap_is_missing(tmp_path):
     cfg = write(tmp_path, "workspace: WS\nchecks:\n  t: {run: pytest}\n")
     env = {**os.environ, "PATH": str(Path(sys.executable).parent)}  # python, but no bwrap

@@ -63,6 +63,7 @@ def settings_for(ws: Path, state: Path, **checks: object):
     return load_config(cfg)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target", ["creds", "creds/llm_api_key", "home", "home/.aws/credentials", "state",
                                     "state/state.db"])
 def test_a_workspace_venv_python_pointing_into_a_hidden_place_mounts_nothing_and_is_refused(
@@ -109,6 +110,7 @@ def test_a_shebang_or_symlinked_program_in_the_workspace_is_not_followed_out(
         assert "LIB-CANARY" not in r.output
 
 
+@pytest.mark.slow
 def test_a_workspace_venv_made_from_autods_own_interpreter_works_with_no_config(
     tmp_path: Path, real_bwrap: None
 ) -> None:
@@ -120,6 +122,7 @@ def test_a_workspace_venv_made_from_autods_own_interpreter_works_with_no_config(
     assert r.ok and r.output.strip() == str(ws / ".venv"), r.output
 
 
+@pytest.mark.slow
 def test_autods_own_files_stay_hidden_whatever_an_exposure_uncovers(
     tmp_path: Path, secrets_around: dict[str, Path], real_bwrap: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -203,6 +206,7 @@ def test_the_workspace_venv_is_read_only_so_no_pth_can_run_outside_the_sandbox(
     assert not (site / "evil.pth").exists() and not (ws / "env2" / "evil.pth").exists()
 
 
+@pytest.mark.slow
 def test_python_module_checks_cannot_be_shadowed_from_the_current_directory(
     tmp_path: Path, real_bwrap: None
 ) -> None:
@@ -229,6 +233,7 @@ def test_python_module_checks_cannot_be_shadowed_from_the_current_directory(
     assert r.ok and "usage" in r.output, r.output
 
 
+@pytest.mark.slow
 def test_a_python_dash_m_check_still_imports_the_project_from_the_current_directory(
     tmp_path: Path, real_bwrap: None
 ) -> None:

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from autod.checks.run import CheckResult, run_check
 from autod.checks.sourcefiles import classify
 from autod.config.settings import CheckConfig
@@ -63,6 +65,7 @@ def test_without_git_what_python_loads_is_source_and_the_rest_output(tmp_path):
     assert split.how.startswith("no git: ")
 
 
+@pytest.mark.slow
 def test_a_check_writing_ignored_coverage_output_changes_no_source(tmp_path):
     ws = repo(tmp_path)
     script = (

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
 import structlog
 
 from autod.events import Event, EventKind
@@ -37,6 +38,7 @@ def daemon(tmp_path: Path) -> SourceSet:
     return d
 
 
+@pytest.mark.slow
 def test_a_crashing_source_is_restarted_with_backoff_then_disabled(tmp_path, monkeypatch):
     monkeypatch.setattr(sourceset, "RESTART_BASE_S", 0.01)
     d = daemon(tmp_path)

@@ -88,6 +88,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_the_probe_tells_down_from_up_and_never_raises():
     port = free_port()
     down = asyncio.run(probe(f"http://127.0.0.1:{port}/v1", "k3y-secret", 2))
@@ -108,6 +109,7 @@ class Host:
         self.wakeup, self.stopping = asyncio.Event(), asyncio.Event()
 
 
+@pytest.mark.slow
 def test_when_the_llm_answers_again_outage_retries_are_due_at_once_and_the_breaker_half_opens(
     tmp_path, queue
 ):

@@ -48,6 +48,7 @@ async def carry(courier: Courier, until: Any, timeout: float = 15.0) -> None:
             await asyncio.sleep(0.02)
 
 
+@pytest.mark.slow
 def test_a_receiver_that_is_down_gets_every_notification_once_in_order_when_it_is_back(tmp_path, monkeypatch):
     monkeypatch.setenv("HOOK_TOKEN", TOKEN)
     rx = Receiver()
@@ -86,6 +87,7 @@ def test_a_receiver_that_is_down_gets_every_notification_once_in_order_when_it_i
     assert TOKEN not in shown and str(rx.port) not in shown  # neither the token nor the URL is logged
 
 
+@pytest.mark.slow
 def test_the_outbox_survives_a_restart_and_is_bounded_dropping_the_oldest_with_a_log_line(tmp_path):
     rx = Receiver().start()
     try:
@@ -107,6 +109,7 @@ def test_the_outbox_survives_a_restart_and_is_bounded_dropping_the_oldest_with_a
         rx.stop()
 
 
+@pytest.mark.slow
 def test_a_receiver_answering_5xx_keeps_the_notification_until_it_takes_it(tmp_path):
     rx = Receiver().start()
     rx.fail_with = 503
@@ -127,6 +130,7 @@ def test_a_receiver_answering_5xx_keeps_the_notification_until_it_takes_it(tmp_p
     assert all(json.loads(r["body"])["id"] == "c9:fixed" for r in rx.requests)
 
 
+@pytest.mark.slow
 def test_slack_format_and_a_url_from_a_systemd_credential(tmp_path, monkeypatch):
     creds = tmp_path / "creds"
     creds.mkdir()
@@ -202,6 +206,7 @@ def test_bad_webhook_config_names_file_line_and_field(tmp_path, hook, field):
     assert str(err.value).startswith(f"{cfg}:") and f": {field}:" in str(err.value)
 
 
+@pytest.mark.slow
 def test_a_wedge_and_a_spent_budget_are_announced_once_each(tmp_path, monkeypatch):
     from types import SimpleNamespace
 
