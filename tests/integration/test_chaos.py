@@ -33,7 +33,7 @@ import pytest
 from daemon import PYTHON, Autod, base_config, git, run_cli, write_config
 from llmserver import ScriptedLLM
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.early]  # a minute or more: handed out first
 
 FULL = os.environ.get("AUTOD_CHAOS_FULL") == "1"
 RUNS = 30 if FULL else 8

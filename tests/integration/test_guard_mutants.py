@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.early]  # a minute or more: handed out first
 
 ROOT = Path(__file__).resolve().parents[2]
 DEADLINE_S = 600  # stop starting mutants after this long: on two idle cores the pass takes ~45 s

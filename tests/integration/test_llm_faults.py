@@ -21,7 +21,7 @@ from llmserver import NOTHING_TO_DO
 from autod.config.settings import load_config
 from autod.control.socket import request
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.early]  # a minute or more: handed out first
 
 HUGE = 6 * 1024 * 1024  # over the client's 4 MiB reply cap
 

@@ -19,7 +19,7 @@ import pytest
 from chromaserver import ChromaServer, TokenProxy
 from daemon import Autod, run_cli, write_config
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.early]  # a minute or more: handed out first
 
 GUARD = 60.0  # hang guard, never a performance bound
 WORDS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel")
