@@ -7,10 +7,6 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
-# What a reply about one suspect definition answers when the failure cannot come from it: a few tokens
-# where a copy of the definition would cost hundreds (the suspect prompt offers it; autod.modes.debug)
-NOT_HERE = "NOT HERE"
-
 
 class Edit(BaseModel):
     """One edit of one file, in one of two forms.
@@ -59,11 +55,6 @@ class Plan(BaseModel):
     def echoed(self) -> bool:
         """Whether the reply gave the prompt's code back and proposed no edit."""
         return self._quotes > 0 and not self.edits
-
-    @property
-    def declined(self) -> bool:
-        """Whether the reply answered `NOT_HERE` alone: no edit, and no other words."""
-        return not self.edits and self.summary.strip().strip("`*.!\"'").strip().upper() == NOT_HERE
 
     def with_quotes(self, n: int) -> Plan:
         self._quotes = n

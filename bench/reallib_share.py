@@ -3,9 +3,9 @@ autod's time to fix against the oracle's model time on the same bugs and server 
 
 - echo share: of the tokens the model generated for autod's draws (each candidate's `reply_tokens`),
   those of replies that gave the definition back as it was (`echo`); `ended` counts the replies autod
-  ended early (autod.planner.earlystop) and the tokens they were stopped at; `declined` the replies
-  that answered "not here" (autod.plan.NOT_HERE) and their tokens; `echo_model_share` the echoes'
-  share of the draws' model time (prompt reading included).
+  ended early (autod.planner.earlystop) and the tokens they were stopped at; `echo_model_share` the
+  echoes' share of the draws' model time (reading the prompt included: on a CPU most of a short
+  reply's time).
 - time to fix: autod's wall time of `autod run --once` on a bug it fixed; the oracle's is the model
   time of its replies up to the one that fixed (its checks not counted: a floor autod cannot beat).
 """
@@ -31,16 +31,12 @@ def _share(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
     generated = sum(int(c.get("reply_tokens") or 0) for c in cands)
     echo = sum(int(c.get("reply_tokens") or 0) for c in cands if c.get("echo"))
     ended = [c for c in cands if c.get("ended")]
-    declined = [c for c in cands if c.get("declined")]
     model_s = sum(int(c.get("model_ms") or 0) for c in cands) / 1000
     echo_s = sum(int(c.get("model_ms") or 0) for c in cands if c.get("echo")) / 1000
     return {"draws": len(cands), "reply_tokens": generated, "echo_tokens": echo,
             "echo_share": round(echo / generated, 3) if generated else None,
             "echoes": sum(1 for c in cands if c.get("echo")), "ended_early": len(ended),
             "ended_tokens": sum(int(c.get("reply_tokens") or 0) for c in ended),
-            # "not here" answers: a suspect left as it is for a few tokens instead of a copy
-            "declined": len(declined),
-            "declined_tokens": sum(int(c.get("reply_tokens") or 0) for c in declined),
             "model_s": round(model_s, 1), "echo_model_share": round(echo_s / model_s, 3) if model_s else None}
 
 

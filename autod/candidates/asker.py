@@ -192,10 +192,8 @@ class Asker:
     def messages_for(self, context: dict[str, str], *, pointed: bool = False) -> list[dict[str, str]]:
         """The mode's messages for `context`; `pointed`: with the question a suspect is asked again after a
         reply that changed nothing (autod.candidates.reask)."""
-        pointed = pointed and bool(context.get("symbol")) and not context.get("read_by")
-        shown = {**context, "asked_again": "yes"} if pointed else context  # no way out the second time
-        messages = [*self.mode.messages(self.event, shown, self.attempts), *self.extra_messages]
-        if pointed:
+        messages = [*self.mode.messages(self.event, context, self.attempts), *self.extra_messages]
+        if pointed and context.get("symbol") and not context.get("read_by"):
             messages = pointed_messages(messages, context)
         # the last line of defence: no configured secret value leaves in a prompt
         return [

@@ -113,8 +113,6 @@ class Candidate:
         }
         if echoed(self.outcome, self.plan):
             out["echo"] = True  # the definition given back as it was
-        elif self.outcome == "no_change" and self.plan is not None and self.plan.declined:
-            out["declined"] = True  # "not here", in two words
         if self.ended:
             out["ended"] = self.ended
         if self.votes > 1:

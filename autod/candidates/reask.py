@@ -1,10 +1,9 @@
 """A suspect asked again another way after a reply that gave its code back.
 
 When a suspect's greedy reply (its first, at temperature 0) gives its definition back as it was (an
-echo of the prompt, the code rewritten to the same AST) or says the bug is not there (the two words
-the suspect prompt offers for that, `autod.plan.NOT_HERE`), one more sample of the same prompt mostly
+echo of the prompt, the code rewritten to the same AST), one more sample of the same prompt mostly
 says the same: the model read the question as "copy this". Its next draw is a pointed question
-instead, at temperature 0 and without the way out, in place of its first sampled draw (or before the wide
+instead, at temperature 0, in place of its first sampled draw (or before the wide
 prompt when it has none): the same prompt and, after it, the failing assertion and the lines of the
 definition the traceback runs through (`debug_pointed.md`). Asked once per suspect and cycle.
 """
@@ -17,7 +16,7 @@ from autod.modes import render
 from autod.plan import Plan
 from autod.planner.fences import fence_for, fenced
 
-__all__ = ["answered_nothing", "echoed", "pointed_messages", "reask"]
+__all__ = ["echoed", "pointed_messages", "reask"]
 
 MAX_FAILURE_LINES = 8
 View = tuple[str, bool]  # (view, at temperature 0), as CandidateSearch.views gives them
@@ -26,12 +25,6 @@ View = tuple[str, bool]  # (view, at temperature 0), as CandidateSearch.views gi
 def echoed(outcome: str, plan: Plan | None) -> bool:
     """Whether a candidate gave its prompt's code back: the code as it was, or only the prompt's blocks."""
     return outcome == "unchanged" or (outcome == "no_change" and plan is not None and plan.echoed)
-
-
-def answered_nothing(outcome: str, plan: Plan | None) -> bool:
-    """Whether a greedy reply left its suspect as it was: an echo, or the answer that the bug is not there
-    (`Plan.declined`). Either way the suspect is asked again pointedly before its samples."""
-    return echoed(outcome, plan) or (outcome == "no_change" and plan is not None and plan.declined)
 
 
 def reask(views: list[View], at: int, view: str, echo: bool) -> bool:

@@ -39,7 +39,7 @@ from autod.candidates.candidate import AttemptResult, Candidate, Drawer, Focused
 from autod.candidates.clock import DrawProgress, progress
 from autod.candidates.compare import SAME_CODE, change_key, same_code, symptom_patch
 from autod.candidates.parts import parts
-from autod.candidates.reask import answered_nothing, reask
+from autod.candidates.reask import echoed, reask
 from autod.candidates.replay import Replay
 from autod.config.settings import CandidatesConfig
 from autod.errors import BudgetExhausted, CycleError, PlanInvalid, PlanRejected
@@ -205,7 +205,7 @@ class CandidateSearch:
                 if done:
                     return result
                 if first:  # a greedy reply that changed nothing: asked again another way, not sampled
-                    reask(views, drawn, view, answered_nothing(c.outcome, c.plan))
+                    reask(views, drawn, view, echoed(c.outcome, c.plan))
                 if temperature > 0 and c.outcome in NOTHING_NEW and idle.get(view, 0) < redraws:
                     idle[view] = idle.get(view, 0) + 1
                     log.info("candidates.redraw", n=c.n, why=f"the draw proposed nothing new ({c.outcome})")

@@ -25,14 +25,13 @@ from autod.modes import (
     render,
     tokens,
 )
-from autod.plan import NOT_HERE, Plan
+from autod.plan import Plan
 from autod.planner.fences import fence_for, fenced
 from autod.planner.forms import FORMS
 
 EXCERPT_SHARE = 0.25  # of the context budget, at most, for the failure output
 SUSPECT_DIFF_CHARS = 6000  # a longer diff since green is left to the wide prompt (a suspect's is short)
 
-DECLINE = " If nothing in `{symbol}` can cause this failure, answer only {not_here} instead."
 OR_VALUE = ", or, if the bug is in a value it reads, that value's fixed assignment alone"
 
 # The user prompt's section titles (prompts/debug_user.md): a reply in the code form that reaches one
@@ -205,10 +204,6 @@ class DebugMode:
             code=context.get("code"),
             code_fence=fence_for(context.get("code") or ""),
             or_value=OR_VALUE if values else "",
-            # a suspect that is not the bug is said so in two words, not copied back whole; a suspect
-            # asked again after such an answer (autod.candidates.reask) is not offered the way out
-            decline="" if context.get("asked_again") else DECLINE.format(symbol=context.get("symbol"),
-                                                                          not_here=NOT_HERE),
         )
         system = render("debug_suspect_system",
                         or_value=" (or the corrected assignment of a value it reads)" if values else "")

@@ -5,19 +5,11 @@ from __future__ import annotations
 
 import asyncio
 
-import pytest
 import structlog.testing
 from test_candidates import Judge, ViewDrawer, search, whole
 
-from autod.candidates.reask import (
-    answered_nothing,
-    echoed,
-    failing_lines,
-    pointed_messages,
-    reask,
-    traced_lines,
-)
-from autod.plan import NOT_HERE, Edit, Plan
+from autod.candidates.reask import echoed, failing_lines, pointed_messages, reask, traced_lines
+from autod.plan import Plan
 
 EXCERPT = """____ test_add ____
 
@@ -83,31 +75,3 @@ def test_every_draw_logs_its_cost_and_outcome_in_one_line(tmp_path):
     assert [(e["outcome"], e["view"], e["tokens"], e["temperature"]) for e in lines] == [
         ("rolled_back", "focused:1", 110, 0.0), ("fixed", "focused:1", 110, 0.8)]
     assert all(isinstance(e["model_s"], float) and isinstance(e["checks_s"], float) for e in lines)
-
-
-def test_a_suspect_that_answers_not_here_costs_a_few_tokens_and_is_asked_again_without_the_way_out(tmp_path):
-    # suspect 1 is not the bug and says so; suspect 2 is fixed by its greedy draw: no copy of 1 is paid
-    drawer = ViewDrawer(Plan(summary=NOT_HERE), whole("return a + b"), suspects=2)
-    s = search(tmp_path, drawer, Judge({"a + b": "fixed"}), n=1, focused=2)
-    found = asyncio.run(s.attempt(1))
-    assert [a.get("view", "wide") for a in drawer.asked] == ["focused:1", "focused:2"]
-    assert found.candidates[0].record()["declined"] and "echo" not in found.candidates[0].record()
-    assert found.winner is found.candidates[1]
-    # when no other suspect fixes it, the one that declined is asked pointedly before its samples
-    drawer = ViewDrawer(Plan(summary=NOT_HERE), *[whole(f"return a * {k}") for k in range(6)], suspects=2)
-    asyncio.run(search(tmp_path, drawer, Judge({}), n=1, focused=2).attempt(1))
-    assert [(a.get("view", "wide"), a["temperature"]) for a in drawer.asked] == [
-        ("focused:1", 0.0), ("focused:2", 0.0), ("pointed:1", 0.0), ("focused:2", 0.8), ("wide", 0.0)]
-
-
-@pytest.mark.parametrize("text", ["NOT HERE", "not here", "Not here.", "`NOT HERE`", "**NOT HERE**",
-                                  " NOT HERE!\n"])
-def test_the_two_words_alone_are_a_decline_in_any_case_or_markup(text):
-    assert Plan(summary=text).declined and answered_nothing("no_change", Plan(summary=text))
-
-
-@pytest.mark.parametrize("text", ["The bug is NOT HERE but in add", "NOT HERE, see `sub`", "NOTHERE", "here"])
-def test_more_words_or_an_edit_are_not_a_decline(text):
-    assert not Plan(summary=text).declined and not answered_nothing("no_change", Plan(summary=text))
-    edit = Edit(path="calc.py", symbol="add", replace="def add(a, b):\n    return a + b\n")
-    assert not Plan(summary=NOT_HERE, edits=[edit]).declined
