@@ -115,7 +115,7 @@ def configure(tree: Path, module: str) -> None:
         "source_paths": ["autod"],
         "only_mutate": [module],
         "pytest_add_cli_args_test_selection": [f"tests/unit/{t}" for t in MODULES[module]],
-        # -n 0: the project's addopts start two xdist workers, under which mutmut's trampolines
+        # -n 0: the project's addopts start xdist workers, under which mutmut's trampolines
         # report every mutant as an error; one process is what a mutant's run needs
         "pytest_add_cli_args": ["-p", "no:cacheprovider", "-q", "-n", "0"],
         "also_copy": also,
