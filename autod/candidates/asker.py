@@ -104,6 +104,14 @@ class Asker:
         return sum(1 for f in self.focused if not f.get("read_by"))
 
     @property
+    def suspect_sizes(self) -> list[tuple[int, int]]:
+        """Per suspect: (its definition's tokens, its prompt's own tokens: the definition and the values
+        it reads), estimated from characters (autod.candidates.order prices its draws by them)."""
+        return [(int(len(f.get("code") or "") / CHARS_PER_TOKEN),
+                 int((len(f.get("code") or "") + len(f.get("values") or "")) / CHARS_PER_TOKEN))
+                for f in self.focused if not f.get("read_by")]
+
+    @property
     def value_suspects(self) -> int:
         """How many value groups follow them: `view="value:J"` asks about the Jth (from 1)."""
         return len(self.focused) - self.suspects

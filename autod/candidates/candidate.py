@@ -4,6 +4,7 @@ the cycle lends candidates to reach the working tree (`IntoTree`, returning what
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -69,6 +70,9 @@ class FocusedDrawer(Drawer, Protocol):
     has_focus: bool
     suspects: int
     value_suspects: int
+    # per suspect, from the first: (its definition's tokens, its prompt's own tokens: the definition and
+    # the values it reads), what its draw costs (autod.candidates.order); empty: not known
+    suspect_sizes: Sequence[tuple[int, int]]
 
 
 @dataclass

@@ -4,9 +4,10 @@ One attempt draws up to `candidates.n` plans for the same prompt: the first at t
 rest sampled at `candidates.temperature`, in one request with `n` where the server takes it and one by
 one where it does not (the identical prompt is served from the server's prompt cache). Before them, in
 a cycle's first attempt, each suspect definition (autod.localize.focus) is asked about alone
-`candidates.focused` times: first every suspect once at temperature 0, in rank order, then each value
-group (the values one suspect reads) once, then each suspect's sampled draws, one suspect after the
-other (its prompt stays in the server's cache). Each draw carries an explicit seed, `seed + i` for the
+`candidates.focused` times: first every suspect once at temperature 0, the likeliest fix per second
+first (autod.candidates.order), then each value group (the values one suspect reads) once, then each
+suspect's sampled draws in the same order, one suspect after the other (its prompt stays in the
+server's cache). Each draw carries an explicit seed, `seed + i` for the
 ith draw of its prompt in the cycle, so a bench is reproducible and a draw added to one prompt moves no
 other's samples. A suspect whose greedy reply gave its code back is asked again another way before
 its samples (autod.candidates.reask). Drawing is lazy: the next plan is asked for only when the ones
@@ -38,6 +39,7 @@ from autod.act.edits import FileChange
 from autod.candidates.candidate import AttemptResult, Candidate, Drawer, FocusedDrawer, Validator
 from autod.candidates.clock import DrawProgress, progress
 from autod.candidates.compare import SAME_CODE, change_key, same_code, symptom_patch
+from autod.candidates.order import draw_order
 from autod.candidates.parts import parts
 from autod.candidates.reask import echoed, reask
 from autod.candidates.replay import Replay
@@ -108,13 +110,14 @@ class CandidateSearch:
         """(view, at temperature 0) of each of attempt `number`'s draws, in order.
 
         The cycle's first attempt asks about the suspects alone ("focused:K", the Kth-ranked), each
-        `candidates.focused` times: every suspect's first draw at temperature 0, in rank order (a bug
-        in the first suspect is fixed by its first reply most often); then each value group ("value:J",
-        the drawer's `value_suspects`) once at temperature 0 (a value is the less likely place of a bug,
-        and its prompt a few lines long); then each suspect's sampled draws, the top-ranked first, one
-        suspect's after the other. A suspect is so asked as often as a prompt showing only the buggy
-        definition would be (the same number of draws, the same temperatures), and before the wide
-        prompt, whose draws cost several times the tokens.
+        `candidates.focused` times: every suspect's first draw at temperature 0 (a bug in a suspect is
+        fixed by its first reply most often), the likeliest fix per second of model time first
+        (autod.candidates.order: the rank's odds over the definition's length); then each value group
+        ("value:J", the drawer's `value_suspects`) once at temperature 0 (a value is the less likely
+        place of a bug, and its prompt a few lines long); then each suspect's sampled draws, in the same
+        order, one suspect's after the other. A suspect is so asked as often as a prompt showing only
+        the buggy definition would be (the same number of draws, the same temperatures), and before the
+        wide prompt, whose draws cost several times the tokens.
 
         Every attempt then draws n from the wide prompt, the first at temperature 0 (its prompt tells
         the attempts so far; the suspects' prompts do not, so a later attempt does not ask them again)."""
@@ -125,11 +128,11 @@ class CandidateSearch:
         first = not self.retry or number > 1
         out: list[tuple[str, bool]] = []
         if focused is not None and per and number == 1:
-            s = max(1, focused.suspects)
+            order = draw_order(focused.suspect_sizes, max(1, focused.suspects))
             values = focused.value_suspects
-            out += [(f"focused:{k}", first) for k in range(1, s + 1)]
+            out += [(f"focused:{k}", first) for k in order]
             out += [(f"value:{j}", first) for j in range(1, values + 1)]
-            for k in range(1, s + 1):
+            for k in order:
                 out += [(f"focused:{k}", False)] * (per - 1)
         return out + [("wide", first and i == 0) for i in range(self.cfg.n)]
 

@@ -41,10 +41,12 @@ class ViewDrawer(Drawer):
 
     has_focus = True
 
-    def __init__(self, *plans: Plan, choices: int = 1, suspects: int = 1, values: int = 0) -> None:
+    def __init__(self, *plans: Plan, choices: int = 1, suspects: int = 1, values: int = 0,
+                 sizes: tuple[tuple[int, int], ...] = ()) -> None:
         super().__init__(*plans, choices=choices)
         self.suspects = suspects
         self.value_suspects = values
+        self.suspect_sizes = sizes  # not known: rank order
 
 
 class Judge:
