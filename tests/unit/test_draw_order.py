@@ -38,7 +38,7 @@ def test_the_order_is_the_one_with_the_least_expected_time_to_the_bug_for_any_si
 def test_same_sized_suspects_keep_rank_order_and_a_long_first_one_waits_for_a_much_shorter_second():
     assert draw_order([(100, 120)] * 3, 3) == [1, 2, 3]
     assert draw_order([], 3) == [1, 2, 3] and draw_order([(10, 10)], 3) == [1, 2, 3]  # sizes not known
-    # 29 lines against 3 (parse-08's two suspects): the short one first, the long one right after
+    # a 29-line first suspect beside a 3-line second: the short one first, the long one right after
     assert draw_order([(260, 300), (25, 40)], 2) == [2, 1]
     # twice as long is not enough to pass a rank whose odds are three times as high
     assert RANK_PRIOR[0] / RANK_PRIOR[1] > 2
