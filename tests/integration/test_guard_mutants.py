@@ -13,7 +13,8 @@ import pytest
 pytestmark = [pytest.mark.slow, pytest.mark.early]  # a minute or more: handed out first
 
 ROOT = Path(__file__).resolve().parents[2]
-DEADLINE_S = 600  # stop starting mutants after this long: on two idle cores the pass takes ~45 s
+# stop starting mutants after this long: ~45 s alone on two idle cores, 130-190 s beside the whole suite
+DEADLINE_S = 600
 
 
 @pytest.mark.timeout(DEADLINE_S + 300)
