@@ -22,6 +22,7 @@ import argparse
 import asyncio
 import hashlib
 import json
+import re
 import shutil
 import sys
 import tempfile
@@ -128,6 +129,9 @@ async def measure_bug(
         row.update(corpus_hits.judge(prompt, code, used, bug, spans))
         row["localize_ms"] = int((time.monotonic() - t0) * 1000)  # with the coverage re-run (unless cached)
         row["focus_rank"] = corpus_hits.block_rank(views.get("focused", ""), spans)
+        # the value groups (each asked once): the one that holds the bug's value (None: none does)
+        row["value_rank"] = corpus_hits.block_rank(views.get("values", ""), spans)
+        row["value_groups"] = len(re.findall(r"(?m)^### ", views.get("values", "")))
         if diagnose and not row["found"]:
             diag = work / f"{bug['id']}-diag"
             _, dcode, dused = await bench_localize.autod_prompt(repo, diag, check, result, None,

@@ -163,7 +163,13 @@ class DebugMode:
         asked for its complete fixed source, in the fenced block the oracle's replies use
         (bench/reallib_e2e.py), with what memory holds of similar failures a line each; no outline or
         earlier attempts (a repeat is redrawn). A value group's prompt shows the values one suspect
-        reads, without it, and asks for the wrong one's fixed assignment."""
+        reads, without it, and asks for the wrong one's fixed assignment.
+
+        Every focused prompt of a cycle opens with the same text: one system message for suspects and
+        value groups alike, then the failure, the diff and what memory holds; what differs (the values,
+        the suspect, the question) comes last. A server that keeps the prompt it last read (llama.cpp,
+        vLLM's prefix cache, OpenAI's prompt caching) then reads only each draw's own part: on a CPU,
+        reading a prompt is most of a short draw's time."""
         diff = context.get("diff") or ""
         memory = context.get("memory") or ""
         memory = f"\nWhat autod remembers of similar failures:\n{memory}\n" if memory else ""
@@ -188,7 +194,7 @@ class DebugMode:
                 blocks=context.get("blocks") or "",
                 ask=ask,
             )
-            return [{"role": "system", "content": render("debug_value_system")},
+            return [{"role": "system", "content": render("debug_focused_system")},
                     {"role": "user", "content": user}]
         values = context.get("values") or ""
         user = render(
@@ -205,9 +211,8 @@ class DebugMode:
             code_fence=fence_for(context.get("code") or ""),
             or_value=OR_VALUE if values else "",
         )
-        system = render("debug_suspect_system",
-                        or_value=" (or the corrected assignment of a value it reads)" if values else "")
-        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        return [{"role": "system", "content": render("debug_focused_system")},
+                {"role": "user", "content": user}]
 
     def scope(self, env: ModeEnv) -> ScopeCheck | None:
         judges = Judges.for_settings(env.settings, self.name)
