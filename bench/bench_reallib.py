@@ -351,6 +351,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", "--selftest", action="store_true", help="3 bugs, default config, no model")
     ap.add_argument("--only", nargs="+", metavar="BUG", help="bug ids (reallib_bugs.json)")
+    ap.add_argument("--corpus", choices=("dev", "held_out"),
+                    help="the corpus's bugs of that half (corpus_bugs.json) in place of reallib_bugs.json: "
+                         "with --llm, autod and the oracle on libraries the rules were not chosen on")
     ap.add_argument("--library", nargs="+", help="only these libraries' bugs")
     ap.add_argument("--limit", type=int, help="the first N bugs")
     ap.add_argument("--per-library", type=int, metavar="N",
@@ -374,7 +377,13 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--resume needs --llm and --keep DIR (where the stopped run left partial.json)")
     overrides.SET[:] = args.set
     started = time.monotonic()
-    all_bugs = load_bugs()
+    if args.corpus:  # the corpus's libraries join this bench's (one table: every helper looks there)
+        import corpus_seed
+
+        LIBRARIES.update(corpus_seed.LIBRARIES)
+        all_bugs = corpus_seed.load_bugs(args.corpus)
+    else:
+        all_bugs = load_bugs()
     bugs = pick(all_bugs, args)
     if args.only and (unknown := set(args.only) - {b["id"] for b in bugs}):
         ap.error(f"unknown bug(s): {', '.join(sorted(unknown))}")

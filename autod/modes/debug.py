@@ -178,7 +178,7 @@ class DebugMode:
             files = list(dict.fromkeys(path for path, _ in named))
             if len(named) == 1:
                 which = f"this value, `{named[0][1]}` in `{named[0][0]}`,"
-                ask = f"the fixed assignment of `{named[0][1]}`"
+                ask = f"the fixed assignment of `{named[0][1]}` alone"
             else:
                 which = f"one of these values in `{files[0]}`," if len(files) == 1 else "one of these values,"
                 ask = "the fixed assignment of the wrong value alone"

@@ -200,7 +200,7 @@ def test_the_first_plans_are_drawn_from_the_focused_view_then_from_the_whole_con
     assert planner.requests[0].symbols == {"src/calc.py": ("add", "SCALE")}
     # then the value alone, as a suspect of its own: a plan drawn from it may rewrite that value only
     assert ("The bug is most likely in this value, `SCALE` in `src/calc.py`, which `add` reads:\n\n"
-            "```python\nSCALE = 1\n```\n\nWrite the fixed assignment of `SCALE`.") in value
+            "```python\nSCALE = 1\n```\n\nWrite the fixed assignment of `SCALE` alone.") in value
     assert "def add" not in value and "def unrelated" not in value
     assert planner.requests[1].symbols == {"src/calc.py": ("SCALE",)}
     assert [c["view"] for c in r.candidates] == ["focused:1", "value:1", "wide"]
