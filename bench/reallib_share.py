@@ -8,6 +8,9 @@ autod's time to fix against the oracle's model time on the same bugs and server 
   reply's time).
 - time to fix: autod's wall time of `autod run --once` on a bug it fixed; the oracle's is the model
   time of its replies up to the one that fixed (its checks not counted: a floor autod cannot beat).
+  Beside it, like for like: autod's model time against the oracle's (`model_over_oracle`), and the
+  cycle's own time, from the failure's event to the verified fix (no start-up, no first check run),
+  against the oracle's replies and the checks of their fixes (`cycle_over_oracle_wall`).
 """
 
 from __future__ import annotations
@@ -44,13 +47,26 @@ def _times(autod: list[dict[str, Any]], oracle: list[dict[str, Any]]) -> dict[st
     fixed = [float(r["wall_s"]) for r in autod if r.get("outcome") == "fixed"]
     oracle_s = [sum(int(c.get("model_ms") or 0) for c in r.get("candidates") or []) / 1000
                 for r in oracle if r.get("fixed")]
-    out: dict[str, Any] = {"fixed": len(fixed), "median_s": _pct(fixed, 0.5), "p90_s": _pct(fixed, 0.9)}
+    model = [float(r.get("model_s") or 0) for r in autod if r.get("outcome") == "fixed"]
+    cycle = [int((r.get("timing_ms") or {}).get("wall_ms") or 0) / 1000 for r in autod
+             if r.get("outcome") == "fixed"]
+    oracle_wall = [float(r["wall_s"]) for r in oracle if r.get("fixed")]
+    out: dict[str, Any] = {"fixed": len(fixed), "median_s": _pct(fixed, 0.5), "p90_s": _pct(fixed, 0.9),
+                           "median_model_s": _median(model), "median_cycle_s": _median(cycle)}
     if oracle:
         out["oracle_fixed"] = len(oracle_s)
         out["oracle_median_model_s"] = _pct(oracle_s, 0.5)
+        out["oracle_median_wall_s"] = _median(oracle_wall)
         if fixed and oracle_s:
             out["median_over_oracle"] = round(statistics.median(fixed) / statistics.median(oracle_s), 2)
+            out["model_over_oracle"] = round(statistics.median(model) / statistics.median(oracle_s), 2)
+            out["cycle_over_oracle_wall"] = round(statistics.median(cycle) / statistics.median(oracle_wall),
+                                                  2)
     return out
+
+
+def _median(xs: list[float]) -> float | None:
+    return round(statistics.median(xs), 1) if xs else None
 
 
 def reply_figures(autod: list[dict[str, Any]], oracle: list[dict[str, Any]],

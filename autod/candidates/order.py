@@ -11,7 +11,9 @@ copy before a short one's even when the short one is nearly as likely.
 - The cost is the suspect's own tokens: its definition generated back (the reply is the whole
   definition, echo or fix) and read in its prompt with the values it reads, at the speeds of a CPU
   server (generation ~9x slower than prompt reading), plus a fixed part for the request. What every
-  suspect's prompt shares (the failure) is read once, whichever goes first, and is left out.
+  suspect's prompt shares (the system message and the failure: every focused prompt opens with them,
+  autod.modes.debug) is read once, whichever goes first, by a server that keeps the prompt it last
+  read, and is left out.
 
 Unknown sizes (a drawer that does not tell them) keep rank order.
 """

@@ -29,8 +29,9 @@ def cycle(rng: random.Random) -> tuple[Event, list[dict[str, str]]]:
     views: list[dict[str, str]] = []
     for k in range(rng.randint(1, 4)):
         values = f"LIMIT_{k} = {rng.randint(0, 9)}\n" if rng.random() < 0.5 else ""
-        views.append({**shared, "path": f"pkg/m{k}.py", "symbol": f"f{k}", "code": f"def f{k}():\n" + text(rng, 1, 20),
-                      "values": values, "reads": f"pkg/m{k}.py\tLIMIT_{k}" if values else "",
+        views.append({**shared, "path": f"pkg/m{k}.py", "symbol": f"f{k}",
+                      "code": f"def f{k}():\n" + text(rng, 1, 20), "values": values,
+                      "reads": f"pkg/m{k}.py\tLIMIT_{k}" if values else "",
                       "ran_to": str(rng.randint(0, 5))})
     for j in range(rng.randint(0, 2)):
         names = [f"V{j}_{i}" for i in range(rng.randint(1, 3))]

@@ -353,7 +353,8 @@ def test_a_value_the_suspect_reads_is_asked_about_alone_and_fixed_from_that_prom
     prompt = value.messages[1]["content"]
     assert "most likely in this value, `SCALE` in `src/limits.py`, which `add` reads" in prompt
     assert "```python\nSCALE = 2\n```" in prompt and "def add" not in prompt and "OTHER" not in prompt
-    assert prompt.rstrip().endswith("Write the fixed assignment of `SCALE` alone.") and value.temperature == 0.0
+    assert prompt.rstrip().endswith("Write the fixed assignment of `SCALE` alone.")
+    assert value.temperature == 0.0
     # the suspect's opening, so a server that kept the suspect's prompt reads only the value's part
     assert value.messages[0] == suspect.messages[0]
     assert (ws / "src" / "limits.py").read_text() == '"""Limits."""\n\nSCALE = 1\nOTHER = 5\n'
