@@ -350,7 +350,8 @@ def main(argv: list[str] | None = None) -> int:
     structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))  # stdout is the JSON
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", "--selftest", action="store_true", help="3 bugs, default config, no model")
-    ap.add_argument("--only", nargs="+", metavar="BUG", help="bug ids (reallib_bugs.json)")
+    ap.add_argument("--only", nargs="+", metavar="BUG",
+                    help="bug ids (reallib_bugs.json; corpus_bugs.json with --corpus)")
     ap.add_argument("--corpus", choices=("dev", "held_out"),
                     help="the corpus's bugs of that half (corpus_bugs.json) in place of reallib_bugs.json: "
                          "with --llm, autod and the oracle on libraries the rules were not chosen on")
