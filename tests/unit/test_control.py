@@ -195,17 +195,19 @@ def test_a_deep_state_dir_is_reached_through_its_directory_and_nothing_lands_in_
     assert path == deep / "autod.sock" and len(str(path)) > 108
     tmp = Path(tempfile.gettempdir())
     before = {p.name for p in tmp.iterdir()}
+    live: list[str] = []
 
     async def body(server: ControlServer) -> dict[str, Any]:
         assert stat.S_ISSOCK(path.stat().st_mode) and stat.S_IMODE(path.stat().st_mode) == 0o600
+        # while the server listens: no socket in /tmp, nor in a directory made there since the start
+        # (the tests beside this one, xdist workers, make their own scratch directories in /tmp at any
+        # time, so a new name there says nothing; a socket in one does)
+        live.extend(str(p) for p in _sockets_under(tmp, before))
         return await asyncio.to_thread(request, settings, "status", timeout=10)
 
     assert serve(path, echo, body) == {"ok": True, "echo": {"cmd": "status"}}
-    # the tests beside this one (xdist workers) run checks, each with its own private judge directory
-    # in /tmp; this test runs none, so anything else new there is the socket's doing
-    landed = {p.name for p in tmp.iterdir()} - before
-    assert {n for n in landed if not n.startswith("autod-judge-")} == set()
-    assert not any((tmp / n).is_socket() for n in landed if (tmp / n).exists())
+    assert live == []
+    assert _sockets_under(tmp, before) == []
     assert not path.exists()
 
 
@@ -254,3 +256,19 @@ def test_the_client_refuses_a_file_that_is_not_a_socket(settings: Settings) -> N
     path.write_text("not a socket")
     with pytest.raises(ControlPathError, match="not a socket"):
         request(settings, "status", timeout=5)
+
+
+def _sockets_under(tmp: Path, before: set[str]) -> list[Path]:
+    """Sockets in `tmp`, or one level inside a directory of it, whose top-level name is not in `before`."""
+    found: list[Path] = []
+    for entry in tmp.iterdir():
+        if entry.name in before:
+            continue
+        try:
+            if entry.is_socket():
+                found.append(entry)
+            elif entry.is_dir() and not entry.is_symlink():
+                found += [p for p in entry.iterdir() if p.is_socket()]
+        except OSError:  # another worker's directory, gone or private: not this server's doing
+            continue
+    return found
