@@ -74,9 +74,7 @@ def test_a_worker_thread_stuck_at_the_stop_is_left_behind_not_joined() -> None:
     try:
         # a thread inherits daemon-ness from the thread that starts it: the daemon's pool workers are
         # not daemon threads, so neither is the thread that runs this stop
-        result, stuck = returns_without_blocking(
-            lambda: run_bounded(main(), join_s=0.0), daemon=False
-        )
+        result, stuck = returns_without_blocking(lambda: run_bounded(main(), join_s=0.0), daemon=False)
     finally:
         release.set()
     # other tests in this process may leave threads of their own running: the stuck worker is the
