@@ -84,6 +84,8 @@ def run_side(
            "--out", str(out)]
     if args.cache:
         cmd += ["--cache", args.cache]
+    if args.focus_k is not None:
+        cmd += ["--focus-k", str(args.focus_k)]
     if args.diagnose and name == "autod":
         cmd.append("--diagnose")
     log(f"== {name} ({tree}) ==")
@@ -162,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-baseline", action="store_true", help="this checkout's side alone")
     ap.add_argument("--cache", metavar="DIR", help="keep check outputs and recorder results (tuning only)")
     ap.add_argument("--diagnose", action="store_true", help="why each miss of this side missed")
+    ap.add_argument("--focus-k", type=int, metavar="K", help="suspects measured per bug (default 5)")
     ap.add_argument("--quick", action="store_true", help="two bugs of each set")
     args = ap.parse_args(argv)
     started = time.monotonic()

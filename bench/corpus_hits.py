@@ -84,6 +84,11 @@ def block_rank(view: str, s: dict[str, Any]) -> int | None:
     return None
 
 
+def block_sizes(view: str) -> list[int]:
+    """The characters of each of a view's blocks, in order."""
+    return [len(b.strip()) for b in _HEADER.split(view) if b.strip()]
+
+
 def diagnose(code: str, used: list[dict[str, Any]], bug: dict[str, Any], s: dict[str, Any]) -> dict[str, Any]:
     """Why a bug was not found: the same prompt at the largest budget autod accepts."""
     line, whole = hits(code, s["bug"], s["func"])

@@ -49,18 +49,22 @@ def main() -> int:
     ap.add_argument("--out", required=True, help="where the rows go (JSON)")
     ap.add_argument("--cache", help="keep check outputs and recorder results here (a tuning loop)")
     ap.add_argument("--diagnose", action="store_true", help="rebuild a miss's prompt at the largest budget")
+    ap.add_argument("--focus-k", type=int, default=5, help="suspects measured (focus_rank, focus_chars)")
     args = ap.parse_args()
     _autod_from(args.tree)
     import structlog
 
     structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
     bugs = json.loads(Path(args.bugs).read_text())
-    rows = asyncio.run(measure_all(bugs, Path(args.cache) if args.cache else None, args.diagnose))
+    cache = Path(args.cache) if args.cache else None
+    rows = asyncio.run(measure_all(bugs, cache, args.diagnose, args.focus_k))
     Path(args.out).write_text(json.dumps(rows, indent=1))
     return 0
 
 
-async def measure_all(bugs: list[dict[str, Any]], cache: Path | None, diagnose: bool) -> list[dict[str, Any]]:
+async def measure_all(
+    bugs: list[dict[str, Any]], cache: Path | None, diagnose: bool, focus_k: int = 5
+) -> list[dict[str, Any]]:
     bench = Path(__file__).resolve().parent
     sys.path.insert(1, str(bench))
     import corpus_hits
@@ -78,7 +82,7 @@ async def measure_all(bugs: list[dict[str, Any]], cache: Path | None, diagnose: 
                 dest = Path(tmp) / f"src-{lib.name}"
                 pristine[lib.name] = extract(lib, dest)
             t0 = time.monotonic()
-            row = await measure_bug(work, pristine[lib.name], lib, bug, cache, diagnose)
+            row = await measure_bug(work, pristine[lib.name], lib, bug, cache, diagnose, focus_k)
             row["seconds"] = round(time.monotonic() - t0, 1)
             rows.append(row)
             got = "ERROR " + row["error"] if "error" in row else (
@@ -89,7 +93,8 @@ async def measure_all(bugs: list[dict[str, Any]], cache: Path | None, diagnose: 
 
 
 async def measure_bug(
-    work: Path, pristine: Path, lib: Any, bug: dict[str, Any], cache: Path | None, diagnose: bool
+    work: Path, pristine: Path, lib: Any, bug: dict[str, Any], cache: Path | None, diagnose: bool,
+    focus_k: int = 5,
 ) -> dict[str, Any]:
     import bench_localize
     import corpus_hits
@@ -125,10 +130,12 @@ async def measure_bug(
     with mock.patch.object(bench_localize, "run_check", _recorded(run_check, cache, _key(bug))):
         t0 = time.monotonic()
         prompt, code, used = await bench_localize.autod_prompt(repo, state, check, result, None, views=views,
-                                                               focus_k=5)
+                                                               focus_k=focus_k)
         row.update(corpus_hits.judge(prompt, code, used, bug, spans))
         row["localize_ms"] = int((time.monotonic() - t0) * 1000)  # with the coverage re-run (unless cached)
         row["focus_rank"] = corpus_hits.block_rank(views.get("focused", ""), spans)
+        # each suspect's size in characters, in rank order, with the values shown beside it (its price)
+        row["focus_chars"] = corpus_hits.block_sizes(views.get("focused", ""))
         # the value groups (each asked once): the one that holds the bug's value (None: none does)
         row["value_rank"] = corpus_hits.block_rank(views.get("values", ""), spans)
         row["value_groups"] = len(re.findall(r"(?m)^### ", views.get("values", "")))

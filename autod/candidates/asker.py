@@ -112,6 +112,17 @@ class Asker:
                 for f in self.focused if not f.get("read_by")]
 
     @property
+    def value_sizes(self) -> list[int]:
+        """Per value group: its values' tokens (a draw's reply and its prompt's own part), estimated."""
+        return [int(len(f.get("values") or f.get("code") or "") / CHARS_PER_TOKEN)
+                for f in self.focused if f.get("read_by")]
+
+    @property
+    def wide_tokens(self) -> int:
+        """The wide prompt's tokens as the first attempt sends it, estimated from its characters."""
+        return int(estimated_tokens(self.messages_for(self.context)))
+
+    @property
     def value_suspects(self) -> int:
         """How many value groups follow them: `view="value:J"` asks about the Jth (from 1)."""
         return len(self.focused) - self.suspects

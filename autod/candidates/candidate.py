@@ -70,9 +70,12 @@ class FocusedDrawer(Drawer, Protocol):
     has_focus: bool
     suspects: int
     value_suspects: int
-    # per suspect, from the first: (its definition's tokens, its prompt's own tokens: the definition and
-    # the values it reads), what its draw costs (autod.candidates.order); empty: not known
+    # what the draws cost (autod.candidates.order), empty or 0: not known. Per suspect, from the first:
+    # (its definition's tokens, its prompt's own tokens: the definition and the values it reads); per
+    # value group: its values' tokens; the wide prompt's tokens
     suspect_sizes: Sequence[tuple[int, int]]
+    value_sizes: Sequence[int]
+    wide_tokens: int
 
 
 @dataclass

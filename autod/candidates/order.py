@@ -1,38 +1,61 @@
-"""The order suspects are asked in: the likeliest fix per second of model time first.
+"""The order of a cycle's first draws: the likeliest fix per second of model time first, odds updated
+after every miss (Blackwell's rule for a search with repeated looks).
 
-Each suspect's first draw is a search step that finds the bug with some probability and costs model
-time. Asking in descending order of probability over cost is the order with the least expected time to
-the buggy suspect (Smith's rule for a sequential search); rank order alone pays a long definition's
-copy before a short one's even when the short one is nearly as likely.
+The bug is in one place: one of the suspects (each asked about alone), one of the value groups, or
+somewhere only the wide prompt shows. Each draw is a look at some of those places: it finds the bug
+there with some probability (its detection) and costs model time. Blackwell's rule looks next where
+odds x detection / cost is highest, and after a look that missed lowers the odds of what it looked at
+by Bayes (a place looked at and not fixed is a little less likely to hold the bug). Every draw before
+the fix missed (the search stops at a fix), so the whole order is known before the first draw.
 
-- The probability is the rank's: how often localization's kth suspect was the buggy definition on the
-  dev half of the real-library corpus (bench/bench_corpus.py, `focus_rank`; 44 bugs in six
-  libraries: rank 1 in 22, 2 in 7, 3 in 3). The held-out half was not looked at.
-- The cost is the suspect's own tokens: its definition generated back (the reply is the whole
-  definition, echo or fix) and read in its prompt with the values it reads, at the speeds of a CPU
-  server (generation ~9x slower than prompt reading), plus a fixed part for the request. What every
-  suspect's prompt shares (the system message and the failure: every focused prompt opens with them,
-  autod.modes.debug) is read once, whichever goes first, by a server that keeps the prompt it last
-  read, and is left out.
+- **Odds** (`RANK_PRIOR`, `TAIL_PRIOR`, `VALUE_PRIOR`): how often localization's kth suspect was the
+  buggy definition on the dev half of the real-library corpus (bench/bench_corpus.py `--focus-k 10`,
+  44 bugs in six libraries: rank 1 in 22, 2 in 7, 3 in 3, ranks 4 to 10 in 8 together, none in 4);
+  the value groups held the bug in 2 of them. The held-out half was not looked at.
+- **Detection** (`GREEDY`, `SAMPLED`, `VALUE`, `WIDE`): the oracle handed the model the buggy
+  definition alone on the old six libraries' 46 bugs; its first reply (temperature 0) fixed 7 (15 %),
+  its 2nd to 4th (sampled) 6 of the 39 left (~5 % a draw). A value group's question has one number,
+  flag or text to change; told the value is the bug, the model changes it with its first reply. The
+  wide prompt's draws on the held-out libraries fixed one bug in some twenty draws that showed it.
+  `WIDE_SHOWN`: how often the wide prompt holds the buggy definition at all (held-out: 44 of 48).
+- **Cost**, in generated tokens' time: the reply (a suspect's definition written back, echo or fix; a
+  value's assignment; a wide reply) plus the prompt's own part read when the server last read another
+  prompt (generation is ~9x slower than prompt reading on a CPU; a server that keeps the prompt it last
+  read serves the rest from its cache), plus a fixed part per request.
 
-Unknown sizes (a drawer that does not tell them) keep rank order.
+So a short suspect of low rank is asked before a long one's samples, and a long suspect whose greedy
+reply missed gets its samples only while they beat the wide prompt: the attempt's draws end with the
+wide prompt's, and the focused draws still worth less then are not made. Unknown sizes (a drawer that
+does not tell them) keep the fixed order: every suspect's first draw in rank order, the value groups,
+then each suspect's samples.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-__all__ = ["RANK_PRIOR", "draw_order"]
+__all__ = ["RANK_PRIOR", "Sizes", "cost", "draw_order", "fixed_order", "plan", "prior"]
 
 RANK_PRIOR = (0.50, 0.16, 0.07)  # P(the kth suspect is the buggy definition), corpus dev half
-TAIL_PRIOR = 0.02  # a rank past the table
+TAIL_PRIOR = 8 / 44 / 7  # each of ranks 4 to 10 (8 of the 44 bugs among them)
+TAIL_RANKS = 10  # past this rank, nothing measured: the wide prompt's odds
+VALUE_PRIOR = 2 / 44 / 2  # each value group (2 of 44 bugs, ~2 groups a failure)
+GREEDY = 0.15  # P(a suspect's first draw, at temperature 0, fixes the bug in it)
+SAMPLED = 0.05  # P(a sampled draw fixes it, after the draws before it missed)
+VALUE = 0.5  # P(a value group's one draw fixes a bug in its values)
+WIDE = 0.05  # P(a wide draw fixes a bug the wide prompt shows)
+WIDE_SHOWN = 0.9  # P(the wide prompt shows the buggy definition)
+WIDE_REPLY = 300  # a wide reply's tokens: a definition or two, whole
 READ_PER_GENERATED = 1 / 9  # a prompt token's time in generated tokens' (llama.cpp on a CPU)
 REQUEST_TOKENS = 30  # a request's own cost in generated tokens: the reply's fence lines, its set-up
 
 
 def prior(rank: int) -> float:
     """P(the suspect of rank `rank`, from 1, is the buggy definition)."""
-    return RANK_PRIOR[rank - 1] if 1 <= rank <= len(RANK_PRIOR) else TAIL_PRIOR
+    if 1 <= rank <= len(RANK_PRIOR):
+        return RANK_PRIOR[rank - 1]
+    return TAIL_PRIOR if rank <= TAIL_RANKS else 0.0
 
 
 def cost(code_tokens: int, read_tokens: int) -> float:
@@ -42,9 +65,83 @@ def cost(code_tokens: int, read_tokens: int) -> float:
 
 
 def draw_order(sizes: Sequence[tuple[int, int]], count: int) -> list[int]:
-    """The ranks 1..count in the order to ask them; `sizes[k - 1]`: (the kth suspect's definition tokens,
-    the tokens its prompt shows of it and its values). Rank order when `sizes` does not cover them all."""
+    """The ranks 1..count in the order of their first draws when each is asked once (Smith's rule, the
+    one-look case of `plan`); rank order when `sizes` does not cover them all."""
     ranks = list(range(1, count + 1))
     if len(sizes) < count:
         return ranks
-    return sorted(ranks, key=lambda k: (-prior(k) / cost(*sizes[k - 1]), k))
+    return sorted(ranks, key=lambda k: (-prior(k) * GREEDY / cost(*sizes[k - 1]), k))
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """What the draws of a cycle's first attempt would cost, in tokens (the drawer's estimates)."""
+
+    suspects: Sequence[tuple[int, int]]  # per suspect: (its definition, its prompt's own part)
+    values: Sequence[int]  # per value group: its values' tokens (the reply and the prompt's own part)
+    wide: int  # the wide prompt's tokens
+
+
+@dataclass
+class _Place:
+    view: str
+    odds: float
+    reply: int  # tokens a draw generates
+    read: int  # tokens of its prompt's own part
+    looks: int  # draws it may still get
+    done: int = 0
+
+    def detection(self) -> float:
+        if self.view.startswith("value:"):
+            return VALUE
+        return GREEDY if self.done == 0 else SAMPLED
+
+
+def plan(sizes: Sizes, per: int, wide_n: int) -> list[tuple[str, bool]]:
+    """(view, at temperature 0) of the first attempt's draws, in order: suspects ("focused:K", at most
+    `per` draws each, the first greedy), value groups ("value:J", once, greedy) and the wide prompt's
+    `wide_n` draws (the first greedy), each next draw the one of highest odds x detection / cost given
+    that every draw before it missed. Ends with the wide prompt's last draw: a focused draw that would
+    come after it is not made."""
+    places = [_Place(f"focused:{k}", prior(k), code, read, per)
+              for k, (code, read) in enumerate(sizes.suspects, 1) if per > 0]
+    places += [_Place(f"value:{j}", VALUE_PRIOR, tokens, tokens, 1)
+               for j, tokens in enumerate(sizes.values, 1) if per > 0]
+    # the bug somewhere no focused prompt shows: only the wide prompt can find it
+    elsewhere = max(0.0, 1.0 - sum(p.odds for p in places))
+    wide_done, last = 0, ""
+    out: list[tuple[str, bool]] = []
+    while wide_done < wide_n:
+        seen = elsewhere * WIDE_SHOWN + sum(p.odds for p in places)
+        wide_cost = REQUEST_TOKENS + WIDE_REPLY + (0 if last == "wide" else sizes.wide * READ_PER_GENERATED)
+        best, best_value = None, seen * WIDE / wide_cost
+        for p in places:
+            if p.done >= p.looks:
+                continue
+            c = REQUEST_TOKENS + p.reply + (0 if last == p.view else p.read * READ_PER_GENERATED)
+            value = p.odds * p.detection() / c
+            if value > best_value:
+                best, best_value = p, value
+        if best is None:  # the wide prompt: it looks at every place, and at what no focused prompt shows
+            out.append(("wide", wide_done == 0))
+            wide_done += 1
+            elsewhere *= 1 - WIDE * WIDE_SHOWN
+            for p in places:
+                p.odds *= 1 - WIDE
+            last = "wide"
+            continue
+        out.append((best.view, best.done == 0))
+        best.odds *= 1 - best.detection()
+        best.done += 1
+        last = best.view
+    return out
+
+
+def fixed_order(suspects: int, values: int, per: int, wide_n: int) -> list[tuple[str, bool]]:
+    """The order when the draws' sizes are not known: every suspect's first draw in rank order, each
+    value group once, each suspect's sampled draws, the wide prompt's."""
+    out = [(f"focused:{k}", True) for k in range(1, suspects + 1)] if per else []
+    out += [(f"value:{j}", True) for j in range(1, values + 1)]
+    for k in range(1, suspects + 1) if per else ():
+        out += [(f"focused:{k}", False)] * (per - 1)
+    return out + [("wide", i == 0) for i in range(wide_n)]

@@ -4,9 +4,9 @@ One attempt draws up to `candidates.n` plans for the same prompt: the first at t
 rest sampled at `candidates.temperature`, in one request with `n` where the server takes it and one by
 one where it does not (the identical prompt is served from the server's prompt cache). Before them, in
 a cycle's first attempt, each suspect definition (autod.localize.focus) is asked about alone
-`candidates.focused` times: first every suspect once at temperature 0, the likeliest fix per second
-first (autod.candidates.order), then each value group (the values one suspect reads) once, then each
-suspect's sampled draws in the same order, one suspect after the other (its prompt stays in the
+at most `candidates.focused` times, and each value group (the values one suspect reads) once, in the
+order of the likeliest fix per second of model time given that the draws before missed (Blackwell's
+rule, autod.candidates.order; a suspect's sampled draws follow one another, its prompt in the
 server's cache). Each draw carries an explicit seed, `seed + i` for the
 ith draw of its prompt in the cycle, so a bench is reproducible and a draw added to one prompt moves no
 other's samples. A suspect whose greedy reply gave its code back is asked again another way before
@@ -36,10 +36,10 @@ from typing import Any
 import structlog
 
 from autod.act.edits import FileChange
+from autod.candidates import order
 from autod.candidates.candidate import AttemptResult, Candidate, Drawer, FocusedDrawer, Validator
 from autod.candidates.clock import DrawProgress, progress
 from autod.candidates.compare import SAME_CODE, change_key, same_code, symptom_patch
-from autod.candidates.order import draw_order
 from autod.candidates.parts import parts
 from autod.candidates.reask import echoed, reask
 from autod.candidates.replay import Replay
@@ -109,15 +109,14 @@ class CandidateSearch:
     def views(self, number: int = 1) -> list[tuple[str, bool]]:
         """(view, at temperature 0) of each of attempt `number`'s draws, in order.
 
-        The cycle's first attempt asks about the suspects alone ("focused:K", the Kth-ranked), each
-        `candidates.focused` times: every suspect's first draw at temperature 0 (a bug in a suspect is
-        fixed by its first reply most often), the likeliest fix per second of model time first
-        (autod.candidates.order: the rank's odds over the definition's length); then each value group
-        ("value:J", the drawer's `value_suspects`) once at temperature 0 (a value is the less likely
-        place of a bug, and its prompt a few lines long); then each suspect's sampled draws, in the same
-        order, one suspect's after the other. A suspect is so asked as often as a prompt showing only
-        the buggy definition would be (the same number of draws, the same temperatures), and before the
-        wide prompt, whose draws cost several times the tokens.
+        The cycle's first attempt asks about the suspects alone ("focused:K", the Kth-ranked), at most
+        `candidates.focused` times each (the first at temperature 0), each value group ("value:J", the
+        drawer's `value_suspects`) once at temperature 0, and the wide prompt n times, in Blackwell's
+        order (autod.candidates.order): next the draw of highest odds x detection / cost given that the
+        draws before it missed, so a short suspect of low rank comes before a long one's samples, and
+        a focused draw worth less than the wide prompt's last is not made. A drawer that does not tell
+        the draws' sizes gets the fixed order: every suspect's first draw in rank order, the value
+        groups, each suspect's sampled draws, the wide prompt's.
 
         Every attempt then draws n from the wide prompt, the first at temperature 0 (its prompt tells
         the attempts so far; the suspects' prompts do not, so a later attempt does not ask them again)."""
@@ -126,15 +125,16 @@ class CandidateSearch:
         # a later cycle on the same failure asks its first attempt's prompts as the earlier ones did
         # (the wide one too, when they left no attempt to tell): sampled from the first draw on
         first = not self.retry or number > 1
-        out: list[tuple[str, bool]] = []
         if focused is not None and per and number == 1:
-            order = draw_order(focused.suspect_sizes, max(1, focused.suspects))
-            values = focused.value_suspects
-            out += [(f"focused:{k}", first) for k in order]
-            out += [(f"value:{j}", first) for j in range(1, values + 1)]
-            for k in order:
-                out += [(f"focused:{k}", False)] * (per - 1)
-        return out + [("wide", first and i == 0) for i in range(self.cfg.n)]
+            suspects, values = max(1, focused.suspects), focused.value_suspects
+            s_sizes, v_sizes, wide = focused.suspect_sizes, focused.value_sizes, focused.wide_tokens
+            if len(s_sizes) >= suspects and len(v_sizes) >= values and wide > 0:
+                sizes = order.Sizes(s_sizes[:suspects], v_sizes[:values], wide)
+                looks = order.plan(sizes, per, self.cfg.n)
+            else:  # the sizes not known
+                looks = order.fixed_order(suspects, values, per, self.cfg.n)
+            return [(view, first and greedy) for view, greedy in looks]
+        return [("wide", first and i == 0) for i in range(self.cfg.n)]
 
     async def attempt(self, number: int) -> AttemptResult:
         """Draw and verify up to n candidates; stop at the first that fixes everything."""

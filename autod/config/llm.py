@@ -110,8 +110,10 @@ class LocalizeConfig(Strict):
     index_timeout_s: float = Field(20, gt=0, le=600, description="time the AST index may take to build")
     need_max: int = Field(8, ge=0, le=32, description="definitions a plan may ask for by name, once a cycle")
     focus_definitions: int = Field(
-        3, ge=0, le=10,
-        description="suspects: the top-ranked definitions the focused draws ask about (candidates.focused)",
+        10, ge=0, le=10,
+        description="suspects: the top-ranked definitions the focused draws may ask about "
+        "(candidates.focused); which are asked, and how often, follows their odds and length "
+        "(autod.candidates.order)",
     )
     focus_values: int = Field(
         3, ge=0, le=10,

@@ -42,11 +42,14 @@ class ViewDrawer(Drawer):
     has_focus = True
 
     def __init__(self, *plans: Plan, choices: int = 1, suspects: int = 1, values: int = 0,
-                 sizes: tuple[tuple[int, int], ...] = ()) -> None:
+                 sizes: tuple[tuple[int, int], ...] = (), value_sizes: tuple[int, ...] = (),
+                 wide: int = 0) -> None:
         super().__init__(*plans, choices=choices)
         self.suspects = suspects
         self.value_suspects = values
-        self.suspect_sizes = sizes  # not known: rank order
+        self.suspect_sizes = sizes  # not known: the fixed order
+        self.value_sizes = value_sizes
+        self.wide_tokens = wide
 
 
 class Judge:

@@ -1,4 +1,5 @@
-"""Suspects are asked the likeliest fix per second first (autod.candidates.order)."""
+"""The first attempt's draws in Blackwell's order: odds x detection / cost, odds lowered after each miss
+(autod.candidates.order), checked over generated suspects, values and wide prompts."""
 
 from __future__ import annotations
 
@@ -8,12 +9,11 @@ import random
 
 from test_candidates import Judge, ViewDrawer, search, whole
 
-from autod.candidates.order import RANK_PRIOR, cost, draw_order, prior
+from autod.candidates.order import GREEDY, RANK_PRIOR, Sizes, cost, draw_order, fixed_order, plan, prior
 
 
-def expected_seconds(order: list[int], sizes: list[tuple[int, int]]) -> float:
-    """What reaching the buggy suspect costs on average, asking in `order` (the bug is at rank k with
-    the rank's prior; past all of them, every draw is paid)."""
+def expected_cost(order: list[int], sizes: list[tuple[int, int]]) -> float:
+    """What reaching the buggy suspect costs on average with one look each, asking in `order`."""
     paid, total = 0.0, 0.0
     for k in order:
         paid += cost(*sizes[k - 1])
@@ -21,35 +21,106 @@ def expected_seconds(order: list[int], sizes: list[tuple[int, int]]) -> float:
     return total + (1 - sum(prior(k) for k in order)) * paid
 
 
-def test_the_order_is_the_one_with_the_least_expected_time_to_the_bug_for_any_sizes():
+def generated(rng: random.Random) -> Sizes:
+    """Suspects of every length (a 2-line helper to a 300-line method), value groups, a wide prompt."""
+    suspects = []
+    for _ in range(rng.randint(1, 10)):
+        code = rng.choice([rng.randint(5, 40), rng.randint(40, 400), rng.randint(400, 2000)])
+        suspects.append((code, code + rng.choice([0, rng.randint(1, 300)])))
+    values = [rng.randint(5, 200) for _ in range(rng.randint(0, 3))]
+    return Sizes(suspects, values, rng.randint(500, 12_000))
+
+
+def test_one_look_each_is_smiths_order_the_least_expected_cost_to_the_bug():
     rng = random.Random(7)
-    for _ in range(500):
+    for _ in range(300):
         count = rng.randint(1, 5)
-        sizes = []
-        for _ in range(count):
-            code = rng.choice([rng.randint(5, 40), rng.randint(40, 400), rng.randint(400, 2000)])
-            sizes.append((code, code + rng.randint(0, 300)))
+        sizes = generated(rng).suspects[:count]
+        count = len(sizes)
         got = draw_order(sizes, count)
-        best = min(expected_seconds(list(p), sizes) for p in itertools.permutations(range(1, count + 1)))
+        best = min(expected_cost(list(p), list(sizes)) for p in itertools.permutations(range(1, count + 1)))
         assert sorted(got) == list(range(1, count + 1))
-        assert abs(expected_seconds(got, sizes) - best) <= 1e-9 * max(1.0, best), (sizes, got)
+        assert abs(expected_cost(got, list(sizes)) - best) <= 1e-9 * max(1.0, best), (sizes, got)
 
 
-def test_same_sized_suspects_keep_rank_order_and_a_long_first_one_waits_for_a_much_shorter_second():
-    assert draw_order([(100, 120)] * 3, 3) == [1, 2, 3]
-    assert draw_order([], 3) == [1, 2, 3] and draw_order([(10, 10)], 3) == [1, 2, 3]  # sizes not known
-    # a 29-line first suspect beside a 3-line second: the short one first, the long one right after
-    assert draw_order([(260, 300), (25, 40)], 2) == [2, 1]
-    # twice as long is not enough to pass a rank whose odds are three times as high
-    assert RANK_PRIOR[0] / RANK_PRIOR[1] > 2
-    assert draw_order([(120, 140), (60, 70)], 2) == [1, 2]
+def test_every_plan_keeps_the_search_s_bounds_for_any_sizes():
+    """At most `per` draws a suspect, the first greedy and the rest sampled; a value group once,
+    greedy; the wide prompt's n draws all there, the first greedy, the plan ending with its last."""
+    rng = random.Random(11)
+    for _ in range(2000):
+        sizes, per, n = generated(rng), rng.randint(1, 6), rng.randint(1, 6)
+        looks = plan(sizes, per, n)
+        assert looks[-1][0] == "wide" and [g for v, g in looks if v == "wide"] == [True] + [False] * (n - 1)
+        for k in range(1, len(sizes.suspects) + 1):
+            mine = [g for v, g in looks if v == f"focused:{k}"]
+            assert len(mine) <= per and all(g == (i == 0) for i, g in enumerate(mine))
+        for j in range(1, len(sizes.values) + 1):
+            assert [g for v, g in looks if v == f"value:{j}"] in ([], [True])
+        assert {v for v, _ in looks} <= {"wide", *(f"focused:{k}" for k in range(1, len(sizes.suspects) + 1)),
+                                         *(f"value:{j}" for j in range(1, len(sizes.values) + 1))}
+        assert plan(sizes, 0, n) == [("wide", i == 0) for i in range(n)]  # no focused draws: the wide alone
 
 
-def test_the_search_asks_its_suspects_in_that_order_greedy_and_sampled(tmp_path):
-    plans = [whole(f"return a * {k}") for k in range(12)]
-    drawer = ViewDrawer(*plans, suspects=3, sizes=((400, 450), (20, 30), (100, 120)))
+def test_a_longer_suspect_is_never_asked_sooner_nor_more_often():
+    """Lengthening one suspect (all else the same) never moves its first draw earlier among the others'
+    draws, nor gives it more draws: its odds are the same and each of its draws costs more."""
+    rng = random.Random(5)
+    for _ in range(1000):
+        sizes = generated(rng)
+        k = rng.randint(1, len(sizes.suspects))
+        code, read = sizes.suspects[k - 1]
+        grow = rng.randint(1, 1500)
+        longer = Sizes([*sizes.suspects[: k - 1], (code + grow, read + grow), *sizes.suspects[k:]],
+                       sizes.values, sizes.wide)
+        view = f"focused:{k}"
+
+        def first_and_count(s: Sizes, view: str = view) -> tuple[int, int]:
+            looks = [v for v, _ in plan(s, 4, 4)]
+            return (looks.index(view) if view in looks else len(looks)), looks.count(view)
+
+        (at, count), (at2, count2) = first_and_count(sizes), first_and_count(longer)
+        assert count2 <= count
+        assert at2 >= at  # the draws before its first: the same ones, and maybe more
+
+
+def test_a_short_low_ranked_helper_comes_before_a_long_first_suspect_s_samples_and_the_wide_prompt():
+    # the first suspect a 500-token method; the seventh a 2-line helper
+    sizes = Sizes([(500, 520), (300, 300), (300, 300), (300, 300), (300, 300), (300, 300), (25, 25)], [],
+                  7000)
+    looks = plan(sizes, 4, 4)
+    helper, wide = looks.index(("focused:7", True)), looks.index(("wide", True))
+    assert helper < wide
+    assert helper < looks.index(("focused:1", False)) if ("focused:1", False) in looks else True
+    assert looks[0] == ("focused:1", True)  # the likeliest still first: its odds are 19x the helper's
+
+
+def test_a_long_suspect_s_samples_wait_for_the_wide_prompt_and_a_short_one_s_do_not():
+    long_first = plan(Sizes([(1500, 1500), (100, 100)], [], 6000), 4, 4)
+    short_first = plan(Sizes([(60, 60), (100, 100)], [], 6000), 4, 4)
+    assert long_first.count(("focused:1", False)) < short_first.count(("focused:1", False))
+    assert short_first.index(("focused:1", False)) < short_first.index(("wide", True))
+
+
+def test_the_odds_are_the_measured_ones_and_the_greedy_draw_is_worth_most():
+    assert RANK_PRIOR[0] / RANK_PRIOR[1] > 2 and prior(4) < prior(3) and prior(11) == 0.0
+    assert 0 < GREEDY < 1
+    assert draw_order([(100, 120)] * 3, 3) == [1, 2, 3]  # same sizes: rank order
+    assert draw_order([], 3) == [1, 2, 3] and draw_order([(10, 10)], 3) == [1, 2, 3]  # not known
+
+
+def test_the_search_asks_in_the_planned_order_and_in_the_fixed_one_without_sizes(tmp_path):
+    sizes = ((400, 450), (20, 30), (100, 120))
+    want = plan(Sizes(sizes, [15], 3000), 2, 2)
+    plans = [whole(f"return a * {k}") for k in range(20)]
+    drawer = ViewDrawer(*plans, suspects=3, values=1, sizes=sizes, value_sizes=(15,), wide=3000)
+    asyncio.run(search(tmp_path, drawer, Judge({}), n=2, focused=2).attempt(1))
+    asked = [(a.get("view", "wide"), a["temperature"] == 0.0) for a in drawer.asked]
+    assert asked == want and asked[0] == ("focused:2", True)  # the short second suspect first
+
+    plans = [whole(f"return a * {k}") for k in range(20)]
+    drawer = ViewDrawer(*plans, suspects=2, values=1)  # sizes not known
     asyncio.run(search(tmp_path, drawer, Judge({}), n=1, focused=2).attempt(1))
     asked = [(a.get("view", "wide"), a["temperature"] == 0.0) for a in drawer.asked]
-    # the short second suspect first; the long first one still before the third, whose odds are lower
-    assert asked == [("focused:2", True), ("focused:1", True), ("focused:3", True),
-                     ("focused:2", False), ("focused:1", False), ("focused:3", False), ("wide", True)]
+    assert asked == fixed_order(2, 1, 2, 1) == [
+        ("focused:1", True), ("focused:2", True), ("value:1", True), ("focused:1", False),
+        ("focused:2", False), ("wide", True)]

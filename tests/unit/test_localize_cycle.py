@@ -236,8 +236,10 @@ def test_a_suspect_draw_goes_through_the_act_rules_like_any_other(ws):
     deps, _ = make(ws, planner, candidates={"n": 1, "focused": 2, "temperature": 0.5, "isolation": "off"})
     r = run(deps)
     assert r.status == "fixed"
-    assert [(c["view"], c["outcome"]) for c in r.candidates][:2] == [
-        ("focused:1", "refused"), ("value:1", "refused")]
+    # the first two draws are narrow ones (a suspect's, then the next in autod.candidates.order)
+    first, second = r.candidates[:2]
+    assert (first["view"], first["outcome"]) == ("focused:1", "refused")
+    assert second["view"] != "wide" and second["outcome"] == "refused"
     assert not (ws / "src" / "evil.pth").exists() and not (ws.parent / "outside.py").exists()
 
 

@@ -62,16 +62,16 @@ def test_a_cycles_budget_is_its_plan_and_check_timeouts_per_attempt_plus_the_gra
     s = load_config(cfg)
     run = 100 + 20 + 4 * KILL_GRACE_S  # every non-fixer check once
     memory = 2 * 5  # a recall's two memory deadlines
-    # the first attempt draws 4 plans from each of the 3 suspects' prompts and one from each of 3 value
-    # groups' (up to 6 changes each checked alone, then the reply whole); each attempt draws n = 4 wide
+    # the first attempt draws at most 4 plans from each of the 10 suspects' prompts and one from each
+    # of 3 value groups' (up to 6 changes each checked alone, then the reply whole); n = 4 wide a try
     # ones; a prompt's sampled plans that proposed nothing new are redrawn, as many as its draws at
     # most; an attempt's first request may ask twice (a context overflow, a request for more
     # definitions); each plan checked and each attempt's winner in the tree; the coverage re-run once
-    asked = 2 + 2 * (12 + 8) + 3
-    checked = 12 + 3 * 7 + 8
+    asked = 2 + 2 * (40 + 8) + 3
+    checked = 40 + 3 * 7 + 8
     assert cycle_budget(s, "auto-debug") == asked * 60 + (checked + 2) * run + 2 * memory + run + 30
     s.localize.focus_values = 0  # values only shown beside their readers
-    assert cycle_budget(s, "auto-debug") == (2 + 40) * 60 + (20 + 2) * run + 2 * memory + run + 30
+    assert cycle_budget(s, "auto-debug") == (2 + 96) * 60 + (48 + 2) * run + 2 * memory + run + 30
     s.candidates.focused = 0  # the wide prompt alone
     assert cycle_budget(s, "auto-debug") == (2 + 16) * 60 + (8 + 2) * run + 2 * memory + run + 30
     s.llm.base_url = None  # offline: the fixers are the planner, and one plan an attempt
