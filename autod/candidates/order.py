@@ -16,10 +16,13 @@ the fix missed (the search stops at a fix), so the whole order is known before t
   definition alone on the old six libraries' 46 bugs; its first reply (temperature 0) fixed 7 (15 %),
   its 2nd to 4th (sampled) 6 of the 39 left (~5 % a draw). A value group's question has one number,
   flag or text to change; told the value is the bug, the model changes it with its first reply. The
-  wide prompt's draws on the held-out libraries fixed one bug in some twenty draws that showed it.
+  wide prompt's draws that showed the buggy definition fixed 1 bug in 60: 22 draws on the held-out
+  libraries (docs/PERFORMANCE.md), 38 on the old six's bugs the oracle fixes, before the focused
+  view (docs/lab/performance-history.md).
   `WIDE_SHOWN`: how often the wide prompt holds the buggy definition at all (held-out: 44 of 48).
 - **Cost**, in generated tokens' time: the reply (a suspect's definition written back, echo or fix; a
-  value's assignment; a wide reply) plus the prompt's own part read when the server last read another
+  value's assignment; a wide reply, which writes back the definition it changes: the odds-weighted
+  length of the places it may be) plus the prompt's own part read when the server last read another
   prompt (generation is ~9x slower than prompt reading on a CPU; a server that keeps the prompt it last
   read serves the rest from its cache), plus a fixed part per request.
 
@@ -44,9 +47,9 @@ VALUE_PRIOR = 2 / 44 / 2  # each value group (2 of 44 bugs, ~2 groups a failure)
 GREEDY = 0.15  # P(a suspect's first draw, at temperature 0, fixes the bug in it)
 SAMPLED = 0.05  # P(a sampled draw fixes it, after the draws before it missed)
 VALUE = 0.5  # P(a value group's one draw fixes a bug in its values)
-WIDE = 0.05  # P(a wide draw fixes a bug the wide prompt shows)
+WIDE = 1 / 60  # P(a wide draw fixes a bug the wide prompt shows)
 WIDE_SHOWN = 0.9  # P(the wide prompt shows the buggy definition)
-WIDE_REPLY = 300  # a wide reply's tokens: a definition or two, whole
+WIDE_REPLY = 300  # a wide reply's tokens when the bug is in none of the suspects: a definition, whole
 READ_PER_GENERATED = 1 / 9  # a prompt token's time in generated tokens' (llama.cpp on a CPU)
 REQUEST_TOKENS = 30  # a request's own cost in generated tokens: the reply's fence lines, its set-up
 
@@ -113,7 +116,11 @@ def plan(sizes: Sizes, per: int, wide_n: int) -> list[tuple[str, bool]]:
     out: list[tuple[str, bool]] = []
     while wide_done < wide_n:
         seen = elsewhere * WIDE_SHOWN + sum(p.odds for p in places)
-        wide_cost = REQUEST_TOKENS + WIDE_REPLY + (0 if last == "wide" else sizes.wide * READ_PER_GENERATED)
+        # a wide reply writes back the definition it changes: the odds-weighted length of where the bug is
+        mass = elsewhere + sum(p.odds for p in places)
+        weighted = elsewhere * WIDE_REPLY + sum(p.odds * p.reply for p in places)
+        reply = weighted / mass if mass else WIDE_REPLY
+        wide_cost = REQUEST_TOKENS + reply + (0 if last == "wide" else sizes.wide * READ_PER_GENERATED)
         best, best_value = None, seen * WIDE / wide_cost
         for p in places:
             if p.done >= p.looks:
