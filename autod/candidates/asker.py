@@ -114,8 +114,7 @@ class Asker:
     @property
     def value_sizes(self) -> list[int]:
         """Per value group: its values' tokens (a draw's reply and its prompt's own part), estimated."""
-        return [int(len(f.get("values") or f.get("code") or "") / CHARS_PER_TOKEN)
-                for f in self.focused if f.get("read_by")]
+        return [int(len(f.get("blocks") or "") / CHARS_PER_TOKEN) for f in self.focused if f.get("read_by")]
 
     @property
     def wide_tokens(self) -> int:

@@ -208,6 +208,34 @@ def test_the_first_plans_are_drawn_from_the_focused_view_then_from_the_whole_con
     assert [(req.temperature, req.seed) for req in planner.requests] == [(0.0, 1), (0.0, 1), (0.0, 1)]
 
 
+def test_the_cycle_draws_in_the_plan_made_from_its_own_prompts_sizes(ws, monkeypatch):
+    """The asker tells the search what each draw would cost (its suspects', value groups' and wide
+    prompt's tokens), and the draws follow autod.candidates.order's plan for those sizes."""
+    from autod.candidates import order
+
+    planned: list[tuple[order.Sizes, list[tuple[str, bool]]]] = []
+    real = order.plan
+
+    def plan(sizes: order.Sizes, per: int, wide_n: int) -> list[tuple[str, bool]]:
+        planned.append((sizes, real(sizes, per, wide_n)))
+        return planned[-1][1]
+
+    monkeypatch.setattr(order, "plan", plan)
+    wrong = [Plan(summary="wrong", edits=[Edit(path="src/calc.py", search="(a - b)",
+                                               replace=f"(a - b + {k})")]) for k in range(1, 4)]
+    planner = ScriptedPlanner(*wrong, FIX)
+    deps, _ = make(ws, planner, candidates={"n": 2, "focused": 2, "isolation": "off"})
+    r = run(deps)
+    assert len(planned) == 1
+    sizes, looks = planned[0]
+    # one suspect (`add`, ~30 tokens with the value it reads), one value group, a wide prompt of some
+    # hundreds of tokens: each estimated from its own text
+    assert len(sizes.suspects) == 1 and 10 < sizes.suspects[0][0] < sizes.suspects[0][1] < 100
+    assert len(sizes.values) == 1 and 0 < sizes.values[0] < 20 and sizes.wide > 100
+    views = [c["view"] for c in r.candidates]
+    assert r.status == "fixed" and len(views) == 4 and views == [v for v, _ in looks][:4]
+
+
 @pytest.mark.slow
 def test_a_suspect_prompt_asks_for_no_definition_and_a_need_there_spends_no_need_round(ws):
     """A focused draw shows one definition and asks for its fixed source: a `need` in its reply is not
