@@ -149,6 +149,8 @@ class CandidateSearch:
             if done:
                 return result
         views = self.views(number) if self.drawer is not None else []  # no prompt yet: replays alone
+        if number == 1 and views:  # the plan, as a bench fitting the order reads it (`*`: at temperature 0)
+            log.info("candidates.plan", draws=" ".join(f"{v}{'*' if t else ''}" for v, t in views))
         drawn = 0
         # a sampled draw that proposes nothing new (no edit: an echo of the prompt, prose alone; the
         # code copied back as it is; a change already tried) tells nothing about the fixes near the
