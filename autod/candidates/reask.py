@@ -3,9 +3,11 @@
 When a suspect's greedy reply (its first, at temperature 0) gives its definition back as it was (an
 echo of the prompt, the code rewritten to the same AST), one more sample of the same prompt mostly
 says the same: the model read the question as "copy this". Its next draw is a pointed question
-instead, at temperature 0, in place of its first sampled draw (or before the wide
-prompt when it has none): the same prompt and, after it, the failing assertion and the lines of the
-definition the traceback runs through (`debug_pointed.md`). Asked once per suspect and cycle.
+instead, at temperature 0, in place of its next sampled draw: the same prompt and, after it, the
+failing assertion and the lines of the definition the traceback runs through (`debug_pointed.md`).
+Asked once per suspect and cycle, and only in place of a draw the search planned: a suspect the plan
+gives no more draws (autod.candidates.order: a long one of low rank, whose draws are worth less than
+the wide prompt's; or `candidates.focused: 1`) is not asked again.
 """
 
 from __future__ import annotations
@@ -28,18 +30,16 @@ def echoed(outcome: str, plan: Plan | None) -> bool:
 
 
 def reask(views: list[View], at: int, view: str, echo: bool) -> bool:
-    """After the draw `views[at]` of suspect `view` (`echo`: it gave the code back): put its pointed
-    question next in its turn (in `views`, in place). True when one was placed."""
+    """After the draw `views[at]` of suspect `view` (`echo`: it gave the code back): its next planned
+    draw becomes its pointed question (in `views`, in place). True when one was placed."""
     kind, _, k = view.partition(":")
     pointed = (f"pointed:{k}", True)
     if kind != "focused" or not echo or pointed in views:
         return False
-    later = range(at + 1, len(views))
-    sample = next((i for i in later if views[i] == (view, False)), None)
-    if sample is not None:
-        views[sample] = pointed
-    else:
-        views.insert(next((i for i in later if views[i][0] == "wide"), len(views)), pointed)
+    sample = next((i for i in range(at + 1, len(views)) if views[i] == (view, False)), None)
+    if sample is None:  # no draw of it left in the plan: not worth another
+        return False
+    views[sample] = pointed
     return True
 
 

@@ -35,12 +35,16 @@ def test_an_echoed_suspect_gets_the_pointed_question_before_its_samples(tmp_path
     assert found.candidates[0].outcome == "unchanged"
 
 
-def test_a_suspect_with_no_sample_left_is_asked_again_before_the_wide_prompt_and_only_once(tmp_path):
+def test_a_suspect_with_no_draw_left_in_the_plan_is_not_asked_again(tmp_path):
+    """The pointed question takes the place of a draw the plan made for the suspect; one the plan gives
+    no more draws (a long suspect of low rank, `candidates.focused: 1`) costs no more model time."""
     no_edit = Plan(summary="Here it is.").with_quotes(1)  # the prompt's block given back
     drawer = ViewDrawer(no_edit, no_edit, *[whole(f"return a * {k}") for k in range(4)], suspects=1)
     asyncio.run(search(tmp_path, drawer, Judge({}), n=2, focused=1).attempt(1))
     asked = [(a.get("view", "wide"), a["temperature"]) for a in drawer.asked]
-    assert asked == [("focused:1", 0.0), ("pointed:1", 0.0), ("wide", 0.0), ("wide", 0.8)]
+    assert asked == [("focused:1", 0.0), ("wide", 0.0), ("wide", 0.8)]
+    views = [("focused:1", True), ("focused:2", True), ("wide", True)]
+    assert not reask(views, 0, "focused:1", True) and views[1:] == [("focused:2", True), ("wide", True)]
 
 
 def test_a_reply_that_changes_something_or_declines_is_sampled_as_before(tmp_path):
