@@ -105,7 +105,6 @@ class CandidateSearch:
         self._takes_n: bool | None = None
         self._seeds: dict[str, int] = {}  # view -> its draws so far this cycle (the next one's seed offset)
         self.replays = list(replays)
-        self._planned = False  # the first attempt's draws follow autod.candidates.order.plan
 
     def views(self, number: int = 1) -> list[tuple[str, bool]]:
         """(view, at temperature 0) of each of attempt `number`'s draws, in order.
@@ -131,7 +130,7 @@ class CandidateSearch:
             s_sizes, v_sizes, wide = focused.suspect_sizes, focused.value_sizes, focused.wide_tokens
             if len(s_sizes) >= suspects and len(v_sizes) >= values and wide > 0:
                 sizes = order.Sizes(s_sizes[:suspects], v_sizes[:values], wide)
-                looks, self._planned = order.plan(sizes, per, self.cfg.n), True
+                looks = order.plan(sizes, per, self.cfg.n)
             else:  # the sizes not known
                 looks = order.fixed_order(suspects, values, per, self.cfg.n)
             return [(view, first and greedy) for view, greedy in looks]
@@ -156,7 +155,7 @@ class CandidateSearch:
         # a sampled draw that proposes nothing new (no edit: an echo of the prompt, prose alone; the
         # code copied back as it is; a change already tried) tells nothing about the fixes near the
         # first one: it does not use up one of its prompt's draws (as many such as the prompt has
-        # draws in the attempt, at most), unless the plan counted it as one of its looks
+        # draws in the attempt, at most)
         idle: dict[str, int] = {}
         while drawn < len(views):
             self._left = len(views) - drawn
@@ -178,9 +177,7 @@ class CandidateSearch:
                                                 max(self.cfg.temperature, MAX_TEMPERATURE))
             # the ith draw of a prompt: seed + i (past the earlier cycles' on the same failure)
             seed = (self.cfg.seed + self.retry * RETRY_SEEDS + self._seeds.get(view, 0)) % 2**31
-            # a planned focused draw is one look of the plan's, echo or not: only the wide prompt's
-            # (and an unplanned search's) draws that proposed nothing new are drawn again
-            redraws = 0 if self._planned and view != "wide" else sum(1 for v in views if v[0] == view)
+            redraws = sum(1 for v in views if v[0] == view)
             plans, spent, invalid, ms, (reply, ended) = await self._draw(
                 temperature, seed, want, first=drawn == 0, view=view)
             if want > 1 and len(plans) + len(invalid) < want:

@@ -10,7 +10,6 @@ import random
 from test_candidates import Judge, ViewDrawer, search, whole
 
 from autod.candidates.order import GREEDY, RANK_PRIOR, Sizes, cost, draw_order, fixed_order, plan, prior
-from autod.plan import Plan
 
 
 def expected_cost(order: list[int], sizes: list[tuple[int, int]]) -> float:
@@ -126,17 +125,3 @@ def test_the_search_asks_in_the_planned_order_and_in_the_fixed_one_without_sizes
     assert asked == fixed_order(2, 1, 2, 1) == [
         ("focused:1", True), ("focused:2", True), ("value:1", True), ("focused:1", False),
         ("focused:2", False), ("wide", True)]
-
-
-def test_a_planned_focused_draw_that_gives_the_code_back_is_one_of_the_plans_looks(tmp_path):
-    """Under a plan, a sampled suspect draw that proposes nothing new is a look that missed: it is not
-    drawn again for free (the plan priced it), while the wide prompt's such draws still are."""
-    sizes = ((40, 40), (60, 60))
-    want = plan(Sizes(sizes, [], 2000), 3, 2)
-    echo = Plan(summary="Here it is.").with_quotes(1)  # the prompt's block given back
-    drawer = ViewDrawer(*[echo] * 40, suspects=2, sizes=sizes, wide=2000)
-    asyncio.run(search(tmp_path, drawer, Judge({}), n=2, focused=3).attempt(1))
-    asked = [a.get("view", "wide") for a in drawer.asked]
-    focused = [v for v in asked if v != "wide"]
-    assert len(focused) == sum(1 for v, _ in want if v != "wide")  # pointed ones in place of samples
-    assert asked.count("wide") == 4  # 2 wide draws, each echo drawn again once
