@@ -26,6 +26,10 @@ the fix missed (the search stops at a fix), so the whole order is known before t
   prompt (generation is ~9x slower than prompt reading on a CPU; a server that keeps the prompt it last
   read serves the rest from its cache), plus a fixed part per request.
 
+A sampled draw that proposes nothing new (the code given back, a change already tried) looked at
+nothing: the odds stay as they were, so the plan's next draw is that one again, and the search draws
+it again in place (autod.candidates.search, at most as many such as the prompt has draws).
+
 So a short suspect of low rank is asked before a long one's samples, and a long suspect whose greedy
 reply missed gets its samples only while they beat the wide prompt: the attempt's draws end with the
 wide prompt's, and the focused draws still worth less then are not made. Unknown sizes (a drawer that

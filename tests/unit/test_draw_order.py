@@ -10,6 +10,7 @@ import random
 from test_candidates import Judge, ViewDrawer, search, whole
 
 from autod.candidates.order import GREEDY, RANK_PRIOR, Sizes, cost, draw_order, fixed_order, plan, prior
+from autod.plan import Plan
 
 
 def expected_cost(order: list[int], sizes: list[tuple[int, int]]) -> float:
@@ -125,3 +126,20 @@ def test_the_search_asks_in_the_planned_order_and_in_the_fixed_one_without_sizes
     assert asked == fixed_order(2, 1, 2, 1) == [
         ("focused:1", True), ("focused:2", True), ("value:1", True), ("focused:1", False),
         ("focused:2", False), ("wide", True)]
+
+
+def test_a_planned_sampled_draw_that_gives_the_code_back_is_drawn_again_the_plan_unchanged(tmp_path):
+    """A sampled echo looked at nothing: the odds are as they were, so the same draw comes again (as
+    many such as its prompt has draws, at most), and the plan's other draws follow in their order."""
+    sizes = ((40, 40), (60, 60))
+    want = plan(Sizes(sizes, [], 2000), 3, 1)
+    echo = Plan(summary="Here it is.").with_quotes(1)  # the prompt's block given back
+    drawer = ViewDrawer(*[echo] * 60, suspects=2, sizes=sizes, wide=2000)
+    asyncio.run(search(tmp_path, drawer, Judge({}), n=1, focused=3).attempt(1))
+    asked = [a.get("view", "wide") for a in drawer.asked]
+    # each suspect: its greedy draw, its pointed question in place of its first sample, its other
+    # sample, and that sample's echo drawn again twice (as many as the prompt's two draws left)
+    for k in (1, 2):
+        assert asked.count(f"focused:{k}") == 1 + 1 + 2 and asked.count(f"pointed:{k}") == 1
+    compact = [v.replace("pointed", "focused") for i, v in enumerate(asked) if i == 0 or v != asked[i - 1]]
+    assert compact == [v for i, (v, _) in enumerate(want) if i == 0 or v != want[i - 1][0]]
