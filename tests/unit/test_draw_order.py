@@ -141,5 +141,6 @@ def test_a_planned_sampled_draw_that_gives_the_code_back_is_drawn_again_the_plan
     # sample, and that sample's echo drawn again twice (as many as the prompt's two draws left)
     for k in (1, 2):
         assert asked.count(f"focused:{k}") == 1 + 1 + 2 and asked.count(f"pointed:{k}") == 1
-    compact = [v.replace("pointed", "focused") for i, v in enumerate(asked) if i == 0 or v != asked[i - 1]]
+    named = [v.replace("pointed", "focused") for v in asked]  # a pointed question is its suspect's draw
+    compact = [v for i, v in enumerate(named) if i == 0 or v != named[i - 1]]
     assert compact == [v for i, (v, _) in enumerate(want) if i == 0 or v != want[i - 1][0]]
