@@ -15,7 +15,9 @@ the fix missed (the search stops at a fix), so the whole order is known before t
 - **Detection** (`GREEDY`, `SAMPLED`, `VALUE`, `WIDE`): the oracle handed the model the buggy
   definition alone on the old six libraries' 46 bugs; its first reply (temperature 0) fixed 7 (15 %),
   its 2nd to 4th (sampled) 6 of the 39 left (~5 % a draw). A value group's question has one number,
-  flag or text to change; told the value is the bug, the model changes it with its first reply. The
+  flag or text to change: the value-group draws asked where the bug was in the value (pyflakes-07 on
+  the old six, constant_in_other_module on the dev bench) fixed it 2 of 2 times, (2 + 1) / (2 + 2) by
+  Laplace's rule. The
   wide prompt's draws that showed the buggy definition fixed 1 bug in 60: 22 draws on the held-out
   libraries (docs/PERFORMANCE.md), 38 on the old six's bugs the oracle fixes, before the focused
   view (docs/lab/performance-history.md).
@@ -50,7 +52,7 @@ TAIL_RANKS = 10  # past this rank, nothing measured: the wide prompt's odds
 VALUE_PRIOR = 2 / 44 / 2  # each value group (2 of 44 bugs, ~2 groups a failure)
 GREEDY = 0.15  # P(a suspect's first draw, at temperature 0, fixes the bug in it)
 SAMPLED = 0.05  # P(a sampled draw fixes it, after the draws before it missed)
-VALUE = 0.5  # P(a value group's one draw fixes a bug in its values)
+VALUE = 0.75  # P(a value group's one draw fixes a bug in its values)
 WIDE = 1 / 60  # P(a wide draw fixes a bug the wide prompt shows)
 WIDE_SHOWN = 0.9  # P(the wide prompt shows the buggy definition)
 WIDE_REPLY = 300  # a wide reply's tokens when the bug is in none of the suspects: a definition, whole
