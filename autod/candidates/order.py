@@ -44,7 +44,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["RANK_PRIOR", "Sizes", "cost", "draw_order", "fixed_order", "plan", "prior"]
+__all__ = ["RANK_PRIOR", "Sizes", "cost", "fixed_order", "plan", "prior"]
 
 RANK_PRIOR = (0.50, 0.16, 0.07)  # P(the kth suspect is the buggy definition), corpus dev half
 TAIL_PRIOR = 8 / 44 / 7  # each of ranks 4 to 10 (8 of the 44 bugs among them)
@@ -71,15 +71,6 @@ def cost(code_tokens: int, read_tokens: int) -> float:
     """A suspect's draw in generated tokens' time: its definition written back, its prompt's own part
     (the definition and the values it reads) read."""
     return REQUEST_TOKENS + code_tokens + read_tokens * READ_PER_GENERATED
-
-
-def draw_order(sizes: Sequence[tuple[int, int]], count: int) -> list[int]:
-    """The ranks 1..count in the order of their first draws when each is asked once (Smith's rule, the
-    one-look case of `plan`); rank order when `sizes` does not cover them all."""
-    ranks = list(range(1, count + 1))
-    if len(sizes) < count:
-        return ranks
-    return sorted(ranks, key=lambda k: (-prior(k) * GREEDY / cost(*sizes[k - 1]), k))
 
 
 @dataclass(frozen=True)

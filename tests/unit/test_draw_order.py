@@ -9,7 +9,7 @@ import random
 
 from test_candidates import Judge, ViewDrawer, search, whole
 
-from autod.candidates.order import GREEDY, RANK_PRIOR, Sizes, cost, draw_order, fixed_order, plan, prior
+from autod.candidates.order import GREEDY, RANK_PRIOR, Sizes, cost, fixed_order, plan, prior
 from autod.plan import Plan
 
 
@@ -38,7 +38,9 @@ def test_one_look_each_is_smiths_order_the_least_expected_cost_to_the_bug():
         count = rng.randint(1, 5)
         sizes = generated(rng).suspects[:count]
         count = len(sizes)
-        got = draw_order(sizes, count)
+        # one look each, and a wide prompt too long to ever be worth a look before them
+        looks = plan(Sizes(sizes, [], 10**9), 1, 1)
+        got = [int(v.partition(":")[2]) for v, _ in looks if v != "wide"]
         best = min(expected_cost(list(p), list(sizes)) for p in itertools.permutations(range(1, count + 1)))
         assert sorted(got) == list(range(1, count + 1))
         assert abs(expected_cost(got, list(sizes)) - best) <= 1e-9 * max(1.0, best), (sizes, got)
@@ -106,8 +108,8 @@ def test_a_long_low_ranked_suspect_waits_for_the_wide_prompt_and_a_short_one_doe
 def test_the_odds_are_the_measured_ones_and_the_greedy_draw_is_worth_most():
     assert RANK_PRIOR[0] / RANK_PRIOR[1] > 2 and prior(4) < prior(3) and prior(11) == 0.0
     assert 0 < GREEDY < 1
-    assert draw_order([(100, 120)] * 3, 3) == [1, 2, 3]  # same sizes: rank order
-    assert draw_order([], 3) == [1, 2, 3] and draw_order([(10, 10)], 3) == [1, 2, 3]  # not known
+    same = plan(Sizes([(100, 120)] * 3, [], 10**9), 1, 1)
+    assert [v for v, _ in same] == ["focused:1", "focused:2", "focused:3", "wide"]  # same sizes: rank order
 
 
 def test_the_search_asks_in_the_planned_order_and_in_the_fixed_one_without_sizes(tmp_path):
