@@ -26,9 +26,11 @@ real server autod meets:
     "chars_per_token": C          prompt tokens counted (usage, context_limit) as characters / C (4)
     "honour_n": true              a request with n > 1 gets n choices (each the next step), like vLLM
     "single_slot": true           one completion at a time; a step's "generate_s" holds the slot that
-                                  long, to the end even after its client gave up; GET /v1/models waits
-                                  for the slot too (llama-cpp-python); `piled` counts completions that
-                                  arrived while it was busy
+                                  long, to the end even after its client gave up, unless the request
+                                  asked for a stream: then its chunks are spread over generate_s and
+                                  the slot is freed when the client leaves; GET /v1/models waits for
+                                  the slot too (all as llama-cpp-python); `piled` counts completions
+                                  that arrived while it was busy
 A step is one of:
     {"plan": {...}, "finish_reason": "stop", "fenced": false, "prose": false}
     {"text": "...", "finish_reason": "stop"}
@@ -50,7 +52,6 @@ import os
 import signal
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -347,10 +348,15 @@ def _handler_for(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
                 if llm._stopping.wait(float(step["hang"])):
                     return
                 step = dict(llm._default)
-            with llm._occupy(generate_s=float(step.get("generate_s", 0))):
+            generate_s = float(step.get("generate_s", 0))
+            if body.get("stream") is True:  # generated chunk by chunk, as it is sent
+                with llm._occupy(generate_s=0.0):
+                    self._answer(body, step, generate_s)
+                return
+            with llm._occupy(generate_s=generate_s):
                 self._answer(body, step)
 
-        def _answer(self, body: dict[str, Any], step: dict[str, Any]) -> None:
+        def _answer(self, body: dict[str, Any], step: dict[str, Any], generate_s: float = 0.0) -> None:
             finish = step.get("finish_reason", "stop")
             content = _plan_text(step) if "plan" in step else step.get("text")
             wanted = body.get("n") if isinstance(body.get("n"), int) else 1
@@ -366,7 +372,7 @@ def _handler_for(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
                                    "finish_reason": f} for i, (t, f) in enumerate(texts)]
                 self._send(200, json.dumps(doc).encode())
             elif content is not None and body.get("stream") is True:
-                self._stream(body, content, finish)
+                self._stream(body, content, finish, generate_s)
             elif content is not None and llm.sse:
                 self._send(200, _sse(body, content, finish), content_type="text/event-stream")
             elif content is not None:
@@ -379,9 +385,11 @@ def _handler_for(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
             else:
                 self._send(500, b'{"error": {"message": "unknown script step"}}')
 
-        def _stream(self, body: dict[str, Any], content: str, finish: str) -> None:
-            """Like llama-cpp-python asked to stream: a chunk at a time, stopping when the client leaves."""
+        def _stream(self, body: dict[str, Any], content: str, finish: str, generate_s: float = 0.0) -> None:
+            """Like llama-cpp-python asked to stream: a chunk at a time (`generate_s` spread over them),
+            stopping when the client leaves."""
             events = [e + b"\n\n" for e in _sse(body, content, finish).split(b"\n\n") if e]
+            pace = max(llm.chunk_s, generate_s / len(events))
             record: dict[str, Any] = {"chunks": 0, "of": len(events), "left": False}
             llm.streams.append(record)
             try:
@@ -393,8 +401,8 @@ def _handler_for(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
                     self.wfile.write(event)
                     self.wfile.flush()
                     record["chunks"] += 1
-                    if llm.chunk_s:
-                        time.sleep(llm.chunk_s)
+                    if pace and llm._stopping.wait(pace):
+                        break
             except (BrokenPipeError, ConnectionResetError):
                 record["left"] = True
             self.close_connection = True

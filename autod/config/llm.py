@@ -63,6 +63,10 @@ class LLMConfig(Strict):
         True, description="stream a suspect's reply and end it once the rest cannot change the fix "
         "(an echo, or a change back on the definition's own lines; autod.planner.earlystop)"
     )
+    stream: bool = Field(
+        True, description="ask for every one-choice reply as a stream, so a reply autod gives up on "
+        "(a deadline, a stop) also ends on the server, which would otherwise generate it to the end"
+    )
     context_tokens: int | None = Field(
         None, ge=512, le=10_000_000,
         description="the server's context window; null: asked (llama.cpp GET /props) or learnt from errors",

@@ -6,9 +6,11 @@ takes (a refusal moves on at once, no retries spent on it) and the token-limit p
 
 A request autod gives up on (a timeout, the plan's deadline, a stop) may still be running on the
 server: llama-cpp-python generates a reply it was not asked to stream to the end after the client has
-gone, so a retry would queue behind it. (A streamed reply autod ends itself, autod.planner.earlystop,
-is stopped by the server at its next token.) Only one request is in flight per endpoint, and after
-one was abandoned the next first waits for the server to answer a cheap probe (`GET /models`, which
+gone, so a retry would queue behind it. Every one-choice request is therefore asked as a stream
+(`llm.stream`), which such servers stop at the next token once the client has closed it (so does a
+streamed reply autod ends itself, autod.planner.earlystop). A request for several choices is not
+streamed (their chunks interleave). Only one request is in flight per endpoint, and after one was
+abandoned the next first waits for the server to answer a cheap probe (`GET /models`, which
 llama-cpp-python serves only when the model is free) or, when it cannot be probed, for
 `request_timeout_s`.
 """
@@ -42,7 +44,7 @@ PROBE_MIN_S = 5.0  # a probe waits at least this long for a free server before t
 
 Sleep = Callable[[float], Awaitable[None]]
 Record = Callable[[dict[str, Any]], None]
-Read = tuple[ReplyWatch, int]  # a streamed reply's watch and the content chunks it read
+Read = tuple[ReplyWatch | None, int]  # a streamed reply's watch (if any) and the content chunks it read
 
 
 class Endpoint:
@@ -125,17 +127,17 @@ class Endpoint:
         i = 0
         while True:
             fmt = "none" if free else self._formats[i]
+            choices = n if self.takes_n is not False else 1
             body = wire.request_body(self.model, messages, temperature=heat,
                                      max_tokens=max_tokens, token_param=self._token_param, fmt=fmt,
-                                     paths=paths, symbols=symbols, seed=seed,
-                                     n=n if self.takes_n is not False else 1,
-                                     stop=stop if self.takes_stop else (), stream=watch is not None)
+                                     paths=paths, symbols=symbols, seed=seed, n=choices,
+                                     stop=stop if self.takes_stop else (),
+                                     stream=watch is not None or (self._cfg.stream and choices == 1))
             started = asyncio.get_running_loop().time()
             status, ctype, data, read = await self._send(body, deadline, fmt, watch)
             tally.spend("model", (asyncio.get_running_loop().time() - started) * 1000)
             if record is not None:  # a streamed reply as the text the model wrote (and why it was ended)
-                said = data if read is None else _streamed(read[0])
-                record(_exchange(self.url, body, status, said, started))
+                record(_exchange(self.url, body, status, _said(ctype, data, read), started))
             if 200 <= status < 300:
                 if not free:
                     self._formats = self._formats[i:]  # the refused ones are never sent again
@@ -233,8 +235,8 @@ class Endpoint:
                 declared = resp.headers.get("content-length", "")
                 if ok and declared.isdigit() and int(declared) > cap:
                     raise PlanInvalid("reply too large")
-                if ok and watch is not None:  # each attempt reads afresh
-                    reading = ReplyWatch(watch)
+                if ok and body.get("stream"):  # each attempt reads afresh
+                    reading = ReplyWatch(watch) if watch is not None else None
                     data, count = await read_watched(resp, reading, cap)
                     self._abandoned_at = None
                     return resp.status_code, resp.headers, data, (reading, count)
@@ -356,16 +358,28 @@ def _exchange(url: str, body: dict[str, Any], status: int, data: bytes, started:
     }
 
 
-def _streamed(watch: ReplyWatch) -> bytes:
-    doc = {"choices": [{"message": {"role": "assistant", "content": watch.streamed}}]}
-    return json.dumps({**doc, "ended_early": watch.stopped or None}).encode()
+def _said(ctype: str, data: bytes, read: Read | None) -> bytes:
+    """What a transcript keeps of a reply: a streamed one as one document of the text the model wrote
+    (and, when autod ended it, why); anything else as it came."""
+    if read is None or not wire.is_sse(ctype, data):
+        return data
+    watch = read[0]
+    if watch is not None:
+        content, ended = watch.streamed, watch.stopped or None
+    else:
+        try:
+            content, ended = wire.read_completion(ctype, data).content, None
+        except wire.BadReply:
+            return data
+    doc = {"choices": [{"message": {"role": "assistant", "content": content}}]}
+    return json.dumps({**doc, "ended_early": ended}).encode()
 
 
-def _watched(reply: wire.Completion, watch: ReplyWatch, chunks: int, *, url: str) -> wire.Completion:
-    """A watched reply as the parser should read it: ended early, the definition's rest in place."""
-    if reply.completion_tokens is None:
+def _watched(reply: wire.Completion, watch: ReplyWatch | None, chunks: int, *, url: str) -> wire.Completion:
+    """A streamed reply as the parser should read it: ended early, the definition's rest in place."""
+    if reply.completion_tokens is None and chunks:
         reply.completion_tokens = chunks  # a stream sends a token a chunk
-    if watch.stopped:
+    if watch is not None and watch.stopped:
         reply.content, reply.finish_reason = watch.content(), "stop"
         reply.stopped_early = watch.stopped
         log.info("llm.reply_ended_early", endpoint=url, why=watch.stopped, echo=watch.echo,

@@ -21,9 +21,9 @@ from autod.planner.earlystop import ReplyWatch
 __all__ = ["read_watched"]
 
 
-async def read_watched(resp: httpx.Response, watch: ReplyWatch, cap: int) -> tuple[bytes, int]:
-    """The body of a 2xx streamed response, read until it ends or `watch` ends it, and how many
-    content chunks it held (a server's stream sends a token a chunk). Raises PlanInvalid over `cap`."""
+async def read_watched(resp: httpx.Response, watch: ReplyWatch | None, cap: int) -> tuple[bytes, int]:
+    """The body of a 2xx streamed response, read until it ends or `watch` (if any) ends it, and how
+    many content chunks it held (a server's stream sends a token a chunk). Raises PlanInvalid over `cap`."""
     streamed = wire.is_sse(resp.headers.get("content-type", ""), b"")
     buf = bytearray()
     done = 0  # offset in buf up to which whole lines were read
@@ -45,7 +45,7 @@ async def read_watched(resp: httpx.Response, watch: ReplyWatch, cap: int) -> tup
             if delta is None:
                 continue
             chunks += 1
-            if watch.feed(delta):
+            if watch is not None and watch.feed(delta):
                 return bytes(buf[:done]), chunks
     return bytes(buf), chunks
 

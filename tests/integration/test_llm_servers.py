@@ -75,7 +75,7 @@ def test_llama_cpp_python_500_to_json_schema_moves_on_at_once_and_is_remembered(
 def test_sse_only_server_reply_is_assembled_with_its_usage(llm: ScriptedLLM):
     llm.behave(sse=True)
     llm.push_plan(PLAN)
-    [result] = plans(llm.base_url)
+    [result] = plans(llm.base_url, stream=False)
     assert result.plan.summary == PLAN["summary"]
     assert result.tokens.prompt > 0 and result.tokens.completion > 0
     assert llm.requests[0]["stream"] is False
@@ -112,13 +112,30 @@ def test_prompt_that_fits_without_the_reply_cap_is_asked_again_with_a_smaller_ca
 
 
 def test_busy_single_slot_server_is_not_sent_a_retry_behind_the_abandoned_request(llm: ScriptedLLM):
+    """A reply asked whole (llm.stream off): the server generates it to the end after autod gave up."""
     llm.behave(single_slot=True)
     llm.push({"plan": PLAN, "generate_s": 3})  # longer than the client waits: given up, still running
     llm.push_plan(PLAN)
-    [result] = plans(llm.base_url, request_timeout_s=1, timeout_s=60, max_retries=2)
+    [result] = plans(llm.base_url, request_timeout_s=1, timeout_s=60, max_retries=2, stream=False)
     assert llm.piled == 0  # the retry waited until /models said the slot was free
     assert result.plan.summary == PLAN["summary"]
     assert len(llm.requests) == 2
+
+
+def test_a_reply_given_up_at_the_deadline_ends_on_the_server_and_the_next_is_not_held(llm: ScriptedLLM):
+    """The plan's deadline passes mid-reply. Streamed, the single-slot server stops generating when
+    autod closes the stream, so the next plan is answered at once, within its own deadline. Asked
+    whole, the server would hold its one slot for the rest of the reply's 60 s."""
+    llm.behave(single_slot=True)
+    long = {**PLAN, "summary": "guard the division " * 100}  # ~300 chunks, one each 0.2 s
+    llm.push({"plan": long, "generate_s": 60})
+    llm.push_plan(PLAN)
+    first, second = plans(llm.base_url, n=2, timeout_s=4, max_retries=0)
+    assert not hasattr(first, "plan")  # given up at the deadline
+    assert hasattr(second, "plan"), second
+    gave_up = llm.streams[0]
+    assert gave_up["left"] and gave_up["chunks"] < gave_up["of"]
+    assert llm.piled == 0
 
 
 def fixed_through(tmp_path: Path, calc_repo: Path, llm: dict[str, Any]) -> tuple[Autod, dict[str, Any]]:
@@ -142,7 +159,8 @@ def test_autod_run_fixes_a_bug_through_a_server_with_every_quirk(tmp_path, calc_
     scripted_llm.behave(refuse_response_format="500", sse=True, token_param="max_completion_tokens")
     scripted_llm.push_plan(FIX_PLAN)
     daemon, record = fixed_through(tmp_path, calc_repo,
-                                   {"base_url": scripted_llm.base_url, "model": "qwen", "reply_form": "json"})
+                                   {"base_url": scripted_llm.base_url, "model": "qwen", "reply_form": "json",
+                                    "stream": False})
     assert record["tokens"]["prompt"] > 0 and record["tokens"]["completion"] > 0
     bodies = scripted_llm.requests
     assert all(b["stream"] is False for b in bodies)

@@ -87,10 +87,12 @@ def sse(
 # -- the request -------------------------------------------------------------------------
 
 
-def test_every_request_says_stream_false():
-    server = Server(primary=[plan_reply()])
+def test_a_one_choice_request_is_streamed_unless_the_operator_says_not():
+    """Streamed, so a reply autod gives up on ends on the server too (llm.stream)."""
+    server = Server(primary=[plan_reply(), plan_reply()])
     run(make(server)[0])
-    assert server.bodies()[0]["stream"] is False
+    run(make(server, stream=False)[0])
+    assert [b["stream"] for b in server.bodies()] == [True, False]
 
 
 @pytest.mark.parametrize(("mode", "cap"), [("auto-debug", 1500), ("auto-doc", 2000), ("auto-plan", 2500)])
@@ -160,10 +162,12 @@ def test_sse_reply_is_assembled_from_deltas_with_its_usage():
 
 def test_sse_body_labelled_as_json_is_still_read_and_missing_usage_is_estimated():
     content = json.dumps(PLAN)
-    server = Server(primary=[sse(content, usage=False, ctype="application/json")])
-    result = run(make(server)[0])
-    assert result.plan.summary == PLAN["summary"]
-    assert result.tokens.completion == len(content) // 4
+    server = Server(primary=[sse(content, usage=False, ctype="application/json")] * 2)
+    streamed = run(make(server)[0])
+    unstreamed = run(make(server, stream=False)[0])
+    assert streamed.plan.summary == unstreamed.plan.summary == PLAN["summary"]
+    assert streamed.tokens.completion == -(-len(content) // 5)  # a content chunk a token (5 chars each)
+    assert unstreamed.tokens.completion == len(content) // 4  # asked whole: by the text's length
 
 
 def test_sse_reply_cut_off_by_length_is_never_parsed():
