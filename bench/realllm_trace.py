@@ -3,6 +3,12 @@
 Forwards every request unchanged to the real server and appends one JSON line per exchange (the
 request body, the status and the reply body) to a file, so a bench run shows what the model was
 asked and what it answered: the prompt autod built, the plan it returned, the refusals.
+
+A streamed reply (server-sent events) is passed on chunk by chunk as the server sends it, and when
+autod closes its end (a reply it ended early, a deadline) the proxy closes the server's, which ends
+the generation there as it would without the proxy (`"left": true` in the trace). Buffering it
+whole would let the server generate every reply to its end, and a bench would charge autod for
+tokens it never waited for in use.
 """
 
 from __future__ import annotations
@@ -62,12 +68,21 @@ class TracingProxy:
                 path = self.path.removeprefix("/v1")
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_HEADERS}
                 started = time.monotonic()
+                left, sent = False, False
+                parts: list[bytes] = []
                 try:
-                    resp = httpx.request(self.command, proxy.upstream + path, content=body or None,
-                                         headers=headers, timeout=7200)
-                    status, data, ctype = resp.status_code, resp.content, resp.headers.get("content-type", "")
+                    with httpx.stream(self.command, proxy.upstream + path, content=body or None,
+                                      headers=headers, timeout=7200) as resp:
+                        status, ctype = resp.status_code, resp.headers.get("content-type", "")
+                        if ctype.split(";")[0].strip().lower() == "text/event-stream":
+                            sent = True
+                            left = self._relay(resp, status, ctype, parts)
+                        else:
+                            parts.append(resp.read())
                 except httpx.HTTPError as exc:
-                    status, data, ctype = 502, json.dumps({"error": {"message": str(exc)}}).encode(), ""
+                    status, ctype = 502, ""
+                    parts = [json.dumps({"error": {"message": str(exc)}}).encode()]
+                data = b"".join(parts)
                 entry: dict[str, Any] = {"method": self.command, "path": path, "status": status,
                                          "seconds": round(time.monotonic() - started, 1)}
                 if body:
@@ -76,7 +91,11 @@ class TracingProxy:
                     except ValueError:
                         entry["request"] = body.decode("utf-8", "replace")
                 entry["reply"] = data.decode("utf-8", "replace")
+                if left:
+                    entry["left"] = True
                 proxy._record(entry)
+                if sent:
+                    return
                 try:
                     self.send_response(status)
                     self.send_header("Content-Type", ctype or "application/json")
@@ -85,5 +104,22 @@ class TracingProxy:
                     self.wfile.write(data)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # autod gave up on it (its deadline); the trace still has it
+
+            def _relay(self, resp: httpx.Response, status: int, ctype: str, parts: list[bytes]) -> bool:
+                """Pass a streamed reply on as it comes (the body ends when the connection closes).
+                True when autod left before its end (the caller's exit closes the server's stream)."""
+                self.close_connection = True
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", ctype)
+                    self.send_header("Connection", "close")
+                    self.end_headers()
+                    for chunk in resp.iter_raw():
+                        parts.append(chunk)
+                        self.wfile.write(chunk)
+                        self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):
+                    return True
+                return False
 
         return Handler
