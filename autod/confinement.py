@@ -68,6 +68,17 @@ def env_name_denied(name: str) -> bool:
     return name in ENV_DENY or name.startswith(ENV_DENY_PREFIXES)
 
 
+def steady_hashes(base: Mapping[str, str]) -> dict[str, str]:
+    """`PYTHONHASHSEED=0` for a check whose environment does not set it (the check's `env:` still may).
+
+    A check's runs are judged against each other test by test (autod.checks.outcome), so a test must
+    have the same id in every run. With hash randomization a set's order changes from run to run, and
+    pytest names a parameter it cannot print by its index (`test_format[4-19-expected20-%C]` in one
+    run is `...expected13...` in the next): every candidate would seem to drop tests it never touched,
+    and no fix could pass."""
+    return {} if "PYTHONHASHSEED" in base else {"PYTHONHASHSEED": "0"}
+
+
 def check_env(
     base: Mapping[str, str],
     *,

@@ -104,7 +104,7 @@ def outcomes(tree: Path, lib: Library) -> dict[str, str]:
         cmd = [PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider", *lib.args.split(),
                f"--junitxml={report}", lib.tests]
         try:
-            # the ids autod's checks see (PYTHONHASHSEED=0, autod.checks.run.steady_hashes): a set's
+            # the ids autod's checks see (PYTHONHASHSEED=0, autod.confinement.steady_hashes): a set's
             # order names some tests, and a run with other hashes would call them gone (damage)
             env = {"PYTHONHASHSEED": "0", **os.environ, **lib.env}
             subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True,

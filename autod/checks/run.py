@@ -146,17 +146,6 @@ async def _verdict() -> sandbox.Verdict:
     return sandbox.cached_verdict() or await asyncio.to_thread(sandbox.probe)
 
 
-def steady_hashes(base: Mapping[str, str]) -> dict[str, str]:
-    """`PYTHONHASHSEED=0` for a check whose environment does not set it (the check's `env:` still may).
-
-    A check's runs are judged against each other test by test (autod.checks.outcome), so a test must
-    have the same id in every run. With hash randomization a set's order changes from run to run, and
-    pytest names a parameter it cannot print by its index (`test_format[4-19-expected20-%C]` in one
-    run is `...expected13...` in the next): every candidate would seem to drop tests it never touched,
-    and no fix could pass."""
-    return {} if "PYTHONHASHSEED" in base else {"PYTHONHASHSEED": "0"}
-
-
 async def run_check(
     name: str,
     check: CheckConfig,
@@ -223,7 +212,7 @@ async def run_check(
     private = None if wrapper == "bwrap" else await asyncio.to_thread(_private_dirs)
     env = sandbox.check_env(
         os.environ,
-        fixed=steady_hashes(os.environ),
+        fixed=sandbox.steady_hashes(os.environ),
         own={**check.env, **extra_env},
         secrets=policy.secrets,
         path_first=venv / "bin" if venv is not None else None,

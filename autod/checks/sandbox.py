@@ -37,6 +37,7 @@ from autod.confinement import (
     ENV_DENY_PREFIXES,
     check_env,
     env_name_denied,
+    steady_hashes,
 )
 
 __all__ = [
@@ -54,6 +55,7 @@ __all__ = [
     "mount_table",
     "probe",
     "status",
+    "steady_hashes",
 ]
 
 if TYPE_CHECKING:
