@@ -30,7 +30,12 @@ the fix missed (the search stops at a fix), so the whole order is known before t
 
 A sampled draw that proposes nothing new (the code given back, a change already tried) looked at
 nothing: the odds stay as they were, so the plan's next draw is that one again, and the search draws
-it again in place (autod.candidates.search, at most as many such as the prompt has draws).
+it again in place (autod.candidates.search, at most as many such as the prompt has draws). A sampled
+look therefore costs its draw / (1 - echo), `echo` the share of the suspect's sampled draws that give
+the code back. That share follows the suspect's greedy draw (`ECHO_AFTER_ECHO`, `ECHO_AFTER_CHANGE`):
+a model that read the question as "copy this" at temperature 0 mostly does so again when sampled.
+Before the greedy draw is seen the plan prices the mix (`GREEDY_ECHO`); once it is, the search plans
+the rest again (`replan`), so a long suspect that echoed has its samples priced as what they are.
 
 So a short suspect of low rank is asked before a long one's samples, and a long suspect whose greedy
 reply missed gets its samples only while they beat the wide prompt: the attempt's draws end with the
@@ -44,7 +49,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["RANK_PRIOR", "Sizes", "cost", "fixed_order", "plan", "prior"]
+__all__ = ["RANK_PRIOR", "Sizes", "cost", "fixed_order", "plan", "prior", "replan"]
 
 RANK_PRIOR = (0.50, 0.16, 0.07)  # P(the kth suspect is the buggy definition), corpus dev half
 TAIL_PRIOR = 8 / 44 / 7  # each of ranks 4 to 10 (8 of the 44 bugs among them)
@@ -58,6 +63,16 @@ WIDE_SHOWN = 0.9  # P(the wide prompt shows the buggy definition)
 WIDE_REPLY = 300  # a wide reply's tokens when the bug is in none of the suspects: a definition, whole
 READ_PER_GENERATED = 1 / 9  # a prompt token's time in generated tokens' (llama.cpp on a CPU)
 REQUEST_TOKENS = 30  # a request's own cost in generated tokens: the reply's fence lines, its set-up
+# The share of a suspect's later draws that propose nothing new (each drawn again: no look), by what
+# its greedy draw did, and how often a greedy draw gives the code back: the first bug of each library
+# of the corpus's dev half, 6-minute cycles (bench/reallib_draws.py; docs/PERFORMANCE.md): 22 of 39
+# greedy draws gave the code back; after those, 20 of 36 draws proposed nothing new, after a greedy
+# draw that changed something 17 of 45 (by Laplace's rule). The held-out half was not looked at.
+GREEDY_ECHO = 0.56
+ECHO_AFTER_ECHO = 0.55
+ECHO_AFTER_CHANGE = 0.38
+MAX_ECHO = 0.9  # a share no larger: a look is never priced past ten draws
+Done = tuple[str, bool | None]  # a draw made: its view, and whether it gave the code back (None: unknown)
 
 
 def prior(rank: int) -> float:
@@ -90,11 +105,25 @@ class _Place:
     read: int  # tokens of its prompt's own part
     looks: int  # draws it may still get
     done: int = 0
+    echo: float = GREEDY_ECHO * ECHO_AFTER_ECHO + (1 - GREEDY_ECHO) * ECHO_AFTER_CHANGE
 
     def detection(self) -> float:
         if self.view.startswith("value:"):
             return VALUE
         return GREEDY if self.done == 0 else SAMPLED
+
+    def draw_cost(self, last: str) -> float:
+        """A look here, in generated tokens' time: its prompt's own part unless the server read it last;
+        a sampled look, the draws that give the code back (redrawn) included."""
+        c = REQUEST_TOKENS + self.reply + (0 if last == self.view else self.read * READ_PER_GENERATED)
+        return c if self.done == 0 or self.view.startswith("value:") else c / (1 - min(self.echo, MAX_ECHO))
+
+    def looked(self, echoed: bool | None) -> None:
+        """A look here missed; `echoed`: whether it gave the code back (a greedy draw's tells the rest)."""
+        if self.done == 0 and echoed is not None:
+            self.echo = ECHO_AFTER_ECHO if echoed else ECHO_AFTER_CHANGE
+        self.odds *= 1 - self.detection()
+        self.done += 1
 
 
 def plan(sizes: Sizes, per: int, wide_n: int) -> list[tuple[str, bool]]:
@@ -103,6 +132,13 @@ def plan(sizes: Sizes, per: int, wide_n: int) -> list[tuple[str, bool]]:
     `wide_n` draws (the first greedy), each next draw the one of highest odds x detection / cost given
     that every draw before it missed. Ends with the wide prompt's last draw: a focused draw that would
     come after it is not made."""
+    return replan(sizes, per, wide_n, ())
+
+
+def replan(sizes: Sizes, per: int, wide_n: int, done: Sequence[Done]) -> list[tuple[str, bool]]:
+    """The rest of `plan` after the draws `done` (each missed; a suspect's pointed question,
+    "pointed:K", is a sampled look at it), knowing which of them gave the code back. With nothing
+    learnt from them it is the plan's own rest."""
     places = [_Place(f"focused:{k}", prior(k), code, read, per)
               for k, (code, read) in enumerate(sizes.suspects, 1) if per > 0]
     places += [_Place(f"value:{j}", VALUE_PRIOR, tokens, tokens, 1)
@@ -110,6 +146,16 @@ def plan(sizes: Sizes, per: int, wide_n: int) -> list[tuple[str, bool]]:
     # the bug somewhere no focused prompt shows: only the wide prompt can find it
     elsewhere = max(0.0, 1.0 - sum(p.odds for p in places))
     wide_done, last = 0, ""
+    by_view = {p.view: p for p in places}
+    for view, echoed in done:
+        if view == "wide":
+            wide_done += 1
+            elsewhere *= 1 - WIDE * WIDE_SHOWN
+            for p in places:
+                p.odds *= 1 - WIDE
+        elif (p := by_view.get(view.replace("pointed:", "focused:", 1))) is not None and p.done < p.looks:
+            p.looked(echoed)
+        last = view.replace("pointed:", "focused:", 1)
     out: list[tuple[str, bool]] = []
     while wide_done < wide_n:
         seen = elsewhere * WIDE_SHOWN + sum(p.odds for p in places)
@@ -122,8 +168,7 @@ def plan(sizes: Sizes, per: int, wide_n: int) -> list[tuple[str, bool]]:
         for p in places:
             if p.done >= p.looks:
                 continue
-            c = REQUEST_TOKENS + p.reply + (0 if last == p.view else p.read * READ_PER_GENERATED)
-            value = p.odds * p.detection() / c
+            value = p.odds * p.detection() / p.draw_cost(last)
             if value > best_value:
                 best, best_value = p, value
         if best is None:  # the wide prompt: it looks at every place, and at what no focused prompt shows
@@ -135,8 +180,7 @@ def plan(sizes: Sizes, per: int, wide_n: int) -> list[tuple[str, bool]]:
             last = "wide"
             continue
         out.append((best.view, best.done == 0))
-        best.odds *= 1 - best.detection()
-        best.done += 1
+        best.looked(None)
         last = best.view
     return out
 

@@ -105,6 +105,9 @@ class CandidateSearch:
         self._takes_n: bool | None = None
         self._seeds: dict[str, int] = {}  # view -> its draws so far this cycle (the next one's seed offset)
         self.replays = list(replays)
+        # the first attempt's plan when its sizes are known (sizes, per, n, whether its first looks are
+        # greedy): planned again after each suspect's first draw (autod.candidates.order.replan)
+        self._planned: tuple[order.Sizes, int, int, bool] | None = None
 
     def views(self, number: int = 1) -> list[tuple[str, bool]]:
         """(view, at temperature 0) of each of attempt `number`'s draws, in order.
@@ -131,6 +134,7 @@ class CandidateSearch:
             if len(s_sizes) >= suspects and len(v_sizes) >= values and wide > 0:
                 sizes = order.Sizes(s_sizes[:suspects], v_sizes[:values], wide)
                 looks = order.plan(sizes, per, self.cfg.n)
+                self._planned = (sizes, per, self.cfg.n, first)
             else:  # the sizes not known
                 looks = order.fixed_order(suspects, values, per, self.cfg.n)
             return [(view, first and greedy) for view, greedy in looks]
@@ -157,6 +161,7 @@ class CandidateSearch:
         # first one: it does not use up one of its prompt's draws (as many such as the prompt has
         # draws in the attempt, at most)
         idle: dict[str, int] = {}
+        looked: list[order.Done] = []  # the draws counted so far, for the plan's rest
         while drawn < len(views):
             self._left = len(views) - drawn
             if self.deadline is not None and time.monotonic() >= self.deadline:
@@ -193,6 +198,7 @@ class CandidateSearch:
                 result.candidates.append(c)
                 self._note(c, record=False)  # the asker recorded why it is invalid
             drawn += len(invalid)
+            looked += [(view, None)] * len(invalid)
             for i, plan in enumerate(plans, len(invalid)):
                 if view.startswith("value:") and await self._parts(plan, number, seed + i, view, result):
                     return result
@@ -209,13 +215,16 @@ class CandidateSearch:
                 self._note(c)
                 if done:
                     return result
-                if first:  # a greedy reply that changed nothing: asked again another way, not sampled
-                    reask(views, drawn, view, echoed(c.outcome, c.plan))
+                gave_back = echoed(c.outcome, c.plan)
+                if first and not self._replan(views, drawn, looked, view, gave_back):
+                    # a greedy reply that changed nothing: asked again another way, not sampled
+                    reask(views, drawn, view, gave_back)
                 if temperature > 0 and c.outcome in NOTHING_NEW and idle.get(view, 0) < redraws:
                     idle[view] = idle.get(view, 0) + 1
                     log.info("candidates.redraw", n=c.n, why=f"the draw proposed nothing new ({c.outcome})")
                 else:
                     drawn += 1
+                    looked.append((view, gave_back))
             log.info("candidates.progress", what=(p := self.progress()).line(), **p.as_dict())
             if not plans and not invalid:  # nothing drawn: an outage, the budget, the deadline in flight
                 result.out_of_time = self.deadline is not None and time.monotonic() >= self.deadline
@@ -225,6 +234,29 @@ class CandidateSearch:
             result.winner = min(kept, key=lambda c: (c.outcome != "fixed", bool(c.suspect), -c.votes,
                                                      c.diff_lines, c.n))
         return result
+
+    def _replan(self, views: list[tuple[str, bool]], at: int, looked: list[order.Done], view: str,
+                gave_back: bool) -> bool:
+        """After a suspect's greedy draw `views[at]` (`gave_back`: it gave the code back): the rest of the
+        first attempt's plan made again with what it told (how its samples will echo), then the pointed
+        question of every suspect whose greedy draw gave its code back and is not yet asked placed in
+        it (autod.candidates.reask). False: no plan to make again (the fixed order, a later attempt)."""
+        if self._planned is None or not view.startswith("focused:"):
+            return False
+        sizes, per, n, first = self._planned
+        rest = order.replan(sizes, per, n, [*looked, (view, gave_back)])
+        before = views[at + 1:]
+        views[at + 1:] = [(v, first and greedy) for v, greedy in rest]
+        firsts: dict[str, bool | None] = {}
+        for v, e in [*looked, (view, gave_back)]:
+            firsts.setdefault(v, e)  # a suspect's first draw: its greedy one
+        for v, e in firsts.items():
+            if e and v.startswith("focused:"):
+                reask(views, at, v, True)
+        if views[at + 1:] != before:
+            log.info("candidates.replan", after=view, echoed=gave_back,
+                     draws=" ".join(f"{v}{'*' if t else ''}" for v, t in views[at + 1:]))
+        return True
 
     def progress(self) -> DrawProgress:
         """Draws done and planned, model time, an estimate: for `autod status` and the log."""

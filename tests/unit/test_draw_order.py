@@ -9,7 +9,7 @@ import random
 
 from test_candidates import Judge, ViewDrawer, search, whole
 
-from autod.candidates.order import GREEDY, RANK_PRIOR, Sizes, cost, fixed_order, plan, prior
+from autod.candidates.order import GREEDY, RANK_PRIOR, Sizes, cost, fixed_order, plan, prior, replan
 from autod.plan import Plan
 
 
@@ -30,6 +30,21 @@ def generated(rng: random.Random) -> Sizes:
         suspects.append((code, code + rng.choice([0, rng.randint(1, 300)])))
     values = [rng.randint(5, 200) for _ in range(rng.randint(0, 3))]
     return Sizes(suspects, values, rng.randint(500, 12_000))
+
+
+def replanned(sizes: Sizes, per: int, n: int, echoes: dict[str, bool]) -> list[tuple[str, bool]]:
+    """The draws a search makes when every draw misses: the plan, made again after each suspect's
+    greedy draw with whether it gave the code back (`echoes`, by view, else it changed something; no
+    pointed questions)."""
+    views, done = plan(sizes, per, n), []
+    for i in range(len(plan(sizes, per, n)) * 2):
+        if i >= len(views):
+            break
+        view, greedy = views[i]
+        done.append((view, echoes.get(view, False) if greedy else None))
+        if greedy and view.startswith("focused:"):
+            views[i + 1:] = replan(sizes, per, n, done)
+    return views
 
 
 def test_one_look_each_is_smiths_order_the_least_expected_cost_to_the_bug():
@@ -114,7 +129,7 @@ def test_the_odds_are_the_measured_ones_and_the_greedy_draw_is_worth_most():
 
 def test_the_search_asks_in_the_planned_order_and_in_the_fixed_one_without_sizes(tmp_path):
     sizes = ((400, 450), (20, 30), (100, 120))
-    want = plan(Sizes(sizes, [15], 3000), 2, 2)
+    want = replanned(Sizes(sizes, [15], 3000), 2, 2, {})  # each greedy draw changed something
     plans = [whole(f"return a * {k}") for k in range(20)]
     drawer = ViewDrawer(*plans, suspects=3, values=1, sizes=sizes, value_sizes=(15,), wide=3000)
     asyncio.run(search(tmp_path, drawer, Judge({}), n=2, focused=2).attempt(1))
@@ -134,9 +149,9 @@ def test_a_planned_sampled_draw_that_gives_the_code_back_is_drawn_again_the_plan
     """A sampled echo looked at nothing: the odds are as they were, so the same draw comes again (as
     many such as its prompt has draws, at most), and the plan's other draws follow in their order."""
     sizes = ((40, 40), (60, 60))
-    want = plan(Sizes(sizes, [], 2000), 3, 1)
+    want = replanned(Sizes(sizes, [], 20_000), 3, 1, {"focused:1": True, "focused:2": True})
     echo = Plan(summary="Here it is.").with_quotes(1)  # the prompt's block given back
-    drawer = ViewDrawer(*[echo] * 60, suspects=2, sizes=sizes, wide=2000)
+    drawer = ViewDrawer(*[echo] * 60, suspects=2, sizes=sizes, wide=20_000)
     asyncio.run(search(tmp_path, drawer, Judge({}), n=1, focused=3).attempt(1))
     asked = [a.get("view", "wide") for a in drawer.asked]
     # each suspect: its greedy draw, its pointed question in place of its first sample, its other
@@ -146,3 +161,65 @@ def test_a_planned_sampled_draw_that_gives_the_code_back_is_drawn_again_the_plan
     named = [v.replace("pointed", "focused") for v in asked]  # a pointed question is its suspect's draw
     compact = [v for i, v in enumerate(named) if i == 0 or v != named[i - 1]]
     assert compact == [v for i, (v, _) in enumerate(want) if i == 0 or v != want[i - 1][0]]
+
+
+def test_the_plan_made_again_after_its_own_draws_is_its_own_rest():
+    """Draws that tell nothing new (each missed, echo unknown) leave the rest of the plan as it was:
+    planning again mid-attempt never reorders a plan by itself."""
+    rng = random.Random(13)
+    for _ in range(500):
+        sizes, per, n = generated(rng), rng.randint(1, 5), rng.randint(1, 4)
+        whole_plan = plan(sizes, per, n)
+        cut = rng.randint(0, len(whole_plan))
+        assert replan(sizes, per, n, [(v, None) for v, _ in whole_plan[:cut]]) == whole_plan[cut:]
+
+
+def test_a_suspect_whose_greedy_draw_gave_its_code_back_is_sampled_later_and_no_more_often():
+    """Its samples echo more, and each echo is drawn again: each look there costs more. The same draw
+    having changed something makes its samples no later and no fewer than either."""
+    rng = random.Random(17)
+    moved = 0
+    for _ in range(1000):
+        sizes, per, n = generated(rng), rng.randint(2, 5), rng.randint(1, 4)
+        whole_plan = plan(sizes, per, n)
+        firsts = [i for i, (v, g) in enumerate(whole_plan) if g and v.startswith("focused:")]
+        if not firsts:
+            continue
+        at = rng.choice(firsts)
+        view = whole_plan[at][0]
+        done = [(v, None) for v, _ in whole_plan[:at]]
+
+        def samples(echoed: bool | None) -> tuple[int, int]:
+            rest = [v for v, _ in replan(sizes, per, n, [*done, (view, echoed)])]  # noqa: B023 (called at once)
+            return (rest.index(view) if view in rest else len(rest)), rest.count(view)  # noqa: B023
+
+        (e_at, e_count), (u_at, u_count), (c_at, c_count) = samples(True), samples(None), samples(False)
+        assert e_count <= u_count <= c_count
+        assert e_at >= u_at >= c_at
+        moved += (e_at, e_count) != (c_at, c_count)
+    assert moved > 100  # the rule is not idle on these sizes
+
+
+def test_the_search_plans_again_after_a_greedy_echo_and_still_puts_the_pointed_question(tmp_path):
+    """The first suspect gives its code back at temperature 0: its samples, priced as the echoes they
+    mostly are, go after the second suspect's greedy draw, and its pointed question takes the place of
+    its next sample. The same first reply having changed something brings its samples forward."""
+    sizes = Sizes(((30, 40), (90, 90)), [], 4000)
+    want = plan(sizes, 3, 1)
+    assert want[:3] == [("focused:1", True), ("focused:1", False), ("focused:2", True)]
+    echo = Plan(summary="Here it is.").with_quotes(1)  # the prompt's block given back
+    changes = [whole(f"return a * {k}") for k in range(30)]
+
+    def asked_after(first: Plan) -> list[tuple[str, bool]]:
+        drawer = ViewDrawer(first, *changes, suspects=2, sizes=tuple(sizes.suspects), wide=4000)
+        asyncio.run(search(tmp_path, drawer, Judge({}), n=1, focused=3).attempt(1))
+        return [(a.get("view", "wide"), a["temperature"] == 0.0) for a in drawer.asked]
+
+    echoed = asked_after(echo)
+    assert echoed[:3] == [("focused:1", True), ("focused:2", True), ("pointed:1", True)]
+    assert echoed.count(("pointed:1", True)) == 1 and echoed[-1] == ("wide", True)
+    assert replan(sizes, 3, 1, [("focused:1", True)])[0] == ("focused:2", True)
+    changed = asked_after(changes[-1])
+    assert changed[:2] == want[:2]  # its samples cheaper than the plan assumed: right after it, both
+    assert changed.index(("focused:2", True)) > want.index(("focused:2", True))
+    assert changed == replanned(sizes, 3, 1, {})
