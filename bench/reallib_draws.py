@@ -26,14 +26,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from reallib_table import rows  # a --keep directory's rows, as the table reads them
+
 NOTHING_NEW = ("no_change", "duplicate", "unchanged")
-
-
-def rows(source: Path) -> list[dict[str, Any]]:
-    path = source / "partial.json" if source.is_dir() else source
-    doc = json.loads(path.read_text())
-    doc = doc.get("model", doc)  # a final JSON has the rows under "model"
-    return [r for r in doc.get("autod") or [] if isinstance(r, dict) and r.get("bug")]
 
 
 def kind(c: dict[str, Any]) -> str:
@@ -54,7 +50,7 @@ def fit(sources: list[Path], libraries: set[str] | None = None) -> dict[str, Any
     after = {"echo": Counter[str](), "change": Counter[str]()}
     bugs = 0
     for source in sources:
-        for r in rows(source):
+        for r in rows(source)[0]:  # autod's side
             if libraries and r["bug"].rsplit("-", 1)[0] not in libraries:
                 continue
             bugs += 1
