@@ -300,7 +300,9 @@ def _sse(body: dict[str, Any], content: str, finish_reason: str) -> bytes:
     deltas += [{"content": content[i : i + 7]} for i in range(0, len(content), 7)]
     chunks = [{**base, "choices": [{"index": 0, "delta": d, "finish_reason": None}]} for d in deltas]
     chunks.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish_reason}]})
-    usage = {"prompt_tokens": _prompt_tokens(body), "completion_tokens": len(content) // 4 + 1}
+    # a reply cut for length ran up to the cap it was given, as a real server counts it
+    done = _cap(body) if finish_reason == "length" else len(content) // 4 + 1
+    usage = {"prompt_tokens": _prompt_tokens(body), "completion_tokens": done}
     chunks.append({**base, "choices": [], "usage": usage})  # OpenAI's include_usage chunk
     lines = [f"data: {json.dumps(c)}\n\n" for c in chunks] + ["data: [DONE]\n\n"]
     return "".join(lines).encode()

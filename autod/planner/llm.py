@@ -19,7 +19,7 @@ import structlog
 from autod.config.settings import LLMConfig
 from autod.errors import ContextTooLong, CycleError, LLMUnavailable, PlanInvalid
 from autod.plan import Plan
-from autod.planner import TEMPLATE_TOKENS, PlanRequest, PlanResult, TokenUsage, estimated_tokens
+from autod.planner import TEMPLATE_TOKENS, PlanRequest, PlanResult, TokenUsage, estimated_tokens, prompt_chars
 from autod.planner.codeform import parse_code_reply, quoted_code
 from autod.planner.endpoint import MAX_REPLY_BYTES, Endpoint, Sleep
 from autod.planner.forms import FORMS
@@ -30,6 +30,10 @@ from autod.planner.wire import Completion
 __all__ = ["MAX_REPLY_BYTES", "LLMPlanner"]
 
 log = structlog.get_logger(__name__)
+# A prompt the server did not count is taken at this many characters a token (more than code or
+# English prose hold in the tokenizers autod meets, ~3-4.2): a window learnt from it is smaller than
+# the server's, so a prompt fitted to it is not cut again.
+UNCOUNTED_CHARS_PER_TOKEN = 4.5
 
 _REPAIR_ECHO_CHARS = 64_000  # the invalid reply sent back in the repair round, at most
 PING_TIMEOUT_S = 5.0
@@ -198,16 +202,18 @@ class LLMPlanner:
                 continue
             if reply.others:  # several choices: each stands or falls alone (no repair round)
                 return _choices(reply, max_tokens, read)
-            if reply.finish_reason == "length" and _cut_by_context(reply, max_tokens):
+            prompt = _cut_by_context(reply, max_tokens, messages) if reply.finish_reason == "length" else None
+            if prompt is not None:
                 # Cut well before autod's own cap: the server's context is full (llama-cpp-python
                 # shortens the reply silently and states its window nowhere). Its size is what this
                 # request used; the cycle fits the prompt to it and asks again.
-                window = (reply.prompt_tokens or 0) + (reply.completion_tokens or 0)
-                await endpoint.window.learn(window, "a reply cut before the token cap")
+                window = prompt + (reply.completion_tokens or 0)
+                counted = "" if reply.prompt_tokens else " (prompt estimated)"
+                await endpoint.window.learn(window, f"a reply cut before the token cap{counted}")
                 raise ContextTooLong(
                     f"the reply was cut at {reply.completion_tokens} tokens by the server's context of"
                     f" {window} tokens at {endpoint.url}",
-                    limit=window, prompt_tokens=reply.prompt_tokens, reply_tokens=max_tokens,
+                    limit=window, prompt_tokens=prompt, reply_tokens=max_tokens,
                 )
             if reply.finish_reason == "length":
                 # A cut-off reply may still parse into a plan that silently lost its tail: never use it.
@@ -298,7 +304,13 @@ def _choices(reply: Completion, max_tokens: int, read: Callable[[str], Plan]) ->
     return PlanResult(plans[0], alternatives=plans[1:], invalid=invalid)
 
 
-def _cut_by_context(reply: Completion, max_tokens: int) -> bool:
-    """A reply stopped for length with (counted) tokens well under the cap autod asked for."""
+def _cut_by_context(reply: Completion, max_tokens: int, messages: list[dict[str, str]]) -> int | None:
+    """For a reply stopped for length with (counted) tokens well under the cap autod asked for: its
+    prompt's tokens, as the server counted them or, uncounted (llama-cpp-python's streams carry no
+    usage; their chunks count the reply), at `UNCOUNTED_CHARS_PER_TOKEN`. None: not such a reply."""
     done = reply.completion_tokens
-    return reply.prompt_tokens is not None and done is not None and done < max_tokens * 0.9
+    if done is None or done >= max_tokens * 0.9:
+        return None
+    if reply.prompt_tokens is not None:
+        return reply.prompt_tokens
+    return int(prompt_chars(messages) / UNCOUNTED_CHARS_PER_TOKEN)

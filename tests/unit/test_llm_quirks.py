@@ -170,6 +170,21 @@ def test_sse_body_labelled_as_json_is_still_read_and_missing_usage_is_estimated(
     assert unstreamed.tokens.completion == len(content) // 4  # asked whole: by the text's length
 
 
+def test_a_stream_without_usage_cut_well_before_the_cap_still_teaches_the_window():
+    """llama-cpp-python's streams carry no usage: the reply is counted by its chunks and the prompt
+    taken at 4.5 characters a token, so the window learnt is no larger than the server's."""
+    prompt = "x" * 9000  # 2,000 tokens at 4.5 characters each (~3,000 at code's 3)
+    server = Server(primary=[sse("y" * 200 * 5, usage=False, finish="length")])  # 200 chunks
+    planner, _ = make(server)
+    req = request()
+    req.messages = [{"role": "user", "content": prompt}]
+    with pytest.raises(ContextTooLong) as caught:
+        run(planner, req)
+    chars = sum(len(m["content"]) for m in req.messages)
+    assert caught.value.limit == int(chars / 4.5) + 200 and caught.value.prompt_tokens == int(chars / 4.5)
+    assert server.bodies()[0]["stream"] is True
+
+
 def test_sse_reply_cut_off_by_length_is_never_parsed():
     # cut at autod's cap (llm.max_tokens_by_mode: 1500 for auto-debug), not by the server's window
     server = Server(primary=[sse(json.dumps(PLAN), finish="length", completion=1500), sse(json.dumps(PLAN))])
