@@ -83,6 +83,7 @@ class Endpoint:
         self.window = ServerWindow(self.url, self.key, cfg.context_tokens, self._ask_props)
         self.takes_n: bool | None = None
         self.takes_stop = True  # until the server refuses `stop` (then the code form goes without it)
+        self.takes_stream_usage = True  # until it refuses `stream_options` (then counted by chunk)
         self.client = httpx.AsyncClient(
             base_url=base_url + "/",
             headers=headers,
@@ -132,7 +133,8 @@ class Endpoint:
                                      max_tokens=max_tokens, token_param=self._token_param, fmt=fmt,
                                      paths=paths, symbols=symbols, seed=seed, n=choices,
                                      stop=stop if self.takes_stop else (),
-                                     stream=watch is not None or (self._cfg.stream and choices == 1))
+                                     stream=watch is not None or (self._cfg.stream and choices == 1),
+                                     stream_usage=self.takes_stream_usage)
             started = asyncio.get_running_loop().time()
             status, ctype, data, read = await self._send(body, deadline, fmt, watch)
             tally.spend("model", (asyncio.get_running_loop().time() - started) * 1000)
@@ -162,6 +164,10 @@ class Endpoint:
                 log.warning("llm.token_param_switched", endpoint=self.url, status=status,
                             refused=self._token_param, now=other)
                 self._token_param, switched_param = other, True
+                continue
+            if body.get("stream_options") and wire.refuses_param(status, data, "stream_options"):
+                log.warning("llm.stream_options_refused", endpoint=self.url, status=status)
+                self.takes_stream_usage = False
                 continue
             if body.get("stop") and wire.refuses_stop(status, data):
                 log.warning("llm.stop_refused", endpoint=self.url, status=status)

@@ -73,9 +73,11 @@ def request_body(
     n: int = 1,
     stop: Sequence[str] = (),
     stream: bool = False,
+    stream_usage: bool = True,
 ) -> dict[str, Any]:
     """One /chat/completions body. `stream`: sent as server-sent events, read as they come so a watch
-    may end the reply (autod.planner.earlystop); otherwise one reply, read whole.
+    may end the reply (autod.planner.earlystop); otherwise one reply, read whole. A stream asks for its
+    token counts (`stream_options.include_usage`: OpenAI, vLLM, Ollama) unless `stream_usage` is off.
 
     `seed` makes a sampled reply reproducible where the server takes it (llama.cpp, vLLM, OpenAI);
     `n` > 1 asks for that many choices of the same prompt (a server that ignores it sends one).
@@ -87,6 +89,8 @@ def request_body(
         token_param: max_tokens,
         "stream": stream,
     }
+    if stream and stream_usage:
+        body["stream_options"] = {"include_usage": True}
     if seed is not None:
         body["seed"] = seed
     if n > 1:
@@ -268,10 +272,16 @@ def refuses_token_param(status: int, data: bytes, sent: str) -> bool:
 
 def refuses_stop(status: int, data: bytes) -> bool:
     """The server refuses the `stop` parameter (OpenAI's reasoning models: "Unsupported parameter")."""
+    return refuses_param(status, data, "stop")
+
+
+def refuses_param(status: int, data: bytes, name: str) -> bool:
+    """The server refuses the parameter `name`, quoted in its error ("Unsupported parameter: 'stop'",
+    pydantic's "Extra inputs are not permitted" naming the field)."""
     if status not in (400, 422) or is_context_overflow(status, data):
         return False
     text = _error_text(data).lower()
-    return any(f"{q}stop{q}" in text for q in ("'", '"', "`")) and any(w in text for w in _REFUSED_WORDS)
+    return any(f"{q}{name}{q}" in text for q in ("'", '"', "`")) and any(w in text for w in _REFUSED_WORDS)
 
 
 def is_context_overflow(status: int, data: bytes) -> bool:

@@ -160,6 +160,20 @@ def test_sse_reply_is_assembled_from_deltas_with_its_usage():
     assert (result.tokens.prompt, result.tokens.completion) == (321, 54)
 
 
+def test_a_stream_asks_for_its_token_counts_and_a_server_that_refuses_that_is_asked_again_without():
+    refusal = httpx.Response(400, json={"error": {
+        "message": "Unsupported parameter: 'stream_options' is not supported with this model.",
+        "type": "invalid_request_error", "param": "stream_options"}})
+    server = Server(primary=[sse(json.dumps(PLAN)), refusal, sse(json.dumps(PLAN)), sse(json.dumps(PLAN))])
+    planner, sleeps = make(server)
+    first, *rest = run_many(planner, 3)
+    assert (first.tokens.prompt, first.tokens.completion) == (321, 54)  # the server's own counts
+    assert all(r.plan.summary == PLAN["summary"] for r in rest)
+    options = [b.get("stream_options") for b in server.bodies()]
+    assert options == [{"include_usage": True}, {"include_usage": True}, None, None]  # learnt once
+    assert sleeps == []  # a refusal is not a retry
+
+
 def test_sse_body_labelled_as_json_is_still_read_and_missing_usage_is_estimated():
     content = json.dumps(PLAN)
     server = Server(primary=[sse(content, usage=False, ctype="application/json")] * 2)
