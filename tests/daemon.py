@@ -229,3 +229,30 @@ def run_cli(
         },
         cwd=str(cwd) if cwd else None,
     )
+
+
+# A passing test file whose ids pytest takes from a set's order (a parameter it cannot print is named by
+# its index), which follows the per-process string hashes unless PYTHONHASHSEED is fixed.
+SET_NAMED_TESTS = (
+    "import pytest\n\n"
+    "CASES = {(name, (len(name),)) for name in\n"
+    "         ('alpha', 'beta', 'gamma', 'delta', 'epsilon', 'zeta', 'eta', 'theta', 'iota', 'kappa')}\n\n\n"
+    "@pytest.mark.parametrize(('name', 'expected'), CASES)\n"
+    "def test_length(name, expected):\n"
+    "    assert (len(name),) == expected\n"
+)
+
+
+def fixed_through(tmp_path: Path, calc_repo: Path, llm: dict[str, Any]) -> tuple[Autod, dict[str, Any]]:
+    """`autod run` on the calc repo against `llm` until its first cycle: fixed, `add` adds. The stopped
+    daemon (for its log) and the cycle's record."""
+    daemon = Autod(write_config(tmp_path / "autod.yaml", base_config(calc_repo, ranked=True, llm=llm)),
+                   log_file=calc_repo / ".autod/logs/autod.jsonl")
+    daemon.start()
+    try:
+        [record] = daemon.wait_reflections(1, timeout=120)
+    finally:
+        assert daemon.stop() == 0
+    assert record["status"] == "fixed", record
+    assert (calc_repo / "src" / "calc.py").read_text() == CALC_BUGGY.replace("a - b", "a + b")
+    return daemon, record

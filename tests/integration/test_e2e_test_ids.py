@@ -12,31 +12,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from daemon import CALC_BUGGY, CALC_TEST, FIX_PLAN, Autod, base_config, make_repo, write_config
+from daemon import FIX_PLAN, SET_NAMED_TESTS, fixed_through, git
 
 pytestmark = pytest.mark.slow
 
-SET_NAMED = (
-    "import pytest\n\n"
-    "CASES = {(name, (len(name),)) for name in\n"
-    "         ('alpha', 'beta', 'gamma', 'delta', 'epsilon', 'zeta', 'eta', 'theta', 'iota', 'kappa')}\n\n\n"
-    "@pytest.mark.parametrize(('name', 'expected'), CASES)\n"
-    "def test_length(name, expected):\n"
-    "    assert (len(name),) == expected\n"
-)
 
-
-def test_autod_run_fixes_a_bug_beside_tests_named_by_a_set_s_order(tmp_path: Path, scripted_llm):
-    repo = make_repo(tmp_path / "repo", {"src/calc.py": CALC_BUGGY, "tests/test_calc.py": CALC_TEST,
-                                         "tests/test_set_named.py": SET_NAMED})
+def test_autod_run_fixes_a_bug_beside_tests_named_by_a_set_s_order(tmp_path: Path, calc_repo: Path,
+                                                                   scripted_llm):
+    (calc_repo / "tests" / "test_set_named.py").write_text(SET_NAMED_TESTS)
+    git(calc_repo, "add", "-A")
+    git(calc_repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm", "set-named tests")
     scripted_llm.push_plan(FIX_PLAN)
     llm = {"base_url": scripted_llm.base_url, "model": "qwen", "reply_form": "json"}
-    daemon = Autod(write_config(tmp_path / "autod.yaml", base_config(repo, llm=llm)),
-                   log_file=repo / ".autod/logs/autod.jsonl")
-    daemon.start()
-    try:
-        [record] = daemon.wait_reflections(1, timeout=120)
-    finally:
-        assert daemon.stop() == 0
-    assert record["status"] == "fixed", record
-    assert (repo / "src" / "calc.py").read_text() == CALC_BUGGY.replace("a - b", "a + b")
+    fixed_through(tmp_path, calc_repo, llm)

@@ -14,7 +14,7 @@ import random
 from pathlib import Path
 
 import pytest
-from daemon import PYTHON, git, make_calc_repo
+from daemon import PYTHON, SET_NAMED_TESTS, git, make_calc_repo
 
 from autod.checks.outcome import Before, decide
 from autod.checks.run import CheckResult, run_check
@@ -158,23 +158,13 @@ def test_the_real_fix_is_fixed(workspace):
         clean(repo)
 
 
-SET_PARAMS = (
-    "import pytest\n\n"
-    "CASES = {(name, (len(name),)) for name in\n"
-    "         ('alpha', 'beta', 'gamma', 'delta', 'epsilon', 'zeta', 'eta', 'theta', 'iota', 'kappa')}\n\n\n"
-    "@pytest.mark.parametrize(('name', 'expected'), CASES)\n"
-    "def test_length(name, expected):\n"
-    "    assert (len(name),) == expected\n"
-)
-
-
 def test_a_test_named_by_a_set_s_order_has_the_same_id_in_every_run(tmp_path):
     """pytest names a parameter it cannot print by its index in the set, whose order follows the
     string hashes: with hash randomization the ids change from run to run (isodate's test_format), so
     the unchanged code would seem to drop tests it ran before and no candidate could ever pass. Checks
     run with PYTHONHASHSEED=0 unless their environment sets it."""
     repo = make_calc_repo(tmp_path / "repo")
-    (repo / "tests" / "test_set_params.py").write_text(SET_PARAMS)
+    (repo / "tests" / "test_set_params.py").write_text(SET_NAMED_TESTS)
     runs = [check(repo) for _ in range(3)]
     seen = [r.tests.seen for r in runs if r.tests is not None]
     assert len(seen) == 3 and len(seen[0]) > 10

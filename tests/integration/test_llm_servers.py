@@ -25,7 +25,7 @@ TESTS = Path(__file__).resolve().parents[1]
 if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
-from daemon import CALC_BUGGY, FIX_PLAN, Autod, base_config, write_config  # noqa: E402
+from daemon import CALC_BUGGY, FIX_PLAN, Autod, base_config, fixed_through, write_config  # noqa: E402
 from llmserver import ScriptedLLM, scripted_llm_fixture  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -136,21 +136,6 @@ def test_a_reply_given_up_at_the_deadline_ends_on_the_server_and_the_next_is_not
     gave_up = llm.streams[0]
     assert gave_up["left"] and gave_up["chunks"] < gave_up["of"]
     assert llm.piled == 0
-
-
-def fixed_through(tmp_path: Path, calc_repo: Path, llm: dict[str, Any]) -> tuple[Autod, dict[str, Any]]:
-    """`autod run` on the calc repo against `llm` until its first cycle: fixed, `add` adds. The stopped
-    daemon (for its log) and the cycle's record."""
-    daemon = Autod(write_config(tmp_path / "autod.yaml", base_config(calc_repo, ranked=True, llm=llm)),
-                   log_file=calc_repo / ".autod/logs/autod.jsonl")
-    daemon.start()
-    try:
-        [record] = daemon.wait_reflections(1, timeout=120)
-    finally:
-        assert daemon.stop() == 0
-    assert record["status"] == "fixed", record
-    assert (calc_repo / "src" / "calc.py").read_text() == CALC_BUGGY.replace("a - b", "a + b")
-    return daemon, record
 
 
 def test_autod_run_fixes_a_bug_through_a_server_with_every_quirk(tmp_path, calc_repo, scripted_llm):
