@@ -24,6 +24,7 @@ real server autod meets:
                                   (4 characters a token) plus the reply cap passes N tokens
     "props_n_ctx": N              GET /props answers llama.cpp's {"default_generation_settings": {"n_ctx": N}}
     "chars_per_token": C          prompt tokens counted (usage, context_limit) as characters / C (4)
+    "no_completions": true        POST /v1/completions answers 404 (a chat-only server)
     "honour_n": true              a request with n > 1 gets n choices (each the next step), like vLLM
     "single_slot": true           one completion at a time; a step's "generate_s" holds the slot that
                                   long, to the end even after its client gave up, unless the request
@@ -39,7 +40,11 @@ A step is one of:
     {"raw": "...", "status": 200}     the body exactly as given
     any step may add "generate_s": S  (with single_slot) hold the slot S seconds before answering
 Each POST /v1/chat/completions consumes one step; an empty script answers with the default
-(a 200 plan that does nothing). GET /v1/models answers 200.
+(a 200 plan that does nothing). GET /v1/models answers 200. POST /v1/completions (a raw prompt, as
+autod.planner.prefill sends one) consumes a step too, answered in the completions shape (`text`); a
+step's text that begins with what the prompt's last line began the answer with is answered with the
+rest of it alone, as a model that continues its own opening (so one script serves both endpoints).
+`paths` lists the path of every POST recorded.
 """
 
 from __future__ import annotations
@@ -59,8 +64,9 @@ from typing import Any
 
 BEHAVIOURS = (
     "sse", "token_param", "context_limit", "single_slot", "props_n_ctx", "chars_per_token", "honour_n",
-    "refuse_stop",
+    "refuse_stop", "no_completions",
 )
+CHAT = "/v1/chat/completions"
 NOTHING_TO_DO: dict[str, Any] = {"summary": "nothing to do", "edits": [], "verify": [], "report": None}
 REFUSAL = {"error": {"message": "response_format json_schema not supported", "type": "invalid_request_error"}}
 # What llama-cpp-python 0.3 answers to a json_schema response_format (its request model takes only
@@ -117,6 +123,8 @@ class ScriptedLLM:
         self.chunk_s = 0.0
         self.streams: list[dict[str, Any]] = []
         self.chars_per_token: float = 4
+        self.no_completions = False
+        self.paths: list[str] = []  # the path of every POST recorded, in order
         self.piled = 0  # completions that arrived while the single slot was busy
         self._slot = threading.Lock()
         self._lock = threading.Lock()
@@ -229,8 +237,9 @@ class ScriptedLLM:
             return len(self._steps)
 
     # -- serving (handler threads) --------------------------------------------------
-    def _record(self, body: dict[str, Any], headers: dict[str, str]) -> None:
+    def _record(self, body: dict[str, Any], headers: dict[str, str], path: str = CHAT) -> None:
         with self._lock:
+            self.paths.append(path)
             self.requests.append(body)
             self.headers.append(headers)
             if self._log_path is not None:
@@ -257,8 +266,28 @@ class ScriptedLLM:
 
 
 def _prompt_tokens(body: dict[str, Any], chars_per_token: float = 4) -> int:
+    if isinstance(body.get("prompt"), str):
+        return int(len(body["prompt"]) / chars_per_token) + 1
     messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
     return int(sum(len(str(m.get("content", ""))) for m in messages) / chars_per_token) + 1
+
+
+def _continued(body: dict[str, Any], content: str) -> str:
+    """A completions request's answer: the step's text without the opening the prompt gave it."""
+    prompt = body.get("prompt")
+    if not isinstance(prompt, str):
+        return content
+    begun = prompt.rpartition("<|im_start|>assistant\n")[2]
+    return content[len(begun):] if begun and content.startswith(begun) else content
+
+
+def _choice(body: dict[str, Any], content: str | None, finish: str | None) -> dict[str, Any]:
+    """One choice (or one chunk's) in the shape of the endpoint asked: chat or completions."""
+    if isinstance(body.get("prompt"), str):
+        return {"index": 0, "text": content or "", "finish_reason": finish}
+    if body.get("stream") is True or content is None:
+        return {"index": 0, "delta": {} if content is None else {"content": content}, "finish_reason": finish}
+    return {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish}
 
 
 def _cap(body: dict[str, Any]) -> int:
@@ -281,9 +310,7 @@ def _completion(body: dict[str, Any], content: str, finish_reason: str, chars_pe
         "id": "chatcmpl-scripted",
         "object": "chat.completion",
         "model": body.get("model", "scripted"),
-        "choices": [
-            {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish_reason}
-        ],
+        "choices": [_choice(body, content, finish_reason)],
         "usage": {
             "prompt_tokens": _prompt_tokens(body, chars_per_token),
             # a reply cut for length ran up to the cap it was given, as a real server counts it
@@ -296,10 +323,13 @@ def _completion(body: dict[str, Any], content: str, finish_reason: str, chars_pe
 def _sse(body: dict[str, Any], content: str, finish_reason: str) -> bytes:
     """The reply streamed like llama-cpp-python: role chunk, content deltas, finish, usage, [DONE]."""
     base = {"id": "chatcmpl-sse", "object": "chat.completion.chunk", "model": body.get("model", "scripted")}
-    deltas: list[dict[str, Any]] = [{"role": "assistant"}]
-    deltas += [{"content": content[i : i + 7]} for i in range(0, len(content), 7)]
-    chunks = [{**base, "choices": [{"index": 0, "delta": d, "finish_reason": None}]} for d in deltas]
-    chunks.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish_reason}]})
+    raw = isinstance(body.get("prompt"), str)
+    streamed = {**body, "stream": True}
+    role = {"index": 0, "delta": {"role": "assistant"}, "finish_reason": None}
+    chunks = [] if raw else [{**base, "choices": [role]}]
+    for i in range(0, len(content), 7):
+        chunks.append({**base, "choices": [_choice(streamed, content[i : i + 7], None)]})
+    chunks.append({**base, "choices": [_choice(streamed, "" if raw else None, finish_reason)]})
     # a reply cut for length ran up to the cap it was given, as a real server counts it
     done = _cap(body) if finish_reason == "length" else len(content) // 4 + 1
     usage = {"prompt_tokens": _prompt_tokens(body), "completion_tokens": done}
@@ -341,11 +371,15 @@ def _handler_for(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
                 body = json.loads(raw)
             except ValueError:
                 body = {"_raw": raw.decode("utf-8", "replace")}
-            if self.path.rstrip("/") != "/v1/chat/completions":
+            path = self.path.rstrip("/")
+            if path not in ("/v1/chat/completions", "/v1/completions") or (
+                    path == "/v1/completions" and llm.no_completions):
                 self._send(404, b'{"error": {"message": "not found"}}')
                 return
-            llm._record(body, {k.lower(): v for k, v in self.headers.items()})
+            llm._record(body, {k.lower(): v for k, v in self.headers.items()}, path)
             step = llm._next_step(body)
+            if path == "/v1/completions" and isinstance(step.get("text"), str):
+                step = {**step, "text": _continued(body, step["text"])}
             if "hang" in step:
                 if llm._stopping.wait(float(step["hang"])):
                     return

@@ -67,6 +67,12 @@ class LLMConfig(Strict):
         True, description="ask for every one-choice reply as a stream, so a reply autod gives up on "
         "(a deadline, a stop) also ends on the server, which would otherwise generate it to the end"
     )
+    prefill: Literal["none", "chatml"] = Field(
+        "none", description="start a suspect's greedy reply with its definition's head (signature, "
+        "docstring) so the model generates only the body: chatml renders the prompt in the ChatML "
+        "template for the server's /completions endpoint (Qwen and other ChatML models; "
+        "autod.planner.prefill); none asks every reply whole (YAML's off reads as none)"
+    )
     context_tokens: int | None = Field(
         None, ge=512, le=10_000_000,
         description="the server's context window; null: asked (llama.cpp GET /props) or learnt from errors",
@@ -88,6 +94,11 @@ class LLMConfig(Strict):
         if unknown:
             raise ValueError(f"unknown mode {unknown[0]!r}; modes are {', '.join(MODE_REPLY_TOKENS)}")
         return {**MODE_REPLY_TOKENS, **v}
+
+    @field_validator("prefill", mode="before")
+    @classmethod
+    def _prefill(cls, v: object) -> object:
+        return "none" if v is False else v  # YAML 1.1 reads `off` as false
 
     @field_validator("base_url")
     @classmethod

@@ -18,7 +18,6 @@ llama-cpp-python serves only when the model is free) or, when it cannot be probe
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
@@ -30,21 +29,20 @@ from autod import tally
 from autod.backoff import Backoff
 from autod.config.settings import LLMConfig
 from autod.errors import ContextTooLong, LLMUnavailable, PlanInvalid
-from autod.planner import CHARS_PER_TOKEN, TokenUsage, wire
+from autod.planner import CHARS_PER_TOKEN, TokenUsage, prefill, wire
 from autod.planner.earlystop import ReplyWatch, Watched
+from autod.planner.exchange import MAX_REPLY_BYTES, Read, exchange, said, watched
 from autod.planner.streamread import read_watched
 from autod.planner.window import ServerWindow
 
 log = structlog.get_logger("autod.planner.llm")
 
-MAX_REPLY_BYTES = 4 * 1024 * 1024
 _ERROR_BODY_BYTES = 64 * 1024  # of an error response: enough for its message
 _EXCERPT = 200
 PROBE_MIN_S = 5.0  # a probe waits at least this long for a free server before trying again
 
 Sleep = Callable[[float], Awaitable[None]]
 Record = Callable[[dict[str, Any]], None]
-Read = tuple[ReplyWatch | None, int]  # a streamed reply's watch (if any) and the content chunks it read
 
 
 class Endpoint:
@@ -84,6 +82,7 @@ class Endpoint:
         self.takes_n: bool | None = None
         self.takes_stop = True  # until the server refuses `stop` (then the code form goes without it)
         self.takes_stream_usage = True  # until it refuses `stream_options` (then counted by chunk)
+        self.takes_prefill = cfg.prefill == "chatml"  # until /completions is refused (autod.planner.prefill)
         self.client = httpx.AsyncClient(
             base_url=base_url + "/",
             headers=headers,
@@ -113,6 +112,7 @@ class Endpoint:
         free: bool = False,
         stop: Sequence[str] = (),
         watch: Watched | None = None,
+        opening: str = "",
     ) -> wire.Completion:
         """One chat completion (with retries). Raises LLMUnavailable, ContextTooLong, or PlanInvalid.
 
@@ -121,7 +121,8 @@ class Endpoint:
         sent as given. `record` receives each exchange (for the cycle's transcript). `free`: no
         response_format at all (a reply in the code form), whatever format the server takes; `stop`:
         stop sequences; `watch`: the definition a one-choice reply rewrites, streamed and ended as soon
-        as the rest cannot change the fix (autod.planner.earlystop).
+        as the rest cannot change the fix (autod.planner.earlystop); `opening`: the answer's start, given
+        to the model where the server takes it (`llm.prefill`), and part of the reply read either way.
         """
         heat = self._cfg.temperature if temperature is None else temperature
         switched_param = False
@@ -135,15 +136,20 @@ class Endpoint:
                                      stop=stop if self.takes_stop else (),
                                      stream=watch is not None or (self._cfg.stream and choices == 1),
                                      stream_usage=self.takes_stream_usage)
+            rendered = (prefill.chatml(messages, opening)
+                        if opening and free and choices == 1 and self.takes_prefill else None)
+            if rendered is not None:
+                body = prefill.completions_body(body, rendered)
             started = asyncio.get_running_loop().time()
-            status, ctype, data, read = await self._send(body, deadline, fmt, watch)
+            given = opening if rendered is not None else ""
+            status, ctype, data, read = await self._send(body, deadline, fmt, watch, given)
             tally.spend("model", (asyncio.get_running_loop().time() - started) * 1000)
             if record is not None:  # a streamed reply as the text the model wrote (and why it was ended)
-                record(_exchange(self.url, body, status, _said(ctype, data, read), started))
+                record(exchange(self.url, body, status, said(ctype, data, read), started, messages, given))
             if 200 <= status < 300:
                 if not free:
                     self._formats = self._formats[i:]  # the refused ones are never sent again
-                reply = self._read(ctype, data, messages, usage, read)
+                reply = self._read(ctype, data, messages, usage, read, given)
                 await self.window.keep_ratio()
                 if body.get("n", 1) > 1:
                     self.takes_n = len(reply.others) + 1 >= body["n"]
@@ -169,6 +175,11 @@ class Endpoint:
                 log.warning("llm.stream_options_refused", endpoint=self.url, status=status)
                 self.takes_stream_usage = False
                 continue
+            if given and status in (400, 404, 405, 422, 501):  # no /completions, or not this body
+                log.warning("llm.prefill_refused", endpoint=self.url, status=status,
+                            error=self._excerpt(data))
+                self.takes_prefill = False
+                continue
             if body.get("stop") and wire.refuses_stop(status, data):
                 log.warning("llm.stop_refused", endpoint=self.url, status=status)
                 self.takes_stop = False  # the copied-prompt blocks are still dropped as quotes
@@ -182,7 +193,7 @@ class Endpoint:
             raise LLMUnavailable(f"HTTP {status} from {self.url}/chat/completions: {self._excerpt(data)}")
 
     async def _send(
-        self, body: dict[str, Any], deadline: float, fmt: str, watch: Watched | None = None
+        self, body: dict[str, Any], deadline: float, fmt: str, watch: Watched | None = None, opening: str = ""
     ) -> tuple[int, str, bytes, Read | None]:
         """POST with retries for 408/429/5xx, connect errors and timeouts. Returns (status, type, body,
         what a watch read of it)."""
@@ -193,7 +204,7 @@ class Endpoint:
             started = loop.time()
             retry_after: float | None = None
             try:
-                status, headers, data, read = await self._post(body, deadline, watch)
+                status, headers, data, read = await self._post(body, deadline, watch, opening)
             except httpx.TimeoutException:
                 failure, status = "request timed out", None
             except (httpx.NetworkError, httpx.RemoteProtocolError) as exc:
@@ -227,7 +238,7 @@ class Endpoint:
             await self._sleep(delay)
 
     async def _post(
-        self, body: dict[str, Any], deadline: float, watch: Watched | None
+        self, body: dict[str, Any], deadline: float, watch: Watched | None, opening: str
     ) -> tuple[int, httpx.Headers, bytes, Read | None]:
         async with self._inflight:
             await self._wait_for_abandoned(deadline)
@@ -235,7 +246,8 @@ class Endpoint:
             # Marked before sending: a timeout, a cancel or a stop leaves it set, so the next request
             # first makes sure the server is done with this one.
             self._abandoned_at = loop.time()
-            async with self.client.stream("POST", "chat/completions", json=body) as resp:
+            path = "completions" if "prompt" in body else "chat/completions"
+            async with self.client.stream("POST", path, json=body) as resp:
                 ok = resp.is_success
                 cap = MAX_REPLY_BYTES if ok else _ERROR_BODY_BYTES
                 declared = resp.headers.get("content-length", "")
@@ -243,6 +255,8 @@ class Endpoint:
                     raise PlanInvalid("reply too large")
                 if ok and body.get("stream"):  # each attempt reads afresh
                     reading = ReplyWatch(watch) if watch is not None else None
+                    if reading is not None and opening:
+                        reading.feed(opening)  # the reply's start, as if the model had written it
                     data, count = await read_watched(resp, reading, cap)
                     self._abandoned_at = None
                     return resp.status_code, resp.headers, data, (reading, count)
@@ -319,15 +333,16 @@ class Endpoint:
 
     def _read(
         self, ctype: str, data: bytes, messages: list[dict[str, str]], usage: TokenUsage,
-        read: Read | None = None,
+        read: Read | None = None, opening: str = "",
     ) -> wire.Completion:
         try:
             reply = wire.read_completion(ctype, data)
         except wire.BadReply as exc:
             # the server's answer is not a chat completion at all: the server's fault, not the model's
             raise LLMUnavailable(f"{exc} from {self.url}: {self._excerpt(data)}") from None
+        reply.content = opening + reply.content  # a watch that ended the reply holds the opening too
         if read is not None:
-            reply = _watched(reply, *read, url=self.url)
+            reply = watched(reply, *read, url=self.url)
         elif wire.is_sse(ctype, data):
             log.debug("llm.reply_streamed", endpoint=self.url, bytes=len(data))
         # A server that omits usage (a streamed reply mostly) still spends tokens: estimate them by the
@@ -346,51 +361,6 @@ class Endpoint:
         for secret in self._secrets:
             text = text.replace(secret, "***")
         return text[:_EXCERPT] + ("..." if len(text) > _EXCERPT else "") if text else "(empty body)"
-
-
-def _exchange(url: str, body: dict[str, Any], status: int, data: bytes, started: float) -> dict[str, Any]:
-    """One HTTP exchange for a transcript: what was asked (the messages by reference) and answered."""
-    params = {k: v for k, v in body.items() if k not in ("messages", "response_format", "model")}
-    fmt = body.get("response_format")
-    return {
-        "kind": "exchange",
-        "endpoint": url,
-        "messages": body.get("messages", []),
-        "params": params,
-        "response_format": fmt.get("type") if isinstance(fmt, dict) else None,
-        "status": status,
-        "reply": data[:MAX_REPLY_BYTES].decode("utf-8", "replace"),
-        "ms": round((asyncio.get_running_loop().time() - started) * 1000),
-    }
-
-
-def _said(ctype: str, data: bytes, read: Read | None) -> bytes:
-    """What a transcript keeps of a reply: a streamed one as one document of the text the model wrote
-    (and, when autod ended it, why); anything else as it came."""
-    if read is None or not wire.is_sse(ctype, data):
-        return data
-    watch = read[0]
-    if watch is not None:
-        content, ended = watch.streamed, watch.stopped or None
-    else:
-        try:
-            content, ended = wire.read_completion(ctype, data).content, None
-        except wire.BadReply:
-            return data
-    doc = {"choices": [{"message": {"role": "assistant", "content": content}}]}
-    return json.dumps({**doc, "ended_early": ended}).encode()
-
-
-def _watched(reply: wire.Completion, watch: ReplyWatch | None, chunks: int, *, url: str) -> wire.Completion:
-    """A streamed reply as the parser should read it: ended early, the definition's rest in place."""
-    if reply.completion_tokens is None and chunks:
-        reply.completion_tokens = chunks  # a stream sends a token a chunk
-    if watch is not None and watch.stopped:
-        reply.content, reply.finish_reason = watch.content(), "stop"
-        reply.stopped_early = watch.stopped
-        log.info("llm.reply_ended_early", endpoint=url, why=watch.stopped, echo=watch.echo,
-                 lines_read=watch.lines, lines_spliced=watch.spliced, tokens=chunks)
-    return reply
 
 
 def _forced(fmt: str) -> list[str]:

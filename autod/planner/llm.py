@@ -19,7 +19,15 @@ import structlog
 from autod.config.settings import LLMConfig
 from autod.errors import ContextTooLong, CycleError, LLMUnavailable, PlanInvalid
 from autod.plan import Plan
-from autod.planner import TEMPLATE_TOKENS, PlanRequest, PlanResult, TokenUsage, estimated_tokens, prompt_chars
+from autod.planner import (
+    TEMPLATE_TOKENS,
+    PlanRequest,
+    PlanResult,
+    TokenUsage,
+    estimated_tokens,
+    prefill,
+    prompt_chars,
+)
 from autod.planner.codeform import parse_code_reply, quoted_code
 from autod.planner.endpoint import MAX_REPLY_BYTES, Endpoint, Sleep
 from autod.planner.forms import FORMS
@@ -174,6 +182,11 @@ class LLMPlanner:
 
         shown = quoted_code(request.messages) if code else frozenset()
         watch = request.watch if code and request.n == 1 and self._cfg.stop_early else None
+        # the greedy draw's reply starts with the definition's head where the server takes it
+        greedy = code and request.n == 1 and request.temperature == 0 and request.watch is not None
+        opening = ""
+        if greedy and endpoint.takes_prefill and request.watch is not None:
+            opening = await asyncio.to_thread(prefill.opening, request.watch.code)  # a parse: off the loop
 
         def read(content: str) -> Plan:
             if not code:
@@ -188,7 +201,7 @@ class LLMPlanner:
                 reply = await endpoint.complete(
                     messages, max_tokens, usage, deadline, paths, request.temperature,
                     symbols=symbols, seed=request.seed, n=request.n, record=request.record, free=code,
-                    stop=request.stop, watch=watch,
+                    stop=request.stop, watch=watch, opening="" if repaired or continued else opening,
                 )
             except ContextTooLong as exc:
                 room = _reply_room(exc)

@@ -66,5 +66,8 @@ def _delta(line: bytes) -> str | None:
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
         return None
     delta = choices[0].get("delta")
-    content = wire.text_of(delta.get("content")) if isinstance(delta, dict) else ""
+    if isinstance(delta, dict):
+        content = wire.text_of(delta.get("content"))
+    else:  # a /completions chunk (autod.planner.prefill)
+        content = choices[0].get("text") if isinstance(choices[0].get("text"), str) else ""
     return content or None

@@ -166,7 +166,8 @@ def read_completion(content_type: str, data: bytes) -> Completion:
 
 def _choice(choice: dict[str, Any]) -> tuple[str, str | None]:
     message = choice.get("message")
-    content = text_of(message.get("content") if isinstance(message, dict) else None)
+    # a /completions choice (autod.planner.prefill) carries its text bare
+    content = text_of(message.get("content") if isinstance(message, dict) else choice.get("text"))
     finish = choice.get("finish_reason")
     return content, finish if isinstance(finish, str) else None
 
@@ -199,6 +200,8 @@ def _read_sse(data: bytes) -> Completion:
             delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else choice.get("message")
             if isinstance(delta, dict):
                 parts.append(text_of(delta.get("content")))
+            elif isinstance(choice.get("text"), str):  # a /completions chunk
+                parts.append(choice["text"])
             if isinstance(choice.get("finish_reason"), str):
                 finish = choice["finish_reason"]
         p, c = _usage(chunk.get("usage"))  # OpenAI sends it in a last chunk with empty choices

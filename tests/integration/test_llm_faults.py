@@ -143,9 +143,9 @@ def test_every_llm_fault_is_recorded_writes_nothing_and_the_daemon_serves_the_ne
     times: list[float] = []
     record = scripted_llm._record
 
-    def timed(body: dict[str, Any], headers: dict[str, str]) -> None:
+    def timed(body: dict[str, Any], headers: dict[str, str], *path: str) -> None:
         times.append(time.monotonic())
-        record(body, headers)
+        record(body, headers, *path)
 
     scripted_llm._record = timed  # type: ignore[method-assign]
     # .git/info/exclude: autod adds its state dir there at start-up (no plan can write under .git)

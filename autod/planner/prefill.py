@@ -1,0 +1,95 @@
+"""Starting a greedy reply with the part of the definition it would only copy (`llm.prefill`).
+
+A focused prompt asks for one definition back, fixed (autod.modes.debug), and a small model on a CPU
+generates ~15 tokens a second while it reads a prompt ~7 times faster. Most of a reply is the
+definition copied, and its head (decorators, signature, docstring) is copied first, token by token.
+Where the server lets autod write the start of the model's answer, that head is given as the answer's
+opening and the model generates from the first statement of the body on; the reply autod reads is the
+opening and what the model added, so everything downstream (the early stop, the parser, the judge)
+sees one whole reply as before.
+
+Only the draw at temperature 0 is started this way. Its reply is the model's likeliest text, which
+copies the head as shown (the benches' traces: no greedy change in a head was ever a fix); a sampled
+draw explores, and may rightly change a signature's default, so it is asked whole.
+
+`chatml`: the server's /completions endpoint with the prompt rendered in the ChatML template
+(Qwen, and the many models trained on it; llama-cpp-python, llama.cpp, vLLM all serve raw
+completions). autod renders that template itself, so it owns the boundary between the roles: a
+prompt whose text holds anything shaped like a control token (`<|...|>`, which such servers read as
+the token itself) is never rendered, and goes to the chat endpoint as every other request does.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import textwrap
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from autod import pyast
+from autod.planner.fences import fence_for
+
+__all__ = ["CONTROL", "chatml", "completions_body", "head", "opening"]
+
+# ChatML's and its kin's control tokens (<|im_start|>, <|endoftext|>, <|fim_prefix|>, <|eot_id|>):
+# any such shape, not a list of names, so a model's own variant is refused too
+_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+CONTROL = re.compile(r"<[|\uff5c][^\s<>]{0,64}?[|\uff5c]>")
+
+
+def head(code: str) -> str:
+    """The lines of a definition before the first statement of its body that is not its docstring
+    (decorators, signature, docstring), exactly as `code` has them; "" when it does not parse as one
+    definition or has no such statement."""
+    lines = code.split("\n")
+    try:
+        tree = pyast.parse(textwrap.dedent(code))
+    except (SyntaxError, ValueError):
+        return ""
+    if len(tree.body) != 1 or not isinstance(tree.body[0], _DEFINITIONS):
+        return ""
+    body = tree.body[0].body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+            and isinstance(body[0].value.value, str):
+        body = body[1:]
+    if not body:
+        return ""
+    first = body[0].lineno  # 1-based; a decorated statement counts from its first decorator
+    decorators = getattr(body[0], "decorator_list", None) or []
+    starts = min([(first, body[0].col_offset), *((d.lineno, d.col_offset - 1) for d in decorators)])
+    first, col = starts
+    dedented = textwrap.dedent(code).split("\n")
+    if first <= 1 or dedented[first - 1][:col].strip():
+        return ""  # the statement shares its line with the signature or the docstring: no line to begin at
+    return "\n".join(lines[: first - 1])
+
+
+def opening(code: str) -> str:
+    """The answer's start for a reply that rewrites `code`: the block's fence, as the prompt fences
+    it, and the definition's head; "" when there is no head to give."""
+    first = head(code)
+    return f"{fence_for(code)}python\n{first}\n" if first else ""
+
+
+def chatml(messages: Sequence[Mapping[str, Any]], answer_start: str) -> str | None:
+    """The messages in the ChatML template, the assistant's answer begun with `answer_start`; None when
+    any text holds a control token's shape (it would be read as the token, not as text)."""
+    parts = []
+    for m in messages:
+        role, content = str(m.get("role", "")), m.get("content")
+        if role not in ("system", "user", "assistant") or not isinstance(content, str):
+            return None
+        parts.append(f"<|im_start|>{role}\n{content}<|im_end|>\n")
+    parts.append(f"<|im_start|>assistant\n{answer_start}")
+    text = "".join(parts)
+    body_text = "".join(str(m.get("content", "")) for m in messages) + answer_start
+    return None if CONTROL.search(body_text) else text
+
+
+def completions_body(chat: Mapping[str, Any], prompt: str) -> dict[str, Any]:
+    """A /chat/completions body as a /completions one: the same parameters, the rendered prompt in
+    place of the messages (no response_format: a prefilled reply is free text)."""
+    body = {k: v for k, v in chat.items() if k not in ("messages", "response_format", "n")}
+    body["prompt"] = prompt
+    return body
