@@ -13,6 +13,9 @@ streamed (their chunks interleave). Only one request is in flight per endpoint, 
 abandoned the next first waits for the server to answer a cheap probe (`GET /models`, which
 llama-cpp-python serves only when the model is free) or, when it cannot be probed, for
 `request_timeout_s`.
+
+A suspect's greedy reply may be begun with its definition's head (`llm.prefill`,
+autod.planner.prefill): that request goes to /completions, and the head is read as the reply's start.
 """
 
 from __future__ import annotations
@@ -190,7 +193,8 @@ class Endpoint:
                             response_format=fmt, next_format=untried[0])
                 i += 1
                 continue
-            raise LLMUnavailable(f"HTTP {status} from {self.url}/chat/completions: {self._excerpt(data)}")
+            path = "completions" if given else "chat/completions"
+            raise LLMUnavailable(f"HTTP {status} from {self.url}/{path}: {self._excerpt(data)}")
 
     async def _send(
         self, body: dict[str, Any], deadline: float, fmt: str, watch: Watched | None = None, opening: str = ""
