@@ -183,9 +183,9 @@ class LLMPlanner:
         shown = quoted_code(request.messages) if code else frozenset()
         watch = request.watch if code and request.n == 1 and self._cfg.stop_early else None
         # the greedy draw's reply starts with the definition's head where the server takes it
-        greedy = code and request.n == 1 and request.temperature == 0 and request.watch is not None
         opening = ""
-        if greedy and endpoint.takes_prefill and request.watch is not None:
+        if (code and request.n == 1 and request.temperature == 0 and request.watch is not None
+                and endpoint.takes_prefill):
             opening = await asyncio.to_thread(prefill.opening, request.watch.code)  # a parse: off the loop
 
         def read(content: str) -> Plan:

@@ -32,9 +32,9 @@ from autod.planner.fences import fence_for
 
 __all__ = ["CONTROL", "chatml", "completions_body", "head", "opening"]
 
+_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 # ChatML's and its kin's control tokens (<|im_start|>, <|endoftext|>, <|fim_prefix|>, <|eot_id|>):
 # any such shape, not a list of names, so a model's own variant is refused too
-_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 CONTROL = re.compile(r"<[|\uff5c][^\s<>]{0,64}?[|\uff5c]>")
 
 
@@ -55,10 +55,10 @@ def head(code: str) -> str:
         body = body[1:]
     if not body:
         return ""
-    first = body[0].lineno  # 1-based; a decorated statement counts from its first decorator
+    # where the statement starts (1-based line, column): a decorated one at its first decorator's `@`
     decorators = getattr(body[0], "decorator_list", None) or []
-    starts = min([(first, body[0].col_offset), *((d.lineno, d.col_offset - 1) for d in decorators)])
-    first, col = starts
+    first, col = min([(body[0].lineno, body[0].col_offset),
+                      *((d.lineno, d.col_offset - 1) for d in decorators)])
     dedented = textwrap.dedent(code).split("\n")
     if first <= 1 or dedented[first - 1][:col].strip():
         return ""  # the statement shares its line with the signature or the docstring: no line to begin at
