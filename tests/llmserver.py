@@ -25,6 +25,9 @@ real server autod meets:
     "props_n_ctx": N              GET /props answers llama.cpp's {"default_generation_settings": {"n_ctx": N}}
     "chars_per_token": C          prompt tokens counted (usage, context_limit) as characters / C (4)
     "no_completions": true        POST /v1/completions answers 404 (a chat-only server)
+    "vocab": "chatml" | "other"   POST /extras/tokenize (llama-cpp-python's) counts a text's tokens:
+                                  a BOS, each ChatML marker as one token ("chatml") or spelt out in
+                                  several ("other"); unset: 404, as a server without it
     "honour_n": true              a request with n > 1 gets n choices (each the next step), like vLLM
     "single_slot": true           one completion at a time; a step's "generate_s" holds the slot that
                                   long, to the end even after its client gave up, unless the request
@@ -64,7 +67,7 @@ from typing import Any
 
 BEHAVIOURS = (
     "sse", "token_param", "context_limit", "single_slot", "props_n_ctx", "chars_per_token", "honour_n",
-    "refuse_stop", "no_completions",
+    "refuse_stop", "no_completions", "vocab",
 )
 CHAT = "/v1/chat/completions"
 NOTHING_TO_DO: dict[str, Any] = {"summary": "nothing to do", "edits": [], "verify": [], "report": None}
@@ -124,6 +127,8 @@ class ScriptedLLM:
         self.streams: list[dict[str, Any]] = []
         self.chars_per_token: float = 4
         self.no_completions = False
+        self.vocab: str | None = None
+        self.tokenized = 0  # tokenize requests answered
         self.paths: list[str] = []  # the path of every POST recorded, in order
         self.piled = 0  # completions that arrived while the single slot was busy
         self._slot = threading.Lock()
@@ -372,6 +377,14 @@ def _handler_for(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
             except ValueError:
                 body = {"_raw": raw.decode("utf-8", "replace")}
             path = self.path.rstrip("/")
+            if path == "/extras/tokenize" and llm.vocab:
+                llm.tokenized += 1
+                text = str(body.get("input", ""))
+                markers = text.count("<|im_start|>") + text.count("<|im_end|>")
+                rest = text.replace("<|im_start|>", "").replace("<|im_end|>", "")
+                count = 1 + markers * (1 if llm.vocab == "chatml" else 5) + (len(rest) + 3) // 4
+                self._send(200, json.dumps({"tokens": list(range(count))}).encode())
+                return
             if path not in ("/v1/chat/completions", "/v1/completions") or (
                     path == "/v1/completions" and llm.no_completions):
                 self._send(404, b'{"error": {"message": "not found"}}')

@@ -67,11 +67,12 @@ class LLMConfig(Strict):
         True, description="ask for every one-choice reply as a stream, so a reply autod gives up on "
         "(a deadline, a stop) also ends on the server, which would otherwise generate it to the end"
     )
-    prefill: Literal["none", "chatml"] = Field(
-        "none", description="start a suspect's greedy reply with its definition's head (signature, "
+    prefill: Literal["auto", "none", "chatml"] = Field(
+        "auto", description="start a suspect's greedy reply with its definition's head (signature, "
         "docstring) so the model generates only the body: chatml renders the prompt in the ChatML "
         "template for the server's /completions endpoint (Qwen and other ChatML models; "
-        "autod.planner.prefill); none asks every reply whole (YAML's off reads as none)"
+        "autod.planner.prefill); auto does so when the server's tokenizer reads ChatML's markers as "
+        "tokens; none asks every reply whole (YAML's off reads as none)"
     )
     context_tokens: int | None = Field(
         None, ge=512, le=10_000_000,

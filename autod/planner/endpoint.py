@@ -85,7 +85,9 @@ class Endpoint:
         self.takes_n: bool | None = None
         self.takes_stop = True  # until the server refuses `stop` (then the code form goes without it)
         self.takes_stream_usage = True  # until it refuses `stream_options` (then counted by chunk)
-        self.takes_prefill = cfg.prefill == "chatml"  # until /completions is refused (autod.planner.prefill)
+        # until /completions is refused (autod.planner.prefill); auto: the server's tokenizer asked once
+        self.takes_prefill = cfg.prefill != "none"
+        self._chatml: bool | None = True if cfg.prefill == "chatml" else None
         self.client = httpx.AsyncClient(
             base_url=base_url + "/",
             headers=headers,
@@ -313,6 +315,21 @@ class Endpoint:
         log.info("llm.busy_server_awaited", endpoint=self.url,
                  waited_ms=round((loop.time() - waited_from) * 1000))
 
+    async def prefills(self) -> bool:
+        """Whether a greedy reply may be begun with its definition's head here (`llm.prefill`)."""
+        if self.takes_prefill and self._chatml is None:
+            timeout = min(PROBE_MIN_S, self._cfg.request_timeout_s)
+            self._chatml = await prefill.speaks_chatml(self.client, self._root, self.model, timeout)
+            if self._chatml is not None:  # None: too busy to say, asked again next time
+                log.info("llm.prefill_chosen", endpoint=self.url, chatml=self._chatml)
+                self.takes_prefill = self._chatml
+        return self.takes_prefill and bool(self._chatml)
+
+    @property
+    def _root(self) -> str:
+        """The server's root, beside /v1 (where llama.cpp's /props and the tokenizers are)."""
+        return re.sub(r"/v1/?$", "", str(self.client.base_url).rstrip("/"))
+
     @property
     def key(self) -> str:
         """What a learnt window is kept under: the server and the model."""
@@ -320,8 +337,7 @@ class Endpoint:
 
     async def _ask_props(self) -> int | None:
         """llama.cpp's server states `n_ctx` at GET /props (at the server's root, beside /v1)."""
-        root = re.sub(r"/v1/?$", "", str(self.client.base_url).rstrip("/"))
-        for url in (f"{root}/props", "props"):
+        for url in (f"{self._root}/props", "props"):
             try:
                 resp = await self.client.get(url, timeout=min(PROBE_MIN_S, self._cfg.request_timeout_s))
             except httpx.HTTPError:

@@ -185,7 +185,7 @@ class LLMPlanner:
         # the greedy draw's reply starts with the definition's head where the server takes it
         opening = ""
         if (code and request.n == 1 and request.temperature == 0 and request.watch is not None
-                and endpoint.takes_prefill):
+                and await endpoint.prefills()):
             opening = await asyncio.to_thread(prefill.opening, request.watch.code)  # a parse: off the loop
 
         def read(content: str) -> Plan:

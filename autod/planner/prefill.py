@@ -17,6 +17,11 @@ draw explores, and may rightly change a signature's default, so it is asked whol
 completions). autod renders that template itself, so it owns the boundary between the roles: a
 prompt whose text holds anything shaped like a control token (`<|...|>`, which such servers read as
 the token itself) is never rendered, and goes to the chat endpoint as every other request does.
+
+`auto` (the default): chatml when the server's own tokenizer says its model speaks it, asked once:
+llama-cpp-python (`/extras/tokenize`), llama.cpp and vLLM (`/tokenize`) count the tokens of a text,
+and a model trained on ChatML reads `<|im_start|><|im_end|>` as exactly two (one each; any other
+vocabulary spells them out in several). A server that cannot be asked is asked on its chat endpoint.
 """
 
 from __future__ import annotations
@@ -27,10 +32,12 @@ import textwrap
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import httpx
+
 from autod import pyast
 from autod.planner.fences import fence_for
 
-__all__ = ["CONTROL", "chatml", "completions_body", "head", "opening"]
+__all__ = ["CONTROL", "chatml", "completions_body", "head", "opening", "speaks_chatml"]
 
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 # ChatML's and its kin's control tokens (<|im_start|>, <|endoftext|>, <|fim_prefix|>, <|eot_id|>):
@@ -93,3 +100,41 @@ def completions_body(chat: Mapping[str, Any], prompt: str) -> dict[str, Any]:
     body = {k: v for k, v in chat.items() if k not in ("messages", "response_format", "n")}
     body["prompt"] = prompt
     return body
+
+
+MARKERS = "<|im_start|><|im_end|>"
+_TOKENIZE = ("extras/tokenize", "tokenize")  # llama-cpp-python's; llama.cpp's and vLLM's
+_TOKENIZE_BYTES = 64 * 1024
+
+
+async def speaks_chatml(client: httpx.AsyncClient, root: str, model: str, timeout_s: float) -> bool | None:
+    """Whether the server's model reads ChatML's two markers as one token each (its tokenizer asked,
+    at the server's root); None when the server was too busy to say (ask again later)."""
+    for path in _TOKENIZE:
+        counts: list[int] = []
+        for text in (MARKERS, ""):  # the empty text: what the tokenizer adds of its own (a BOS)
+            try:
+                body = {"input": text, "content": text, "prompt": text, "model": model}  # each server's
+                resp = await client.post(f"{root}/{path}", json=body, timeout=timeout_s)
+            except httpx.TimeoutException:
+                return None
+            except httpx.HTTPError:
+                break
+            count = _count(resp) if resp.is_success and len(resp.content) <= _TOKENIZE_BYTES else None
+            if count is None:
+                break
+            counts.append(count)
+        if len(counts) == 2:
+            return counts[0] - counts[1] == 2
+    return False
+
+
+def _count(resp: httpx.Response) -> int | None:
+    try:
+        doc = resp.json()
+    except ValueError:
+        return None
+    if isinstance(doc, dict) and isinstance(doc.get("tokens"), list):
+        return len(doc["tokens"])
+    count = doc.get("count") if isinstance(doc, dict) else None
+    return count if isinstance(count, int) and not isinstance(count, bool) else None

@@ -40,14 +40,16 @@ def reply(code: str) -> str:
     return f"````python\n{code}````\n"
 
 
-def run(tmp_path, scripted_llm, marker: str) -> tuple[dict, str]:
+def run(tmp_path, scripted_llm, marker: str, prefill: str | None = "chatml") -> tuple[dict, str]:
     buggy = STATS.format(marker=marker)
     fixed = buggy.replace("(len(values) + 1)", "len(values)")
     repo = make_repo(tmp_path / "repo", {"src/__init__.py": "", "src/stats.py": buggy,
                                          "tests/test_stats.py": STATS_TEST})
     scripted_llm.push_text(reply(fixed))  # the greedy draw: the fix, whether begun with the head or not
-    cfg = base_config(repo, ranked=True,
-                      llm={"reply_form": "code", "base_url": scripted_llm.base_url, "prefill": "chatml"},
+    llm = {"reply_form": "code", "base_url": scripted_llm.base_url}
+    if prefill is not None:  # None: autod's default (auto)
+        llm["prefill"] = prefill
+    cfg = base_config(repo, ranked=True, llm=llm,
                       candidates={"n": 1, "seed": 40, "focused": 1},
                       modes={"auto-debug": {"enabled": True, "max_attempts_per_cycle": 1}})
     cfg["checks"]["tests"]["run"] = cfg["checks"]["tests"]["run"].replace(" tests", " tests/test_stats.py")
@@ -79,3 +81,11 @@ def test_a_definition_holding_a_control_token_is_asked_on_the_chat_endpoint(
     run(tmp_path, scripted_llm, HOSTILE)
     assert scripted_llm.paths and set(scripted_llm.paths) == {"/v1/chat/completions"}
     assert not any("prompt" in body for body in scripted_llm.requests)
+
+
+def test_by_default_a_server_whose_tokenizer_reads_chatml_gets_the_head_begun(
+    tmp_path, scripted_llm, real_bwrap
+):
+    scripted_llm.behave(vocab="chatml")  # llama-cpp-python serving a ChatML model (Qwen)
+    run(tmp_path, scripted_llm, "", prefill=None)
+    assert scripted_llm.paths[0] == "/v1/completions" and scripted_llm.tokenized == 2

@@ -86,7 +86,7 @@ def test_the_greedy_reply_is_begun_with_the_head_and_the_server_generates_the_bo
 
 def test_without_prefill_the_same_reply_is_asked_whole_on_the_chat_endpoint(llm: ScriptedLLM):
     llm.push_text(reply(FIXED))
-    (result,) = plan(llm.base_url, request())
+    (result,) = plan(llm.base_url, request(), prefill="none")
     assert llm.paths == ["/v1/chat/completions"]
     (stream,) = llm.streams
     assert stream["of"] > len(reply(FIXED)) // 7  # every line of it generated
@@ -135,3 +135,35 @@ def test_a_definition_holding_a_control_token_is_never_rendered_into_the_templat
     (result,) = plan(llm.base_url, request(code), prefill="chatml")
     assert llm.paths == ["/v1/chat/completions"] and result.plan.edits
     assert not any("prompt" in r for r in llm.requests)
+
+
+def test_auto_begins_greedy_replies_where_the_server_s_tokenizer_reads_chatml_asked_once(llm: ScriptedLLM):
+    llm.behave(vocab="chatml")
+    llm.push_text(reply(FIXED))
+    llm.push_text(reply(FIXED))
+    with structlog.testing.capture_logs() as logs:
+        first, second = plan(llm.base_url, request(), request())  # llm.prefill: auto, the default
+    assert llm.paths == ["/v1/completions", "/v1/completions"]
+    assert llm.tokenized == 2  # the markers and the empty text, once for the endpoint's life
+    assert next(e for e in logs if e["event"] == "llm.prefill_chosen")["chatml"] is True
+    assert first.plan.edits[0].replace.strip("\n") == FIXED == second.plan.edits[0].replace.strip("\n")
+
+
+@pytest.mark.parametrize("vocab", ["other", None])
+def test_auto_asks_on_the_chat_endpoint_where_the_model_is_not_chatml_or_cannot_be_asked(
+    llm: ScriptedLLM, vocab: str | None
+):
+    llm.behave(vocab=vocab)
+    llm.push_text(reply(FIXED))
+    llm.push_text(reply(FIXED))
+    first, second = plan(llm.base_url, request(), request())
+    assert llm.paths == ["/v1/chat/completions", "/v1/chat/completions"]
+    assert llm.tokenized == (2 if vocab else 0)
+    assert first.plan.edits and second.plan.edits
+
+
+def test_none_never_asks_the_tokenizer(llm: ScriptedLLM):
+    llm.behave(vocab="chatml")
+    llm.push_text(reply(FIXED))
+    plan(llm.base_url, request(), prefill="none")
+    assert llm.paths == ["/v1/chat/completions"] and llm.tokenized == 0
