@@ -65,13 +65,17 @@ class TracingProxy:
                 self._forward(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
 
             def _forward(self, body: bytes) -> None:
-                path = self.path.removeprefix("/v1")
+                # the API under /v1; a server's own routes at its root (llama-cpp-python's
+                # /extras/tokenize, llama.cpp's /props), as autod asks them
+                api = self.path.startswith("/v1/") or self.path == "/v1"
+                path = self.path.removeprefix("/v1") if api else self.path
+                url = (proxy.upstream if api else proxy.upstream.removesuffix("/v1")) + path
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_HEADERS}
                 started = time.monotonic()
                 left, sent = False, False
                 parts: list[bytes] = []
                 try:
-                    with httpx.stream(self.command, proxy.upstream + path, content=body or None,
+                    with httpx.stream(self.command, url, content=body or None,
                                       headers=headers, timeout=7200) as resp:
                         status, ctype = resp.status_code, resp.headers.get("content-type", "")
                         if ctype.split(";")[0].strip().lower() == "text/event-stream":
