@@ -27,7 +27,8 @@ real server autod meets:
     "no_completions": true        POST /v1/completions answers 404 (a chat-only server)
     "vocab": "chatml" | "other"   POST /extras/tokenize (llama-cpp-python's) counts a text's tokens:
                                   a BOS, each ChatML marker as one token ("chatml") or spelt out in
-                                  several ("other"); unset: 404, as a server without it
+                                  several ("other"); "endless": a 200 whose body never ends; unset:
+                                  404, as a server without it
     "honour_n": true              a request with n > 1 gets n choices (each the next step), like vLLM
     "single_slot": true           one completion at a time; a step's "generate_s" holds the slot that
                                   long, to the end even after its client gave up, unless the request
@@ -377,6 +378,10 @@ def _handler_for(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
             except ValueError:
                 body = {"_raw": raw.decode("utf-8", "replace")}
             path = self.path.rstrip("/")
+            if path == "/extras/tokenize" and llm.vocab == "endless":
+                llm.tokenized += 1
+                self._endless()
+                return
             if path == "/extras/tokenize" and llm.vocab:
                 llm.tokenized += 1
                 text = str(body.get("input", ""))
@@ -454,6 +459,20 @@ def _handler_for(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
                         break
             except (BrokenPipeError, ConnectionResetError):
                 record["left"] = True
+            self.close_connection = True
+
+        def _endless(self) -> None:
+            """A 200 whose JSON body never ends (until the client leaves or the server stops)."""
+            try:
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                self.wfile.write(b'{"tokens": [')
+                while not llm._stopping.is_set():
+                    self.wfile.write(b"1, " * 4096)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
             self.close_connection = True
 
         def _send(

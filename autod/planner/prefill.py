@@ -27,6 +27,7 @@ vocabulary spells them out in several). A server that cannot be asked is asked o
 from __future__ import annotations
 
 import ast
+import json
 import re
 import textwrap
 from collections.abc import Mapping, Sequence
@@ -113,14 +114,15 @@ async def speaks_chatml(client: httpx.AsyncClient, root: str, model: str, timeou
     for path in _TOKENIZE:
         counts: list[int] = []
         for text in (MARKERS, ""):  # the empty text: what the tokenizer adds of its own (a BOS)
+            body = {"input": text, "content": text, "prompt": text, "model": model}  # each server's
             try:
-                body = {"input": text, "content": text, "prompt": text, "model": model}  # each server's
-                resp = await client.post(f"{root}/{path}", json=body, timeout=timeout_s)
+                async with client.stream("POST", f"{root}/{path}", json=body, timeout=timeout_s) as resp:
+                    data = await _capped(resp) if resp.is_success else None
             except httpx.TimeoutException:
                 return None
             except httpx.HTTPError:
                 break
-            count = _count(resp) if resp.is_success and len(resp.content) <= _TOKENIZE_BYTES else None
+            count = _count(data) if data is not None else None
             if count is None:
                 break
             counts.append(count)
@@ -129,9 +131,19 @@ async def speaks_chatml(client: httpx.AsyncClient, root: str, model: str, timeou
     return False
 
 
-def _count(resp: httpx.Response) -> int | None:
+async def _capped(resp: httpx.Response) -> bytes | None:
+    """The body, read no further than `_TOKENIZE_BYTES` (None past it: not a tokenizer's answer)."""
+    data = bytearray()
+    async for part in resp.aiter_bytes():
+        data += part
+        if len(data) > _TOKENIZE_BYTES:
+            return None
+    return bytes(data)
+
+
+def _count(data: bytes) -> int | None:
     try:
-        doc = resp.json()
+        doc = json.loads(data)
     except ValueError:
         return None
     if isinstance(doc, dict) and isinstance(doc.get("tokens"), list):

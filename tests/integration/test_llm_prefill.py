@@ -167,3 +167,11 @@ def test_none_never_asks_the_tokenizer(llm: ScriptedLLM):
     llm.push_text(reply(FIXED))
     plan(llm.base_url, request(), prefill="none")
     assert llm.paths == ["/v1/chat/completions"] and llm.tokenized == 0
+
+
+def test_a_tokenizer_answer_that_never_ends_is_read_no_further_than_its_cap(llm: ScriptedLLM):
+    llm.behave(vocab="endless")  # a broken or hostile server: the probe must not read it forever
+    llm.push_text(reply(FIXED))
+    (result,) = plan(llm.base_url, request())  # the hang guard (60 s) fails the test on an endless read
+    assert llm.paths == ["/v1/chat/completions"] and result.plan.edits
+    assert llm.tokenized == 1  # asked once, its answer dropped at the cap (then /tokenize: a 404)
