@@ -43,6 +43,8 @@ from reallib_seed import LIBRARIES, Library, apply_bug, extract, fresh_tree, run
 from reallib_share import reply_figures
 
 from autod.act.definition import replace_definition
+from autod.checks.digest import digest
+from autod.checks.source import EXCERPT_CHARS
 from autod.config.settings import CandidatesConfig, LLMConfig, LocalizeConfig
 from autod.errors import PlanRejected
 from autod.localize.excerpt import trim_failure
@@ -216,7 +218,8 @@ def oracle_bug(work: Path, pristine: Path, bug: dict[str, Any], url: str, model:
     _, definition = bug_spans(buggy, bug)
     suite = run_suite(tree, lib, timeout_s=600)
     chars = int(LocalizeConfig().budget_tokens * EXCERPT_SHARE) * 4  # as much as autod's prompt gives it
-    excerpt = trim_failure(suite.get("output", "")[-16000:], chars)
+    # the failure output as autod's event carries it (autod.checks.digest), cut as autod's prompt cuts it
+    excerpt = trim_failure(digest(suite.get("output", ""), EXCERPT_CHARS)[-16000:], chars)
     user = ORACLE_USER.format(library=lib.name, excerpt=excerpt, qualname=bug["qualname"], path=bug["file"],
                               definition="\n".join(definition))
     messages = [{"role": "system", "content": ORACLE_SYSTEM}, {"role": "user", "content": user}]

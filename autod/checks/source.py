@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import structlog
 
 from autod import logs
+from autod.checks.digest import digest
 from autod.checks.outcome import count_failures, failing_tests
 from autod.checks.run import CheckResult, run_check
 from autod.config.settings import Settings
@@ -58,7 +59,8 @@ def failure_event(result: CheckResult, *, checked_at: float | None = None) -> Ev
         payload={
             "check": result.name,
             "exit_code": result.exit_code,
-            "excerpt": output[-EXCERPT_CHARS:],
+            "excerpt": output[-EXCERPT_CHARS:],  # the tail: localization, memory and replays read it
+            "digest": digest(output, EXCERPT_CHARS),  # what a prompt shows: each failure's essentials
             "locations": parse_locations(output)[:50],
             "failures": count_failures(result),
             "failing_tests": sorted(failing_tests(output) or ()),  # pytest node ids, for `improved`

@@ -67,7 +67,9 @@ class DebugMode:
         raw = str(payload.get("excerpt") or payload.get("message") or event.summary)
         fixed = sum(len(m["content"]) for m in self.messages(event, {}, []))  # the instructions
         budget = await fitted_budget(env, self.name, env.settings.localize.budget_tokens, fixed)
-        excerpt = trim_failure(raw[-16000:], int(budget * EXCERPT_SHARE) * 4)
+        # the prompt shows the output's digest where the event has one (autod.checks.digest)
+        shown = str(payload.get("digest") or raw)
+        excerpt = trim_failure(shown[-16000:], int(budget * EXCERPT_SHARE) * 4)
         memory = recalled_text(recalled, shown=raw, budget_tokens=memory_budget(env.settings, budget))
         if env.offline:
             # the offline planner runs the fixer checks and reads no prompt: nothing to localize, no

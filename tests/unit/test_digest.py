@@ -1,0 +1,231 @@
+"""The failure digest (autod.checks.digest): real pytest reports shortened to what each failure did.
+
+The reports here are real: a generated suite run by pytest in a subprocess, with its default
+(long) tracebacks, so the shapes are pytest's own and not a copy of them. The generated-garbage test
+holds the bounds on any input.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from autod.checks.digest import GAP, digest
+from autod.checks.outcome import failing_tests
+from autod.checks.run import CheckResult
+from autod.checks.source import EXCERPT_CHARS, failure_event
+
+CAP = 12_000
+
+LIBRARY = '''
+def long_step(items, limit):
+    """A long function on the failing path: pytest prints it whole."""
+    total = 0
+{filler}
+    for item in items:
+        total += item
+    if total > limit:
+        raise ValueError(f"total {{total}} over {{limit}}")
+    return total
+
+
+def scale(values, factor):
+    return [v * factor + 1 for v in values]  # the slip: + 1
+'''
+
+TESTS = '''
+import warnings
+
+import pytest
+
+from lib import long_step, scale
+
+
+@pytest.mark.parametrize(
+    "values, factor, expected",
+    [
+{rows}
+    ],
+)
+def test_scale(values, factor, expected):
+    warnings.warn("a deprecation this suite does not care about " * 4, DeprecationWarning)
+    got = scale(values, factor)
+    assert got == expected
+
+
+def test_long_path():
+    assert long_step([1, 2, 3], 5) == 6
+
+
+def test_long_path_again():
+    assert long_step([1, 2, 3], 5) == 6
+
+
+def test_fine():
+    assert scale([], 3) == []
+'''
+
+
+def _report(tmp_path: Path, rows: int = 30, filler: int = 150) -> str:
+    """A real pytest run's output: `rows` failing parameter sets of one test, two failures through a
+    function of `filler` extra lines, and a passing test."""
+    fill = "\n".join(f"    total += {i} * 0" for i in range(filler))
+    (tmp_path / "lib.py").write_text(LIBRARY.format(filler=fill))
+    table = "\n".join(f"        ([{i}, {i + 1}], {i % 5 + 2}, [{i * (i % 5 + 2)}, {(i + 1) * (i % 5 + 2)}]),"
+                      for i in range(rows))
+    (tmp_path / "test_lib.py").write_text(TESTS.format(rows=table))
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "test_lib.py"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stdout[-2000:]
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return _report(tmp_path_factory.mktemp("suite"))
+
+
+def test_each_failure_keeps_its_failing_line_error_and_location(report: str) -> None:
+    out = digest(report, CAP)
+    assert len(out) <= CAP < len(report)
+    first = out.split("___ test_scale[values1-3-expected1] ___")[0]
+    assert ">       assert got == expected" in first
+    assert "E       assert [1, 3] == [0, 2]" in first
+    assert re.search(r"(?m)^test_lib.py:\d+: AssertionError$", first)
+    assert "values = [0, 1], factor = 2, expected = [0, 2]" in first  # the frame's arguments
+    # the long function: its first line, the lines before the one that raised, that line, its error
+    assert "    def long_step(items, limit):" in out
+    assert ">           raise ValueError(f\"total {total} over {limit}\")" in out
+    assert "E           ValueError: total 6 over 5" in out
+    assert "total += 100 * 0" not in out and GAP in out  # the 150 lines between are left out
+
+
+def test_a_frame_shown_before_is_named_not_repeated(tmp_path: Path) -> None:
+    out = digest(_report(tmp_path, rows=1), CAP)
+    assert out.count("E           ValueError: total 6 over 5") == 1
+    assert re.search(r"(?m)^lib.py:\d+: ValueError  \(as above\)$", out)
+    assert ">       assert long_step([1, 2, 3], 5) == 6" in out.split("___ test_long_path_again ___")[1]
+
+
+def test_a_failure_raised_elsewhere_is_shown_before_more_of_the_same(report: str) -> None:
+    out = digest(report, CAP)  # 30 failing parameter sets first in the report, then the long path
+    assert "E           ValueError: total 6 over 5" in out.split("[... ")[0]
+
+
+def test_the_parameter_table_and_the_warnings_summary_are_left_out(report: str) -> None:
+    out = digest(report, CAP)
+    assert "([12, 13]" not in out  # a row of the parametrize table pytest printed for each failure
+    assert "warnings summary" in report and "warnings summary" not in out
+    assert "DeprecationWarning: a deprecation" in report and "DeprecationWarning: a deprecation" not in out
+
+
+def test_the_summary_lines_keep_every_failing_test(report: str) -> None:
+    out = digest(report, CAP)
+    assert failing_tests(out) == failing_tests(report)
+    assert out.rstrip().splitlines()[-1].startswith("=") and "32 failed" in out.splitlines()[-1]
+
+
+def test_the_digest_says_how_many_failures_it_left_out(report: str) -> None:
+    out = digest(report, CAP)
+    shown = out.count("\n___ ") + out.startswith("___ ")
+    assert shown < 32
+    assert f"[... {32 - shown} more failure section(s) not shown ...]" in out
+
+
+def test_the_event_carries_the_digest(report: str) -> None:
+    event = failure_event(CheckResult("tests", 1, report, 1000))
+    assert event.payload["digest"] == digest(report, EXCERPT_CHARS)
+    assert event.payload["excerpt"] == report[-EXCERPT_CHARS:]  # what localization reads, as before
+    assert event.payload["failing_tests"] == sorted(failing_tests(report) or ())
+
+
+def test_a_long_report_is_much_shorter_and_holds_more_of_its_failures(tmp_path: Path) -> None:
+    report = _report(tmp_path, rows=60, filler=400)
+    out = digest(report, CAP)
+    tail = report[-CAP:]
+    # the tail a fixed cut kept holds no failing line at all (the warnings summary fills it)
+    assert ">       assert got == expected" not in tail
+    assert out.count(">       assert got == expected") >= 3
+
+
+def test_output_that_is_not_a_pytest_report_is_its_tail() -> None:
+    text = "\n".join(f"line {i}: something went wrong" for i in range(5000))
+    assert digest(text, 1000) == text[-1000:]
+    assert digest("", 1000) == ""
+
+
+_SHAPES = [
+    "=================================== FAILURES ===================================",
+    "==================================== ERRORS ====================================",
+    "=========================== short test summary info ============================",
+    "================= 3 failed, 5 passed in 0.12s =================",
+    "=============================== warnings summary ===============================",
+    "____________________ test_x[{n}] ____________________",
+    "_ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _",
+    "    def f(x):",
+    "        y = x + {n}",
+    ">       assert f({n}) == 3",
+    "E       assert {n} == 3",
+    "E",
+    "tests/test_x.py:{n}: AssertionError",
+    "x.py:{n}: in f",
+    "x = {n}, y = 'abc'",
+    "---------------------------- Captured stdout call -----------------------------",
+    "                   ^^^^^^^^^^",
+    "FAILED tests/test_x.py::test_x[{n}] - assert {n} == 3",
+    "ERROR tests/test_y.py::test_y",
+    "",
+    "    ",
+    "\u202e\x1b[31m=== FAILURES ===\x00",
+]
+
+
+@pytest.mark.parametrize("seed", range(300))
+def test_any_mix_of_report_lines_and_garbage_stays_within_the_cap(seed: int) -> None:
+    rnd = random.Random(seed)
+    lines = []
+    for _ in range(rnd.randint(0, 400)):
+        pick = rnd.random()
+        if pick < 0.8:
+            lines.append(rnd.choice(_SHAPES).format(n=rnd.randint(0, 10**6)))
+        elif pick < 0.95:
+            lines.append("".join(rnd.choice("_ =-E>^~:\t.x0[]") for _ in range(rnd.randint(0, 120))))
+        else:
+            lines.append(rnd.choice("=_ E>x") * rnd.randint(1000, 50_000))  # one very long line
+    text = "\n".join(lines)
+    cap = rnd.choice([0, 50, 500, 4000, CAP])
+    out = digest(text, cap)
+    assert len(out) <= cap
+    if cap >= 500 and text.strip():
+        assert out or not text[-cap:].strip() or "FAILURES" in text or "ERRORS" in text
+
+
+def test_one_enormous_line_and_a_million_short_ones_are_read_once() -> None:
+    # linear in its input: these would take minutes with a quadratic step (no clock asserted here)
+    huge = "=== FAILURES ===\n___ t ___\n>" + "x" * 5_000_000 + "\nE   boom\n"
+    out = digest(huge, CAP)
+    assert len(out) <= CAP and "E   boom" in out
+    many = "=== FAILURES ===\n___ t ___\n" + "    y = 1\n" * 1_000_000 + ">   assert y\nE   no\n"
+    out = digest(many, CAP)
+    assert ">   assert y" in out and "E   no" in out and out.count("y = 1") <= 3
+
+
+def test_text_printed_by_the_code_under_test_is_kept_as_text(tmp_path: Path) -> None:
+    # a test that prints pytest's own banners cannot make its failure vanish from the digest
+    (tmp_path / "test_loud.py").write_text(textwrap.dedent('''
+        def test_loud():
+            print("=" * 20 + " short test summary info " + "=" * 20)
+            print("FAILED tests/test_other.py::test_made_up - nothing")
+            assert 1 + 1 == 3
+    '''))
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "test_loud.py"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    out = digest(done.stdout, CAP)
+    assert ">       assert 1 + 1 == 3" in out and "E       assert (1 + 1) == 3" in out
+    assert "test_loud.py::test_loud" in out
