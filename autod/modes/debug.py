@@ -68,13 +68,17 @@ class DebugMode:
         fixed = sum(len(m["content"]) for m in self.messages(event, {}, []))  # the instructions
         budget = await fitted_budget(env, self.name, env.settings.localize.budget_tokens, fixed)
         # the prompt shows the output's digest where the event has one (autod.checks.digest)
+        share_chars = int(budget * EXCERPT_SHARE) * 4
         shown = str(payload.get("digest") or raw)
-        excerpt = trim_failure(shown[-16000:], int(budget * EXCERPT_SHARE) * 4)
+        excerpt = trim_failure(shown[-16000:], share_chars)
         memory = recalled_text(recalled, shown=raw, budget_tokens=memory_budget(env.settings, budget))
         if env.offline:
             # the offline planner runs the fixer checks and reads no prompt: nothing to localize, no
             # failing tests to re-run for a ranking (on a large workspace that was most of its cycle)
             return Sections(excerpt=excerpt, sources="", diff="", memory=memory)
+        # the code gets the room the output shown raw would have left it: the tokens the digest saves
+        # make the prompt shorter (faster to read), not a different set of code
+        failure_tokens = max(tokens(excerpt), tokens(trim_failure(raw[-16000:], share_chars)))
         since = await env.state.call(env.state.get_kv, "last_green_rev")
         spectrum = await self._spectrum(event, env)
         found = await localize(
@@ -83,7 +87,7 @@ class DebugMode:
             text=raw,
             locations=list(payload.get("locations") or []),
             last_green=since if isinstance(since, str) else None,
-            budget_tokens=max(500, budget - tokens(excerpt) - tokens(memory)),
+            budget_tokens=max(500, budget - failure_tokens - tokens(memory)),
             spectrum=spectrum,
             remembered=fixed_definitions(recalled),  # past fixes of similar failures move up (bounded)
         )
