@@ -9,10 +9,11 @@ a second), and the failing line, its error and the values involved are what a fi
 
 The digest keeps, in order:
 
-- each failure's section (`___ test_name ___`), each frame of it shortened: its arguments
-  (`db = <TinyDB ...>`), the definition's first line, the few lines before the line that failed
-  (`>`), that line, its `E` lines, its location (`tests/test_x.py:12: AssertionError`) and short-style
-  frames (`path:N: in f` and their line); the source lines between, caret marks and separators out;
+- each failure's section (`___ test_name ___`), each frame of it with its arguments
+  (`db = <TinyDB ...>`), its source listing whole up to 30 lines (a longer one as the definition's
+  first line and the six lines before the line that failed, `>`), that line, its `E` lines, its
+  location (`tests/test_x.py:12: AssertionError`) and short-style frames (`path:N: in f` and their
+  line); caret marks and separators out;
 - a frame already shown (the same text, memory addresses aside) as its location and `(as above)`;
   a failure whose every frame was already shown as one line naming the first that showed it;
 - the short summary's `FAILED`/`ERROR` lines and the final counts, which other readers use
@@ -43,7 +44,8 @@ _ADDRESS = re.compile(r"0x[0-9a-fA-F]{4,16}")
 _COUNTS = re.compile(r"\b\d+ (?:failed|passed|errors?|skipped)\b")
 
 LINE_CHARS = 300  # of any one line kept
-CONTEXT = 3  # source lines kept before a failing (`>`) line
+WHOLE_LISTING = 30  # source lines of a frame shown whole up to this many; past it, the lines below
+CONTEXT = 6  # source lines kept before a failing (`>`) line of a longer listing
 MAX_E = 30  # `E` lines kept of one frame
 MAX_ARGS = 8  # argument lines kept at a frame's top
 MAX_CAPTURED = 8  # lines kept of one captured-output section
@@ -234,6 +236,13 @@ def _frame(lines: list[str]) -> tuple[list[str], list[str]]:
                 keep[k] = True
                 lines[k] = "| " + lines[k]  # printed by the code: never read as a report line
             break  # the captured sections end a failure's section
+    # a short listing is kept whole: a small model reads a test's setup, a helper's few lines, from it
+    end = next((i for i, ln in enumerate(lines) if ln.startswith("E ") or _LOCATION.match(ln)), len(lines))
+    listing = [i for i in range(end) if lines[i].startswith(("    ", ">")) and lines[i].strip()
+               and not _CARETS.match(lines[i])]
+    if len(listing) <= WHOLE_LISTING:
+        for i in listing:
+            keep[i] = True
     args_out: list[str] = []
     out: list[str] = []
     gap = False
