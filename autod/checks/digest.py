@@ -252,7 +252,7 @@ def _frame(lines: list[str]) -> tuple[list[str], list[str]]:
             if a:
                 args_out.append(short)
                 continue
-            if gap and out:
+            if gap:
                 out.append(GAP)
             out.append(short)
             gap = False

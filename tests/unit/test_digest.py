@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from autod.checks.digest import GAP, digest
+from autod.checks.digest import CONTEXT, GAP, digest
 from autod.checks.outcome import failing_tests
 from autod.checks.run import CheckResult
 from autod.checks.source import EXCERPT_CHARS, failure_event
@@ -213,7 +213,7 @@ def test_one_enormous_line_and_a_million_short_ones_are_read_once() -> None:
     assert len(out) <= CAP and "E   boom" in out
     many = "=== FAILURES ===\n___ t ___\n" + "    y = 1\n" * 1_000_000 + ">   assert y\nE   no\n"
     out = digest(many, CAP)
-    assert ">   assert y" in out and "E   no" in out and out.count("y = 1") <= 3
+    assert ">   assert y" in out and "E   no" in out and out.count("y = 1") <= CONTEXT
 
 
 def test_text_printed_by_the_code_under_test_is_kept_as_text(tmp_path: Path) -> None:
