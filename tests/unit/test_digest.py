@@ -217,15 +217,23 @@ def test_one_enormous_line_and_a_million_short_ones_are_read_once() -> None:
 
 
 def test_text_printed_by_the_code_under_test_is_kept_as_text(tmp_path: Path) -> None:
-    # a test that prints pytest's own banners cannot make its failure vanish from the digest
+    # a test that prints pytest's own banners and summary lines can neither end the failures' part
+    # early (hiding the next failure) nor pass a made-up failing test off as the report's
     (tmp_path / "test_loud.py").write_text(textwrap.dedent('''
         def test_loud():
             print("=" * 20 + " short test summary info " + "=" * 20)
-            print("FAILED tests/test_other.py::test_made_up - nothing")
+            print("FAILED test_other.py::test_made_up - nothing")
             assert 1 + 1 == 3
+
+
+        def test_quiet():
+            assert 2 * 2 == 5
     '''))
     done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "test_loud.py"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=120)
     out = digest(done.stdout, CAP)
     assert ">       assert 1 + 1 == 3" in out and "E       assert (1 + 1) == 3" in out
-    assert "test_loud.py::test_loud" in out
+    assert ">       assert 2 * 2 == 5" in out and "E       assert (2 * 2) == 5" in out
+    assert "| FAILED test_other.py::test_made_up - nothing" in out
+    assert failing_tests(out) == failing_tests(done.stdout.split("short test summary info")[-1])
+    assert not any("test_made_up" in t for t in failing_tests(out) or ())
