@@ -4,8 +4,9 @@ pytest's default report prints, for every failing test, the whole source of ever
 failing path down to the line that raised: a 234-line method is printed whole, and a parametrized
 test prints its whole parameter table before its one failing line. The same frames recur once per
 failing test (one bug, eleven failing tests, eleven copies), and the warnings summary can fill the
-tail a fixed-size excerpt keeps. On a CPU a prompt's tokens cost time (a small model reads ~80 tokens
-a second), and the failing line, its error and the values involved are what a fix needs.
+tail a fixed-size excerpt keeps. On a CPU a prompt's tokens cost time (the benches' 1.5B model reads
+60-200 prompt tokens a second on two cores), and the failing line, its error and the values involved
+are what a fix needs.
 
 The digest keeps, in order:
 
@@ -19,8 +20,9 @@ The digest keeps, in order:
 - the short summary's `FAILED`/`ERROR` lines and the final counts, which other readers use
   (autod.checks.outcome);
 
-and drops the session header, the warnings summary and other sections. Whole failures are kept from
-the first until the cap; the summary has its own share. Output that is not pytest's report (no
+and drops the session header, the warnings summary and other sections. Four failures are shown
+(MAX_SHOWN), in report order: the first raised at each place (its last location line) before more
+of the same, each whole, until the cap; the summary has its own share. Output that is not pytest's report (no
 `FAILURES`/`ERRORS` banner) is returned as its tail, as before.
 
 Every check's output is untrusted: this reads it line by line, once, with anchored patterns of no
