@@ -195,6 +195,7 @@ def _block(header: str, body: list[str], seen: dict[str, str]) -> str:
 def _frame(lines: list[str]) -> tuple[list[str], list[str]]:
     """A frame's essentials as (its arguments, the rest): the definition's first line, the lines
     before `>` and it, the `E` lines, locations and short-style frames; a run left out as `GAP`."""
+    lines = list(lines)  # captured output is marked below: the caller's list stays as it was
     keep = [False] * len(lines)
     is_arg = [False] * len(lines)
     errors = 0
