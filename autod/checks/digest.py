@@ -17,8 +17,8 @@ The digest keeps, in order:
   line); caret marks and separators out;
 - a frame already shown (the same text, memory addresses aside) as its location and `(as above)`;
   a failure whose every frame was already shown as one line naming the first that showed it;
-- the short summary's `FAILED`/`ERROR` lines and the final counts, which other readers use
-  (autod.checks.outcome);
+- the short summary's `FAILED`/`ERROR`/`SUBFAIL` lines and the final counts (with or without `-q`'s
+  missing banners), which other readers use (autod.checks.outcome);
 
 and drops the session header, the warnings summary and other sections. Four failures are shown
 (MAX_SHOWN), in report order: the first raised at each place (its last location line) before more
@@ -44,6 +44,9 @@ _LOCATION = re.compile(r"^[^\s>].{0,500}?:\d+: ")  # `tests/x.py:12: AssertionEr
 _CARETS = re.compile(r"^\s*[\^~]+\s*$")
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]{4,16}")
 _COUNTS = re.compile(r"\b\d+ (?:failed|passed|errors?|skipped)\b")
+# `-q` ends with the counts and no banner around them: `1 failed, 108 passed in 0.52s`
+_QUIET_COUNTS = re.compile(r"^\d+ (?:failed|passed|errors?|skipped|deselected|xfailed|xpassed)\b")
+_SUMMARY_LINES = ("FAILED ", "ERROR ", "SUBFAIL ")  # SUBFAIL: pytest-subtests' failing subtests
 
 LINE_CHARS = 300  # of any one line kept
 WHOLE_LISTING = 30  # source lines of a frame shown whole up to this many; past it, the lines below
@@ -141,7 +144,8 @@ def _sections(lines: list[str]) -> tuple[list[tuple[str, list[str]]], list[str]]
                 blocks.append((h.group(1), []))
             elif blocks:
                 blocks[-1][1].append(line)
-        elif where == "short test summary info" and line.startswith(("FAILED ", "ERROR ")):
+        elif where == "short test summary info" and (line.startswith(_SUMMARY_LINES)
+                                                       or _QUIET_COUNTS.match(line)):
             summary.append(line[:LINE_CHARS])
     return blocks, summary
 

@@ -237,3 +237,35 @@ def test_text_printed_by_the_code_under_test_is_kept_as_text(tmp_path: Path) -> 
     assert "| FAILED test_other.py::test_made_up - nothing" in out
     assert failing_tests(out) == failing_tests(done.stdout.split("short test summary info")[-1])
     assert not any("test_made_up" in t for t in failing_tests(out) or ())
+
+
+def test_a_quiet_run_keeps_its_counts_line(tmp_path: Path) -> None:
+    """`pytest -q` ends with `1 failed, 1 passed in 0.01s` and no banner around it: the tail had it,
+    and so does the digest."""
+    suite = "def test_bad():\n    assert 1 + 1 == 3\n\n\ndef test_ok():\n    pass\n"
+    (tmp_path / "test_q.py").write_text(suite)
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_q.py"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    last = done.stdout.rstrip().splitlines()[-1]
+    assert re.match(r"^1 failed, 1 passed in ", last), done.stdout[-500:]
+    out = digest(done.stdout, CAP)
+    assert out.rstrip().splitlines()[-1] == last
+    assert failing_tests(out) == failing_tests(done.stdout)
+
+
+def test_failing_subtests_stay_in_the_summary() -> None:
+    """pytest-subtests names a failing subtest `SUBFAIL path::test [msg] - error` in the summary."""
+    report = "\n".join([
+        "==================== FAILURES ====================",
+        "____________ test_sub [case 2] ____________",
+        ">       assert f(2) == 4",
+        "E       assert 3 == 4",
+        "test_s.py:5: AssertionError",
+        "============ short test summary info =============",
+        "SUBFAIL test_s.py::test_sub [case 2] - assert 3 == 4",
+        "FAILED test_s.py::test_sub - contains 1 failed subtest",
+        "=========== 2 failed, 1 passed in 0.02s ===========",
+    ])
+    out = digest(report, CAP)
+    assert "SUBFAIL test_s.py::test_sub [case 2] - assert 3 == 4" in out.splitlines()
+    assert out.splitlines()[-1].startswith("=") and "2 failed" in out.splitlines()[-1]
