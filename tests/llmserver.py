@@ -22,7 +22,9 @@ real server autod meets:
     "refuse_stop": true           OpenAI reasoning models: 400 "Unsupported parameter: 'stop'"
     "context_limit": N            400 context_length_exceeded (OpenAI's body) when the prompt
                                   (4 characters a token) plus the reply cap passes N tokens
-    "props_n_ctx": N              GET /props answers llama.cpp's {"default_generation_settings": {"n_ctx": N}}
+    "props_n_ctx": N              GET /props answers llama.cpp's
+                                  {"default_generation_settings": {"n_ctx": N}}; "endless": a 200 whose
+                                  body never ends
     "chars_per_token": C          prompt tokens counted (usage, context_limit) as characters / C (4)
     "no_completions": true        POST /v1/completions answers 404 (a chat-only server)
     "vocab": "chatml" | "other"   POST /extras/tokenize (llama-cpp-python's) counts a text's tokens:
@@ -119,7 +121,8 @@ class ScriptedLLM:
         self.token_param = "max_tokens"
         self.context_limit: int | None = None
         self.single_slot = False
-        self.props_n_ctx: int | None = None
+        self.props_n_ctx: int | str | None = None
+        self.props_asked = 0  # GET /props answered "endless"
         self.honour_n = False
         self.refuse_stop = False
         # streamed replies (`stream: true`): seconds between chunks, and per reply how many content
@@ -361,7 +364,10 @@ def _handler_for(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
             pass
 
         def do_GET(self) -> None:
-            if self.path.rstrip("/") == "/props" and llm.props_n_ctx:
+            if self.path.rstrip("/") == "/props" and llm.props_n_ctx == "endless":
+                llm.props_asked += 1
+                self._endless()
+            elif self.path.rstrip("/") == "/props" and llm.props_n_ctx:
                 props = {"default_generation_settings": {"n_ctx": llm.props_n_ctx}, "total_slots": 1}
                 self._send(200, json.dumps(props).encode())
             elif self.path.rstrip("/") == "/v1/models":

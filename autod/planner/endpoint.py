@@ -21,6 +21,7 @@ autod.planner.prefill): that request goes to /completions, and the head is read 
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
@@ -41,6 +42,7 @@ from autod.planner.window import ServerWindow
 log = structlog.get_logger("autod.planner.llm")
 
 _ERROR_BODY_BYTES = 64 * 1024  # of an error response: enough for its message
+_PROPS_BYTES = 1024 * 1024  # of GET /props: llama.cpp's is a few kB (its chat template the most of it)
 _EXCERPT = 200
 PROBE_MIN_S = 5.0  # a probe waits at least this long for a free server before trying again
 
@@ -338,13 +340,15 @@ class Endpoint:
     async def _ask_props(self) -> int | None:
         """llama.cpp's server states `n_ctx` at GET /props (at the server's root, beside /v1)."""
         for url in (f"{self._root}/props", "props"):
+            wait = min(PROBE_MIN_S, self._cfg.request_timeout_s)
             try:
-                resp = await self.client.get(url, timeout=min(PROBE_MIN_S, self._cfg.request_timeout_s))
+                async with self.client.stream("GET", url, timeout=wait) as resp:
+                    data = await prefill.read_capped(resp, _PROPS_BYTES) if resp.is_success else None
             except httpx.HTTPError:
                 continue
-            if resp.is_success and len(resp.content) < _ERROR_BODY_BYTES * 16:
+            if data is not None:
                 try:
-                    found = wire.context_size(resp.json())
+                    found = wire.context_size(json.loads(data))
                 except ValueError:
                     found = None
                 if found:

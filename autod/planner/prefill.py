@@ -38,7 +38,7 @@ import httpx
 from autod import pyast
 from autod.planner.fences import fence_for
 
-__all__ = ["CONTROL", "chatml", "completions_body", "head", "opening", "speaks_chatml"]
+__all__ = ["CONTROL", "chatml", "completions_body", "head", "opening", "read_capped", "speaks_chatml"]
 
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 # ChatML's and its kin's control tokens (<|im_start|>, <|endoftext|>, <|fim_prefix|>, <|eot_id|>):
@@ -117,7 +117,7 @@ async def speaks_chatml(client: httpx.AsyncClient, root: str, model: str, timeou
             body = {"input": text, "content": text, "prompt": text, "model": model}  # each server's
             try:
                 async with client.stream("POST", f"{root}/{path}", json=body, timeout=timeout_s) as resp:
-                    data = await _capped(resp) if resp.is_success else None
+                    data = await read_capped(resp, _TOKENIZE_BYTES) if resp.is_success else None
             except httpx.TimeoutException:
                 return None
             except httpx.HTTPError:
@@ -131,12 +131,14 @@ async def speaks_chatml(client: httpx.AsyncClient, root: str, model: str, timeou
     return False
 
 
-async def _capped(resp: httpx.Response) -> bytes | None:
-    """The body, read no further than `_TOKENIZE_BYTES` (None past it: not a tokenizer's answer)."""
+async def read_capped(resp: httpx.Response, limit: int) -> bytes | None:
+    """A streamed response's body, read no further than `limit` bytes (None past it: not the short
+    answer a probe asked for). A server's probe answers are untrusted: one that never ends must not be
+    read into memory forever (a read timeout never fires while bytes keep coming)."""
     data = bytearray()
     async for part in resp.aiter_bytes():
         data += part
-        if len(data) > _TOKENIZE_BYTES:
+        if len(data) > limit:
             return None
     return bytes(data)
 

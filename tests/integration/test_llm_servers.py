@@ -102,6 +102,22 @@ def test_prompt_over_the_context_window_is_context_too_long_not_a_format_refusal
     assert 0.2 <= outcome.fit() < 0.5
 
 
+def test_a_props_answer_that_never_ends_is_read_no_further_than_its_cap(llm: ScriptedLLM):
+    """GET /props (llama.cpp states its window there) is a probe of an untrusted server: a body that
+    never ends is dropped at its cap, and the window is then the configured one (none here)."""
+    llm.behave(props_n_ctx="endless")
+    planner = LLMPlanner(LLMConfig(base_url=llm.base_url, model="m"), None)
+
+    async def ask() -> int | None:
+        try:
+            return await asyncio.wait_for(planner.context_window(), 60)  # the old code read forever
+        finally:
+            await planner.aclose()
+
+    assert asyncio.run(ask()) is None
+    assert llm.props_asked >= 1
+
+
 def test_prompt_that_fits_without_the_reply_cap_is_asked_again_with_a_smaller_cap(llm: ScriptedLLM):
     llm.behave(context_limit=2000)
     llm.push_plan(PLAN)
