@@ -24,12 +24,13 @@ real server autod meets:
                                   (4 characters a token) plus the reply cap passes N tokens
     "props_n_ctx": N              GET /props answers llama.cpp's
                                   {"default_generation_settings": {"n_ctx": N}}; "endless": a 200 whose
-                                  body never ends
+                                  body never ends; "trickle": one whose body comes a byte every 0.2 s
     "chars_per_token": C          prompt tokens counted (usage, context_limit) as characters / C (4)
     "no_completions": true        POST /v1/completions answers 404 (a chat-only server)
     "vocab": "chatml" | "other"   POST /extras/tokenize (llama-cpp-python's) counts a text's tokens:
                                   a BOS, each ChatML marker as one token ("chatml") or spelt out in
-                                  several ("other"); "endless": a 200 whose body never ends; unset:
+                                  several ("other"); "endless": a 200 whose body never ends;
+                                  "trickle": one whose body comes a byte every 0.2 s; unset:
                                   404, as a server without it
     "honour_n": true              a request with n > 1 gets n choices (each the next step), like vLLM
     "single_slot": true           one completion at a time; a step's "generate_s" holds the slot that
@@ -364,9 +365,9 @@ def _handler_for(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
             pass
 
         def do_GET(self) -> None:
-            if self.path.rstrip("/") == "/props" and llm.props_n_ctx == "endless":
+            if self.path.rstrip("/") == "/props" and llm.props_n_ctx in ("endless", "trickle"):
                 llm.props_asked += 1
-                self._endless()
+                self._endless(trickle=llm.props_n_ctx == "trickle")
             elif self.path.rstrip("/") == "/props" and llm.props_n_ctx:
                 props = {"default_generation_settings": {"n_ctx": llm.props_n_ctx}, "total_slots": 1}
                 self._send(200, json.dumps(props).encode())
@@ -384,9 +385,9 @@ def _handler_for(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
             except ValueError:
                 body = {"_raw": raw.decode("utf-8", "replace")}
             path = self.path.rstrip("/")
-            if path == "/extras/tokenize" and llm.vocab == "endless":
+            if path == "/extras/tokenize" and llm.vocab in ("endless", "trickle"):
                 llm.tokenized += 1
-                self._endless()
+                self._endless(trickle=llm.vocab == "trickle")
                 return
             if path == "/extras/tokenize" and llm.vocab:
                 llm.tokenized += 1
@@ -467,16 +468,23 @@ def _handler_for(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
                 record["left"] = True
             self.close_connection = True
 
-        def _endless(self) -> None:
-            """A 200 whose JSON body never ends (until the client leaves or the server stops)."""
+        def _endless(self, trickle: bool = False) -> None:
+            """A 200 whose JSON body never ends (until the client leaves or the server stops); trickled:
+            a byte at a time, each in time for any read timeout."""
             try:
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Connection", "close")
                 self.end_headers()
                 self.wfile.write(b'{"tokens": [')
+                self.wfile.flush()
                 while not llm._stopping.is_set():
-                    self.wfile.write(b"1, " * 4096)
+                    if trickle:
+                        self.wfile.write(b" ")
+                        self.wfile.flush()
+                        llm._stopping.wait(0.2)
+                    else:
+                        self.wfile.write(b"1, " * 4096)
             except (BrokenPipeError, ConnectionResetError):
                 pass
             self.close_connection = True

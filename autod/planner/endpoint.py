@@ -343,7 +343,7 @@ class Endpoint:
             wait = min(PROBE_MIN_S, self._cfg.request_timeout_s)
             try:
                 async with self.client.stream("GET", url, timeout=wait) as resp:
-                    data = await prefill.read_capped(resp, _PROPS_BYTES) if resp.is_success else None
+                    data = await prefill.read_capped(resp, _PROPS_BYTES, wait) if resp.is_success else None
             except httpx.HTTPError:
                 continue
             if data is not None:

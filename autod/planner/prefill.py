@@ -27,6 +27,7 @@ vocabulary spells them out in several). A server that cannot be asked is asked o
 from __future__ import annotations
 
 import ast
+import asyncio
 import json
 import re
 import textwrap
@@ -117,7 +118,7 @@ async def speaks_chatml(client: httpx.AsyncClient, root: str, model: str, timeou
             body = {"input": text, "content": text, "prompt": text, "model": model}  # each server's
             try:
                 async with client.stream("POST", f"{root}/{path}", json=body, timeout=timeout_s) as resp:
-                    data = await read_capped(resp, _TOKENIZE_BYTES) if resp.is_success else None
+                    data = await read_capped(resp, _TOKENIZE_BYTES, timeout_s) if resp.is_success else None
             except httpx.TimeoutException:
                 return None
             except httpx.HTTPError:
@@ -131,15 +132,20 @@ async def speaks_chatml(client: httpx.AsyncClient, root: str, model: str, timeou
     return False
 
 
-async def read_capped(resp: httpx.Response, limit: int) -> bytes | None:
+async def read_capped(resp: httpx.Response, limit: int, within_s: float) -> bytes | None:
     """A streamed response's body, read no further than `limit` bytes (None past it: not the short
-    answer a probe asked for). A server's probe answers are untrusted: one that never ends must not be
-    read into memory forever (a read timeout never fires while bytes keep coming)."""
+    answer a probe asked for) and for no longer than `within_s` seconds (then httpx.ReadTimeout, as a
+    server too busy to answer). A server's probe answers are untrusted: a body that never ends, or
+    comes a byte at a time, must not hold the planner (a read timeout never fires while bytes come)."""
     data = bytearray()
-    async for part in resp.aiter_bytes():
-        data += part
-        if len(data) > limit:
-            return None
+    try:
+        async with asyncio.timeout(within_s):
+            async for part in resp.aiter_bytes():
+                data += part
+                if len(data) > limit:
+                    return None
+    except TimeoutError:
+        raise httpx.ReadTimeout(f"body not read in {within_s:g} s", request=resp.request) from None
     return bytes(data)
 
 

@@ -175,3 +175,11 @@ def test_a_tokenizer_answer_that_never_ends_is_read_no_further_than_its_cap(llm:
     (result,) = plan(llm.base_url, request())  # the hang guard (60 s) fails the test on an endless read
     assert llm.paths == ["/v1/chat/completions"] and result.plan.edits
     assert llm.tokenized == 1  # asked once, its answer dropped at the cap (then /tokenize: a 404)
+
+
+def test_a_tokenizer_answer_that_comes_a_byte_at_a_time_is_given_up_at_the_probes_deadline(llm: ScriptedLLM):
+    llm.behave(vocab="trickle")  # each byte in time for a read timeout: only a deadline on the whole ends it
+    llm.push_text(reply(FIXED))
+    (result,) = plan(llm.base_url, request(), request_timeout_s=2)  # the hang guard (60 s) on the old code
+    assert llm.paths == ["/v1/chat/completions"] and result.plan.edits  # too busy to say: asked on chat
+    assert llm.tokenized == 1

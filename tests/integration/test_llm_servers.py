@@ -102,11 +102,13 @@ def test_prompt_over_the_context_window_is_context_too_long_not_a_format_refusal
     assert 0.2 <= outcome.fit() < 0.5
 
 
-def test_a_props_answer_that_never_ends_is_read_no_further_than_its_cap(llm: ScriptedLLM):
+@pytest.mark.parametrize("body", ["endless", "trickle"])
+def test_a_props_answer_that_never_ends_is_read_no_further_than_its_cap(llm: ScriptedLLM, body: str):
     """GET /props (llama.cpp states its window there) is a probe of an untrusted server: a body that
-    never ends is dropped at its cap, and the window is then the configured one (none here)."""
-    llm.behave(props_n_ctx="endless")
-    planner = LLMPlanner(LLMConfig(base_url=llm.base_url, model="m"), None)
+    never ends is dropped at its cap, one that comes a byte at a time at the probe's deadline, and the
+    window is then the configured one (none here)."""
+    llm.behave(props_n_ctx=body)
+    planner = LLMPlanner(LLMConfig(base_url=llm.base_url, model="m", request_timeout_s=2), None)
 
     async def ask() -> int | None:
         try:
