@@ -20,9 +20,14 @@ The digest keeps, in order:
 - the short summary's `FAILED`/`ERROR`/`SUBFAIL` lines and the final counts (with or without `-q`'s
   missing banners), which other readers use (autod.checks.outcome);
 
-and drops the session header, the warnings summary and other sections. Four failures are shown
-(MAX_SHOWN), in report order: the first raised at each place (its last location line) before more
-of the same, each whole, until the cap; the summary has its own share. Output that is not pytest's report (no
+and drops the session header, the warnings summary and other sections. What differs between two
+runs of the same failure is taken out (the duration on the counts line, an object's address in its
+repr: `<Query object at 0x…>`), so the same failure gives the same prompt: a server that keeps the
+prompt it last read reads only what changed, and a seeded draw is asked the same question again.
+
+Four failures are shown (MAX_SHOWN), in report order: the first raised at each place (its last
+location line) before more of the same, each whole, until the cap; the summary has its own share.
+Output that is not pytest's report (no
 `FAILURES`/`ERRORS` banner) is returned as its tail, as before.
 
 Every check's output is untrusted: this reads it line by line, once, with anchored patterns of no
@@ -43,6 +48,10 @@ _CAPTURED = re.compile(r"^-{3,} (?:Captured|captured) .{0,80}-{3,}$")
 _LOCATION = re.compile(r"^[^\s>].{0,500}?:\d+: ")  # `tests/x.py:12: AssertionError`, `x.py:3: in f`
 _CARETS = re.compile(r"^\s*[\^~]+\s*$")
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]{4,16}")
+# what differs from one run of the same failure to the next: an object's address in its repr, and the
+# run's duration on the counts line (`in 0.52s`, `in 72.13s (0:01:12)`)
+_OBJECT_AT = re.compile(r" at 0x[0-9a-fA-F]{6,16}(?=>|\.\.\.)")  # `...`: cut in a summary line
+_DURATION = re.compile(r" in \d{1,9}(?:\.\d{1,6})?s(?: \(\d{1,4}:\d\d:\d\d\))?")
 _COUNTS = re.compile(r"\b\d+ (?:failed|passed|errors?|skipped)\b")
 # `-q` ends with the counts and no banner around them: `1 failed, 108 passed in 0.52s`
 _QUIET_COUNTS = re.compile(r"^\d+ (?:failed|passed|errors?|skipped|deselected|xfailed|xpassed)\b")
@@ -133,7 +142,7 @@ def _sections(lines: list[str]) -> tuple[list[tuple[str, list[str]]], list[str]]
             if name in _BLOCKS or name == "short test summary info":
                 where = name
             elif _COUNTS.search(name):  # the closing counts line
-                summary.append(line[:LINE_CHARS])
+                summary.append(_DURATION.sub("", line[:LINE_CHARS]))
                 where = ""
             else:
                 where = ""
@@ -144,9 +153,10 @@ def _sections(lines: list[str]) -> tuple[list[tuple[str, list[str]]], list[str]]
                 blocks.append((h.group(1), []))
             elif blocks:
                 blocks[-1][1].append(line)
-        elif where == "short test summary info" and (line.startswith(_SUMMARY_LINES)
-                                                       or _QUIET_COUNTS.match(line)):
-            summary.append(line[:LINE_CHARS])
+        elif where == "short test summary info" and line.startswith(_SUMMARY_LINES):
+            summary.append(_OBJECT_AT.sub(" at 0x…", line[:LINE_CHARS]))
+        elif where == "short test summary info" and _QUIET_COUNTS.match(line):
+            summary.append(_DURATION.sub("", line[:LINE_CHARS]))
     return blocks, summary
 
 
@@ -255,7 +265,7 @@ def _frame(lines: list[str]) -> tuple[list[str], list[str]]:
     gap = False
     for line, k, a in zip(lines, keep, is_arg, strict=True):
         if k:
-            short = line if len(line) <= LINE_CHARS else line[:LINE_CHARS] + "…"
+            short = _OBJECT_AT.sub(" at 0x…", line if len(line) <= LINE_CHARS else line[:LINE_CHARS] + "…")
             if a:
                 args_out.append(short)
                 continue
