@@ -123,7 +123,7 @@ class ScriptedLLM:
         self.context_limit: int | None = None
         self.single_slot = False
         self.props_n_ctx: int | str | None = None
-        self.props_asked = 0  # GET /props answered "endless"
+        self.props_asked = 0  # GET /props answered "endless" or "trickle"
         self.honour_n = False
         self.refuse_stop = False
         # streamed replies (`stream: true`): seconds between chunks, and per reply how many content
