@@ -22,8 +22,9 @@ The digest keeps, in order:
 
 and drops the session header, the warnings summary and other sections. What differs between two
 runs of the same failure is taken out (the duration on the counts line, an object's address in its
-repr: `<Query object at 0x…>`), so the same failure gives the same prompt: a server that keeps the
-prompt it last read reads only what changed, and a seeded draw is asked the same question again.
+repr: `<Query object at 0x…>`, the number of pytest's temporary directory), so the same failure
+gives the same prompt: a server that keeps the prompt it last read reads only what changed, and a
+seeded draw is asked the same question again.
 
 Four failures are shown (MAX_SHOWN), in report order: the first raised at each place (its last
 location line) before more of the same, each whole, until the cap; the summary has its own share.
@@ -48,9 +49,11 @@ _CAPTURED = re.compile(r"^-{3,} (?:Captured|captured) .{0,80}-{3,}$")
 _LOCATION = re.compile(r"^[^\s>].{0,500}?:\d+: ")  # `tests/x.py:12: AssertionError`, `x.py:3: in f`
 _CARETS = re.compile(r"^\s*[\^~]+\s*$")
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]{4,16}")
-# what differs from one run of the same failure to the next: an object's address in its repr, and the
-# run's duration on the counts line (`in 0.52s`, `in 72.13s (0:01:12)`)
+# what differs from one run of the same failure to the next: an object's address in its repr, the
+# number of pytest's temporary directory (`/tmp/pytest-of-ci/pytest-41/test_x0`), and the run's
+# duration on the counts line (`in 0.52s`, `in 72.13s (0:01:12)`)
 _OBJECT_AT = re.compile(r" at 0x[0-9a-fA-F]{6,16}(?=>|\.\.\.)")  # `...`: cut in a summary line
+_BASETEMP = re.compile(r"(pytest-of-[^/\\\s]{1,64}[/\\]pytest-)\d{1,9}")
 _DURATION = re.compile(r" in \d{1,9}(?:\.\d{1,6})?s(?: \(\d{1,4}:\d\d:\d\d\))?")
 _COUNTS = re.compile(r"\b\d+ (?:failed|passed|errors?|skipped)\b")
 # `-q` ends with the counts and no banner around them: `1 failed, 108 passed in 0.52s`
@@ -93,6 +96,14 @@ def digest(output: str, cap: int) -> str:
         out.append(f"[... {len(blocks) - len(out)} more failure section(s) not shown ...]")
     result = "\n".join([*out, kept_summary] if kept_summary else out)
     return _tail(result, cap)
+
+
+def _steady(line: str) -> str:
+    """`line` without what a rerun of the same failure would print otherwise: addresses, tmp numbers,
+    and a counts line's duration (wherever it is: an inner pytest run's output is captured output)."""
+    if _COUNTS.search(line):
+        line = _DURATION.sub("", line)
+    return _BASETEMP.sub(r"\1N", _OBJECT_AT.sub(" at 0x…", line))
 
 
 def _tail(text: str, cap: int) -> str:
@@ -142,7 +153,7 @@ def _sections(lines: list[str]) -> tuple[list[tuple[str, list[str]]], list[str]]
             if name in _BLOCKS or name == "short test summary info":
                 where = name
             elif _COUNTS.search(name):  # the closing counts line
-                summary.append(_DURATION.sub("", line[:LINE_CHARS]))
+                summary.append(_steady(line[:LINE_CHARS]))
                 where = ""
             else:
                 where = ""
@@ -153,10 +164,9 @@ def _sections(lines: list[str]) -> tuple[list[tuple[str, list[str]]], list[str]]
                 blocks.append((h.group(1), []))
             elif blocks:
                 blocks[-1][1].append(line)
-        elif where == "short test summary info" and line.startswith(_SUMMARY_LINES):
-            summary.append(_OBJECT_AT.sub(" at 0x…", line[:LINE_CHARS]))
-        elif where == "short test summary info" and _QUIET_COUNTS.match(line):
-            summary.append(_DURATION.sub("", line[:LINE_CHARS]))
+        elif where == "short test summary info" and (line.startswith(_SUMMARY_LINES)
+                                                       or _QUIET_COUNTS.match(line)):
+            summary.append(_steady(line[:LINE_CHARS]))
     return blocks, summary
 
 
@@ -265,7 +275,7 @@ def _frame(lines: list[str]) -> tuple[list[str], list[str]]:
     gap = False
     for line, k, a in zip(lines, keep, is_arg, strict=True):
         if k:
-            short = _OBJECT_AT.sub(" at 0x…", line if len(line) <= LINE_CHARS else line[:LINE_CHARS] + "…")
+            short = _steady(line if len(line) <= LINE_CHARS else line[:LINE_CHARS] + "…")
             if a:
                 args_out.append(short)
                 continue

@@ -283,10 +283,10 @@ def test_two_runs_of_the_same_failure_give_the_same_digest(tmp_path: Path) -> No
             pass
 
 
-        def test_box():
+        def test_box(tmp_path):
             time.sleep(0.01)
             mask = 0xFFFF00
-            assert Box() == mask
+            assert (Box(), str(tmp_path)) == mask
     """))
     outs = []
     for flags in (["-q"], []):
@@ -299,5 +299,42 @@ def test_two_runs_of_the_same_failure_give_the_same_digest(tmp_path: Path) -> No
             outs.append(digest(done.stdout, CAP))
     for out in outs:
         assert "Box object at 0x…>" in out and "0xFFFF00" in out
-        assert not re.search(r"at 0x[0-9a-f]{6,}>| in \d+\.\d+s", out), out
+        assert re.search(r"pytest-of-[^/]+/pytest-N/", out), out
+        assert not re.search(r"at 0x[0-9a-f]{6,}>| in \d+\.\d+s|/pytest-\d", out), out
     assert outs[0] == outs[1] and outs[2] == outs[3]
+
+
+_RUN = [  # report lines holding what one run of a failure prints and the next does not
+    "self = <lib.Parser object at {addr}>",
+    "E       assert <lib.Node object at {addr}> == 3",
+    "E       FileNotFoundError: {tmp}/test_x0/data.txt",
+    "tmp_path = PosixPath('{tmp}/test_x{n}0')",
+    "FAILED tests/test_x.py::test_x[{n}] - assert <lib.Node object at {addr}...",
+    "================= 3 failed, 5 passed in {dur} =================",
+    "3 failed, 5 passed in {dur}",
+]
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_any_report_differing_only_in_run_values_gives_one_digest(seed: int) -> None:
+    """The invariant on generated reports: two runs of one failure that differ only in addresses,
+    pytest's temporary directory number and the duration give the same digest, free of all three."""
+    rnd = random.Random(seed)
+    user = rnd.choice(["root", "ci", "a.b"])  # the same user runs both: not a run value
+    shapes = [(rnd.choice(_SHAPES + _RUN * 3), rnd.randint(0, 10**6)) for _ in range(rnd.randint(5, 300))]
+    shapes = [("=" * 20 + " FAILURES " + "=" * 20, 0), ("___ test_x ___", 0), *shapes]
+
+    def duration() -> str:
+        if rnd.random() < 0.5:
+            return f"{rnd.random() * 100:.2f}s"
+        minutes, seconds = rnd.randint(1, 16), rnd.randint(0, 59)
+        return f"{minutes * 60 + seconds}.{rnd.randint(0, 99):02d}s (0:{minutes:02d}:{seconds:02d})"
+
+    def run() -> str:
+        values = {"addr": f"0x{rnd.randrange(16**11, 16**12):012x}",
+                  "tmp": f"/tmp/pytest-of-{user}/pytest-{rnd.randint(0, 10**5)}", "dur": duration()}
+        return "\n".join(t.format(n=n, **values) for t, n in shapes)
+
+    one, two = digest(run(), CAP), digest(run(), CAP)
+    assert one == two
+    assert not re.search(r"at 0x[0-9a-f]{6,}[>.]|/pytest-\d| in \d+\.\d+s", one), one
