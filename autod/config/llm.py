@@ -72,7 +72,8 @@ class LLMConfig(Strict):
         "docstring) so the model generates only the body: chatml renders the prompt in the ChatML "
         "template for the server's /completions endpoint (Qwen and other ChatML models; "
         "autod.planner.prefill); auto does so when the server's tokenizer reads ChatML's markers as "
-        "tokens; none asks every reply whole (YAML's off reads as none)"
+        "tokens; a sampled reply is given its docstring once it has written its signature unchanged "
+        "(autod.planner.splice); none asks every reply whole (YAML's off reads as none)"
     )
     context_tokens: int | None = Field(
         None, ge=512, le=10_000_000,

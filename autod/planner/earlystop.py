@@ -45,6 +45,11 @@ class Watched:
 
     code: str
     must_see: int = 0
+    # (first, end): lines of `code` a sampled reply is given rather than generating them (its docstring,
+    # autod.planner.splice): the reply is ended, "paused", once it has written every line before
+    # `first` unchanged, and its content is then those lines and lines first..end-1, for the planner
+    # to ask the rest with that as the answer's start
+    splice: tuple[int, int] | None = None
 
 
 def _indent(line: str) -> str:
@@ -58,6 +63,7 @@ class ReplyWatch:
     def __init__(self, watched: Watched) -> None:
         raw = [ln.rstrip() for ln in watched.code.strip("\n").splitlines()]
         self._orig_raw = raw
+        self._orig_exact = watched.code.strip("\n").splitlines()  # a splice gives the text as it is
         self._orig_base = _indent(raw[0]) if raw else ""
         self._orig = [self._strip(ln, self._orig_base) for ln in raw]
         self._at: dict[str, list[int]] = defaultdict(list)
@@ -65,6 +71,8 @@ class ReplyWatch:
             self._at[ln].append(i)
         n = len(raw)
         self._must_see = n if watched.must_see <= 0 else min(n, watched.must_see)
+        self._splice = watched.splice if watched.splice and 0 < watched.splice[0] < watched.splice[1] <= n \
+            else None
         self._parts: list[str] = []  # the content so far, as it came
         self._pend: list[str] = []  # content after the last line read
         self._done_to = 0  # offset in the content up to which lines were read
@@ -78,7 +86,7 @@ class ReplyWatch:
         self._since = 0  # lines of the definition matched in a row since a change (while re-aligning)
         self._runs: dict[int, int] = {}  # candidate definition line -> matched run ending there
         self._div = 0  # the definition's line where the first change began
-        self.stopped = ""  # why the reply was ended: "echo", "changed" or "closed"; "" while it runs
+        self.stopped = ""  # why the reply was ended: "echo", "changed", "closed", "paused"; "" while it runs
         self.lines = 0  # code lines read
         self.spliced = 0  # definition lines taken from the prompt instead of generated
 
@@ -123,6 +131,10 @@ class ReplyWatch:
             return self.streamed[: self._kept_to] + "".join(f"{ln}\n" for ln in rest) + f"{self._fence}\n"
         if self.stopped == "closed":
             return self.streamed[: self._kept_to]
+        if self.stopped == "paused" and self._splice is not None:
+            given = [self._base + self._strip(ln, self._orig_base) if ln else ""
+                     for ln in self._orig_exact[self._splice[0]:self._splice[1]]]
+            return self.streamed[: self._kept_to] + "".join(f"{ln}\n" for ln in given)
         return self.streamed
 
     # -- one line of the reply ---------------------------------------------------------------
@@ -176,6 +188,9 @@ class ReplyWatch:
             self._aligned, self._j, self._runs = True, found[0] + 1, {}
 
     def _check(self) -> None:
+        if self._splice is not None and self._aligned and not self._changed and self._j == self._splice[0]:
+            self.stopped = "paused"
+            return
         if self._aligned and self._must_see <= self._j < len(self._orig):
             self.stopped = "changed" if self._changed else "echo"
             self.spliced = len(self._orig) - self._j

@@ -10,6 +10,7 @@ The HTTP side (retries, negotiation, a busy server) is `endpoint.Endpoint`.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Callable
 
@@ -27,6 +28,7 @@ from autod.planner import (
     estimated_tokens,
     prefill,
     prompt_chars,
+    splice,
 )
 from autod.planner.codeform import parse_code_reply, quoted_code
 from autod.planner.endpoint import MAX_REPLY_BYTES, Endpoint, Sleep
@@ -184,9 +186,14 @@ class LLMPlanner:
         watch = request.watch if code and request.n == 1 and self._cfg.stop_early else None
         # the greedy draw's reply starts with the definition's head where the server takes it
         opening = ""
-        if (code and request.n == 1 and request.temperature == 0 and request.watch is not None
-                and await endpoint.prefills()):
-            opening = await asyncio.to_thread(prefill.opening, request.watch.code)  # a parse: off the loop
+        if code and request.n == 1 and watch is not None and await endpoint.prefills():
+            if request.temperature == 0:
+                opening = await asyncio.to_thread(prefill.opening, watch.code)  # a parse: off the loop
+            elif prefill.chatml(messages, "") is not None:
+                # a sampled reply: given its docstring once it has written its signature unchanged
+                span = await asyncio.to_thread(splice.docstring_lines, watch.code)
+                if span is not None:
+                    watch, opening = dataclasses.replace(watch, splice=span), splice.first_leg(watch.code)
 
         def read(content: str) -> Plan:
             if not code:
@@ -212,6 +219,10 @@ class LLMPlanner:
                 # The prompt fits, the reply cap does not: ask again with what is left of the window.
                 refitted, max_tokens = True, room
                 log.info("llm.reply_cap_lowered", endpoint=endpoint.url, limit=exc.limit, max_tokens=room)
+                continue
+            if reply.stopped_early == "paused":  # the signature written unchanged: the docstring given
+                opening, watch = reply.content, request.watch
+                log.info("llm.docstring_given", endpoint=endpoint.url, tokens=reply.completion_tokens)
                 continue
             if reply.others:  # several choices: each stands or falls alone (no repair round)
                 return _choices(reply, max_tokens, read)
