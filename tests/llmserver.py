@@ -33,6 +33,10 @@ real server autod meets:
                                   "trickle": one whose body comes a byte every 0.2 s; unset:
                                   404, as a server without it
     "honour_n": true              a request with n > 1 gets n choices (each the next step), like vLLM
+    "chunk_s": S                  a streamed reply's chunks S seconds apart (a model writing)
+    "read_s_per_token": S         a streamed reply's first chunk waits S a prompt token (4 characters)
+                                  past what the prompt shares with the last one (a server reading
+                                  what its cache does not hold)
     "single_slot": true           one completion at a time; a step's "generate_s" holds the slot that
                                   long, to the end even after its client gave up, unless the request
                                   asked for a stream: then its chunks are spread over generate_s and
@@ -71,7 +75,7 @@ from typing import Any
 
 BEHAVIOURS = (
     "sse", "token_param", "context_limit", "single_slot", "props_n_ctx", "chars_per_token", "honour_n",
-    "refuse_stop", "no_completions", "vocab",
+    "refuse_stop", "no_completions", "vocab", "chunk_s", "read_s_per_token",
 )
 CHAT = "/v1/chat/completions"
 NOTHING_TO_DO: dict[str, Any] = {"summary": "nothing to do", "edits": [], "verify": [], "report": None}
@@ -129,6 +133,10 @@ class ScriptedLLM:
         # streamed replies (`stream: true`): seconds between chunks, and per reply how many content
         # chunks were sent and whether the client left before the end (a generation ended early)
         self.chunk_s = 0.0
+        # seconds a streamed reply waits before its first chunk per prompt token not shared with the
+        # last prompt (a single-slot server reading what its cache does not hold)
+        self.read_s_per_token = 0.0
+        self._last_prompt = ""
         self.streams: list[dict[str, Any]] = []
         self.chars_per_token: float = 4
         self.no_completions = False
@@ -451,6 +459,14 @@ def _handler_for(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
             stopping when the client leaves."""
             events = [e + b"\n\n" for e in _sse(body, content, finish).split(b"\n\n") if e]
             pace = max(llm.chunk_s, generate_s / len(events))
+            messages = [m for m in body.get("messages") or () if isinstance(m, dict)]
+            prompt = body["prompt"] if isinstance(body.get("prompt"), str) else "".join(
+                f"<|im_start|>{m.get('role')}\n{m.get('content')}<|im_end|>\n" for m in messages
+            ) + "<|im_start|>assistant\n"
+            last, llm._last_prompt = llm._last_prompt, prompt
+            shared = next((i for i, (a, b) in enumerate(zip(last, prompt, strict=False)) if a != b),
+                          min(len(last), len(prompt)))
+            reading = (len(prompt) - shared) / llm.chars_per_token * llm.read_s_per_token
             record: dict[str, Any] = {"chunks": 0, "of": len(events), "left": False}
             llm.streams.append(record)
             try:
@@ -458,6 +474,9 @@ def _handler_for(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
                 self.send_header("Content-Type", "text/event-stream")
                 self.send_header("Connection", "close")
                 self.end_headers()
+                if reading:
+                    self.wfile.flush()
+                    llm._stopping.wait(reading)
                 for event in events:
                     self.wfile.write(event)
                     self.wfile.flush()

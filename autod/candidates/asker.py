@@ -112,6 +112,13 @@ class Asker:
                 for f in self.focused if not f.get("read_by")]
 
     @property
+    def read_per_generated(self) -> float | None:
+        """A prompt token's time in generated tokens' on the planner's server, as its streamed replies
+        measured it (autod.planner.pace); None until they have, or for a planner with no server."""
+        measured = getattr(self.planner, "read_per_generated", None)
+        return measured if isinstance(measured, float) else None
+
+    @property
     def value_sizes(self) -> list[int]:
         """Per value group: its values' tokens (a draw's reply and its prompt's own part), estimated."""
         return [int(len(f.get("blocks") or "") / CHARS_PER_TOKEN) for f in self.focused if f.get("read_by")]

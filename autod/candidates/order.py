@@ -25,8 +25,10 @@ the fix missed (the search stops at a fix), so the whole order is known before t
 - **Cost**, in generated tokens' time: the reply (a suspect's definition written back, echo or fix; a
   value's assignment; a wide reply, which writes back the definition it changes: the odds-weighted
   length of the places it may be) plus the prompt's own part read when the server last read another
-  prompt (generation is ~9x slower than prompt reading on a CPU; a server that keeps the prompt it last
-  read serves the rest from its cache), plus a fixed part per request.
+  prompt (a server that keeps the prompt it last read serves the rest from its cache), plus a fixed
+  part per request. A prompt token costs `Sizes.read_per_generated` of a generated one: the server's
+  own ratio as its streamed replies measured it (autod.planner.pace), and until they have,
+  `READ_PER_GENERATED` (generation is ~9x slower than prompt reading with llama.cpp on a CPU).
 
 A sampled draw that proposes nothing new (the code given back, a change already tried) looked at
 nothing: the odds stay as they were, so the plan's next draw is that one again, and the search draws
@@ -95,6 +97,8 @@ class Sizes:
     suspects: Sequence[tuple[int, int]]  # per suspect: (its definition, its prompt's own part)
     values: Sequence[int]  # per value group: its values' tokens (the reply and the prompt's own part)
     wide: int  # the wide prompt's tokens
+    # a prompt token's time in generated tokens' time: the server's, measured (autod.planner.pace)
+    read_per_generated: float = READ_PER_GENERATED
 
 
 @dataclass
@@ -104,6 +108,7 @@ class _Place:
     reply: int  # tokens a draw generates
     read: int  # tokens of its prompt's own part
     looks: int  # draws it may still get
+    per_read: float = READ_PER_GENERATED  # a prompt token's time in generated tokens'
     done: int = 0
     echo: float = GREEDY_ECHO * ECHO_AFTER_ECHO + (1 - GREEDY_ECHO) * ECHO_AFTER_CHANGE
 
@@ -115,7 +120,7 @@ class _Place:
     def draw_cost(self, last: str) -> float:
         """A look here, in generated tokens' time: its prompt's own part unless the server read it last;
         a sampled look, the draws that give the code back (redrawn) included."""
-        c = REQUEST_TOKENS + self.reply + (0 if last == self.view else self.read * READ_PER_GENERATED)
+        c = REQUEST_TOKENS + self.reply + (0 if last == self.view else self.read * self.per_read)
         return c if self.done == 0 or self.view.startswith("value:") else c / (1 - min(self.echo, MAX_ECHO))
 
     def looked(self, echoed: bool | None) -> None:
@@ -139,9 +144,10 @@ def replan(sizes: Sizes, per: int, wide_n: int, done: Sequence[Done]) -> list[tu
     """The rest of `plan` after the draws `done` (each missed; a suspect's pointed question,
     "pointed:K", is a sampled look at it), knowing which of them gave the code back. With nothing
     learnt from them it is the plan's own rest."""
-    places = [_Place(f"focused:{k}", prior(k), code, read, per)
+    per_read = sizes.read_per_generated
+    places = [_Place(f"focused:{k}", prior(k), code, read, per, per_read)
               for k, (code, read) in enumerate(sizes.suspects, 1) if per > 0]
-    places += [_Place(f"value:{j}", VALUE_PRIOR, tokens, tokens, 1)
+    places += [_Place(f"value:{j}", VALUE_PRIOR, tokens, tokens, 1, per_read)
                for j, tokens in enumerate(sizes.values, 1) if per > 0]
     # the bug somewhere no focused prompt shows: only the wide prompt can find it
     elsewhere = max(0.0, 1.0 - sum(p.odds for p in places))
@@ -163,7 +169,7 @@ def replan(sizes: Sizes, per: int, wide_n: int, done: Sequence[Done]) -> list[tu
         mass = elsewhere + sum(p.odds for p in places)
         weighted = elsewhere * WIDE_REPLY + sum(p.odds * p.reply for p in places)
         reply = weighted / mass if mass else WIDE_REPLY
-        wide_cost = REQUEST_TOKENS + reply + (0 if last == "wide" else sizes.wide * READ_PER_GENERATED)
+        wide_cost = REQUEST_TOKENS + reply + (0 if last == "wide" else sizes.wide * per_read)
         best, best_value = None, seen * WIDE / wide_cost
         for p in places:
             if p.done >= p.looks:

@@ -33,7 +33,7 @@ from autod import tally
 from autod.backoff import Backoff
 from autod.config.settings import LLMConfig
 from autod.errors import ContextTooLong, LLMUnavailable, PlanInvalid
-from autod.planner import CHARS_PER_TOKEN, TokenUsage, prefill, wire
+from autod.planner import CHARS_PER_TOKEN, TokenUsage, pace, prefill, wire
 from autod.planner.earlystop import ReplyWatch, Watched
 from autod.planner.exchange import MAX_REPLY_BYTES, Read, exchange, said, watched
 from autod.planner.streamread import read_watched
@@ -84,6 +84,7 @@ class Endpoint:
         # What the server says of itself: its context window and how many characters its tokens
         # hold here, whether it honours `n` and `stop`.
         self.window = ServerWindow(self.url, self.key, cfg.context_tokens, self._ask_props)
+        self.pace = pace.Pace()  # how fast it reads a prompt against how fast it writes (measured)
         self.takes_n: bool | None = None
         self.takes_stop = True  # until the server refuses `stop` (then the code form goes without it)
         self.takes_stream_usage = True  # until it refuses `stream_options` (then counted by chunk)
@@ -255,6 +256,7 @@ class Endpoint:
             # first makes sure the server is done with this one.
             self._abandoned_at = loop.time()
             path = "completions" if "prompt" in body else "chat/completions"
+            new_chars, sent_at = self.pace.sent(pace.prompt_text(body)), loop.time()
             async with self.client.stream("POST", path, json=body) as resp:
                 ok = resp.is_success
                 cap = MAX_REPLY_BYTES if ok else _ERROR_BODY_BYTES
@@ -265,8 +267,11 @@ class Endpoint:
                     reading = ReplyWatch(watch) if watch is not None else None
                     if reading is not None and opening:
                         reading.feed(opening)  # the reply's start, as if the model had written it
-                    data, count = await read_watched(resp, reading, cap)
+                    data, count, first = await read_watched(resp, reading, cap)
                     self._abandoned_at = None
+                    if first is not None:  # the prompt's new part read, then the reply written
+                        per = self.window.chars_per_token or CHARS_PER_TOKEN
+                        self.pace.observe(new_chars / per, first - sent_at, count - 1, loop.time() - first)
                     return resp.status_code, resp.headers, data, (reading, count)
                 chunks: list[bytes] = []
                 size = 0

@@ -150,6 +150,12 @@ class LLMPlanner:
         return await self._first().window.size()
 
     @property
+    def read_per_generated(self) -> float | None:
+        """A prompt token's time in reply tokens' time on the server asked now, measured on its streamed
+        replies (autod.planner.pace); None until it is."""
+        return self._first().pace.read_per_generated()
+
+    @property
     def chars_per_token(self) -> float | None:
         """Characters a token of this server held in the prompts it counted (None: not yet seen)."""
         return self._first().window.chars_per_token

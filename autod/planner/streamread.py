@@ -10,6 +10,7 @@ request with one JSON document is read whole, unwatched.
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import httpx
@@ -21,13 +22,17 @@ from autod.planner.earlystop import ReplyWatch
 __all__ = ["read_watched"]
 
 
-async def read_watched(resp: httpx.Response, watch: ReplyWatch | None, cap: int) -> tuple[bytes, int]:
-    """The body of a 2xx streamed response, read until it ends or `watch` (if any) ends it, and how
-    many content chunks it held (a server's stream sends a token a chunk). Raises PlanInvalid over `cap`."""
+async def read_watched(
+    resp: httpx.Response, watch: ReplyWatch | None, cap: int
+) -> tuple[bytes, int, float | None]:
+    """The body of a 2xx streamed response, read until it ends or `watch` (if any) ends it, how many
+    content chunks it held (a server's stream sends a token a chunk), and the loop time the first of
+    them came (autod.planner.pace; None: none came). Raises PlanInvalid over `cap`."""
     streamed = wire.is_sse(resp.headers.get("content-type", ""), b"")
     buf = bytearray()
     done = 0  # offset in buf up to which whole lines were read
     chunks = 0
+    first: float | None = None
     async for part in resp.aiter_bytes():
         buf += part
         if len(buf) > cap:
@@ -45,9 +50,11 @@ async def read_watched(resp: httpx.Response, watch: ReplyWatch | None, cap: int)
             if delta is None:
                 continue
             chunks += 1
+            if first is None:
+                first = asyncio.get_running_loop().time()
             if watch is not None and watch.feed(delta):
-                return bytes(buf[:done]), chunks
-    return bytes(buf), chunks
+                return bytes(buf[:done]), chunks, first
+    return bytes(buf), chunks, first
 
 
 def _delta(line: bytes) -> str | None:

@@ -9,7 +9,17 @@ import random
 
 from test_candidates import Judge, ViewDrawer, search, whole
 
-from autod.candidates.order import GREEDY, RANK_PRIOR, Sizes, cost, fixed_order, plan, prior, replan
+from autod.candidates.order import (
+    GREEDY,
+    RANK_PRIOR,
+    READ_PER_GENERATED,
+    Sizes,
+    cost,
+    fixed_order,
+    plan,
+    prior,
+    replan,
+)
 from autod.plan import Plan
 
 
@@ -223,3 +233,43 @@ def test_the_search_plans_again_after_a_greedy_echo_and_still_puts_the_pointed_q
     assert changed[:2] == want[:2]  # its samples cheaper than the plan assumed: right after it, both
     assert changed.index(("focused:2", True)) > want.index(("focused:2", True))
     assert changed == replanned(sizes, 3, 1, {})
+
+
+def test_the_cheaper_a_server_reads_the_sooner_the_wide_prompt_comes_and_never_later():
+    """The order prices a prompt token at the server's measured ratio (autod.planner.pace): over
+    generated plans, a server that reads faster (a GPU's 1/60 against a CPU's 1/9) never asks the wide
+    prompt later. (Where a suspect's prompt also shows values it reads, cheaper reading makes that
+    suspect's draw cheaper too, and it may rightly come first: suspects here show their code alone.)"""
+    rng = random.Random(11)
+    earlier = 0
+    for _ in range(300):
+        sizes = generated(rng)
+        sizes = Sizes([(code, code) for code, _ in sizes.suspects], sizes.values, sizes.wide)
+        per, n = rng.randint(1, 4), rng.randint(1, 4)
+        cpu = plan(sizes, per, n)
+        gpu = plan(Sizes(sizes.suspects, sizes.values, sizes.wide, read_per_generated=1 / 60), per, n)
+        assert gpu.index(("wide", True)) <= cpu.index(("wide", True)), sizes
+        earlier += gpu.index(("wide", True)) < cpu.index(("wide", True))
+    assert earlier > 30  # it moves in many plans, not only in a corner
+
+
+def test_the_default_ratio_is_the_order_s_constant():
+    sizes = Sizes([(400, 450), (20, 30), (100, 120)], [15], 3000)
+    stated = Sizes(sizes.suspects, sizes.values, sizes.wide, READ_PER_GENERATED)
+    assert plan(sizes, 2, 2) == plan(stated, 2, 2)
+
+
+def test_the_search_prices_reading_at_the_drawer_s_measured_ratio(tmp_path):
+    sizes = ((400, 450), (20, 30), (100, 120))
+    for measured in (None, 1 / 9, 1 / 60, 1 / 2):
+        want = replanned(Sizes(sizes, [15], 3000, measured or READ_PER_GENERATED), 2, 2, {})
+        plans = [whole(f"return a * {k}") for k in range(20)]
+        drawer = ViewDrawer(*plans, suspects=3, values=1, sizes=sizes, value_sizes=(15,), wide=3000)
+        drawer.read_per_generated = measured  # type: ignore[attr-defined]
+        asyncio.run(search(tmp_path, drawer, Judge({}), n=2, focused=2).attempt(1))
+        asked = [(a.get("view", "wide"), a["temperature"] == 0.0) for a in drawer.asked]
+        assert asked == want, measured
+    # the cases above differ: each ratio gives its own order, the wide prompt sooner the cheaper reading
+    cpu, fast, slow = (replanned(Sizes(sizes, [15], 3000, r), 2, 2, {}) for r in (1 / 9, 1 / 60, 1 / 2))
+    assert cpu != fast and cpu != slow
+    assert fast.index(("wide", True)) < cpu.index(("wide", True)) < slow.index(("wide", True))

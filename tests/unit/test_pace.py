@@ -1,0 +1,61 @@
+"""A server's reading speed against its writing speed, measured on streamed replies (autod.planner.pace)."""
+
+from __future__ import annotations
+
+import random
+
+from autod.planner import pace
+from autod.planner.pace import Pace, prompt_text, shared_prefix
+
+
+def test_the_shared_prefix_is_the_longest_common_one_over_generated_texts():
+    rng = random.Random(3)
+    for _ in range(2000):
+        a = "".join(rng.choice("ab\n") for _ in range(rng.randint(0, 60)))
+        b = a[: rng.randint(0, len(a))] + "".join(rng.choice("ab\n") for _ in range(rng.randint(0, 20)))
+        naive = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+        assert shared_prefix(a, b) == naive == shared_prefix(b, a), (a, b)
+
+
+def test_a_prompt_s_new_part_is_what_it_does_not_share_with_the_last_one_sent():
+    p = Pace()
+    assert p.sent("system\nuser: the failure\ncode A") == len("system\nuser: the failure\ncode A")
+    assert p.sent("system\nuser: the failure\ncode B, longer") == len("B, longer")
+    assert p.sent("system\nuser: the failure\ncode B, longer") == 0  # the same prompt again: all cached
+
+
+def test_the_ratio_is_the_median_reading_s_once_there_are_enough_of_each():
+    p = Pace()
+    assert p.read_per_generated() is None
+    p.observe(1000, 10.0, 200, 40.0)  # 10 ms a prompt token, 200 ms a written one
+    assert p.read_per_generated() is None  # one reading says little
+    p.observe(500, 5.0, 100, 20.0)
+    assert abs(p.read_per_generated() - 0.05) < 1e-9  # type: ignore[operator]
+    p.observe(2000, 400.0, 100, 20.0)  # one outlier (a server busy with another client) moves no median
+    p.observe(800, 8.0, 50, 10.0)
+    assert abs(p.read_per_generated() - 0.05) < 1e-9  # type: ignore[operator]
+    assert p.as_dict() == {"read_ms_per_token": 10.0, "write_ms_per_token": 200.0, "readings": 4}
+
+
+def test_readings_too_small_to_say_anything_are_not_kept():
+    p = Pace()
+    for _ in range(5):
+        p.observe(pace.MIN_READ - 1, 3.0, pace.MIN_WRITTEN - 1, 3.0)  # the request's own overhead
+        p.observe(0, 0.5, 100, 0.0)
+    assert p.read_per_generated() is None and p.as_dict()["readings"] == 0
+
+
+def test_a_ratio_past_what_any_server_does_is_held_at_the_bounds():
+    slow_reader, fast_reader = Pace(), Pace()
+    for _ in range(3):
+        slow_reader.observe(100, 100.0, 100, 1.0)  # reads slower than it writes: a measurement gone wrong
+        fast_reader.observe(10**6, 0.001, 100, 100.0)
+    assert slow_reader.read_per_generated() == pace.BOUNDS[1]
+    assert fast_reader.read_per_generated() == pace.BOUNDS[0]
+
+
+def test_chat_messages_and_a_rendered_prompt_share_their_text():
+    messages = [{"role": "system", "content": "You fix bugs."}, {"role": "user", "content": "the failure"}]
+    chat = prompt_text({"messages": messages})
+    rendered = prompt_text({"prompt": chat + "```python\ndef f():\n"})  # autod's ChatML rendering, begun
+    assert rendered.startswith(chat) and shared_prefix(chat, rendered) == len(chat)
