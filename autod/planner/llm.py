@@ -192,10 +192,10 @@ class LLMPlanner:
         watch = request.watch if code and request.n == 1 and self._cfg.stop_early else None
         # the greedy draw's reply starts with the definition's head where the server takes it
         opening = ""
-        if code and request.n == 1 and watch is not None and await endpoint.prefills():
+        if code and request.n == 1 and request.watch is not None and await endpoint.prefills():
             if request.temperature == 0:
-                opening = await asyncio.to_thread(prefill.opening, watch.code)  # a parse: off the loop
-            elif prefill.chatml(messages, "") is not None:
+                opening = await asyncio.to_thread(prefill.opening, request.watch.code)  # a parse: off loop
+            elif watch is not None and prefill.chatml(messages, "") is not None:  # the watch ends leg one
                 # a sampled reply: given its docstring once it has written its signature unchanged
                 span = await asyncio.to_thread(splice.docstring_lines, watch.code)
                 if span is not None:

@@ -114,3 +114,13 @@ def test_without_prefill_a_sampled_reply_is_asked_whole_on_the_chat_endpoint(llm
     (result,) = plan(llm.base_url, request(), prefill="none")
     assert llm.paths == ["/v1/chat/completions"]
     assert result.plan.edits[0].replace.strip("\n") == FIXED
+
+
+def test_without_the_early_stop_the_greedy_draw_keeps_its_head_and_a_sample_is_asked_whole(llm: ScriptedLLM):
+    llm.push_text(reply(FIXED))
+    llm.push_text(reply(FIXED))
+    greedy, sampled = plan(llm.base_url, request(temperature=0.0), request(),
+                           prefill="chatml", stop_early=False)
+    assert llm.paths == ["/v1/completions", "/v1/chat/completions"]  # no watch to end a first leg
+    assert llm.requests[0]["prompt"].endswith(f"````python\n{SIGNATURE}\n{DOCSTRING}\n")
+    assert greedy.plan.edits[0].replace.strip("\n") == FIXED == sampled.plan.edits[0].replace.strip("\n")
