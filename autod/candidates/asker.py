@@ -115,8 +115,7 @@ class Asker:
     def read_per_generated(self) -> float | None:
         """A prompt token's time in generated tokens' on the planner's server, as its streamed replies
         measured it (autod.planner.pace); None until they have, or for a planner with no server."""
-        measured = getattr(self.planner, "read_per_generated", None)
-        return measured if isinstance(measured, float) else None
+        return self.planner.read_per_generated if isinstance(self.planner, ServerPlanner) else None
 
     @property
     def value_sizes(self) -> list[int]:

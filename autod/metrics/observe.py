@@ -69,6 +69,10 @@ class MeteredPlanner:
     def chars_per_token(self) -> float | None:
         return self.inner.chars_per_token
 
+    @property
+    def read_per_generated(self) -> float | None:
+        return self.inner.read_per_generated
+
     async def context_window(self) -> int | None:
         return await self.inner.context_window()
 

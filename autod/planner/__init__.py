@@ -108,6 +108,12 @@ class ServerPlanner(Planner, Protocol):
         """Characters a token of the server held in the prompts it counted (None: not yet seen)."""
         ...
 
+    @property
+    def read_per_generated(self) -> float | None:
+        """A prompt token's time in reply tokens' time on the server, as measured on its streamed
+        replies (autod.planner.pace; None: not yet)."""
+        ...
+
     async def context_window(self) -> int | None:
         """Tokens the server's context holds (prompt and reply), when known."""
         ...

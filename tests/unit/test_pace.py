@@ -59,3 +59,26 @@ def test_chat_messages_and_a_rendered_prompt_share_their_text():
     chat = prompt_text({"messages": messages})
     rendered = prompt_text({"prompt": chat + "```python\ndef f():\n"})  # autod's ChatML rendering, begun
     assert rendered.startswith(chat) and shared_prefix(chat, rendered) == len(chat)
+
+
+def test_the_measured_ratio_reaches_the_asker_through_the_daemon_s_metered_planner():
+    """The daemon wraps the LLM planner for its metrics (autod.daemon.wiring): the ratio must come
+    through the wrapper, or every plan would keep the constant."""
+    from types import SimpleNamespace
+
+    from autod.candidates.asker import Asker
+    from autod.config.settings import LLMConfig
+    from autod.metrics.observe import MeteredPlanner
+    from autod.metrics.registry import Metrics
+    from autod.planner import ServerPlanner
+    from autod.planner.llm import LLMPlanner
+
+    inner = LLMPlanner(LLMConfig(base_url="http://127.0.0.1:9/v1"), None)
+    metered = MeteredPlanner(inner, Metrics())
+    assert isinstance(metered, ServerPlanner)
+    asker = SimpleNamespace(planner=metered)
+    assert Asker.read_per_generated.fget(asker) is None  # type: ignore[attr-defined]
+    for _ in range(pace.ENOUGH):
+        inner._primary.pace.observe(1000, 2.0, 100, 4.0)  # 2 ms a prompt token, 40 ms a written one
+    assert Asker.read_per_generated.fget(asker) == metered.read_per_generated == 0.05  # type: ignore[attr-defined]
+    assert Asker.read_per_generated.fget(SimpleNamespace(planner=object())) is None  # type: ignore[attr-defined]
