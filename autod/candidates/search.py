@@ -263,7 +263,8 @@ class CandidateSearch:
                 reask(views, at, v, True)
         if views[at + 1:] != before:
             log.info("candidates.replan", after=view, echoed=gave_back,
-                     draws=" ".join(f"{v}{'*' if t else ''}" for v, t in views[at + 1:]))
+                     draws=" ".join(f"{v}{'*' if t else ''}" for v, t in views[at + 1:]),
+                     read_per_generated=round(sizes.read_per_generated, 4))
         return True
 
     def progress(self) -> DrawProgress:
