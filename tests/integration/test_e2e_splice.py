@@ -6,21 +6,10 @@ from __future__ import annotations
 
 import pytest
 from daemon import base_config, make_repo, start_autod
+from test_llm_splice import DOCSTRING, SIGNATURE  # the same definition, asked through the planner there
 
 pytestmark = pytest.mark.slow
 
-SIGNATURE = "def mean(values, *, default=0.0):"
-DOCSTRING = '''    """The arithmetic mean of `values`.
-
-    ```pycon
-    >>> mean([1, 3])
-    2.0
-    >>> mean([], default=None) is None
-    True
-    ```
-    An empty list has the mean `default`; anything else must hold numbers that can be added
-    and divided by an integer.
-    """'''
 STATS = f"{SIGNATURE}\n{DOCSTRING}\n    if not values:\n        return default\n" \
     "    return sum(values) / (len(values) + 1)\n"
 STATS_TEST = '''from src.stats import mean

@@ -4,25 +4,22 @@ after the docstring, and the plan read is the one the whole reply gives."""
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 import structlog
 
-from autod.config.settings import LLMConfig
 from autod.events import Event, EventKind
 from autod.planner import PlanRequest
 from autod.planner.earlystop import Watched
-from autod.planner.llm import LLMPlanner
 
 TESTS = Path(__file__).resolve().parents[1]
 if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
 from llmserver import ScriptedLLM, scripted_llm_fixture  # noqa: E402
+from test_llm_prefill import plan  # noqa: E402  (the planner against the loopback server)
 
 pytestmark = pytest.mark.slow
 
@@ -58,18 +55,6 @@ def request(temperature: float = 0.8) -> PlanRequest:
     return PlanRequest(mode="auto-debug", event=event, messages=messages, form="code", seed=7,
                        temperature=temperature, paths=("src/stats.py",), symbols={"src/stats.py": ("mean",)},
                        watch=Watched(CODE))
-
-
-def plan(base_url: str, *requests: PlanRequest, **cfg: Any) -> list[Any]:
-    async def go() -> list[Any]:
-        planner = LLMPlanner(LLMConfig(base_url=base_url, reply_form="code", **cfg), None,
-                             retry_base_s=0.01, retry_max_s=0.05)
-        try:
-            return [await planner.plan(r) for r in requests]
-        finally:
-            await planner.aclose()
-
-    return asyncio.run(asyncio.wait_for(go(), timeout=60))  # hang guard only
 
 
 def test_a_sampled_reply_is_ended_at_its_signature_and_given_its_docstring(llm: ScriptedLLM):
