@@ -272,6 +272,7 @@ class Endpoint:
                     if first is not None:  # the prompt's new part read, then the reply written
                         per = self.window.chars_per_token or CHARS_PER_TOKEN
                         self.pace.observe(new_chars / per, first - sent_at, count - 1, loop.time() - first)
+                        log.debug("llm.pace", endpoint=self.url, **self.pace.as_dict())
                     return resp.status_code, resp.headers, data, (reading, count)
                 chunks: list[bytes] = []
                 size = 0

@@ -62,7 +62,7 @@ class Pace:
         return min(BOUNDS[1], max(BOUNDS[0], ratio))
 
     def as_dict(self) -> dict[str, Any]:
-        """What a log line shows of it."""
+        """What the `llm.pace` debug line shows of it: the median milliseconds a token each way."""
         return {"read_ms_per_token": _ms(self._read), "write_ms_per_token": _ms(self._write),
                 "readings": min(len(self._read), len(self._write))}
 
