@@ -51,7 +51,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["RANK_PRIOR", "Sizes", "cost", "fixed_order", "plan", "prior", "replan"]
+__all__ = ["RANK_PRIOR", "Sizes", "cost", "fixed_order", "plan", "prior", "ratio_of", "replan"]
 
 RANK_PRIOR = (0.50, 0.16, 0.07)  # P(the kth suspect is the buggy definition), corpus dev half
 TAIL_PRIOR = 8 / 44 / 7  # each of ranks 4 to 10 (8 of the 44 bugs among them)
@@ -82,6 +82,13 @@ def prior(rank: int) -> float:
     if 1 <= rank <= len(RANK_PRIOR):
         return RANK_PRIOR[rank - 1]
     return TAIL_PRIOR if rank <= TAIL_RANKS else 0.0
+
+
+def ratio_of(drawer: object) -> float:
+    """The reading ratio of the server behind `drawer` as its replies measured it (its
+    `read_per_generated`, autod.planner.pace), or `READ_PER_GENERATED` until they have."""
+    measured = getattr(drawer, "read_per_generated", None)
+    return measured if isinstance(measured, float) else READ_PER_GENERATED
 
 
 def cost(code_tokens: int, read_tokens: int) -> float:

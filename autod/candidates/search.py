@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
@@ -133,7 +132,7 @@ class CandidateSearch:
             suspects, values = max(1, focused.suspects), focused.value_suspects
             s_sizes, v_sizes, wide = focused.suspect_sizes, focused.value_sizes, focused.wide_tokens
             if len(s_sizes) >= suspects and len(v_sizes) >= values and wide > 0:
-                sizes = order.Sizes(s_sizes[:suspects], v_sizes[:values], wide, self._read_per_generated())
+                sizes = order.Sizes(s_sizes[:suspects], v_sizes[:values], wide, order.ratio_of(self.drawer))
                 looks = order.plan(sizes, per, self.cfg.n)
                 self._planned = (sizes, per, self.cfg.n, first)
             else:  # the sizes not known
@@ -156,7 +155,7 @@ class CandidateSearch:
         views = self.views(number) if self.drawer is not None else []  # no prompt yet: replays alone
         if number == 1 and views:  # the plan, as a bench fitting the order reads it (`*`: at temperature 0)
             log.info("candidates.plan", draws=" ".join(f"{v}{'*' if t else ''}" for v, t in views),
-                     read_per_generated=round(self._read_per_generated(), 4))
+                     read_per_generated=round(order.ratio_of(self.drawer), 4))
         drawn = 0
         # a sampled draw that proposes nothing new (no edit: an echo of the prompt, prose alone; the
         # code copied back as it is; a change already tried) tells nothing about the fixes near the
@@ -237,10 +236,6 @@ class CandidateSearch:
                                                      c.diff_lines, c.n))
         return result
 
-    def _read_per_generated(self) -> float:  # the server's, as measured (the order's constant till then)
-        measured = getattr(self.drawer, "read_per_generated", None)
-        return measured if isinstance(measured, float) else order.READ_PER_GENERATED
-
     def _replan(self, views: list[tuple[str, bool]], at: int, looked: list[order.Done], view: str,
                 gave_back: bool) -> bool:
         """After a suspect's greedy draw `views[at]` (`gave_back`: it gave the code back): the rest of the
@@ -250,8 +245,7 @@ class CandidateSearch:
         if self._planned is None or not view.startswith("focused:"):
             return False
         sizes, per, n, first = self._planned
-        # the server's speeds as measured so far, the draws just made included
-        sizes = dataclasses.replace(sizes, read_per_generated=self._read_per_generated())
+        sizes = order.Sizes(sizes.suspects, sizes.values, sizes.wide, order.ratio_of(self.drawer))
         rest = order.replan(sizes, per, n, [*looked, (view, gave_back)])
         before = views[at + 1:]
         views[at + 1:] = [(v, first and greedy) for v, greedy in rest]
