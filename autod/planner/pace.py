@@ -3,8 +3,9 @@
 autod.candidates.order prices each draw in generated tokens' time: the reply written, plus the part of
 its prompt the server does not hold from the request before, read at `READ_PER_GENERATED` of a written
 token's time. That ratio belongs to the server, not to autod: llama-cpp-python on two CPU cores reads
-~9x faster than it writes, the same server drafting the copy (prompt lookup) ~4x, a GPU server 50x and
-more. A plan priced with the wrong ratio asks a long prompt (the wide one) too early or too late.
+~9x faster than it writes, the same server drafting the copy (prompt lookup) ~4x, a GPU server typically
+far more (not measured here). A plan priced with the wrong ratio asks a long prompt (the wide one) too
+early or too late.
 
 Every streamed reply tells both speeds. The time to its first content chunk is the prompt's new part
 read (and one token written); the time after it is the rest of the reply written, a token a chunk.
