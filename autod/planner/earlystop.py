@@ -126,16 +126,21 @@ class ReplyWatch:
         """The reply as the parser should read it: as streamed, or, when ended early, the lines read and
         the rest of the definition (reindented as the reply indents it) in a closed block."""
         if self.stopped in ("echo", "changed"):
-            rest = [self._base + self._strip(ln, self._orig_base) if ln else ""
-                    for ln in self._orig_raw[self._j :]]
+            rest = [self._given(ln) for ln in self._orig_raw[self._j :]]
             return self.streamed[: self._kept_to] + "".join(f"{ln}\n" for ln in rest) + f"{self._fence}\n"
         if self.stopped == "closed":
             return self.streamed[: self._kept_to]
         if self.stopped == "paused" and self._splice is not None:
-            given = [self._base + self._strip(ln, self._orig_base) if ln else ""
-                     for ln in self._orig_exact[self._splice[0]:self._splice[1]]]
+            given = [self._given(ln) for ln in self._orig_exact[self._splice[0]:self._splice[1]]]
             return self.streamed[: self._kept_to] + "".join(f"{ln}\n" for ln in given)
         return self.streamed
+
+    def _given(self, line: str) -> str:
+        """A line of the definition as the reply would hold it: moved to the reply's indentation; a line
+        short of the definition's own (a string's, the parse ignores it) kept exactly as it is."""
+        if not line or not line.startswith(self._orig_base):
+            return line
+        return self._base + line[len(self._orig_base):]
 
     # -- one line of the reply ---------------------------------------------------------------
     def _line(self, raw: str) -> None:

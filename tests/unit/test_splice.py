@@ -123,3 +123,27 @@ def test_a_short_docstring_or_one_on_the_signature_s_line_is_generated():
     form_feed = f'def f(x):\n    """{long_text}\x0c"""\n    return x'  # splitlines() breaks there
     assert splice.docstring_lines(form_feed) is None
     assert splice.docstring_lines("not python at all (") is None
+
+
+@pytest.mark.parametrize("seed", [6, 7])
+def test_a_line_short_of_the_definition_s_indentation_is_given_back_as_it_is(seed: int):
+    """A string may hold a line short of the definition's indentation (in a method's docstring, a
+    blank line of two spaces: the parse ignores it, the text keeps it): the lines given keep it as it
+    is, so a reply written at the file's own indentation reads back character for character (no
+    change inside a string that the model did not make)."""
+    rng = random.Random(seed)
+    methods = [(n, q, c, s) for n, q, c, s in SPLICED if c.startswith("    ")]
+    checked = 0
+    for name, qual, code, (first, end) in rng.sample(methods, 40):
+        lines = code.split("\n")
+        lines.insert(rng.randrange(first + 1, end), "  ")  # inside the docstring, its opening line kept
+        code = "\n".join(lines)
+        span = splice.docstring_lines(code)
+        assert span is not None, (name, qual)
+        start = splice.first_leg(code)  # the fence and its `python`
+        closing = start.removesuffix("python\n")
+        joined, was = legs(f"{start}{code}\n{closing}\n", code, span, len(lines), rng)  # not dedented
+        assert was, (name, qual)
+        assert code_of(joined).rstrip("\n") == code, (name, qual)  # the two-space line among them
+        checked += 1
+    assert checked == 40
