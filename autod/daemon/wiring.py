@@ -126,10 +126,11 @@ def build_planner(s: Settings, state: State) -> tuple[Planner, str]:
     """The LLM planner when `llm.base_url` is set, else the offline rules planner; and its name."""
     if s.llm.base_url:
         from autod.planner.llm import LLMPlanner
-        from autod.runtime.windows import KeptWindows
+        from autod.runtime.windows import KeptPace, KeptWindows
 
         llm = LLMPlanner(s.llm, s.api_key())
         llm.remember_windows(KeptWindows(state))  # learnt once, not on every restart or reload
+        llm.remember_pace(KeptPace(state))  # a restart's first plan priced at the server's own speed
         return llm, "llm"
     from autod.checks.run import run_check
     from autod.planner.rules import RulesPlanner

@@ -84,7 +84,7 @@ class Endpoint:
         # What the server says of itself: its context window and how many characters its tokens
         # hold here, whether it honours `n` and `stop`.
         self.window = ServerWindow(self.url, self.key, cfg.context_tokens, self._ask_props)
-        self.pace = pace.Pace()  # how fast it reads a prompt against how fast it writes (measured)
+        self.pace = pace.ServerPace(self.url, self.key)  # its reading against its writing, measured
         self.takes_n: bool | None = None
         self.takes_stop = True  # until the server refuses `stop` (then the code form goes without it)
         self.takes_stream_usage = True  # until it refuses `stream_options` (then counted by chunk)
@@ -159,6 +159,7 @@ class Endpoint:
                     self._formats = self._formats[i:]  # the refused ones are never sent again
                 reply = self._read(ctype, data, messages, usage, read, given)
                 await self.window.keep_ratio()
+                await self.pace.keep()
                 if body.get("n", 1) > 1:
                     self.takes_n = len(reply.others) + 1 >= body["n"]
                 return reply

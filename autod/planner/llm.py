@@ -33,6 +33,7 @@ from autod.planner import (
 from autod.planner.codeform import parse_code_reply, quoted_code
 from autod.planner.endpoint import MAX_REPLY_BYTES, Endpoint, Sleep
 from autod.planner.forms import FORMS
+from autod.planner.pace import PaceMemory
 from autod.planner.parse import parse_plan
 from autod.planner.window import WindowMemory
 from autod.planner.wire import Completion
@@ -145,9 +146,20 @@ class LLMPlanner:
             if endpoint is not None:
                 endpoint.window.memory = memory
 
+    def remember_pace(self, memory: PaceMemory) -> None:
+        """Keep the reading and writing speeds measured of both endpoints in `memory`, and start from
+        what it holds."""
+        for endpoint in (self._primary, self._fallback):
+            if endpoint is not None:
+                endpoint.pace.memory = memory
+
     async def context_window(self) -> int | None:
-        """Tokens the server's context holds (prompt and reply), when known; asks the server once."""
-        return await self._first().window.size()
+        """Tokens the server's context holds (prompt and reply), when known; asks the server once.
+        What an earlier run kept of the server is recalled here, before the first prompt is sized and
+        the first plan priced: its window, and its pace (autod.planner.pace)."""
+        endpoint = self._first()
+        await endpoint.pace.recall()
+        return await endpoint.window.size()
 
     @property
     def read_per_generated(self) -> float | None:

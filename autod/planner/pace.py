@@ -15,22 +15,58 @@ held in the prompts it counted). Each reply gives one reading of each speed, if 
 say something (`MIN_READ` new prompt tokens, `MIN_WRITTEN` tokens written): the ratio is the median of
 the last `KEEP` readings of each, once there are `ENOUGH` of each; before that the order keeps its own
 constant. A server that answers in one document (not streamed) gives no reading.
+
+What was measured outlives the daemon: the two medians are kept (`PaceMemory`: the state db,
+autod.runtime.windows) whenever one moves by more than `KEPT_DRIFT`, and a restart or a config
+reload starts from them (`seed`) instead of the constant. They come back as `ENOUGH` readings each, so
+the plan made before the first reply is already priced at the server's speed, and three fresh
+readings outvote them: a server that was moved to other hardware is measured anew within a few
+replies.
 """
 
 from __future__ import annotations
 
+import asyncio
 import statistics
 from collections import deque
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple, Protocol
 
-__all__ = ["Pace", "prompt_text", "shared_prefix"]
+import structlog
+
+from autod.planner.window import WINDOW_MEMORY_S
+
+log = structlog.get_logger("autod.planner.llm")
+
+__all__ = ["Pace", "PaceMemory", "ServerPace", "Speeds", "drifted", "prompt_text", "shared_prefix"]
 
 KEEP = 16
 ENOUGH = 2
 MIN_READ = 64  # new prompt tokens: fewer, and a request's own overhead is most of the wait
 MIN_WRITTEN = 8  # tokens written after the first
 BOUNDS = (1 / 1000, 1.0)  # a ratio outside says the measurement is wrong, not the server
+KEPT_DRIFT = 0.05  # a median that moved more than this since it was last kept is kept again
+SECONDS = (1e-6, 60.0)  # a token's seconds either way that some server could take; outside: garbage
+
+
+class Speeds(NamedTuple):
+    """A server's median seconds per prompt token read and per reply token written."""
+
+    read_s: float
+    write_s: float
+
+    def plausible(self) -> bool:
+        """Both are finite seconds some server could take (not a corrupt or hand-edited record)."""
+        return all(isinstance(v, float) and SECONDS[0] <= v <= SECONDS[1] for v in self)
+
+
+class PaceMemory(Protocol):
+    """Where a server's measured speeds are kept across restarts and config reloads, keyed by the
+    server and the model."""
+
+    async def recall_pace(self, key: str) -> Speeds | None: ...
+
+    async def keep_pace(self, key: str, speeds: Speeds) -> None: ...
 
 
 class Pace:
@@ -57,15 +93,73 @@ class Pace:
 
     def read_per_generated(self) -> float | None:
         """A prompt token's time in reply tokens' time, or None until measured."""
+        speeds = self.speeds()
+        if speeds is None:
+            return None
+        return min(BOUNDS[1], max(BOUNDS[0], speeds.read_s / speeds.write_s))
+
+    def speeds(self) -> Speeds | None:
+        """The medians of the readings, once there are `ENOUGH` of each."""
         if len(self._read) < ENOUGH or len(self._write) < ENOUGH:
             return None
-        ratio = statistics.median(self._read) / statistics.median(self._write)
-        return min(BOUNDS[1], max(BOUNDS[0], ratio))
+        return Speeds(statistics.median(self._read), statistics.median(self._write))
+
+    def seed(self, kept: Speeds) -> bool:
+        """Start from speeds an earlier run measured (as `ENOUGH` readings each), unless this one has
+        readings of its own already. Whether it did."""
+        if self._read or self._write or not kept.plausible():
+            return False
+        self._read.extend([kept.read_s] * ENOUGH)
+        self._write.extend([kept.write_s] * ENOUGH)
+        return True
 
     def as_dict(self) -> dict[str, Any]:
         """What the `llm.pace` debug line shows of it: the median milliseconds a token each way."""
         return {"read_ms_per_token": _ms(self._read), "write_ms_per_token": _ms(self._write),
                 "readings": min(len(self._read), len(self._write))}
+
+
+class ServerPace(Pace):
+    """One endpoint's pace, recalled from where an earlier run kept it and kept there as it moves."""
+
+    def __init__(self, url: str, key: str) -> None:
+        super().__init__()
+        self.url = url
+        self.key = key
+        self.memory: PaceMemory | None = None
+        self._recalled = False
+        self._kept: Speeds | None = None  # what was last kept (or recalled)
+
+    async def recall(self) -> None:
+        """Start from what an earlier run kept, once (before this run's first plan is priced)."""
+        if self._recalled or self.memory is None:
+            return
+        self._recalled = True
+        try:
+            kept = await asyncio.wait_for(self.memory.recall_pace(self.key), WINDOW_MEMORY_S)
+        except Exception as exc:  # a convenience: the order's constant until measured
+            log.warning("llm.pace_not_recalled", endpoint=self.url, error=type(exc).__name__)
+            return
+        if kept is not None and self.seed(kept):
+            self._kept = kept
+            log.info("llm.pace_recalled", endpoint=self.url, read_per_generated=round(
+                self.read_per_generated() or 0.0, 4), **self.as_dict())
+
+    async def keep(self) -> None:
+        """Keep the medians where a restart finds them, when they moved since last kept."""
+        now = self.speeds()
+        if self.memory is None or now is None or not drifted(now, self._kept):
+            return
+        self._kept = now  # tried once per move: a state db that fails is not asked again for it
+        try:
+            await asyncio.wait_for(self.memory.keep_pace(self.key, now), WINDOW_MEMORY_S)
+        except Exception as exc:
+            log.warning("llm.pace_not_kept", endpoint=self.url, error=type(exc).__name__)
+
+
+def drifted(now: Speeds, kept: Speeds | None) -> bool:
+    """`now` is worth keeping over `kept`: nothing was kept, or a median moved past `KEPT_DRIFT`."""
+    return kept is None or any(abs(a - b) > KEPT_DRIFT * b for a, b in zip(now, kept, strict=True))
 
 
 def shared_prefix(a: str, b: str) -> int:

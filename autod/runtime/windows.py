@@ -1,4 +1,4 @@
-"""The context windows autod learnt of its LLM servers, kept in the state db.
+"""What autod learnt of its LLM servers, kept in the state db: their context windows and their pace.
 
 llama-cpp-python states its context size nowhere: autod learns it from the first reply the server cut
 short (or a context error), after a whole prompt's evaluation, minutes on a CPU. Kept here, a restart
@@ -15,10 +15,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from autod.planner.pace import Speeds
 from autod.planner.window import Window, plausible
 
 KEY = "llm_context_tokens:"  # + Endpoint.key (url|model)
 KEEP_S = 86_400
+PACE_KEY = "llm_pace:"  # + Endpoint.key
+PACE_KEEP_S = 7 * 86_400
 
 
 class KeptWindows:
@@ -45,3 +48,27 @@ class KeptWindows:
         if window.chars_per_token is not None:
             doc["chars_per_token"] = round(window.chars_per_token, 3)
         await self.state.call(self.state.set_kv, KEY + key, doc)
+
+
+class KeptPace:
+    """autod.planner.pace.PaceMemory over the state db (its calls run off the event loop)."""
+
+    def __init__(self, state: Any, clock: Callable[[], float] = time.time) -> None:
+        self.state = state
+        self.clock = clock
+
+    async def recall_pace(self, key: str) -> Speeds | None:
+        doc = await self.state.call(self.state.get_kv, PACE_KEY + key)
+        if not isinstance(doc, dict):
+            return None
+        at, read_s, write_s = doc.get("at"), doc.get("read_s"), doc.get("write_s")
+        if not isinstance(at, int | float) or not 0 <= self.clock() - at < PACE_KEEP_S:
+            return None
+        if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in (read_s, write_s)):
+            return None
+        speeds = Speeds(float(read_s), float(write_s))  # type: ignore[arg-type]
+        return speeds if speeds.plausible() else None
+
+    async def keep_pace(self, key: str, speeds: Speeds) -> None:
+        doc = {"read_s": speeds.read_s, "write_s": speeds.write_s, "at": self.clock()}
+        await self.state.call(self.state.set_kv, PACE_KEY + key, doc)

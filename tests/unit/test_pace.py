@@ -82,3 +82,33 @@ def test_the_measured_ratio_reaches_the_asker_through_the_daemon_s_metered_plann
         inner._primary.pace.observe(1000, 2.0, 100, 4.0)  # 2 ms a prompt token, 40 ms a written one
     assert Asker.read_per_generated.fget(asker) == metered.read_per_generated == 0.05  # type: ignore[attr-defined]
     assert Asker.read_per_generated.fget(SimpleNamespace(planner=object())) is None  # type: ignore[attr-defined]
+
+
+def test_speeds_kept_by_an_earlier_run_price_the_first_plan_and_three_fresh_readings_outvote_them():
+    p = Pace()
+    assert p.seed(pace.Speeds(0.010, 0.200))
+    assert abs(p.read_per_generated() - 0.05) < 1e-9  # type: ignore[operator]  # before any reply
+    p.observe(1000, 1.0, 100, 2.0)  # the server now reads at 1 ms and writes at 20 ms a token
+    p.observe(1000, 1.0, 100, 2.0)
+    assert p.read_per_generated() != 0.05  # two against two: the medians lie between
+    p.observe(1000, 1.0, 100, 2.0)
+    assert abs(p.read_per_generated() - 0.05) < 1e-9  # type: ignore[operator]  # the same ratio, ...
+    assert p.speeds() == pace.Speeds(0.001, 0.02)  # ... and the fresh speeds, not the kept ones
+
+
+def test_kept_speeds_never_replace_this_run_s_own_readings_nor_enter_when_implausible():
+    measured = Pace()
+    measured.observe(1000, 1.0, 100, 2.0)
+    assert not measured.seed(pace.Speeds(0.5, 0.5)) and measured.as_dict()["readings"] == 1
+    for bad in [(0.0, 0.1), (-1.0, 0.1), (0.01, float("nan")), (float("inf"), 0.1), (0.01, 3600.0)]:
+        fresh = Pace()
+        assert not fresh.seed(pace.Speeds(*bad)), bad
+        assert fresh.read_per_generated() is None
+
+
+def test_speeds_are_kept_again_only_when_a_median_moved_past_the_drift():
+    kept = pace.Speeds(0.010, 0.200)
+    assert pace.drifted(kept, None)
+    assert not pace.drifted(pace.Speeds(0.0104, 0.196), kept)
+    assert pace.drifted(pace.Speeds(0.0106, 0.200), kept)
+    assert pace.drifted(pace.Speeds(0.010, 0.189), kept)
