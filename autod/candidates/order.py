@@ -38,6 +38,11 @@ the code back. That share follows the suspect's greedy draw (`ECHO_AFTER_ECHO`, 
 a model that read the question as "copy this" at temperature 0 mostly does so again when sampled.
 Before the greedy draw is seen the plan prices the mix (`GREEDY_ECHO`); once it is, the search plans
 the rest again (`replan`), so a long suspect that echoed has its samples priced as what they are.
+From then on the share is the suspect's own, learnt as its samples come: every sampled draw that
+proposed nothing new (`idle`) moves it by Laplace's rule from that prior (which counts as
+`ECHO_WEIGHT` draws), and the search plans the rest again after each such draw, so a suspect whose
+samples keep giving back what was already tried is left for the next place once it has cost more
+than that place is worth.
 
 So a short suspect of low rank is asked before a long one's samples, and a long suspect whose greedy
 reply missed gets its samples only while they beat the wide prompt: the attempt's draws end with the
@@ -48,7 +53,7 @@ then each suspect's samples.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 __all__ = ["RANK_PRIOR", "Sizes", "cost", "fixed_order", "plan", "prior", "ratio_of", "replan"]
@@ -74,6 +79,7 @@ GREEDY_ECHO = 0.56
 ECHO_AFTER_ECHO = 0.55
 ECHO_AFTER_CHANGE = 0.38
 MAX_ECHO = 0.9  # a share no larger: a look is never priced past ten draws
+ECHO_WEIGHT = 2  # the prior share counts as this many draws: a suspect's own outweigh it from the third
 Done = tuple[str, bool | None]  # a draw made: its view, and whether it gave the code back (None: unknown)
 
 
@@ -118,6 +124,17 @@ class _Place:
     per_read: float = READ_PER_GENERATED  # a prompt token's time in generated tokens'
     done: int = 0
     echo: float = GREEDY_ECHO * ECHO_AFTER_ECHO + (1 - GREEDY_ECHO) * ECHO_AFTER_CHANGE
+    idle: int = 0  # its sampled draws made that proposed nothing new (each drawn again: no look)
+    sampled: int = 0  # its sampled draws made that were looks
+    counted: bool = False  # whether `idle` was counted (else the prior share stands)
+
+    def share(self) -> float:
+        """The share of its sampled draws that propose nothing new: the prior `echo` (weighed as
+        `ECHO_WEIGHT` draws) with its sampled draws made so far, when counted (a planned one tells
+        nothing)."""
+        if not self.counted:
+            return self.echo
+        return (self.echo * ECHO_WEIGHT + self.idle) / (ECHO_WEIGHT + self.idle + self.sampled)
 
     def detection(self) -> float:
         if self.view.startswith("value:"):
@@ -128,7 +145,9 @@ class _Place:
         """A look here, in generated tokens' time: its prompt's own part unless the server read it last;
         a sampled look, the draws that give the code back (redrawn) included."""
         c = REQUEST_TOKENS + self.reply + (0 if last == self.view else self.read * self.per_read)
-        return c if self.done == 0 or self.view.startswith("value:") else c / (1 - min(self.echo, MAX_ECHO))
+        if self.done == 0 or self.view.startswith("value:"):
+            return c
+        return c / (1 - min(self.share(), MAX_ECHO))
 
     def looked(self, echoed: bool | None) -> None:
         """A look here missed; `echoed`: whether it gave the code back (a greedy draw's tells the rest)."""
@@ -147,10 +166,12 @@ def plan(sizes: Sizes, per: int, wide_n: int) -> list[tuple[str, bool]]:
     return replan(sizes, per, wide_n, ())
 
 
-def replan(sizes: Sizes, per: int, wide_n: int, done: Sequence[Done]) -> list[tuple[str, bool]]:
+def replan(sizes: Sizes, per: int, wide_n: int, done: Sequence[Done],
+           idle: Mapping[str, int] | None = None) -> list[tuple[str, bool]]:
     """The rest of `plan` after the draws `done` (each missed; a suspect's pointed question,
-    "pointed:K", is a sampled look at it), knowing which of them gave the code back. With nothing
-    learnt from them it is the plan's own rest."""
+    "pointed:K", is a sampled look at it), knowing which of them gave the code back, and `idle`: per
+    view, its sampled draws that proposed nothing new (None: not counted; each suspect's share is then
+    the prior's). With nothing learnt from them it is the plan's own rest."""
     per_read = sizes.read_per_generated
     places = [_Place(f"focused:{k}", prior(k), code, read, per, per_read)
               for k, (code, read) in enumerate(sizes.suspects, 1) if per > 0]
@@ -160,6 +181,11 @@ def replan(sizes: Sizes, per: int, wide_n: int, done: Sequence[Done]) -> list[tu
     elsewhere = max(0.0, 1.0 - sum(p.odds for p in places))
     wide_done, last = 0, ""
     by_view = {p.view: p for p in places}
+    for p in places if idle is not None else ():
+        p.counted = True
+    for view, count in (idle or {}).items():
+        if (p := by_view.get(view.replace("pointed:", "focused:", 1))) is not None:
+            p.idle += count
     for view, echoed in done:
         if view == "wide":
             wide_done += 1
@@ -167,6 +193,7 @@ def replan(sizes: Sizes, per: int, wide_n: int, done: Sequence[Done]) -> list[tu
             for p in places:
                 p.odds *= 1 - WIDE
         elif (p := by_view.get(view.replace("pointed:", "focused:", 1))) is not None and p.done < p.looks:
+            p.sampled += p.done > 0
             p.looked(echoed)
         last = view.replace("pointed:", "focused:", 1)
     out: list[tuple[str, bool]] = []

@@ -42,6 +42,7 @@ from autod.candidates.clock import DrawProgress, progress
 from autod.candidates.compare import SAME_CODE, change_key, same_code, symptom_patch
 from autod.candidates.parts import parts
 from autod.candidates.reask import echoed, reask
+from autod.candidates.replans import Planned, replan_rest
 from autod.candidates.replay import Replay
 from autod.config.settings import CandidatesConfig
 from autod.errors import BudgetExhausted, CycleError, PlanInvalid, PlanRejected
@@ -107,7 +108,7 @@ class CandidateSearch:
         self.replays = list(replays)
         # the first attempt's plan when its sizes are known (sizes, per, n, whether its first looks are
         # greedy): planned again after each suspect's first draw (autod.candidates.order.replan)
-        self._planned: tuple[order.Sizes, int, int, bool] | None = None
+        self._planned: Planned | None = None
 
     def views(self, number: int = 1) -> list[tuple[str, bool]]:
         """(view, at temperature 0) of each of attempt `number`'s draws, in order.
@@ -183,7 +184,7 @@ class CandidateSearch:
                                                 max(self.cfg.temperature, MAX_TEMPERATURE))
             # the ith draw of a prompt: seed + i (past the earlier cycles' on the same failure)
             seed = (self.cfg.seed + self.retry * RETRY_SEEDS + self._seeds.get(view, 0)) % 2**31
-            redraws = sum(1 for v in views if v[0] == view)
+            redraws, idle_before = sum(1 for v in views if v[0] == view), sum(idle.values())
             plans, spent, invalid, ms, (reply, ended) = await self._draw(
                 temperature, seed, want, first=drawn == 0, view=view)
             if want > 1 and len(plans) + len(invalid) < want:
@@ -217,7 +218,8 @@ class CandidateSearch:
                 if done:
                     return result
                 gave_back = echoed(c.outcome, c.plan)
-                if first and not self._replan(views, drawn, looked, view, gave_back):
+                if first and not self._replan(views, drawn + 1, [*looked, (view, gave_back)], idle, view,
+                                              gave_back):
                     # a greedy reply that changed nothing: asked again another way, not sampled
                     reask(views, drawn, view, gave_back)
                 if temperature > 0 and c.outcome in NOTHING_NEW and idle.get(view, 0) < redraws:
@@ -226,6 +228,8 @@ class CandidateSearch:
                 else:
                     drawn += 1
                     looked.append((view, gave_back))
+            if sum(idle.values()) > idle_before:  # how often its samples propose nothing new: priced anew
+                self._replan(views, drawn, looked, idle, view, None)
             log.info("candidates.progress", what=(p := self.progress()).line(), **p.as_dict())
             if not plans and not invalid:  # nothing drawn: an outage, the budget, the deadline in flight
                 result.out_of_time = self.deadline is not None and time.monotonic() >= self.deadline
@@ -236,29 +240,14 @@ class CandidateSearch:
                                                      c.diff_lines, c.n))
         return result
 
-    def _replan(self, views: list[tuple[str, bool]], at: int, looked: list[order.Done], view: str,
-                gave_back: bool) -> bool:
-        """After a suspect's greedy draw `views[at]` (`gave_back`: it gave the code back): the rest of the
-        first attempt's plan made again with what it told (how its samples will echo), then the pointed
-        question of every suspect whose greedy draw gave its code back and is not yet asked placed in
-        it (autod.candidates.reask). False: no plan to make again (the fixed order, a later attempt)."""
-        if self._planned is None or not view.startswith("focused:"):
+    def _replan(self, views: list[tuple[str, bool]], start: int, looked: list[order.Done],
+                idle: dict[str, int], after: str, echoed: bool | None) -> bool:
+        """The first attempt's plan from `views[start]` on made again (autod.candidates.replans) after a
+        suspect's draw `after`. False: no plan to make again (the fixed order, a later attempt, a draw
+        that is not a suspect's)."""
+        if self._planned is None or not after.startswith("focused:"):
             return False
-        sizes, per, n, first = self._planned
-        sizes = order.Sizes(sizes.suspects, sizes.values, sizes.wide, order.ratio_of(self.drawer))
-        rest = order.replan(sizes, per, n, [*looked, (view, gave_back)])
-        before = views[at + 1:]
-        views[at + 1:] = [(v, first and greedy) for v, greedy in rest]
-        firsts: dict[str, bool | None] = {}
-        for v, e in [*looked, (view, gave_back)]:
-            firsts.setdefault(v, e)  # a suspect's first draw: its greedy one
-        for v, e in firsts.items():
-            if e and v.startswith("focused:"):
-                reask(views, at, v, True)
-        if views[at + 1:] != before:
-            log.info("candidates.replan", after=view, echoed=gave_back,
-                     draws=" ".join(f"{v}{'*' if t else ''}" for v, t in views[at + 1:]),
-                     read_per_generated=round(sizes.read_per_generated, 4))
+        replan_rest(self._planned, order.ratio_of(self.drawer), views, start, looked, idle, after, echoed)
         return True
 
     def progress(self) -> DrawProgress:

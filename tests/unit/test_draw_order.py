@@ -7,6 +7,7 @@ import asyncio
 import itertools
 import random
 
+import pytest
 from test_candidates import Judge, ViewDrawer, search, whole
 
 from autod.candidates.order import (
@@ -273,3 +274,63 @@ def test_the_search_prices_reading_at_the_drawer_s_measured_ratio(tmp_path):
     cpu, fast, slow = (replanned(Sizes(sizes, [15], 3000, r), 2, 2, {}) for r in (1 / 9, 1 / 60, 1 / 2))
     assert cpu != fast and cpu != slow
     assert fast.index(("wide", True)) < cpu.index(("wide", True)) < slow.index(("wide", True))
+
+
+def test_each_sampled_draw_that_proposes_nothing_new_leaves_its_suspect_sooner_and_never_later():
+    """A suspect's share of samples that give back the code or a change already tried is learnt from its
+    own draws (Laplace's rule from the prior): over generated plans, every further such draw moves its
+    next sample no sooner and leaves it no more samples; a suspect whose samples all proposed something
+    keeps its samples no later than the prior would."""
+    rng = random.Random(19)
+    moved = 0
+    for _ in range(600):
+        sizes, per, n = generated(rng), rng.randint(3, 5), rng.randint(1, 4)
+        whole_plan = plan(sizes, per, n)
+        firsts = [i for i, (v, g) in enumerate(whole_plan) if g and v.startswith("focused:")]
+        if not firsts:
+            continue
+        at = rng.choice(firsts)
+        view = whole_plan[at][0]
+        done = [(v, None) for v, _ in whole_plan[:at]] + [(view, rng.choice([True, False]))]
+
+        def samples(idle: dict[str, int] | None, extra: int = 0) -> tuple[int, int]:
+            rest = [v for v, _ in replan(sizes, per, n, [*done, *[(view, None)] * extra], idle)]  # noqa: B023
+            return (rest.index(view) if view in rest else len(rest)), rest.count(view)  # noqa: B023
+
+        last = samples({view: 0})
+        assert last == samples(None)  # none drawn yet: the prior's share either way
+        for k in range(1, 7):
+            now = samples({view: k})
+            assert now[0] >= last[0] and now[1] <= last[1], (k, now, last)
+            last = now
+        moved += last != samples({view: 0})
+        if per >= 3:  # one sample made that proposed something: the rest no later than the prior's
+            learnt, prior_only = samples({}, 1), samples(None, 1)
+            assert learnt[0] <= prior_only[0] and learnt[1] >= prior_only[1]
+    assert moved > 100  # the rule is not idle on these sizes
+
+
+def test_the_search_leaves_a_suspect_whose_sample_repeats_its_greedy_change(tmp_path):
+    """The first suspect's greedy draw changes something that does not fix it and its sample gives the
+    same change back: the plan is made again at once with what that says, and the second suspect,
+    which the first plan put after three more samples of the first, is asked next. Before, the first
+    suspect's samples were drawn again in place until their redraws ran out."""
+    import autod.candidates.replans as replans
+
+    sizes = Sizes(((120, 120), (300, 300)), [], 4000)
+    assert plan(sizes, 4, 1)[:5] == [("focused:1", True), *[("focused:1", False)] * 3, ("focused:2", True)]
+
+    def asked(learning: bool) -> list[tuple[str, bool]]:
+        with pytest.MonkeyPatch.context() as mp:
+            if not learning:  # the idle draws not counted: the plan before this rule
+                real = replans.order.replan
+                mp.setattr(replans.order, "replan", lambda s, p, n, d, idle=None: real(s, p, n, d))
+            drawer = ViewDrawer(*[whole("return a * 7")] * 20, suspects=2, sizes=tuple(sizes.suspects),
+                                wide=4000)
+            asyncio.run(search(tmp_path, drawer, Judge({}), n=1, focused=4).attempt(1))
+        return [(a.get("view", "wide"), a["temperature"] == 0.0) for a in drawer.asked]
+
+    before, now = asked(False), asked(True)
+    assert now[:3] == [("focused:1", True), ("focused:1", False), ("focused:2", True)], now
+    assert before.index(("focused:2", True)) == 8, before  # three looks and their four redraws first
+    assert len(now) <= len(before)
