@@ -115,10 +115,12 @@ def suspects(pieces: list[Piece], read_lines: Callable[[str], list[str] | None],
 def values_read(
     found: list[Suspect], index: Index, read_lines: Callable[[str], list[str] | None]
 ) -> list[Suspect]:
-    """Each suspect with the short constants and class attributes it reads (in first-use order):
-    workspace code only, never a test's, never an alias of a class or function (`OMD = MultiDict`), at
-    most MAX_VALUES of at most VALUE_LINES lines each and VALUES_CHARS in all. `read_lines` reads a
-    file through the Boundary (None: it may not be read, and nothing of it is shown)."""
+    """Each suspect with the short constants and class attributes it reads (in first-use order), each
+    followed by the values its own assignment is made of (`SUPPORTED = (HTML4, CSS2)`, `LIMIT = BASE *
+    2`: a wrong constant reaches the suspect through the value built from it), depth first: workspace
+    code only, never a test's, never an alias of a class or function (`OMD = MultiDict`), at most
+    MAX_VALUES of at most VALUE_LINES lines each and VALUES_CHARS in all. `read_lines` reads a file
+    through the Boundary (None: it may not be read, and nothing of it is shown)."""
     resolver = Resolver(index)
     out: list[Suspect] = []
     for s in found:
@@ -126,12 +128,17 @@ def values_read(
         values: list[Value] = []
         used = 0
         run = names_run(s.code)
-        for v in resolver.uses(d) if d is not None else []:
-            if len(values) >= MAX_VALUES:
-                break
+        # (value, read by the suspect itself), a stack in first-use order
+        pending = [(v, True) for v in reversed(resolver.uses(d))] if d is not None else []
+        seen = {(s.path, s.symbol)}
+        while pending and len(values) < MAX_VALUES:
+            v, direct = pending.pop()
+            if (v.path, v.qualname) in seen:
+                continue
+            seen.add((v.path, v.qualname))
             if v.kind not in ("constant", "attribute") or v.alias or is_test_path(v.path):
                 continue
-            if v.name not in run:  # read only in an annotation (`other: Comparable`): no behaviour
+            if direct and v.name not in run:  # read only in an annotation (`other: Comparable`)
                 continue
             if v.name.startswith("__") and v.name.endswith("__"):  # __all__, __slots__, __version__
                 continue
@@ -143,6 +150,7 @@ def values_read(
                 continue
             used += len(code)
             values.append(Value(v.path, v.qualname, code))
+            pending += [(u, False) for u in reversed(resolver.uses(v))]  # what it is made of, next
         out.append(dataclasses.replace(s, values=tuple(values)))
     return out
 

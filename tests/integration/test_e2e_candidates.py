@@ -371,6 +371,39 @@ def test_a_wrong_constant_the_suspect_prompt_missed_is_fixed_by_the_prompt_of_it
         assert d.stop() == 0
 
 
+def test_a_wrong_constant_inside_a_value_built_from_it_is_asked_about_and_fixed(
+    tmp_path, calc_repo, scripted_llm, real_bwrap
+):
+    """mul() reads FACTORS, a tuple made of two other constants; the wrong one holds the literal. The
+    value prompt shows what FACTORS is made of (autod.localize.focus.values_read), and its one-line
+    reply fixes the constant itself."""
+    from daemon import git
+
+    (calc_repo / "src" / "calc.py").write_text(
+        "from scale import FACTORS\n\n\ndef add(a, b):\n    return a + b\n\n\n"
+        "def mul(a, b):\n    return a * b * FACTORS[0]\n"
+    )
+    (calc_repo / "src" / "scale.py").write_text('"""Scale factors."""\n\nBASE = 2\nUNIT = 1\n'
+                                                 "FACTORS = (BASE, UNIT)\n")
+    git(calc_repo, "add", "-A")
+    git(calc_repo, "commit", "-q", "-m", "a wrong base")
+    scripted_llm.push_text("It looks right.\n```python\ndef mul(a, b):\n    return a * b * FACTORS[0]\n```\n")
+    scripted_llm.push_text("```python\nBASE = 1\n```\n")
+    d = start(tmp_path, calc_repo, scripted_llm.base_url, llm={"reply_form": "code"},
+              candidates={"n": 1, "focused": 1}, localize={"focus_definitions": 1},
+              modes={"auto-debug": {"enabled": True, "max_attempts_per_cycle": 1}})
+    try:
+        (r,) = d.wait_reflections(1)
+        assert r["status"] == "fixed", r
+        assert [(c["view"], c["outcome"]) for c in r["candidates"]] == [
+            ("focused:1", "no_change"), ("value:1", "fixed")]
+        prompt = scripted_llm.requests[1]["messages"][1]["content"]
+        assert "BASE = 2" in prompt and "UNIT = 1" in prompt
+        assert (calc_repo / "src" / "scale.py").read_text().startswith('"""Scale factors."""\n\nBASE = 1\n')
+    finally:
+        assert d.stop() == 0
+
+
 def test_a_fix_that_stops_calling_the_buggy_helper_is_held_for_a_person_through_autod_run(
     tmp_path, calc_repo, scripted_llm, real_bwrap
 ):
