@@ -344,6 +344,24 @@ def test_the_code_reply_form_fixes_through_autod_run_with_no_response_format_sen
         assert d.stop() == 0
 
 
+def value_group_run(tmp_path: Path, repo: Path, scripted_llm, echo: str, fix: str) -> dict:
+    """`autod run` on `repo`, one suspect and its value group: the suspect's draw gives `echo` back
+    unchanged, the value group's draw answers `fix`; the cycle's reflection (the daemon stopped)."""
+    scripted_llm.push_text(f"It looks right.\n```python\n{echo}\n```\n")
+    scripted_llm.push_text(f"```python\n{fix}\n```\n")
+    d = start(tmp_path, repo, scripted_llm.base_url, llm={"reply_form": "code"},
+              candidates={"n": 1, "focused": 1}, localize={"focus_definitions": 1},
+              modes={"auto-debug": {"enabled": True, "max_attempts_per_cycle": 1}})
+    try:
+        (r,) = d.wait_reflections(1)
+    finally:
+        assert d.stop() == 0
+    assert r["status"] == "fixed", r
+    assert [(c["view"], c["outcome"]) for c in r["candidates"]] == [
+        ("focused:1", "no_change"), ("value:1", "fixed")]
+    return r
+
+
 def test_a_wrong_constant_the_suspect_prompt_missed_is_fixed_by_the_prompt_of_its_value_alone(
     tmp_path, calc_repo, scripted_llm, real_bwrap
 ):
@@ -351,24 +369,14 @@ def test_a_wrong_constant_the_suspect_prompt_missed_is_fixed_by_the_prompt_of_it
     next draw shows the value alone, "the bug is most likely in this value", and its one-line reply
     is the fix, verified on the mirror and written: the tree never held the unchanged draw."""
     constant_repo(calc_repo)
-    scripted_llm.push_text("It looks right.\n```python\ndef mul(a, b):\n    return a * b * FACTOR\n```\n")
-    scripted_llm.push_text("```python\nFACTOR = 1\n```\n")
-    d = start(tmp_path, calc_repo, scripted_llm.base_url, llm={"reply_form": "code"},
-              candidates={"n": 1, "focused": 1}, localize={"focus_definitions": 1},
-              modes={"auto-debug": {"enabled": True, "max_attempts_per_cycle": 1}})
-    try:
-        (r,) = d.wait_reflections(1)
-        assert r["status"] == "fixed", r
-        assert [(c["view"], c["outcome"]) for c in r["candidates"]] == [
-            ("focused:1", "no_change"), ("value:1", "fixed")]
-        prompt = scripted_llm.requests[1]["messages"][1]["content"]
-        assert ("The bug is most likely in this value, `FACTOR` in `src/scale.py`, which `mul` reads:"
-                "\n\n```python\nFACTOR = 2\n```") in prompt
-        assert "def mul" not in prompt
-        assert (calc_repo / "src" / "scale.py").read_text() == '"""Scale factors."""\n\nFACTOR = 1\n'
-        assert "a * b * FACTOR" in (calc_repo / "src" / "calc.py").read_text()
-    finally:
-        assert d.stop() == 0
+    value_group_run(tmp_path, calc_repo, scripted_llm, "def mul(a, b):\n    return a * b * FACTOR",
+                    "FACTOR = 1")
+    prompt = scripted_llm.requests[1]["messages"][1]["content"]
+    assert ("The bug is most likely in this value, `FACTOR` in `src/scale.py`, which `mul` reads:"
+            "\n\n```python\nFACTOR = 2\n```") in prompt
+    assert "def mul" not in prompt
+    assert (calc_repo / "src" / "scale.py").read_text() == '"""Scale factors."""\n\nFACTOR = 1\n'
+    assert "a * b * FACTOR" in (calc_repo / "src" / "calc.py").read_text()
 
 
 def test_a_wrong_constant_inside_a_value_built_from_it_is_asked_about_and_fixed(
@@ -387,21 +395,11 @@ def test_a_wrong_constant_inside_a_value_built_from_it_is_asked_about_and_fixed(
                                                  "FACTORS = (BASE, UNIT)\n")
     git(calc_repo, "add", "-A")
     git(calc_repo, "commit", "-q", "-m", "a wrong base")
-    scripted_llm.push_text("It looks right.\n```python\ndef mul(a, b):\n    return a * b * FACTORS[0]\n```\n")
-    scripted_llm.push_text("```python\nBASE = 1\n```\n")
-    d = start(tmp_path, calc_repo, scripted_llm.base_url, llm={"reply_form": "code"},
-              candidates={"n": 1, "focused": 1}, localize={"focus_definitions": 1},
-              modes={"auto-debug": {"enabled": True, "max_attempts_per_cycle": 1}})
-    try:
-        (r,) = d.wait_reflections(1)
-        assert r["status"] == "fixed", r
-        assert [(c["view"], c["outcome"]) for c in r["candidates"]] == [
-            ("focused:1", "no_change"), ("value:1", "fixed")]
-        prompt = scripted_llm.requests[1]["messages"][1]["content"]
-        assert "BASE = 2" in prompt and "UNIT = 1" in prompt
-        assert (calc_repo / "src" / "scale.py").read_text().startswith('"""Scale factors."""\n\nBASE = 1\n')
-    finally:
-        assert d.stop() == 0
+    value_group_run(tmp_path, calc_repo, scripted_llm, "def mul(a, b):\n    return a * b * FACTORS[0]",
+                    "BASE = 1")
+    prompt = scripted_llm.requests[1]["messages"][1]["content"]
+    assert "BASE = 2" in prompt and "UNIT = 1" in prompt
+    assert (calc_repo / "src" / "scale.py").read_text().startswith('"""Scale factors."""\n\nBASE = 1\n')
 
 
 def test_a_fix_that_stops_calling_the_buggy_helper_is_held_for_a_person_through_autod_run(

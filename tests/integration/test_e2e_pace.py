@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 from daemon import base_config, make_repo, start_autod
+from test_e2e_splice import STATS_TEST  # the same two tests of `mean`
 
 from autod.candidates.order import READ_PER_GENERATED
 from autod.planner.pace import KEPT_DRIFT
@@ -17,16 +18,6 @@ READ_S, CHUNK_S = 0.0002, 0.01  # a prompt token read; a reply's chunk (a token)
 STATS = "def mean(values, default=0.0):\n    if not values:\n        return default\n" + \
     "".join(f"    # step {i}: the values are summed, then divided by their count\n" for i in range(6)) + \
     "    return sum(values) / (len(values) + 1)\n"
-STATS_TEST = '''from src.stats import mean
-
-
-def test_the_mean_of_two():
-    assert mean([1, 3]) == 2.0
-
-
-def test_an_empty_list():
-    assert mean([]) == 0.0
-'''
 
 
 def test_a_restarted_daemon_prices_its_first_plan_at_the_pace_the_last_run_measured(tmp_path, scripted_llm,

@@ -37,11 +37,10 @@ def generated(rng: random.Random, root: Path) -> tuple[set[str], set[str], str]:
     consts = "".join(f"{b} = {literal(rng)}\n" for b in bases)
     others = "".join(f"OTHER{i} = {literal(rng)}\n" for i in range(rng.randint(0, 2)))
     derived = f"MADE = {rng.choice(FORMS)(bases)}\n"
-    reads, made = "MADE", {"MADE"}
+    reads = "MADE"
     if rng.random() < 0.4 and n < 3:  # a second level: a value made of the first
         derived += f"TOP = {rng.choice(FORMS[:3])(['MADE'])}\n"
-        reads, made = "TOP", {"MADE", "TOP"}
-    head = ""
+        reads = "TOP"
     if imported:
         (root / "consts.py").write_text(consts + others)
         head = "from consts import " + ", ".join(bases) + "\n\n"

@@ -58,6 +58,18 @@ def replanned(sizes: Sizes, per: int, n: int, echoes: dict[str, bool]) -> list[t
     return views
 
 
+def a_greedy_draw(rng: random.Random, least_per: int) -> tuple[Sizes, int, int, str, list] | None:
+    """A generated plan and one of its suspects' greedy draws: (sizes, draws a suspect, wide draws, the
+    suspect's view, the plan's draws before it, each missed); None when the plan has no suspect."""
+    sizes, per, n = generated(rng), rng.randint(least_per, 5), rng.randint(1, 4)
+    whole_plan = plan(sizes, per, n)
+    firsts = [i for i, (v, g) in enumerate(whole_plan) if g and v.startswith("focused:")]
+    if not firsts:
+        return None
+    at = rng.choice(firsts)
+    return sizes, per, n, whole_plan[at][0], [(v, None) for v, _ in whole_plan[:at]]
+
+
 def test_one_look_each_is_smiths_order_the_least_expected_cost_to_the_bug():
     rng = random.Random(7)
     for _ in range(300):
@@ -191,14 +203,9 @@ def test_a_suspect_whose_greedy_draw_gave_its_code_back_is_sampled_later_and_no_
     rng = random.Random(17)
     moved = 0
     for _ in range(1000):
-        sizes, per, n = generated(rng), rng.randint(2, 5), rng.randint(1, 4)
-        whole_plan = plan(sizes, per, n)
-        firsts = [i for i, (v, g) in enumerate(whole_plan) if g and v.startswith("focused:")]
-        if not firsts:
+        if (drawn := a_greedy_draw(rng, 2)) is None:
             continue
-        at = rng.choice(firsts)
-        view = whole_plan[at][0]
-        done = [(v, None) for v, _ in whole_plan[:at]]
+        sizes, per, n, view, done = drawn
 
         def samples(echoed: bool | None) -> tuple[int, int]:
             rest = [v for v, _ in replan(sizes, per, n, [*done, (view, echoed)])]  # noqa: B023 (called at once)
@@ -284,14 +291,10 @@ def test_each_sampled_draw_that_proposes_nothing_new_leaves_its_suspect_sooner_a
     rng = random.Random(19)
     moved = 0
     for _ in range(600):
-        sizes, per, n = generated(rng), rng.randint(3, 5), rng.randint(1, 4)
-        whole_plan = plan(sizes, per, n)
-        firsts = [i for i, (v, g) in enumerate(whole_plan) if g and v.startswith("focused:")]
-        if not firsts:
+        if (drawn := a_greedy_draw(rng, 3)) is None:
             continue
-        at = rng.choice(firsts)
-        view = whole_plan[at][0]
-        done = [(v, None) for v, _ in whole_plan[:at]] + [(view, rng.choice([True, False]))]
+        sizes, per, n, view, done = drawn
+        done = [*done, (view, rng.choice([True, False]))]
 
         def samples(idle: dict[str, int] | None, extra: int = 0) -> tuple[int, int]:
             rest = [v for v, _ in replan(sizes, per, n, [*done, *[(view, None)] * extra], idle)]  # noqa: B023
