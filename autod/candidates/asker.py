@@ -118,6 +118,12 @@ class Asker:
         return self.planner.read_per_generated if isinstance(self.planner, ServerPlanner) else None
 
     @property
+    def write_seconds(self) -> float | None:
+        """Seconds a reply token takes on the planner's server, as its streamed replies measured it
+        (autod.planner.pace); None until they have, or for a planner with no server."""
+        return self.planner.write_seconds if isinstance(self.planner, ServerPlanner) else None
+
+    @property
     def value_sizes(self) -> list[int]:
         """Per value group: its values' tokens (a draw's reply and its prompt's own part), estimated."""
         return [int(len(f.get("blocks") or "") / CHARS_PER_TOKEN) for f in self.focused if f.get("read_by")]

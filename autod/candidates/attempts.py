@@ -84,7 +84,7 @@ async def run_attempts(search: CandidateSearch, max_attempts: int, *, r: Reflect
 def _out_of_time(found: AttemptResult, search: CandidateSearch, r: Reflection) -> None:
     """The record of a cycle its deadline stopped with nothing kept: the reason names the deadline."""
     p = search.progress()
-    note = deadline_note(search.cfg.max_cycle_minutes, p.done, p.planned)
+    note = deadline_note(search.cfg.max_cycle_minutes, p.done, p.planned, p.deadline_in_s)
     if any(c.plan is not None for c in found.candidates):
         settle(found, r)
         r.reason = f"{r.reason}; {note}" if r.reason else note

@@ -72,10 +72,14 @@ def cycle_deadline(cfg: CandidatesConfig, started: float) -> float | None:
     return started + cfg.max_cycle_minutes * 60 if cfg.max_cycle_minutes > 0 else None
 
 
-def deadline_note(minutes: float, done: int, planned: int) -> str:
-    """The record's reason for a cycle stopped at its deadline."""
-    return (f"stopped at the cycle's deadline ({minutes:g} min, candidates.max_cycle_minutes) after "
-            f"{done} of {planned} planned draws")
+def deadline_note(minutes: float, done: int, planned: int, left_s: float | None = None) -> str:
+    """The record's reason for a cycle stopped at its deadline; `left_s`, the seconds still left to it
+    when the cycle stopped sooner because no draw left was expected to finish (autod.candidates.fits)."""
+    bound = f"({minutes:g} min, candidates.max_cycle_minutes)"
+    if left_s is not None and left_s >= 1:
+        return (f"stopped before the cycle's deadline {bound}: no draw left would finish in the "
+                f"{span(left_s)} left, after {done} of {planned} planned draws")
+    return f"stopped at the cycle's deadline {bound} after {done} of {planned} planned draws"
 
 
 def span(seconds: float) -> str:

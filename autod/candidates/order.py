@@ -56,7 +56,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["RANK_PRIOR", "Sizes", "cost", "fixed_order", "plan", "prior", "ratio_of", "replan"]
+__all__ = ["RANK_PRIOR", "Sizes", "cost", "draw_tokens", "fixed_order", "plan", "prior", "ratio_of", "replan"]
 
 RANK_PRIOR = (0.50, 0.16, 0.07)  # P(the kth suspect is the buggy definition), corpus dev half
 TAIL_PRIOR = 8 / 44 / 7  # each of ranks 4 to 10 (8 of the 44 bugs among them)
@@ -223,6 +223,26 @@ def replan(sizes: Sizes, per: int, wide_n: int, done: Sequence[Done],
         best.looked(None)
         last = best.view
     return out
+
+
+def draw_tokens(sizes: Sizes, view: str, last: str) -> float | None:
+    """One draw of `view` in generated tokens' time, as the plan prices a look there but without the
+    redraws a sampled look may bring: its reply, its prompt's own part unless the server read `view`
+    last (a suspect's pointed question shares its prompt), a request's own part. None: a view the
+    sizes do not cover."""
+    kind, _, number = view.partition(":")
+    same = last.replace("pointed:", "focused:", 1) == view.replace("pointed:", "focused:", 1)
+    if kind == "wide":
+        reply, read = WIDE_REPLY, sizes.wide
+    elif kind in ("focused", "pointed", "value") and number.isdigit():
+        k, table = int(number), sizes.values if kind == "value" else sizes.suspects
+        if not 1 <= k <= len(table):
+            return None
+        size = table[k - 1]
+        reply, read = (size, size) if isinstance(size, int) else size
+    else:
+        return None
+    return REQUEST_TOKENS + reply + (0 if same else read * sizes.read_per_generated)
 
 
 def fixed_order(suspects: int, values: int, per: int, wide_n: int) -> list[tuple[str, bool]]:

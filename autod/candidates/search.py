@@ -11,7 +11,8 @@ server's cache). Each draw carries an explicit seed, `seed + i` for the
 ith draw of its prompt in the cycle, so a bench is reproducible and a draw added to one prompt moves no
 other's samples. A suspect whose greedy reply gave its code back is asked again another way before
 its samples (autod.candidates.reask). Drawing is lazy: the next plan is asked for only when the ones
-before did not fix the failure; none starts past the cycle's deadline (autod.candidates.clock).
+before did not fix the failure; none starts past the cycle's deadline (autod.candidates.clock), nor,
+after the cycle's first draw, one expected to run past it (autod.candidates.fits).
 Before any draw, a fix memory holds for this failure (autod.candidates.replay) is tried as a
 candidate of its own (view "replay"), with no model call.
 
@@ -40,6 +41,7 @@ from autod.candidates import order
 from autod.candidates.candidate import AttemptResult, Candidate, Drawer, FocusedDrawer, Validator
 from autod.candidates.clock import DrawProgress, progress
 from autod.candidates.compare import SAME_CODE, change_key, same_code, symptom_patch
+from autod.candidates.fits import in_time
 from autod.candidates.parts import parts
 from autod.candidates.reask import echoed, reask
 from autod.candidates.replans import Planned, replan_rest
@@ -109,6 +111,7 @@ class CandidateSearch:
         # the first attempt's plan when its sizes are known (sizes, per, n, whether its first looks are
         # greedy): planned again after each suspect's first draw (autod.candidates.order.replan)
         self._planned: Planned | None = None
+        self._last = ""  # the view of the cycle's last draw ("": none yet), whose prompt the server holds
 
     def views(self, number: int = 1) -> list[tuple[str, bool]]:
         """(view, at temperature 0) of each of attempt `number`'s draws, in order.
@@ -166,8 +169,9 @@ class CandidateSearch:
         looked: list[order.Done] = []  # the draws counted so far, for the plan's rest
         while drawn < len(views):
             self._left = len(views) - drawn
-            if self.deadline is not None and time.monotonic() >= self.deadline:
-                result.out_of_time = True
+            if self.deadline is not None and not in_time(views, drawn, self._planned, self.drawer, self._last,
+                                                         self.deadline):
+                result.out_of_time = True  # past the deadline, or no draw left that would finish before it
                 break
             if drawn and self.tokens_left is not None and not await self.tokens_left():
                 log.info("candidates.budget_spent", drawn=drawn)
@@ -187,6 +191,7 @@ class CandidateSearch:
             redraws, idle_before = sum(1 for v in views if v[0] == view), sum(idle.values())
             plans, spent, invalid, ms, (reply, ended) = await self._draw(
                 temperature, seed, want, first=drawn == 0, view=view)
+            self._last = view
             if want > 1 and len(plans) + len(invalid) < want:
                 self._takes_n = False  # the server gave fewer choices than asked: one by one from now
             elif want > 1:

@@ -73,6 +73,10 @@ class MeteredPlanner:
     def read_per_generated(self) -> float | None:
         return self.inner.read_per_generated
 
+    @property
+    def write_seconds(self) -> float | None:
+        return self.inner.write_seconds
+
     async def context_window(self) -> int | None:
         return await self.inner.context_window()
 

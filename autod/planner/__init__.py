@@ -114,6 +114,12 @@ class ServerPlanner(Planner, Protocol):
         replies (autod.planner.pace; None: not yet)."""
         ...
 
+    @property
+    def write_seconds(self) -> float | None:
+        """Seconds the server takes to write a reply token, as measured on its streamed replies
+        (autod.planner.pace; None: not yet)."""
+        ...
+
     async def context_window(self) -> int | None:
         """Tokens the server's context holds (prompt and reply), when known."""
         ...

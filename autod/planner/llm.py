@@ -168,6 +168,13 @@ class LLMPlanner:
         return self._first().pace.read_per_generated()
 
     @property
+    def write_seconds(self) -> float | None:
+        """Seconds a reply token takes on the server asked now, measured on its streamed replies
+        (autod.planner.pace); None until it is."""
+        speeds = self._first().pace.speeds()
+        return None if speeds is None else speeds.write_s
+
+    @property
     def chars_per_token(self) -> float | None:
         """Characters a token of this server held in the prompts it counted (None: not yet seen)."""
         return self._first().window.chars_per_token

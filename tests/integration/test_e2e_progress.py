@@ -4,6 +4,7 @@ and `autod status` shows the current cycle's draws, model time and an estimate."
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -66,3 +67,39 @@ def test_status_shows_the_current_cycles_draws_model_time_and_an_estimate(
         assert "  draws: draw 1 of 2, model time " in text and " left" in text, text
     finally:
         assert d.stop() == 0
+
+
+def test_run_once_starts_no_draw_the_deadline_would_cut_and_says_so(tmp_path, calc_repo, scripted_llm,
+                                                                    real_bwrap):
+    """The last run measured a server that writes a token in 10 s (kept in the state db, as
+    autod.runtime.windows keeps it); with 2 minutes to the deadline no draw after the cycle's first can
+    finish, so none is started: the cycle ends at once with a reason that says so, and the server is
+    asked once. Before, every planned draw was sent, the last one left to the deadline to cut."""
+    from autod.planner.pace import Speeds
+    from autod.runtime.windows import KeptPace
+    from autod.stores.state import State
+
+    for _ in range(6):
+        scripted_llm.push_text(WRONG)  # wrong fixes, each rolled back: the search would go on
+    cfg = base_config(calc_repo, ranked=True, candidates={"n": 2, "focused": 2},
+                      modes={"auto-debug": {"enabled": True, "max_attempts_per_cycle": 2}})
+    cfg["llm"] |= {"base_url": scripted_llm.base_url, "timeout_s": 300, "request_timeout_s": 300,
+                   "max_retries": 0, "reply_form": "code"}
+    cfg["state_dir"] = str(tmp_path / "state")
+    config = write_config(tmp_path / "autod.yaml", cfg)
+    state = State(tmp_path / "state" / "state.db")
+    try:
+        asyncio.run(KeptPace(state).keep_pace(f"{scripted_llm.base_url}|qwen2.5-coder:7b", Speeds(0.5, 10.0)))
+    finally:
+        state.close()
+    out = run_cli("run", "--once", "--max-minutes", "2", "-c", str(config), timeout=240)
+    assert out.returncode == 1, out.stderr[-3000:]
+    assert (calc_repo / "src" / "calc.py").read_text() == CALC_BUGGY
+    assert "llm.pace_recalled" in out.stderr, out.stderr[-3000:]  # the kept speed is the one priced
+    assert "candidates.nothing_fits" in out.stderr, out.stderr[-3000:]
+    rows = json.loads(run_cli("history", "--json", "-c", str(config)).stdout)
+    assert len(rows) == 1, rows
+    assert "stopped before the cycle's deadline (2 min, candidates.max_cycle_minutes): no draw left would " \
+        "finish in the" in rows[0]["reason"], rows[0]["reason"]
+    asked = [b for b in scripted_llm.requests if "messages" in b or "prompt" in b]
+    assert len(asked) == 1, [b.get("temperature") for b in asked]  # the first draw alone

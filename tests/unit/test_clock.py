@@ -38,6 +38,10 @@ def test_the_deadline_is_minutes_from_the_cycle_start_and_0_is_no_bound():
     assert cycle_deadline(CandidatesConfig(max_cycle_minutes=2.5), 100.0) == 250.0
     assert cycle_deadline(CandidatesConfig(), 100.0) is None
     assert "deadline (2.5 min, candidates.max_cycle_minutes) after 1 of 4" in deadline_note(2.5, 1, 4)
+    assert deadline_note(2.5, 1, 4, 0.2) == deadline_note(2.5, 1, 4)  # at the deadline: no time left
+    assert deadline_note(2.5, 1, 4, 95) == ("stopped before the cycle's deadline (2.5 min, "
+                                            "candidates.max_cycle_minutes): no draw left would finish in "
+                                            "the 1m35s left, after 1 of 4 planned draws")
 
 
 class Hanging(Drawer):

@@ -1,0 +1,87 @@
+"""No draw starts that the cycle's deadline would cut: the next one that can finish is asked first.
+
+With a bound on a cycle's wall time (`candidates.max_cycle_minutes`, `autod run --once --max-minutes`)
+the draw still in flight at the deadline is dropped (autod.candidates.clock). A draw dropped that way
+spent the cycle's last minutes on nothing, and it does not stop there: a server cannot be told to stop
+reading a prompt (llama.cpp reads it in one go), so it goes on with the abandoned one after the cycle
+has ended, and the next cycle, or another client of the same server, waits for it (a 7k-token wide
+prompt is two minutes on a CPU).
+
+So before each draw the search prices it in seconds: the order's price of one look there
+(autod.candidates.order.draw_tokens: its reply, its prompt's own part unless the server read that
+prompt last) times the seconds a reply token takes on this server, measured on its streamed replies
+(autod.planner.pace, kept across restarts). A draw expected to take longer than the time left is passed
+over for the next one in the plan that is expected to finish (a short suspect's sample before the wide
+prompt); when none is, the cycle ends there, at its deadline's reason, with the server free.
+
+The cycle's first draw always starts: the speed it would be priced at was measured on earlier replies,
+maybe on a server since moved to faster hardware, and a draw is what measures it anew. A draw the
+seconds of which are not known (no measured speed yet, a plan whose sizes the drawer did not tell)
+starts as before; the deadline still cuts it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import structlog
+
+from autod.candidates import order
+from autod.candidates.reask import View
+from autod.candidates.replans import Planned
+
+__all__ = ["Seconds", "bring_forward", "in_time", "pricer"]
+
+log = structlog.get_logger("autod.candidates")
+
+Seconds = Callable[[str], float | None]  # a view -> the seconds one draw of it is expected to take
+
+
+def pricer(planned: Planned | None, drawer: object, last: str) -> Seconds | None:
+    """The expected seconds of one draw of each view, the server having read `last`'s prompt last; None
+    when they cannot be known: no sizes (a later attempt's plan, a drawer that does not tell them), or
+    no speed measured for the server yet."""
+    write_s = getattr(drawer, "write_seconds", None)
+    if planned is None or not isinstance(write_s, float) or write_s <= 0:
+        return None
+    sizes = planned[0]
+    sizes = order.Sizes(sizes.suspects, sizes.values, sizes.wide, order.ratio_of(drawer))
+
+    def seconds(view: str) -> float | None:
+        tokens = order.draw_tokens(sizes, view, last)
+        return None if tokens is None else tokens * write_s
+
+    return seconds
+
+
+def bring_forward(views: list[View], start: int, seconds: Seconds | None, left_s: float) -> bool:
+    """Make `views[start]` the first draw from `start` on that is expected to finish within `left_s`
+    seconds (one whose seconds are not known counts as finishing), moving it there. False: none is,
+    and the plan is left as it was."""
+    if seconds is None or start >= len(views):
+        return True
+    expected: list[tuple[str, float]] = []
+    for i in range(start, len(views)):
+        s = seconds(views[i][0])
+        if s is None or s <= left_s:
+            if i > start:
+                views.insert(start, views.pop(i))
+                log.info("candidates.brought_forward", view=views[start][0], left_s=round(left_s, 1),
+                         passed=" ".join(f"{v}:{round(x)}s" for v, x in dict(expected).items()))
+            return True
+        expected.append((views[i][0], s))
+    log.info("candidates.nothing_fits", left_s=round(left_s, 1),
+             expected=" ".join(f"{v}:{round(x)}s" for v, x in dict(expected).items()))
+    return False
+
+
+def in_time(views: list[View], start: int, planned: Planned | None, drawer: object, last: str,
+            deadline: float) -> bool:
+    """Whether the search may draw `views[start]` before the `deadline` (time.monotonic()): not past
+    it, and, after the cycle's first draw (`last`, the view drawn last; "" before), the draw put there
+    (`bring_forward`) expected to finish before it."""
+    left = deadline - time.monotonic()
+    if left <= 0:
+        return False
+    return not last or bring_forward(views, start, pricer(planned, drawer, last), left)
