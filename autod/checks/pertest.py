@@ -2,17 +2,17 @@
 
 Every check run gets two directories autod owns, outside the workspace: `lib/` (read-only in the
 sandbox) holds autod's import guard as `sitecustomize.py` (autod.checks.judge_guard) and its pytest
-recorder as `autod_verdicts.py` (autod.checks.judge_plugin); `out/` (writable) receives the recorder's
-`results-<pid>.json`. The check's environment puts `lib/` first on PYTHONPATH and names the recorder in
-PYTEST_PLUGINS, so any Python or pytest the check starts loads both from autod, never from the
-workspace. `load` reads `out/` back with the one safe read (no FIFO, no symlink, capped): what a test
-process wrote there is as untrusted as its output.
+recorder as `autod_verdicts.py` (autod.checks.judge_plugin); `out/` (writable) holds the pipe of keys
+that seal the recorder's records (autod.checks.seal) and receives each pytest session's sealed
+`results-<fingerprint>.json`. The check's environment puts `lib/` first on PYTHONPATH and names the
+recorder in PYTEST_PLUGINS, so any Python or pytest the check starts loads both from autod, never from
+the workspace. `load` reads `out/` back with the one safe read (no FIFO, no symlink, capped): what a
+test process wrote there is as untrusted as its output, and counts only under a seal that verifies.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import shutil
@@ -21,15 +21,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
+import structlog
+
+from autod.checks import seal
 from autod.safety.saferead import read_untrusted
 
 __all__ = ["JudgeDirs", "PerTestReport", "load", "loads_into", "make_dirs", "remove_dirs"]
 
 PLUGIN = "autod_verdicts"
 MAX_RESULTS_BYTES = 32 << 20  # all result files of one run together
-MAX_RESULT_FILES = 64  # pytest processes of one check run that are heard
-_RESULT_NAME = re.compile(r"results-\d{1,10}\.json")
+MAX_RESULT_FILES = seal.KEYS  # pytest sessions of one check run that are heard (each seals with a key)
+_RESULT_NAME = re.compile(r"results-[0-9a-f]{16}\.json")
+log = structlog.get_logger("autod.checks")
 _RANK = {"passed": 0, "xpassed": 1, "xfailed": 2, "skipped": 3, "failed": 4, "error": 5}
 FAILING = frozenset({"failed", "error"})
 
@@ -67,7 +72,8 @@ class PerTestReport:
 @dataclass(frozen=True)
 class JudgeDirs:
     lib: Path  # bound read-only: the guard and the recorder
-    out: Path  # bound writable: the recorder's result files
+    out: Path  # bound writable: the recorder's result files, and the pipe of keys that seal them
+    keys: seal.Keys
 
     def env(self, workspace: Path, pythonpath: str = "", plugins: str = "") -> dict[str, str]:
         """The variables that load the guard and the recorder into every Python the check starts
@@ -78,6 +84,8 @@ class JudgeDirs:
             "PYTEST_PLUGINS": ",".join(p for p in (plugins, PLUGIN) if p),
             "_AUTOD_JUDGE_WS": str(workspace),
             "_AUTOD_JUDGE_OUT": str(self.out),
+            "_AUTOD_JUDGE_KEYS": str(self.keys.path),
+            "_AUTOD_JUDGE_FIRST": "",  # no process of the check is the first recorder's but by its own
         }
 
 
@@ -93,11 +101,12 @@ def make_dirs() -> JudgeDirs:
     for f in lib.iterdir():
         f.chmod(0o444)
     lib.chmod(0o555)
-    return JudgeDirs(lib, out)
+    return JudgeDirs(lib, out, seal.issue(out))
 
 
 def remove_dirs(dirs: JudgeDirs) -> None:
     root = dirs.lib.parent
+    dirs.keys.close()
     with contextlib.suppress(OSError):
         dirs.lib.chmod(0o755)
     shutil.rmtree(root, ignore_errors=True)
@@ -122,29 +131,46 @@ def loads_into(argv: Sequence[str]) -> bool:
     return True
 
 
-def load(out: Path) -> PerTestReport | None:
-    """The merged per-test report in `out`, or None when no pytest process wrote one (blocking).
+def load(dirs: JudgeDirs) -> PerTestReport | None:
+    """The merged per-test report of a check run, or None when no pytest session left a sealed record,
+    or when the records cannot be trusted (autod.checks.seal.unsealed_why): a failed run (blocking).
 
-    Only names the recorder writes are read, each with the safe read; a file that is not a JSON object
-    of the recorder's shape is ignored (as if that process had written nothing)."""
+    Only names the recorder writes are read, each with the safe read, and each must carry a seal that
+    verifies. Of one process's sessions the first speaks for it (inner ones, as pytester runs them, do
+    not; two that say they are first are a failed run); a pytest-xdist worker's record and a pytest that
+    ran no session add nothing. A test's outcome is the worst of all the records that name it."""
     try:
-        names = sorted(e.name for e in os.scandir(out) if _RESULT_NAME.fullmatch(e.name))
+        names = sorted(e.name for e in os.scandir(dirs.out) if _RESULT_NAME.fullmatch(e.name))
     except OSError:
         return None
+    sealed: dict[str, dict[str, Any]] = {}
+    budget = MAX_RESULTS_BYTES
+    for name in names[:MAX_RESULT_FILES]:
+        try:
+            data = read_untrusted(dirs.out / name, cap=budget)
+        except OSError:
+            continue
+        budget -= len(data)
+        if (got := seal.opened(dirs.keys, data)) is not None and name == f"results-{got[0]}.json":
+            sealed[got[0]] = got[1]
+    if why := seal.unsealed_why(dirs.keys, names, sealed):
+        log.warning("check.results_unsealed", why=why)
+        return None
+    first: dict[Any, dict[str, Any]] = {}  # per process: its first recorder's record
+    for doc in sealed.values():
+        if doc.get("first") is not True:
+            continue  # a pytest run inside another (pytester), or a copy of the recorder imported again
+        if doc.get("pid") in first:
+            log.warning("check.results_unsealed", why=f"two first sessions in process {doc.get('pid')}")
+            return None
+        first[doc.get("pid")] = doc
+    heard_from = [doc for doc in first.values()
+                  if (doc.get("complete"), doc.get("worker"), doc.get("session")) == (True, False, True)]
     outcomes: dict[str, str] = {}
     collected: set[str] = set()
     errors: list[str] = []
     heard = 0
-    budget = MAX_RESULTS_BYTES
-    for name in names[:MAX_RESULT_FILES]:
-        try:
-            data = read_untrusted(out / name, cap=budget)
-            doc = json.loads(data)
-        except (OSError, ValueError):
-            continue
-        budget -= len(data)
-        if not isinstance(doc, dict) or doc.get("complete") is not True:
-            continue
+    for doc in heard_from:
         tests, coll, errs = doc.get("tests"), doc.get("collected"), doc.get("collect_errors")
         if not isinstance(tests, dict) or not isinstance(coll, list) or not isinstance(errs, list):
             continue

@@ -231,7 +231,7 @@ async def run_check(
         )
         if wrapper_error is not None:
             return wrapper_error
-        tests = await asyncio.to_thread(pertest.load, dirs.out) if dirs is not None else None
+        tests = await asyncio.to_thread(pertest.load, dirs) if dirs is not None else None
     finally:
         if dirs is not None:
             await asyncio.to_thread(pertest.remove_dirs, dirs)

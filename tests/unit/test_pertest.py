@@ -1,64 +1,177 @@
-"""Reading autod's per-test recorder back: merged, shaped, capped, and never blocked by what a test left."""
+"""Reading autod's per-test recorder back: sealed, merged, capped, and never blocked by what a test left.
+
+Records are written here as the recorder writes them (its own JSON and HMAC, autod.checks.judge_plugin)
+with keys taken from a real key pipe (autod.checks.seal), so the tests hold for what pytest sessions
+actually leave."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import os
+import random
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from autod.checks import pertest
-from autod.checks.pertest import load, loads_into
+from autod.checks import judge_plugin as plugin
+from autod.checks import pertest, seal
+from autod.checks.pertest import JudgeDirs, load, loads_into
+
+os.environ.pop("_AUTOD_JUDGE_FIRST", None)  # what importing the recorder here set, for this process
 
 
-def write(out: Path, pid: int, doc: object) -> None:
-    (out / f"results-{pid}.json").write_text(json.dumps(doc))
+@pytest.fixture
+def dirs() -> Iterator[JudgeDirs]:
+    made = pertest.make_dirs()
+    try:
+        yield made
+    finally:
+        pertest.remove_dirs(made)
 
 
-def doc(tests: dict[str, str], collected: list[str] | None = None, errors: list[str] | None = None) -> dict:
+def take(dirs: JudgeDirs) -> bytes:
+    """A key from the pipe, as the recorder takes one."""
+    fd = os.open(dirs.keys.path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        data = os.read(fd, seal.RECORD)
+    finally:
+        os.close(fd)
+    return bytes.fromhex(data[:-1].decode())
+
+
+def doc(tests: dict[str, str], collected: list[str] | None = None, errors: list[str] | None = None,
+        **fields: object) -> dict:
     return {"tests": tests, "collected": collected if collected is not None else sorted(tests),
-            "collect_errors": errors or [], "deselected": [], "exitstatus": 0, "complete": True}
+            "collect_errors": errors or [], "deselected": [], "exitstatus": 0, "complete": True,
+            "worker": False, "session": True, "pid": 1, "first": True, **fields}
 
 
-def test_no_result_file_is_no_report(tmp_path):
-    assert load(tmp_path) is None
+def record(dirs: JudgeDirs, body: dict, key: bytes | None = None) -> Path:
+    """A session's record, sealed as the recorder seals it."""
+    key = key if key is not None else take(dirs)
+    text = plugin._json(body)
+    fp = seal.fingerprint(key)
+    path = dirs.out / f"results-{fp}.json"
+    path.write_text(plugin._json({"seal": fp, "mac": plugin._mac(key, text.encode("ascii")), "body": text}))
+    return path
 
 
-def test_every_pytest_process_is_heard_and_the_worst_outcome_wins(tmp_path):
-    write(tmp_path, 1, doc({"t::a": "passed", "t::b": "failed"}))
-    write(tmp_path, 2, doc({"t::a": "skipped", "t::c": "passed"}, errors=["x.py"]))
-    r = load(tmp_path)
+def test_no_record_is_no_report(dirs):
+    assert load(dirs) is None
+
+
+def test_every_pytest_process_is_heard_and_the_worst_outcome_wins(dirs):
+    record(dirs, doc({"t::a": "passed", "t::b": "failed"}, pid=11))
+    record(dirs, doc({"t::a": "skipped", "t::c": "passed"}, errors=["x.py"], pid=12))
+    r = load(dirs)
     assert r is not None
     assert dict(r.outcomes) == {"t::a": "skipped", "t::b": "failed", "t::c": "passed"}
     assert r.collected == {"t::a", "t::b", "t::c"} and r.collect_errors == ("x.py",)
     assert r.failing == {"t::b"} and r.passed == {"t::c"}
 
 
-def test_files_not_of_the_recorders_shape_are_ignored(tmp_path):
-    (tmp_path / "results-1.json").write_text("not json")
-    write(tmp_path, 2, {"tests": {"t::a": "passed"}})  # not complete
-    write(tmp_path, 3, [1, 2])
-    write(tmp_path, 4, doc({"t::a": "bogus-outcome", "t::b": "passed"}))
-    (tmp_path / "evil.json").write_text(json.dumps(doc({"t::z": "passed"})))  # not a recorder's name
-    r = load(tmp_path)
-    assert r is not None and dict(r.outcomes) == {"t::b": "passed"}
+def test_any_byte_changed_in_a_sealed_record_makes_the_run_a_failed_run(dirs):
+    path = record(dirs, doc({"t::a": "skipped", "t::b": "passed"}))
+    good = path.read_bytes()
+    assert load(dirs) is not None
+    rng = random.Random(4)
+    for i in [*rng.sample(range(len(good)), 60), good.index(b"skipped")]:
+        for new in {rng.randrange(32, 127), ord("x")} - {good[i]}:
+            path.write_bytes(good[:i] + bytes([new]) + good[i + 1:])
+            assert load(dirs) is None, (i, chr(new), good[max(0, i - 20):i + 20])
+    path.write_bytes(good)
+    assert load(dirs) is not None
 
 
-def test_a_fifo_or_symlink_in_place_of_a_result_is_skipped_not_waited_on(tmp_path):
-    os.mkfifo(tmp_path / "results-1.json")
-    secret = tmp_path.parent / "secret.json"
-    secret.write_text(json.dumps(doc({"t::s": "passed"})))
-    (tmp_path / "results-2.json").symlink_to(secret)
-    write(tmp_path, 3, doc({"t::a": "failed"}))
-    r = load(tmp_path)  # returns: a blocking open of the FIFO would hang here
+def test_a_record_sealed_with_a_key_autod_did_not_issue_is_a_failed_run(dirs):
+    record(dirs, doc({"t::a": "skipped"}))
+    record(dirs, doc({"t::a": "passed"}), key=os.urandom(32))
+    assert load(dirs) is None
+
+
+def test_a_key_taken_without_a_record_is_a_failed_run_and_keys_left_in_the_pipe_are_not(dirs):
+    record(dirs, doc({"t::a": "passed"}))
+    take(dirs)  # a session that took a key and wrote nothing (killed, `os._exit`, its record deleted)
+    assert load(dirs) is None  # (the 62 keys still in the pipe, sessions that never started, are fine:
+    # every other test here leaves them)
+
+
+def test_the_pipe_replaced_or_removed_is_a_failed_run(dirs, tmp_path):
+    record(dirs, doc({"t::a": "passed"}))
+    os.rename(dirs.keys.path, tmp_path / "kept")
+    dirs.keys.path.write_text(("ab" * 32 + "\n") * 64)  # a file of keys someone knows
+    assert load(dirs) is None
+    os.remove(dirs.keys.path)
+    assert load(dirs) is None
+    os.rename(tmp_path / "kept", dirs.keys.path)
+    assert load(dirs) is not None
+
+
+def test_a_file_of_a_records_name_that_is_not_one_is_a_failed_run_not_a_wait(dirs):
+    record(dirs, doc({"t::a": "failed"}))
+    named = dirs.out / f"results-{'0' * 16}.json"
+    for plant in ("fifo", "symlink", "junk", "unsealed"):
+        if plant == "fifo":
+            os.mkfifo(named)
+        elif plant == "symlink":
+            named.symlink_to(dirs.out.parent / "elsewhere.json")
+        else:
+            named.write_text("not json" if plant == "junk" else json.dumps(doc({"t::a": "passed"})))
+        assert load(dirs) is None, plant  # returns: a blocking open of the FIFO would hang here
+        named.unlink()
+    assert load(dirs) is not None
+
+
+def test_results_over_the_cap_are_not_read(dirs, monkeypatch):
+    monkeypatch.setattr(pertest, "MAX_RESULTS_BYTES", 200)
+    record(dirs, doc({f"t::{i}": "passed" for i in range(50)}))
+    assert load(dirs) is None
+
+
+def test_a_process_is_heard_through_its_first_recorder_alone(dirs):
+    record(dirs, doc({"t::a": "failed"}, pid=5))
+    record(dirs, doc({"inner::x": "failed", "t::a": "passed"}, pid=5, first=False))  # pytester, or a copy
+    record(dirs, doc({}, pid=6, worker=True))  # an xdist worker: accounted, says nothing
+    record(dirs, doc({}, pid=7, session=False))  # `pytest --version`
+    r = load(dirs)
     assert r is not None and dict(r.outcomes) == {"t::a": "failed"}
 
 
-def test_results_over_the_cap_are_not_read(tmp_path, monkeypatch):
-    monkeypatch.setattr(pertest, "MAX_RESULTS_BYTES", 200)
-    write(tmp_path, 1, doc({f"t::{i}": "passed" for i in range(50)}))
-    assert load(tmp_path) is None
+def test_two_records_that_say_they_are_a_process_s_first_are_a_failed_run(dirs):
+    record(dirs, doc({"t::a": "failed"}, pid=5))
+    record(dirs, doc({"t::a": "passed"}, pid=5))  # one of them lies: a copy that cleared the marker
+    assert load(dirs) is None
+
+
+def test_the_recorders_own_json_reads_back_as_what_it_wrote():
+    rng = random.Random(8)
+    alphabet = ['"', "\\", "\n", "\t", "\x00", "\x1f", "\x7f", "é", "\u2028", "\ud800", "\U0001f600", "a",
+                " ", "/", "[", "::"]
+
+    def value(depth: int) -> object:
+        kind = rng.choice(["str", "int", "bool", "none"] + (["list", "dict"] if depth < 3 else []))
+        if kind == "str":
+            return "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
+        if kind == "int":
+            return rng.randint(-(2**40), 2**40)
+        if kind == "bool":
+            return rng.random() < 0.5
+        if kind == "none":
+            return None
+        if kind == "list":
+            return [value(depth + 1) for _ in range(rng.randint(0, 4))]
+        return {str(value(3)): value(depth + 1) for _ in range(rng.randint(0, 4))}
+
+    for _ in range(2000):
+        v = value(0)
+        text = plugin._json(v)
+        assert text.isascii() and json.loads(text) == v, (v, text)
+    for _ in range(200):
+        key, msg = os.urandom(32), os.urandom(rng.randint(0, 300))
+        assert plugin._mac(key, msg) == hmac.new(key, msg, hashlib.sha256).hexdigest()
 
 
 @pytest.mark.parametrize(("argv", "loads"), [
@@ -77,3 +190,10 @@ def test_results_over_the_cap_are_not_read(tmp_path, monkeypatch):
 ])
 def test_a_python_started_isolated_loads_no_guard(argv, loads):
     assert loads_into(argv) is loads
+
+
+def test_each_key_is_delivered_once_and_the_pipe_never_blocks_a_taker(dirs):
+    keys = [take(dirs) for _ in range(seal.KEYS)]
+    assert len(set(keys)) == seal.KEYS and {seal.fingerprint(k) for k in keys} == set(dirs.keys.issued)
+    with pytest.raises(BlockingIOError):  # empty: the recorder gets no key, and does not wait for one
+        take(dirs)

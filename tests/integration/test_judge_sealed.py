@@ -1,0 +1,224 @@
+"""The recorder's records are sealed (autod.checks.seal): code under test that keeps a failing test from
+passing (a `SkipTest`, exit status 0; or the bug left in place) and then forges what the recorder
+wrote, with plain Python the AST tripwire does not look for, is never judged fixed or improved.
+
+The forgeries are composed from generated parts: how the record is forged (rebinding the functions a
+recorder writes with; rewriting, replacing or deleting the record at exit; taking keys from the pipe
+and sealing a record of its own; draining the pipe; swapping it for a file of known keys; importing a
+fresh copy of the recorder and making it record every test passed, with and without the process's
+"first" marker cleared), each alone and in seeded combinations, against real pytest runs under real
+bubblewrap. Before the seal, the rebinding and the rewrites made a skipped test `fixed`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from pathlib import Path
+
+import pytest
+from daemon import PYTHON, git, make_calc_repo
+
+from autod.act.reach import introduced
+from autod.checks.outcome import Before, decide
+from autod.checks.run import CheckResult, run_check
+from autod.checks.sandbox import probe
+from autod.config.models import CheckConfig
+from autod.verdict import Status
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not probe().works, reason="needs a working bubblewrap"),
+]
+
+CHECK = CheckConfig(run=f"{PYTHON} -m pytest -q -p no:cacheprovider tests", timeout_s=120, sandbox="bwrap")
+FAILING = frozenset({"tests/test_calc.py::test_add"})
+BUGGY = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n"
+NOT_PASSING = {
+    "skipped (exit 0)": BUGGY.replace("return a - b", "import unittest\n    raise unittest.SkipTest(0)"),
+    "still failing": BUGGY,
+}
+# what every forgery shares: where the recorder writes, and a record's body made to say "passed"
+HELPERS = '''import atexit, glob, hashlib, hmac, json, os
+_OUT = os.environ.get("_AUTOD_JUDGE_OUT", "")
+_KEYS = os.environ.get("_AUTOD_JUDGE_KEYS", "")
+_stolen = []
+
+
+def _records():
+    return [p for p in glob.glob(os.path.join(_OUT, "results-*.json"))]
+
+
+def _body(path):
+    doc = json.load(open(path))
+    return json.loads(doc["body"]) if "body" in doc else doc
+
+
+def _passed(body):
+    body = dict(body)
+    body["tests"] = {t: "passed" for t in body.get("tests", {})}
+    body["exitstatus"] = 0
+    return body
+
+
+def _steal():
+    try:
+        fd = os.open(_KEYS, os.O_RDONLY | os.O_NONBLOCK)
+        data = os.read(fd, 65)
+        os.close(fd)
+        _stolen.append(bytes.fromhex(data[:64].decode()))
+    except (OSError, ValueError):
+        pass
+'''
+FORGERIES = {
+    "rebinds what a recorder writes with": '''
+_real_dump, _real_dumps, _real_write = json.dump, json.dumps, os.write
+
+
+def _lie(text):
+    for word in ("skipped", "failed", "error"):
+        text = text.replace('"%s"' % word, '"passed"')
+    return text
+
+
+json.dump = lambda obj, fh, **kw: fh.write(_lie(_real_dumps(obj, **kw)))
+json.dumps = lambda obj, **kw: _lie(_real_dumps(obj, **kw))
+os.write = lambda fd, data: _real_write(fd, _lie(data.decode("latin-1")).encode("latin-1")) and len(data)
+''',
+    "rewrites the record's body at exit": '''
+def _rewrite():
+    for path in _records():
+        doc = json.load(open(path))
+        if "body" in doc:
+            doc["body"] = json.dumps(_passed(json.loads(doc["body"])))
+        else:
+            doc = _passed(doc)
+        json.dump(doc, open(path, "w"))
+
+
+atexit.register(_rewrite)
+''',
+    "replaces the record with an unsealed one at exit": '''
+def _replace():
+    for path in _records():
+        body = _passed(_body(path))
+        body["complete"] = True
+        json.dump(body, open(path, "w"))
+
+
+atexit.register(_replace)
+''',
+    "deletes the record at exit": '''
+atexit.register(lambda: [os.remove(p) for p in _records()])
+''',
+    "seals a record of its own with a key it took": '''
+_steal()
+
+
+def _own():
+    if not _stolen or not _records():
+        return
+    key = _stolen[0]
+    body = json.dumps(_passed(_body(_records()[0])), sort_keys=True)
+    fp = hashlib.sha256(key).hexdigest()[:16]
+    mac = hmac.new(key, body.encode(), hashlib.sha256).hexdigest()
+    json.dump({"seal": fp, "mac": mac, "body": body}, open(os.path.join(_OUT, "results-%s.json" % fp), "w"))
+
+
+atexit.register(_own)
+''',
+    "drains the key pipe": '''
+for _ in range(100):
+    _steal()
+''',
+    "swaps the key pipe for a file of known keys": '''
+try:
+    os.remove(_KEYS)
+    open(_KEYS, "w").write(("ab" * 32 + "\\n") * 64)
+except OSError:
+    pass
+''',
+    "makes a fresh copy of the recorder record every test passed": '''
+def _copy():
+    if not _records():
+        return
+    tests = _passed(_body(_records()[0]))["tests"]
+    import autod_verdicts
+    autod_verdicts._state["tests"].update(tests)
+    autod_verdicts._state["collected"].update(tests)
+    autod_verdicts._record(0, True)
+
+
+atexit.register(_copy)
+''',
+    "clears the first marker, then makes a fresh copy record every test passed": '''
+def _first_copy():
+    if not _records():
+        return
+    tests = _passed(_body(_records()[0]))["tests"]
+    os.environ.pop("_AUTOD_JUDGE_FIRST", None)
+    import autod_verdicts
+    autod_verdicts._state["tests"].update(tests)
+    autod_verdicts._state["collected"].update(tests)
+    autod_verdicts._record(0, True)
+
+
+atexit.register(_first_copy)
+''',
+}
+
+
+def check(repo: Path) -> CheckResult:
+    return asyncio.run(run_check("tests", CHECK, repo))
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, CheckResult]:
+    repo = make_calc_repo(tmp_path_factory.mktemp("sealed") / "repo")
+    base = check(repo)
+    assert base.tests is not None and base.tests.failing == FAILING, base.output[-2000:]
+    return repo, base
+
+
+def candidates() -> list[tuple[str, str]]:
+    """(what it does, calc.py): each forgery alone, and seeded combinations, over each way of not
+    passing."""
+    combos = [(name,) for name in FORGERIES]
+    rng = random.Random(11)
+    combos += [tuple(rng.sample(sorted(FORGERIES), rng.randint(2, 4))) for _ in range(6)]
+    out = []
+    for how, code in NOT_PASSING.items():
+        for combo in combos:
+            out.append((f"{how}; " + "; ".join(combo), HELPERS + "".join(FORGERIES[c] for c in combo) + code))
+    return out
+
+
+def test_no_forged_record_makes_a_test_that_did_not_pass_fixed_or_improved(workspace):
+    repo, base = workspace
+    seen = set()
+    try:
+        for what, code in candidates():
+            assert introduced(BUGGY, code) == [], what  # plain Python: the tripwire sees none of it
+            (repo / "src" / "calc.py").write_text(code)
+            after = check(repo)
+            status = decide([after], Before(1, FAILING, {"tests": base})).status
+            assert status is Status.ROLLED_BACK, (what, after.exit_code, after.output[-1500:])
+            seen.add(after.exit_code)
+            git(repo, "checkout", "-q", "--", ".")
+    finally:
+        git(repo, "checkout", "-q", "--", ".")
+        git(repo, "clean", "-qfdx")
+    assert seen >= {0, 1}  # both ways of not passing ran: a skip exits 0, a failure 1
+
+
+def test_the_real_fix_with_the_same_helpers_is_still_fixed(workspace):
+    """The positive control: plain code that imports and registers the same things, and fixes the bug."""
+    repo, base = workspace
+    try:
+        (repo / "src" / "calc.py").write_text(HELPERS + "atexit.register(lambda: None)\n"
+                                              + BUGGY.replace("a - b", "a + b"))
+        after = check(repo)
+        status = decide([after], Before(1, FAILING, {"tests": base})).status
+        assert status is Status.FIXED, after.output[-1500:]
+    finally:
+        git(repo, "checkout", "-q", "--", ".")
