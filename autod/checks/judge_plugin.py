@@ -24,6 +24,8 @@ plain Python (autod.checks.seal has the why and the whole scheme):
   and autod reads a key taken with no record as a failed run, never a pass. Under pytest-xdist the
   controller's record has the outcomes; a worker's says only that it was one. A pytest that never ran
   a session (`--version`) records that.
+- A process's first recorder that found no key (something emptied the pipe before pytest loaded it)
+  ends the session with exit status 3: no record can speak for it, and pytest must not say it passed.
 """
 
 import hashlib
@@ -69,11 +71,12 @@ def _take_key():
         return None
 
 
-_KEY = _take_key()
 # the first recorder of this process (another one is a pytest run inside it, as pytester runs, or a
-# copy the code under test imported: autod hears only the first, and two that say so are a failed run)
+# copy the code under test imported: autod hears only the first, and two that say so are a failed run);
+# only the first takes a key
 _FIRST = os.environ.get("_AUTOD_JUDGE_FIRST") != str(_getpid())
 os.environ["_AUTOD_JUDGE_FIRST"] = str(_getpid())
+_KEY = _take_key() if _FIRST else None
 
 
 def _quote(s):
@@ -194,6 +197,12 @@ def pytest_collection_finish(session):
 
 
 def pytest_sessionfinish(session, exitstatus):
+    if _FIRST and _OUT and _KEY is None and not _state["worker"]:
+        # no key to seal with: the pipe was empty (something took the keys first) or gone. Whatever
+        # records there are do not speak for this session, so pytest must not say it passed either.
+        sys.stderr.write("autod_verdicts: no key to seal this session's results with; failing it\n")
+        session.exitstatus = 3
+        return
     _record(exitstatus, True)
 
 

@@ -75,13 +75,18 @@ class JudgeDirs:
     out: Path  # bound writable: the recorder's result files, and the pipe of keys that seal them
     keys: seal.Keys
 
-    def env(self, workspace: Path, pythonpath: str = "", plugins: str = "") -> dict[str, str]:
-        """The variables that load the guard and the recorder into every Python the check starts
-        (after the check's own PYTHONPATH entries and PYTEST_PLUGINS, which are kept)."""
-        path = os.pathsep.join(p for p in (str(self.lib), pythonpath) if p)
+    def env(self, workspace: Path, own: Mapping[str, str]) -> dict[str, str]:
+        """The variables that load the guard and the recorder into every Python the check starts, kept
+        beside the check's own (`own`: its PYTHONPATH entries, PYTEST_PLUGINS and PYTEST_ADDOPTS). The
+        recorder is named twice: by `-p` first in PYTEST_ADDOPTS, which pytest loads before the plugins
+        of installed distributions' entry points and of PYTEST_PLUGINS (any of which may be the
+        project's own code, which must not run before it has taken its key: autod.checks.seal), and in
+        PYTEST_PLUGINS, for a pytest that reads no PYTEST_ADDOPTS."""
+        path = os.pathsep.join(p for p in (str(self.lib), own.get("PYTHONPATH", "")) if p)
         return {
             "PYTHONPATH": path,
-            "PYTEST_PLUGINS": ",".join(p for p in (plugins, PLUGIN) if p),
+            "PYTEST_PLUGINS": ",".join(p for p in (own.get("PYTEST_PLUGINS", ""), PLUGIN) if p),
+            "PYTEST_ADDOPTS": " ".join(p for p in (f"-p {PLUGIN}", own.get("PYTEST_ADDOPTS", "")) if p),
             "_AUTOD_JUDGE_WS": str(workspace),
             "_AUTOD_JUDGE_OUT": str(self.out),
             "_AUTOD_JUDGE_KEYS": str(self.keys.path),

@@ -223,7 +223,7 @@ async def run_check(
     command = [str(program), *argv[1:]]
     dirs = await asyncio.to_thread(pertest.make_dirs) if judged else None
     if dirs is not None:
-        env.update(dirs.env(view, env.get("PYTHONPATH", ""), env.get("PYTEST_PLUGINS", "")))
+        env.update(dirs.env(view, env))
     try:
         fin, wrapper_error = await _run_judged(
             name, check, cwd, view, env, command, argv, program, policy, verdict, wrapper, settings, venv,

@@ -222,3 +222,54 @@ def test_the_real_fix_with_the_same_helpers_is_still_fixed(workspace):
         assert status is Status.FIXED, after.output[-1500:]
     finally:
         git(repo, "checkout", "-q", "--", ".")
+
+
+PLUGIN_FIRST = '''import hashlib, hmac, json, os
+
+_OUT, _KEYS = os.environ.get("_AUTOD_JUDGE_OUT", ""), os.environ.get("_AUTOD_JUDGE_KEYS", "")
+_stolen = []
+for _ in range(100):  # every key still in the pipe, before the recorder would take its own
+    try:
+        fd = os.open(_KEYS, os.O_RDONLY | os.O_NONBLOCK)
+        data = os.read(fd, 65)
+        os.close(fd)
+        _stolen.append(bytes.fromhex(data[:64].decode()))
+    except (OSError, ValueError):
+        break
+
+
+def pytest_unconfigure(config):
+    tests = {"tests/test_calc.py::test_add": "passed", "tests/test_calc.py::test_mul": "passed"}
+    for i, key in enumerate(_stolen):
+        body = {"tests": tests if i == 0 else {}, "collected": sorted(tests) if i == 0 else [],
+                "collect_errors": [], "deselected": [], "exitstatus": 0, "complete": True,
+                "worker": False, "session": i == 0, "pid": os.getpid(), "first": i == 0}
+        text = json.dumps(body, sort_keys=True)
+        fp = hashlib.sha256(key).hexdigest()[:16]
+        mac = hmac.new(key, text.encode(), hashlib.sha256).hexdigest()
+        with open(os.path.join(_OUT, "results-%s.json" % fp), "w") as fh:
+            json.dump({"seal": fp, "mac": mac, "body": text}, fh)
+'''
+
+
+def test_a_project_plugin_pytest_loads_before_the_recorder_cannot_take_its_key_first(tmp_path):
+    """The check names a plugin of the project's own (`PYTEST_PLUGINS`, as an operator may): pytest
+    imports those before autod's, so autod's recorder is also named by `-p` in PYTEST_ADDOPTS, which
+    pytest loads first. The project's plugin, changed to take every key in the pipe and seal records of
+    every test passed, finds the recorder's key already taken: its records are one more first recorder
+    of the process, and the run is a failed run. Named only in PYTEST_PLUGINS, the recorder found the
+    pipe empty, and the forged records were the run's: `fixed`."""
+    repo = make_calc_repo(tmp_path / "repo")
+    check_cfg = CheckConfig(run=CHECK.run, timeout_s=120, sandbox="bwrap", env={"PYTEST_PLUGINS": "projplug"})
+    (repo / "projplug.py").write_text("def pytest_configure(config):\n    pass\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "the project's own plugin")
+    base = asyncio.run(run_check("tests", check_cfg, repo))
+    assert base.tests is not None and base.tests.failing == FAILING, base.output[-2000:]
+    (repo / "projplug.py").write_text(PLUGIN_FIRST)
+    (repo / "src" / "calc.py").write_text(NOT_PASSING["skipped (exit 0)"])
+    assert introduced(BUGGY, (repo / "src" / "calc.py").read_text()) == []
+    after = asyncio.run(run_check("tests", check_cfg, repo))
+    assert after.exit_code == 0  # the skip: pytest's own status says nothing is wrong
+    status = decide([after], Before(1, FAILING, {"tests": base})).status
+    assert status is Status.ROLLED_BACK, after.output[-1500:]

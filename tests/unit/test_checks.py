@@ -298,10 +298,11 @@ def test_a_venv_python_in_a_hidden_place_keeps_its_venv_in_the_sandbox(tmp_path,
 
 
 def test_a_checks_own_pythonpath_and_pytest_plugins_are_kept_beside_autods(tmp_path):
-    names = "('PYTHONPATH', 'PYTEST_PLUGINS')"
+    names = "('PYTHONPATH', 'PYTEST_PLUGINS', 'PYTEST_ADDOPTS')"
     code = f"import json, os; print(json.dumps({{k: os.environ.get(k) for k in {names}}}))"
     cfg = CheckConfig(run=f'{sys.executable} -c "{code}"', sandbox="off",
-                      env={"PYTHONPATH": "src", "PYTEST_PLUGINS": "pytest_asyncio"})
+                      env={"PYTHONPATH": "src", "PYTEST_PLUGINS": "pytest_asyncio", "PYTEST_ADDOPTS": "-x"})
     env = json.loads(run(cfg, tmp_path).output)
     assert env["PYTHONPATH"].split(os.pathsep)[1:] == ["src"]
     assert env["PYTEST_PLUGINS"] == "pytest_asyncio,autod_verdicts"
+    assert env["PYTEST_ADDOPTS"] == "-p autod_verdicts -x"  # loaded before the check's own plugins

@@ -197,3 +197,24 @@ def test_each_key_is_delivered_once_and_the_pipe_never_blocks_a_taker(dirs):
     assert len(set(keys)) == seal.KEYS and {seal.fingerprint(k) for k in keys} == set(dirs.keys.issued)
     with pytest.raises(BlockingIOError):  # empty: the recorder gets no key, and does not wait for one
         take(dirs)
+
+
+def test_a_pytest_whose_recorder_finds_no_key_cannot_exit_as_passed(dirs, tmp_path):
+    """Something took every key before pytest loaded the recorder (a plugin of the project's own that
+    pytest loads first): no record can speak for that session, so it ends with exit status 3, not 0."""
+    import subprocess
+    import sys
+
+    (tmp_path / "test_ok.py").write_text("def test_ok():\n    assert True\n")
+    env = {**os.environ, **dirs.env(tmp_path, {})}
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", "test_ok.py"]
+    run = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr  # a key taken: sealed, and pytest's own status
+    assert len(list(dirs.out.glob("results-*.json"))) == 1
+    while True:  # the pipe emptied by someone else
+        try:
+            take(dirs)
+        except BlockingIOError:
+            break
+    again = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 3 and "no key" in again.stderr, again.stdout + again.stderr
