@@ -40,12 +40,17 @@ def check(repo: Path) -> CheckResult:
     return asyncio.run(run_check("tests", CHECK, repo))
 
 
-@pytest.fixture(scope="module")
-def workspace(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, CheckResult]:
-    repo = make_calc_repo(tmp_path_factory.mktemp("judge") / "repo")
+def calc_workspace(tmp_path_factory: pytest.TempPathFactory, name: str) -> tuple[Path, CheckResult]:
+    """The calc repository and its check's run before any candidate: `test_add` failing."""
+    repo = make_calc_repo(tmp_path_factory.mktemp(name) / "repo")
     base = check(repo)
     assert base.tests is not None and base.tests.failing == FAILING, base.output[-2000:]
     return repo, base
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, CheckResult]:
+    return calc_workspace(tmp_path_factory, "judge")
 
 
 def verdict(repo: Path, base: CheckResult) -> tuple[Status, CheckResult]:

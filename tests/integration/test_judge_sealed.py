@@ -17,7 +17,8 @@ import random
 from pathlib import Path
 
 import pytest
-from daemon import PYTHON, git, make_calc_repo
+from daemon import git, make_calc_repo
+from test_judge_hostile import CHECK, FAILING, calc_workspace, check
 
 from autod.act.reach import introduced
 from autod.checks.outcome import Before, decide
@@ -31,8 +32,6 @@ pytestmark = [
     pytest.mark.skipif(not probe().works, reason="needs a working bubblewrap"),
 ]
 
-CHECK = CheckConfig(run=f"{PYTHON} -m pytest -q -p no:cacheprovider tests", timeout_s=120, sandbox="bwrap")
-FAILING = frozenset({"tests/test_calc.py::test_add"})
 BUGGY = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n"
 NOT_PASSING = {
     "skipped (exit 0)": BUGGY.replace("return a - b", "import unittest\n    raise unittest.SkipTest(0)"),
@@ -168,16 +167,9 @@ atexit.register(_first_copy)
 }
 
 
-def check(repo: Path) -> CheckResult:
-    return asyncio.run(run_check("tests", CHECK, repo))
-
-
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, CheckResult]:
-    repo = make_calc_repo(tmp_path_factory.mktemp("sealed") / "repo")
-    base = check(repo)
-    assert base.tests is not None and base.tests.failing == FAILING, base.output[-2000:]
-    return repo, base
+    return calc_workspace(tmp_path_factory, "sealed")
 
 
 def candidates() -> list[tuple[str, str]]:
@@ -224,20 +216,13 @@ def test_the_real_fix_with_the_same_helpers_is_still_fixed(workspace):
         git(repo, "checkout", "-q", "--", ".")
 
 
-PLUGIN_FIRST = '''import hashlib, hmac, json, os
-
-_OUT, _KEYS = os.environ.get("_AUTOD_JUDGE_OUT", ""), os.environ.get("_AUTOD_JUDGE_KEYS", "")
-_stolen = []
+PLUGIN_FIRST = HELPERS + '''
 for _ in range(100):  # every key still in the pipe, before the recorder would take its own
-    try:
-        fd = os.open(_KEYS, os.O_RDONLY | os.O_NONBLOCK)
-        data = os.read(fd, 65)
-        os.close(fd)
-        _stolen.append(bytes.fromhex(data[:64].decode()))
-    except (OSError, ValueError):
-        break
+    _steal()
 
 
+'''
+PLUGIN_FIRST += '''
 def pytest_unconfigure(config):
     tests = {"tests/test_calc.py::test_add": "passed", "tests/test_calc.py::test_mul": "passed"}
     for i, key in enumerate(_stolen):
