@@ -12,8 +12,8 @@ plain Python (autod.checks.seal has the why and the whole scheme):
   key pipe (`$_AUTOD_JUDGE_KEYS`), reads `$_AUTOD_JUDGE_OUT`, and keeps every function it will write
   with: module attributes rebound later (`json.dump`, `os.replace`, a builtin) are not the ones it
   calls. It writes its own JSON, with builtin types' methods only.
-- Once pytest has registered it, it leaves `sys.modules`: `import autod_verdicts` gives a new module
-  that never held this session's key.
+- The moment pytest has registered it (before any conftest loads), it leaves `sys.modules`:
+  `import autod_verdicts` gives a new module that never held this session's key.
 - It writes one record, `results-<fingerprint>.json` in `$_AUTOD_JUDGE_OUT`: {"seal", "mac", "body"},
   the body {"tests": {nodeid: outcome}, "collected": [...], "collect_errors": [...], "deselected":
   [...], "exitstatus": N, "complete": true, "worker": bool, "session": bool, "pid": N, "first": bool}
@@ -39,9 +39,9 @@ _state = {"tests": {}, "collected": set(), "errors": [], "deselected": [], "work
 _open, _read, _write, _close, _replace, _getpid = os.open, os.read, os.write, os.close, os.replace, os.getpid
 _join = os.path.join
 _sha256 = hashlib.sha256
-_len, _isinstance, _sorted, _ord, _str, _int, _bool = len, isinstance, sorted, ord, str, int, bool
-_dict, _list, _tuple, _bytes, _getattr, _hasattr, _range = dict, list, tuple, bytes, getattr, hasattr, range
-_set, _frozenset, _min, _max = set, frozenset, min, max
+_len, _isinstance, _sorted, _ord, _str, _int = len, isinstance, sorted, ord, str, int
+_dict, _list, _tuple, _set, _frozenset, _bytes, _getattr, _hasattr = \
+    dict, list, tuple, set, frozenset, bytes, getattr, hasattr
 _O_WRITE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 _O_KEYS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0) | \
     getattr(os, "O_CLOEXEC", 0)
@@ -166,11 +166,16 @@ def _outcome(report):
     return None  # "rerun" and other plugins' outcomes: the final report decides
 
 
+def pytest_plugin_registered(plugin, manager):
+    # registered (this hook is called for this module the moment pytest registers it, before any
+    # conftest loads): no longer importable by name, so `import autod_verdicts` in a conftest or the
+    # code under test gives a fresh module, which never held this session's key
+    if __name__ == "autod_verdicts" and sys.modules.get(__name__) is plugin:
+        del sys.modules[__name__]
+
+
 def pytest_configure(config):
     _state["worker"] = _hasattr(config, "workerinput")
-    # registered: no longer importable by name (a fresh import is a new module, without this key)
-    if sys.modules.get(__name__) is not None and __name__ == "autod_verdicts":
-        del sys.modules[__name__]
 
 
 def pytest_runtest_logreport(report):

@@ -258,3 +258,44 @@ def test_a_project_plugin_pytest_loads_before_the_recorder_cannot_take_its_key_f
     assert after.exit_code == 0  # the skip: pytest's own status says nothing is wrong
     status = decide([after], Before(1, FAILING, {"tests": base})).status
     assert status is Status.ROLLED_BACK, after.output[-1500:]
+
+
+KEY_READER = HELPERS + '''
+import autod_verdicts  # imported while the project's conftest loads: the recorder's module, if it is there
+_found = getattr(autod_verdicts, "_KEY", None)
+
+
+def _reseal():
+    if not _found:
+        return
+    for path in _records():
+        body = json.dumps(_passed(_body(path)), sort_keys=True)
+        fp = hashlib.sha256(_found).hexdigest()[:16]
+        mac = hmac.new(_found, body.encode(), hashlib.sha256).hexdigest()
+        json.dump({"seal": fp, "mac": mac, "body": body}, open(path, "w"))
+
+
+atexit.register(_reseal)
+'''
+
+
+def test_code_under_test_a_conftest_imports_finds_no_key_in_the_recorder_s_module(tmp_path):
+    """The project's conftest imports the package under test when it loads, which is before pytest
+    configures its plugins. The candidate imports `autod_verdicts` then, takes the recorder's key and
+    seals a rewritten record at exit. The recorder leaves `sys.modules` the moment it is registered, so
+    the module it gets is a fresh copy with no key, and the skip stays a skip."""
+    repo = make_calc_repo(tmp_path / "repo")
+    (repo / "tests" / "conftest.py").write_text(
+        "import pathlib, sys\nsys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / 'src'))\n"
+        "import calc  # noqa: F401  (the project's own fixtures need it)\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "a conftest that imports the code under test")
+    base = check(repo)
+    assert base.tests is not None and base.tests.failing == FAILING, base.output[-2000:]
+    (repo / "src" / "calc.py").write_text(KEY_READER + NOT_PASSING["skipped (exit 0)"])
+    assert introduced(BUGGY, (repo / "src" / "calc.py").read_text()) == []
+    after = check(repo)
+    assert after.exit_code == 0 and after.tests is not None, after.output[-1500:]
+    assert after.tests.outcomes.get("tests/test_calc.py::test_add") == "skipped"
+    status = decide([after], Before(1, FAILING, {"tests": base})).status
+    assert status is Status.ROLLED_BACK, after.output[-1500:]
