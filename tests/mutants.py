@@ -50,6 +50,7 @@ GUARDS: dict[str, tuple[str, ...]] = {
     "autod/act/judges.py": ("test_judges.py", "test_protected_files.py"),
     "autod/act/allowance.py": ("test_allowance.py",),
     "autod/checks/outcome.py": ("test_outcome.py", "test_judge.py"),
+    "autod/checks/seal.py": ("test_pertest.py",),
     "autod/cycle/limits.py": ("test_limits.py",),
 }
 # Functions of a guard module that guard nothing, left out of the pass: (module, qualname) -> why.
@@ -61,7 +62,11 @@ _B, _S, _E = "autod/safety/boundary.py::", "autod/safety/saferead.py::", "autod/
 _FM, _SF = "autod/safety/filemodes.py::private_file: ", "autod/safety/secretforms.py::"
 _OPEN_FM = "os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC -> "
 _OPEN_E = "_read_original: os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC -> "
+_SE = "autod/checks/seal.py::"
 EQUIVALENT: dict[str, str] = {
+    _SE + "issue: os.O_RDONLY | flags -> flags": "O_RDONLY is 0",
+    _SE + "issue: os.O_NONBLOCK | os.O_CLOEXEC -> os.O_NONBLOCK": "os.open makes every descriptor"
+    " non-inheritable already (PEP 446); O_CLOEXEC says so where the code is read",
     _B + "_glob_regex: j < 0 -> j <= 0": "j is -1 or an index past the `[`, so at least 1",
     _B + "_glob_regex: 0 -> 1 #2": "j is -1 or an index past the `[`, so at least 1",
     _B + "glob_match: 1 -> 2 #2": "the one more prefix, parts[:len + 1], is the whole path, already tried",

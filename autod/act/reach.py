@@ -65,6 +65,15 @@ TELLTALE_ATTRS = frozenset(
         "__subclasses__",  # every class in the process: object.__subclasses__()
     }
 )
+# Standard-library calls that hand out the callers' frames (the runner's among them) or a tracer over
+# them: code under test never needs one to be fixed, and each is a way to the runner's objects.
+FRAME_GETTERS = {
+    "inspect": frozenset({"currentframe", "stack", "trace", "getouterframes", "getinnerframes",
+                          "getargvalues", "getframeinfo"}),
+    "traceback": frozenset({"walk_stack", "walk_tb"}),
+    "logging": frozenset({"currentframe"}),
+    "threading": frozenset({"settrace", "setprofile", "settrace_all_threads", "setprofile_all_threads"}),
+}
 DYNAMIC_CALLS = frozenset({"exec", "eval", "compile", "__import__"})
 _RUNNER_TEXT = re.compile(r"(?i)\b_?pytest(?:\d+)?\b|\bpytest_\w+|\bpluggy\b|PYTEST_[A-Z_]+")
 
@@ -113,6 +122,8 @@ class _Finder(ast.NodeVisitor):
             self.found["from os import (process exit/exec)"] += 1
         elif root == "importlib" and any(a.name == "import_module" for a in node.names):
             self.found["from importlib import import_module"] += 1
+        elif mod in FRAME_GETTERS and any(a.name in FRAME_GETTERS[mod] for a in node.names):
+            self.found[f"from {mod} import (the callers' frames)"] += 1
         self.generic_visit(node)
 
     def _def(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
@@ -144,6 +155,9 @@ class _Finder(ast.NodeVisitor):
             self.found[f"importlib.{node.attr}()"] += 1
         elif node.attr in TELLTALE_ATTRS:
             self.found[f".{node.attr}"] += 1
+        elif isinstance(node.value, ast.Name) and node.attr in FRAME_GETTERS.get(
+                self.aliases.get(node.value.id, ""), ()):
+            self.found[f"{self.aliases[node.value.id]}.{node.attr}()"] += 1
         elif node.attr == "__dict__" and isinstance(node.value, ast.Name) and self._machinery(node.value):
             # sys.__dict__["modules"], os.__dict__["_exit"]: the same reach, spelled as a lookup
             self.found[f"{_root(self.aliases.get(node.value.id, node.value.id))}.__dict__"] += 1

@@ -49,6 +49,7 @@ KEYS = 64  # pytest sessions of one check run that can seal a record (autod.chec
 KEY_BYTES = 32
 RECORD = KEY_BYTES * 2 + 1  # a key in hex and a newline
 FINGERPRINT = 16  # hex characters of sha256(key): a record's name for its key
+_CHUNK = 1 << 16  # bytes a read of the pipe asks for (it holds 64 x 65)
 
 
 def fingerprint(key: bytes) -> str:
@@ -69,7 +70,7 @@ class Keys:
         """The fingerprints of the keys still in the pipe (blocking; reads it empty, once)."""
         data = b""
         with contextlib.suppress(BlockingIOError):
-            while chunk := os.read(self.read_fd, 1 << 16):
+            while chunk := os.read(self.read_fd, _CHUNK):
                 data += chunk
         self.left |= {fingerprint(k) for k in _keys(data)} & set(self.issued)
         return set(self.left)
@@ -84,7 +85,7 @@ def issue(out: Path, count: int = KEYS) -> Keys:
     """Make the FIFO in `out` and put `count` fresh keys in it (blocking). `close` when the run is read."""
     path = out / FIFO
     os.mkfifo(path, 0o600)
-    flags = os.O_NONBLOCK | os.O_CLOEXEC
+    flags = os.O_NONBLOCK | os.O_CLOEXEC  # never waits; never inherited by a check's processes
     read_fd = os.open(path, os.O_RDONLY | flags)  # first: a FIFO opens for writing only with a reader
     try:
         write_fd = os.open(path, os.O_WRONLY | flags)
@@ -141,9 +142,11 @@ def unsealed_why(keys: Keys, names: list[str], sealed: dict[str, dict[str, Any]]
 
 
 def _keys(data: bytes) -> list[bytes]:
+    """The whole key records in what was read back (a reader that took part of one leaves the rest
+    misaligned: those keys count as taken)."""
     out = []
-    for i in range(0, len(data) - RECORD + 1, RECORD):
-        rec = data[i : i + RECORD]
+    while len(data) >= RECORD:
+        rec, data = data[:RECORD], data[RECORD:]
         with contextlib.suppress(ValueError):
             if rec.endswith(b"\n"):
                 out.append(bytes.fromhex(rec[:-1].decode("ascii")))

@@ -300,6 +300,10 @@ REACHES = {
     "os._exit fetched through vars()": CALC + "import os\nvars(os)['_ex' + 'it'](0)\n",
     "the runner's entry point group": CALC + "from importlib.metadata import entry_points\n"
     "[e.load() for e in entry_points(group='pytest11')]\n",
+    "the callers' frames walked": CALC + "import traceback as tb, inspect\n"
+    "cfg = [inspect.getargvalues(f).locals.get('config') for f, _ in tb.walk_stack(None)]\n",
+    "the callers' frames as a list": CALC + "from inspect import stack\nstack()[3]\n",
+    "a frame from logging": CALC + "import logging\nlogging.currentframe()\n",
 }
 # The feature each case is about: its own rule must find it (another rule finding something else in the
 # same code would keep the verdict, and hide that the rule under test was gone).
@@ -322,6 +326,9 @@ FEATURE = {
     "a module's namespace through a function": ".__globals__",
     "os._exit fetched through vars()": "vars() of the interpreter's or the runner's modules",
     "the runner's entry point group": "a string naming the test runner",
+    "the callers' frames walked": "traceback.walk_stack()",
+    "the callers' frames as a list": "from inspect import (the callers' frames)",
+    "a frame from logging": "logging.currentframe()",
 }
 
 

@@ -99,27 +99,45 @@ def test_a_key_taken_without_a_record_is_a_failed_run_and_keys_left_in_the_pipe_
     # every other test here leaves them)
 
 
-def test_the_pipe_replaced_or_removed_is_a_failed_run(dirs, tmp_path):
+def test_the_pipe_replaced_or_removed_is_a_failed_run(dirs):
     record(dirs, doc({"t::a": "passed"}))
-    os.rename(dirs.keys.path, tmp_path / "kept")
+    kept = dirs.out / "kept"
+    os.rename(dirs.keys.path, kept)
     dirs.keys.path.write_text(("ab" * 32 + "\n") * 64)  # a file of keys someone knows
     assert load(dirs) is None
     os.remove(dirs.keys.path)
+    os.mkfifo(dirs.keys.path)  # a pipe of someone else's
     assert load(dirs) is None
-    os.rename(tmp_path / "kept", dirs.keys.path)
+    os.remove(dirs.keys.path)
+    assert load(dirs) is None
+    os.rename(kept, dirs.keys.path)
     assert load(dirs) is not None
+
+
+def test_the_pipe_is_private_and_autods_ends_of_it_reach_no_check():
+    made = pertest.make_dirs()
+    try:
+        assert made.keys.path.stat().st_mode & 0o777 == 0o600
+        for fd in (made.keys.read_fd, made.keys.write_fd):
+            assert not os.get_inheritable(fd)
+            assert os.get_blocking(fd) is False  # reading back what is left never waits
+    finally:
+        pertest.remove_dirs(made)
 
 
 def test_a_file_of_a_records_name_that_is_not_one_is_a_failed_run_not_a_wait(dirs):
     record(dirs, doc({"t::a": "failed"}))
     named = dirs.out / f"results-{'0' * 16}.json"
-    for plant in ("fifo", "symlink", "junk", "unsealed"):
+    fields = {"seal": "0" * 16, "mac": "00", "body": "{}"}
+    shapes = {"junk": "not json", "unsealed": json.dumps(doc({"t::a": "passed"})), "a list": "[1]",
+              **{f"a {f} not a string": json.dumps({**fields, f: [1]}) for f in fields}}
+    for plant in ("fifo", "symlink", *shapes):
         if plant == "fifo":
             os.mkfifo(named)
         elif plant == "symlink":
             named.symlink_to(dirs.out.parent / "elsewhere.json")
         else:
-            named.write_text("not json" if plant == "junk" else json.dumps(doc({"t::a": "passed"})))
+            named.write_text(shapes[plant])
         assert load(dirs) is None, plant  # returns: a blocking open of the FIFO would hang here
         named.unlink()
     assert load(dirs) is not None
