@@ -18,6 +18,7 @@ import structlog
 
 from autod import logs
 from autod.act.judges import Judges, editable_paths
+from autod.candidates.fits import streamed_tokens
 from autod.candidates.reask import pointed_messages
 from autod.errors import ContextTooLong, CycleError, LLMUnavailable
 from autod.modes import Attempt, Mode, Sections, pack, render, tokens
@@ -110,6 +111,20 @@ class Asker:
         return [(int(len(f.get("code") or "") / CHARS_PER_TOKEN),
                  int((len(f.get("code") or "") + len(f.get("values") or "")) / CHARS_PER_TOKEN))
                 for f in self.focused if not f.get("read_by")]
+
+    @property
+    def suspect_replies(self) -> list[int]:
+        """Per suspect: the tokens of a reply that will be generated, when replies are read as they
+        stream (the code form): through the last line the failing tests ran in it, where the early
+        stop ends them (autod.candidates.fits, which prices a draw's seconds by it); else all of it."""
+        out = []
+        for f in self.focused:
+            if f.get("read_by"):
+                continue
+            code, ran_to = f.get("code") or "", f.get("ran_to") or ""
+            ran = int(ran_to) if ran_to.isdigit() and self.form == "code" else 0
+            out.append(streamed_tokens(code, ran, CHARS_PER_TOKEN))
+        return out
 
     @property
     def read_per_generated(self) -> float | None:

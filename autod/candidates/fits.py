@@ -10,9 +10,13 @@ prompt is two minutes on a CPU).
 So before each draw the search prices it in seconds: the order's price of one look there
 (autod.candidates.order.draw_tokens: its reply, its prompt's own part unless the server read that
 prompt last) times the seconds a reply token takes on this server, measured on its streamed replies
-(autod.planner.pace, kept across restarts). A draw expected to take longer than the time left is passed
-over for the next one in the plan that is expected to finish (a short suspect's sample before the wide
-prompt); when none is, the cycle ends there, at its deadline's reason, with the server free.
+(autod.planner.pace, kept across restarts). A suspect's reply is priced at what will be generated of
+it, where the drawer says (`suspect_replies`, `streamed_tokens`): a streamed reply is ended once it
+is past the last line the failing tests ran (autod.planner.earlystop), so a 234-line method the
+failing tests leave early is not priced as if all of it were written back. A draw expected to take
+longer than the time left is passed over for the next one in the plan that is expected to finish (a
+short suspect's sample before the wide prompt); when none is, the cycle ends there, at its deadline's
+reason, with the server free.
 
 The cycle's first draw always starts: the speed it would be priced at was measured on earlier replies,
 maybe on a server since moved to faster hardware, and a draw is what measures it anew. A draw the
@@ -31,7 +35,7 @@ from autod.candidates import order
 from autod.candidates.reask import View
 from autod.candidates.replans import Planned
 
-__all__ = ["Seconds", "bring_forward", "in_time", "pricer"]
+__all__ = ["Seconds", "bring_forward", "in_time", "pricer", "streamed_tokens"]
 
 log = structlog.get_logger("autod.candidates")
 
@@ -47,12 +51,28 @@ def pricer(planned: Planned | None, drawer: object, last: str) -> Seconds | None
         return None
     sizes = planned[0]
     sizes = order.Sizes(sizes.suspects, sizes.values, sizes.wide, order.ratio_of(drawer))
+    replies = getattr(drawer, "suspect_replies", None) or ()
 
     def seconds(view: str) -> float | None:
         tokens = order.draw_tokens(sizes, view, last)
-        return None if tokens is None else tokens * write_s
+        if tokens is None:
+            return None
+        kind, _, number = view.partition(":")
+        k = int(number) if kind in ("focused", "pointed") and number.isdigit() else 0
+        if 1 <= k <= min(len(replies), len(sizes.suspects)):  # what is written of it, not all of it
+            tokens -= sizes.suspects[k - 1][0] - min(replies[k - 1], sizes.suspects[k - 1][0])
+        return tokens * write_s
 
     return seconds
+
+
+def streamed_tokens(code: str, ran_to: int, chars_per_token: float) -> int:
+    """The tokens of `code` a streamed reply writes before the early stop may end it: its lines through
+    the last one the failing tests ran and the one after (`ran_to` lines from its first ran; 0: not
+    known, all of them)."""
+    lines = code.split("\n")
+    upto = min(len(lines), ran_to + 1) if ran_to > 0 else len(lines)
+    return int(sum(len(ln) + 1 for ln in lines[:upto]) / chars_per_token)
 
 
 def bring_forward(views: list[View], start: int, seconds: Seconds | None, left_s: float) -> bool:

@@ -111,3 +111,37 @@ def test_a_draw_that_would_run_past_the_deadline_is_passed_over_for_one_that_fin
     assert out_of_time  # the cycle ended when nothing left would finish: the deadline's reason
     asked, out_of_time, planned = asked_within(tmp_path, 1.0, 1.0)
     assert asked == planned[:1] and out_of_time  # the first draw, then nothing fits
+
+
+def test_a_suspect_is_priced_at_what_its_streamed_reply_writes_before_the_early_stop():
+    rng = random.Random(9)
+    for _ in range(500):
+        lines = ["".join(rng.choice("ab ()=:") for _ in range(rng.randint(0, 60)))
+                 for _ in range(rng.randint(1, 80))]
+        code = "\n".join(lines)
+        whole = fits.streamed_tokens(code, 0, 4.0)
+        assert whole == int((len(code) + 1) / 4.0)
+        last = 0
+        for ran_to in range(1, len(lines) + 3):
+            got = fits.streamed_tokens(code, ran_to, 4.0)
+            upto = min(len(lines), ran_to + 1)  # the lines the failing tests ran, and the one after
+            assert got == int(sum(len(x) + 1 for x in lines[:upto]) / 4.0)
+            assert last <= got <= whole
+            last = got
+
+
+def test_a_long_suspect_the_failing_tests_leave_early_is_not_passed_over_as_if_written_whole(tmp_path):
+    planned = (Sizes(((400, 450), (20, 30)), (), 3000), 2, 1, True)
+    drawer = ViewDrawer(suspects=2, sizes=((400, 450), (20, 30)), wide=3000)
+    drawer.write_seconds = 1.0  # type: ignore[attr-defined]
+    whole = fits.pricer(planned, drawer, "wide")
+    assert whole is not None and whole("focused:1") == REQUEST_TOKENS + 400 + 450 * order.READ_PER_GENERATED
+    drawer.suspect_replies = [40, 20]  # type: ignore[attr-defined]
+    streamed = fits.pricer(planned, drawer, "wide")
+    assert streamed is not None
+    assert streamed("focused:1") == REQUEST_TOKENS + 40 + 450 * order.READ_PER_GENERATED
+    assert streamed("pointed:1") == streamed("focused:1") and streamed("wide") == whole("wide")
+    views = [("focused:1", True), ("focused:2", True)]
+    assert fits.bring_forward(views, 0, whole, 200.0) and views[0][0] == "focused:2"  # 480 s: passed over
+    views = [("focused:1", True), ("focused:2", True)]
+    assert fits.bring_forward(views, 0, streamed, 200.0) and views[0][0] == "focused:1"  # 120 s: it fits

@@ -82,6 +82,25 @@ def test_the_measured_ratio_reaches_the_asker_through_the_daemon_s_metered_plann
         inner._primary.pace.observe(1000, 2.0, 100, 4.0)  # 2 ms a prompt token, 40 ms a written one
     assert Asker.read_per_generated.fget(asker) == metered.read_per_generated == 0.05  # type: ignore[attr-defined]
     assert Asker.read_per_generated.fget(SimpleNamespace(planner=object())) is None  # type: ignore[attr-defined]
+    # the seconds a written token takes, for pricing a draw in seconds (autod.candidates.fits)
+    assert Asker.write_seconds.fget(asker) == metered.write_seconds == 0.04  # type: ignore[attr-defined]
+    assert Asker.write_seconds.fget(SimpleNamespace(planner=object())) is None  # type: ignore[attr-defined]
+
+
+def test_a_suspect_s_reply_is_priced_through_the_last_line_its_failing_tests_ran_in_the_code_form():
+    from types import SimpleNamespace
+
+    from autod.candidates.asker import Asker
+    from autod.planner import CHARS_PER_TOKEN as CPT
+
+    code = "def f(x):\n" + "".join(f"    y{i} = x + {i}\n" for i in range(30)) + "    return y0\n"
+    focused = [{"code": code, "ran_to": "3"}, {"code": code, "ran_to": ""},
+               {"read_by": "1", "blocks": "A = 1"}]
+    lines = code.split("\n")
+    for form, first in (("code", sum(len(x) + 1 for x in lines[:4])), ("json", len(code) + 1)):
+        asker = SimpleNamespace(focused=focused, form=form)
+        replies = Asker.suspect_replies.fget(asker)  # type: ignore[attr-defined]
+        assert replies == [int(first / CPT), int((len(code) + 1) / CPT)], form  # a value group is no suspect
 
 
 def test_speeds_kept_by_an_earlier_run_price_the_first_plan_and_three_fresh_readings_outvote_them():
