@@ -115,15 +115,19 @@ class Asker:
     @property
     def suspect_replies(self) -> list[int]:
         """Per suspect: the tokens of a reply that will be generated, when replies are read as they
-        stream (the code form): through the last line the failing tests ran in it, where the early
-        stop ends them (autod.candidates.fits, which prices a draw's seconds by it); else all of it."""
+        stream (the code form): from the end of its head (decorators, signature, docstring: given to a
+        greedy reply, and a sample's docstring too, where the server takes the answer's start,
+        autod.planner.prefill) through the last line the failing tests ran in it, where the early stop
+        ends them (autod.candidates.fits prices a draw's seconds by it); else all of it."""
         out = []
         for f in self.focused:
             if f.get("read_by"):
                 continue
-            code, ran_to = f.get("code") or "", f.get("ran_to") or ""
-            ran = int(ran_to) if ran_to.isdigit() and self.form == "code" else 0
-            out.append(streamed_tokens(code, ran, CHARS_PER_TOKEN))
+            code, ran_to, given = f.get("code") or "", f.get("ran_to") or "", f.get("head_lines") or ""
+            streamed = self.form == "code"
+            ran = int(ran_to) if ran_to.isdigit() and streamed else 0
+            head = int(given) if given.isdigit() and streamed else 0
+            out.append(streamed_tokens(code, ran, CHARS_PER_TOKEN, head))
         return out
 
     @property

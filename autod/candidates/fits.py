@@ -11,12 +11,13 @@ So before each draw the search prices it in seconds: the order's price of one lo
 (autod.candidates.order.draw_tokens: its reply, its prompt's own part unless the server read that
 prompt last) times the seconds a reply token takes on this server, measured on its streamed replies
 (autod.planner.pace, kept across restarts). A suspect's reply is priced at what will be generated of
-it, where the drawer says (`suspect_replies`, `streamed_tokens`): a streamed reply is ended once it
-is past the last line the failing tests ran (autod.planner.earlystop), so a 234-line method the
-failing tests leave early is not priced as if all of it were written back. A draw expected to take
-longer than the time left is passed over for the next one in the plan that is expected to finish (a
-short suspect's sample before the wide prompt); when none is, the cycle ends there, at its deadline's
-reason, with the server free.
+it, where the drawer says (`suspect_replies`, `streamed_tokens`): its head (signature, docstring) is
+given to it where the server takes the answer's start (autod.planner.prefill), and a streamed reply is
+ended once it is past the last line the failing tests ran (autod.planner.earlystop), so a method with a
+100-line docstring the failing tests leave early is not priced as if all of it were written back. A
+draw expected to take longer than the time left is passed over for the next one in the plan that is
+expected to finish (a short suspect's sample before the wide prompt); when none is, the cycle ends
+there, at its deadline's reason, with the server free.
 
 The cycle's first draw always starts: the speed it would be priced at was measured on earlier replies,
 maybe on a server since moved to faster hardware, and a draw is what measures it anew. A draw the
@@ -66,13 +67,13 @@ def pricer(planned: Planned | None, drawer: object, last: str) -> Seconds | None
     return seconds
 
 
-def streamed_tokens(code: str, ran_to: int, chars_per_token: float) -> int:
-    """The tokens of `code` a streamed reply writes before the early stop may end it: its lines through
-    the last one the failing tests ran and the one after (`ran_to` lines from its first ran; 0: not
-    known, all of them)."""
+def streamed_tokens(code: str, ran_to: int, chars_per_token: float, given: int = 0) -> int:
+    """The tokens of `code` a streamed reply writes before the early stop may end it: its lines after the
+    `given` ones (its head, when the server is given the answer's start) through the last one the
+    failing tests ran and the one after (`ran_to` lines from its first ran; 0: not known, all)."""
     lines = code.split("\n")
     upto = min(len(lines), ran_to + 1) if ran_to > 0 else len(lines)
-    return int(sum(len(ln) + 1 for ln in lines[:upto]) / chars_per_token)
+    return int(sum(len(ln) + 1 for ln in lines[min(given, upto):upto]) / chars_per_token)
 
 
 def bring_forward(views: list[View], start: int, seconds: Seconds | None, left_s: float) -> bool:

@@ -28,6 +28,7 @@ from autod.modes import (
 from autod.plan import Plan
 from autod.planner.fences import fence_for, fenced
 from autod.planner.forms import FORMS
+from autod.planner.prefill import head
 
 EXCERPT_SHARE = 0.25  # of the context budget, at most, for the failure output
 SUSPECT_DIFF_CHARS = 6000  # a longer diff since green is left to the wide prompt (a suspect's is short)
@@ -99,11 +100,14 @@ class DebugMode:
             # what memory holds of similar failures, a line each (last: the first cut when over a window)
             brief = render_brief(recalled, budget_tokens=memory_budget(env.settings, budget))
             # in the order a prompt over the server's window is cut from the end (autod.modes.pack)
+            # the lines of each definition a reply is given rather than writes (decorators, signature,
+            # docstring: autod.planner.prefill), for pricing a draw in seconds (a parse: off the loop)
+            heads = await asyncio.to_thread(lambda: [_lines(head(s.code)) for s in found.suspects])
             out.focused = [
                 {"path": s.path, "symbol": s.symbol, "reads": reads(s),
                  "code": s.code, "excerpt": excerpt, "diff": diff, "values": render_values(s),
-                 "memory": brief, "ran_to": str(s.ran_to or "")}
-                for s in found.suspects
+                 "memory": brief, "ran_to": str(s.ran_to or ""), "head_lines": str(given)}
+                for s, given in zip(found.suspects, heads, strict=True)
             ] + [  # then the value groups: the values one suspect reads, without it
                 {"path": g.path, "symbol": g.symbol, "read_by": g.read_by, "reads": reads(g),
                  "blocks": render_group(g), "excerpt": excerpt, "diff": diff, "memory": brief}
@@ -228,3 +232,7 @@ class DebugMode:
         from autod.modes.verifying import verify_by_checks
 
         return await verify_by_checks(event, plan, env)
+
+
+def _lines(text: str) -> int:
+    return text.count("\n") + 1 if text else 0

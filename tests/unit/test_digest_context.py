@@ -75,3 +75,18 @@ def test_the_prompt_shows_the_digest_and_the_code_keeps_its_room(ws, monkeypatch
     if budget >= 2000:  # room for the failure's lines at all
         assert "total += 7 * 0" in raw["excerpt"]
         assert ">       raise AssertionError(\"add is wrong\")" in digested["excerpt"]
+
+
+def test_each_suspect_says_how_many_of_its_lines_a_reply_is_given(ws):  # noqa: F811
+    """The head (decorators, signature, docstring) a reply is begun with (autod.planner.prefill) is not
+    written by the model: autod.candidates.fits prices a draw's seconds without it."""
+    from autod.planner.prefill import head
+
+    deps, _ = make(ws, ScriptedPlanner())
+    out = asyncio.run(DebugMode().context(_event(True), deps.env, []))
+    suspects = [f for f in out.focused or [] if not f.get("read_by")]
+    assert suspects
+    for f in suspects:
+        given = head(f["code"])
+        assert f["head_lines"] == str(len(given.split("\n")) if given else 0), f["symbol"]
+        assert given == "\n".join(f["code"].split("\n")[: int(f["head_lines"])])

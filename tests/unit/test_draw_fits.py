@@ -128,6 +128,9 @@ def test_a_suspect_is_priced_at_what_its_streamed_reply_writes_before_the_early_
             assert got == int(sum(len(x) + 1 for x in lines[:upto]) / 4.0)
             assert last <= got <= whole
             last = got
+            given = rng.randint(0, len(lines) + 2)  # its head, given to the reply: never written
+            kept = lines[min(given, upto):upto]
+            assert fits.streamed_tokens(code, ran_to, 4.0, given) == int(sum(len(x) + 1 for x in kept) / 4.0)
 
 
 def test_a_long_suspect_the_failing_tests_leave_early_is_not_passed_over_as_if_written_whole(tmp_path):

@@ -94,10 +94,10 @@ def test_a_suspect_s_reply_is_priced_through_the_last_line_its_failing_tests_ran
     from autod.planner import CHARS_PER_TOKEN as CPT
 
     code = "def f(x):\n" + "".join(f"    y{i} = x + {i}\n" for i in range(30)) + "    return y0\n"
-    focused = [{"code": code, "ran_to": "3"}, {"code": code, "ran_to": ""},
+    focused = [{"code": code, "ran_to": "3", "head_lines": "1"}, {"code": code, "ran_to": ""},
                {"read_by": "1", "blocks": "A = 1"}]
-    lines = code.split("\n")
-    for form, first in (("code", sum(len(x) + 1 for x in lines[:4])), ("json", len(code) + 1)):
+    lines = code.split("\n")  # the signature given (a head of one line), then lines 2 to 4 written
+    for form, first in (("code", sum(len(x) + 1 for x in lines[1:4])), ("json", len(code) + 1)):
         asker = SimpleNamespace(focused=focused, form=form)
         replies = Asker.suspect_replies.fget(asker)  # type: ignore[attr-defined]
         assert replies == [int(first / CPT), int((len(code) + 1) / CPT)], form  # a value group is no suspect
