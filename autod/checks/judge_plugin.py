@@ -16,8 +16,10 @@ plain Python (autod.checks.seal has the why and the whole scheme):
   `import autod_verdicts` gives a new module that never held this session's key.
 - It writes one record, `results-<fingerprint>.json` in `$_AUTOD_JUDGE_OUT`: {"seal", "mac", "body"},
   the body {"tests": {nodeid: outcome}, "collected": [...], "collect_errors": [...], "deselected":
-  [...], "exitstatus": N, "complete": true, "worker": bool, "session": bool, "pid": N, "first": bool}
-  and its HMAC-SHA256 under the key. `first`: the process's first recorder (a later one is a pytest
+  [...], "exitstatus": N, "complete": true, "worker": bool, "session": bool, "pid": N, "first": bool,
+  "runner": [...], "runner_foreign": [...]} and its HMAC-SHA256 under the key. `runner` names the
+  parts of the test runner changed since this module was imported (below), `runner_foreign` those
+  whose new value is not an installed module's code. `first`: the process's first recorder (a later one is a pytest
   run inside it, as pytester runs them, or a copy the code under test imported). An outcome is the
   worst of a test's phases: passed < xpassed < xfailed < skipped < failed < error (a failing setup or
   teardown). A session that ends before its last hook (a crash, `os._exit`, a kill) writes nothing,
@@ -29,11 +31,13 @@ plain Python (autod.checks.seal has the why and the whole scheme):
 """
 
 import hashlib
+import operator
 import os
 import sys
 
 _RANK = {"passed": 0, "xpassed": 1, "xfailed": 2, "skipped": 3, "failed": 4, "error": 5}
-_state = {"tests": {}, "collected": set(), "errors": [], "deselected": [], "worker": False, "written": False}
+_state = {"tests": {}, "collected": set(), "errors": [], "deselected": [], "worker": False, "written": False,
+          "runner": set(), "foreign": set()}
 
 # what the record is written with, taken now, before any of the project's code has run
 _open, _read, _write, _close, _replace, _getpid = os.open, os.read, os.write, os.close, os.replace, os.getpid
@@ -46,6 +50,8 @@ _O_WRITE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) |
 _O_KEYS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0) | \
     getattr(os, "O_CLOEXEC", 0)
 _OUT = os.environ.get("_AUTOD_JUDGE_OUT")
+_WS = os.path.join(os.environ.get("_AUTOD_JUDGE_WS") or "", "") if os.environ.get("_AUTOD_JUDGE_WS") else ""
+_MAX_NAMED = 50  # runner parts named in a record (any one is enough)
 
 
 def _take_key():
@@ -77,6 +83,95 @@ def _take_key():
 _FIRST = os.environ.get("_AUTOD_JUDGE_FIRST") != str(_getpid())
 os.environ["_AUTOD_JUDGE_FIRST"] = str(_getpid())
 _KEY = _take_key() if _FIRST else None
+
+# The runner as it was before any of the project's code ran: every function and class of pytest,
+# pluggy, unittest, builtins and this recorder, each such class's own attributes, and each function's
+# code. Code under test that reaches these (through `sys.modules` by any spelling) and changes one, so
+# that a failing test is reported passed, leaves a difference; the record names it, and autod reads a
+# run whose runner changed beyond what the same check's run before the candidate showed as a failed
+# run (autod.checks.outcome). Compared when each module has been collected (the code under test it
+# imports has run) and when the session ends: never while a test runs, when the project's own tests
+# may patch builtins or pytest for a moment (`monkeypatch`), so what a run shows does not depend on
+# when it looked.
+_RUNNER_ROOTS = ("pytest", "_pytest", "pluggy", "unittest", "builtins")
+_MISSING = object()
+_FUNCTION, _type, _callable = type(_take_key), type, callable
+_map, _zip, _id, _any = map, zip, id, any
+_code_of = operator.attrgetter("__code__")
+_DESCRIPTORS = (staticmethod, classmethod, property)
+
+
+def _judged(value):
+    return value is not _MISSING and (_callable(value) or _isinstance(value, _DESCRIPTORS))
+
+
+def _runner_parts():
+    """The runner's namespaces now, each as (namespace, a copy, the ids of its values), and its
+    functions with their code."""
+    spaces, fns = [], []
+    names = [n for n in _sorted(sys.modules) if n.split(".")[0] in _RUNNER_ROOTS]
+    mods = [(n, _getattr(sys.modules[n], "__dict__", None)) for n in names] + [(__name__, globals())]
+    for name, ns in mods:
+        if not _isinstance(ns, _dict):
+            continue
+        todo = [(ns, name)]
+        for key, value in _list(ns.items()):
+            if _isinstance(value, _type) and _getattr(value, "__module__", None) == name != "builtins":
+                todo.append((value.__dict__, name + "." + _str(key)))  # built-in types are immutable
+        for space, prefix in todo:
+            copy = _dict(space)
+            spaces.append((space, copy, _tuple(_map(_id, copy.values())), prefix))
+            for v in copy.values():
+                v = v.__func__ if _isinstance(v, (staticmethod, classmethod)) else v
+                if _type(v) is _FUNCTION and _getattr(v, "__module__", None) == name:
+                    fns.append(v)
+    fns = _tuple(fns)
+    return spaces, (fns, _tuple(_map(_code_of, fns)))
+
+
+def _runner_changed():
+    """Add to the record the runner's parts that are not what they were at import: a function or
+    class (or descriptor) in one of its namespaces replaced, removed or added, or a function's code
+    replaced. Compared by identity, in C, a namespace at a time; named only where one differs."""
+    changed, foreign = _state["runner"], _state["foreign"]
+    for ns, copy, ids, prefix in _SPACES:
+        if _tuple(_map(_id, ns.values())) == ids:
+            continue
+        for key in _set(copy) | _set(ns):
+            was, now = copy.get(key, _MISSING), ns.get(key, _MISSING)
+            if was is not now and (_judged(was) or _judged(now)):
+                changed.add(prefix + "." + _str(key))
+                if _foreign(now):
+                    foreign.add(prefix + "." + _str(key))
+    fns, codes = _CODES
+    if _tuple(_map(_code_of, fns)) != codes:
+        for f, c in _zip(fns, codes):
+            if f.__code__ is not c:
+                label = _str(f.__module__) + "." + _str(f.__qualname__) + ".__code__"
+                changed.add(label)
+                if _in_workspace(f.__code__.co_filename):
+                    foreign.add(label)
+
+
+def _foreign(value):
+    """Whether a part's new value is not the runner's or an installed plugin's own code (pytest changes
+    itself as it configures, and so do plugins such as hypothesis's): gone, code from the workspace,
+    or anything but a Python function, property or class of an installed module."""
+    if value is _MISSING:
+        return True
+    if _isinstance(value, (staticmethod, classmethod)):
+        value = value.__func__
+    elif _isinstance(value, property):
+        return _any(_foreign(f) for f in (value.fget, value.fset, value.fdel) if f is not None)
+    if _type(value) is _FUNCTION:
+        return _in_workspace(value.__code__.co_filename)
+    if _isinstance(value, _type):
+        return _in_workspace(_str(_getattr(sys.modules.get(value.__module__), "__file__", None) or ""))
+    return True
+
+
+def _in_workspace(filename):
+    return not _WS or not filename.startswith("/") or filename.startswith(_WS)
 
 
 def _quote(s):
@@ -137,6 +232,8 @@ def _record(exitstatus, session):
         "session": session,
         "pid": _getpid(),
         "first": _FIRST,
+        "runner": _sorted(_state["runner"])[:_MAX_NAMED],
+        "runner_foreign": _sorted(_state["foreign"])[:_MAX_NAMED],
     })
     fp = _sha256(_KEY).hexdigest()[:16]
     doc = _json({"seal": fp, "mac": _mac(_KEY, body.encode("ascii")), "body": body}).encode("ascii")
@@ -179,6 +276,11 @@ def pytest_configure(config):
 
 
 def pytest_runtest_logreport(report):
+    if _type(report) is not _REPORT and _REPORT is not None:
+        _state["runner"].add("a test report of type " + _str(_getattr(_type(report), "__qualname__", "?")))
+    if _type(report.outcome) is not _str:
+        _state["runner"].add("a test report's outcome of type " + _str(_type(report.outcome).__qualname__))
+        return
     outcome = _outcome(report)
     if outcome is None:
         return
@@ -189,6 +291,8 @@ def pytest_runtest_logreport(report):
 
 
 def pytest_collectreport(report):
+    if "::" not in report.nodeid:
+        _runner_changed()  # a module collected: the code under test it imports has run
     if report.failed:
         _state["errors"].append(report.nodeid or "<session>")
 
@@ -208,6 +312,7 @@ def pytest_sessionfinish(session, exitstatus):
         sys.stderr.write("autod_verdicts: no key to seal this session's results with; failing it\n")
         session.exitstatus = 3
         return
+    _runner_changed()
     _record(exitstatus, True)
 
 
@@ -224,3 +329,9 @@ try:  # pytest-xdist's controller learns each worker's collection through this h
 
 except Exception:  # an old pytest without hookimpl: the controller's collection is then unknown
     pass
+
+
+# taken last, still while pytest imports this module: before any conftest, test or code under test
+_REPORT = _getattr(sys.modules.get("_pytest.reports"), "TestReport", None)
+_SPACES, _CODES = [], ()
+_SPACES, _CODES = _runner_parts()

@@ -6,7 +6,11 @@ alone. For every check it ran (autod.checks.pertest has the per-test report):
 1. a focus command failed: `rolled_back` (the full check would only take longer to say so);
 2. a check could not start: `rolled_back` (a check that cannot start proves nothing);
 3. a pytest check that reported no results (the process ended before pytest could report: a
-   `SystemExit` or `os._exit` at import, a crash) or had errors during collection: `rolled_back`;
+   `SystemExit` or `os._exit` at import, a crash) or had errors during collection: `rolled_back`; so
+   is one whose test runner changed (a function or class of pytest, pluggy, unittest or builtins
+   replaced, added or removed, or its code swapped: autod.checks.judge_plugin) beyond the changes the
+   check's run before the candidate showed (pytest and its plugins change themselves as they
+   configure); without such a run, beyond changes to the runner's or installed plugins' own code;
 4. per test, against the check's run before the candidate (or, without one, the tests the failure
    names): a test that failed before must now be reported **passed** (skipped, xfailed, deselected,
    errored or missing is not passed); no test that passed before may fail, skip or disappear; the
@@ -107,6 +111,10 @@ def _by_tests(r: CheckResult, prior: CheckResult | None, before: Before) -> Deci
         return Decision(Status.ROLLED_BACK, f"check {r.name} reported no test results (exit {r.exit_code}):"
                         " the run ended before pytest could report, which proves nothing")
     was = prior.tests if prior is not None else None
+    reached = sorted(after.runner - was.runner if was is not None else after.foreign)
+    if reached:
+        return Decision(Status.ROLLED_BACK, f"check {r.name}: the test runner itself changed during the run"
+                        f" ({_ids(reached)}), so what it reported cannot be trusted")
     new_errors = sorted(set(after.collect_errors) - set(was.collect_errors if was else ()))
     if new_errors:
         why = f"check {r.name} had errors during collection: {_ids(new_errors)}"

@@ -37,6 +37,7 @@ _RESULT_NAME = re.compile(r"results-[0-9a-f]{16}\.json")
 log = structlog.get_logger("autod.checks")
 _RANK = {"passed": 0, "xpassed": 1, "xfailed": 2, "skipped": 3, "failed": 4, "error": 5}
 FAILING = frozenset({"failed", "error"})
+MAX_NAMED = 50  # runner parts read from one record
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,11 @@ class PerTestReport:
     outcomes: Mapping[str, str]
     collected: frozenset[str]
     collect_errors: tuple[str, ...] = ()
+    # the test runner's parts (pytest's, pluggy's, unittest's, builtins', the recorder's functions and
+    # classes) that were not what they were when the recorder loaded, in any of the run's processes;
+    # `foreign`: those whose new value is code from the workspace or no installed module's code
+    runner: frozenset[str] = frozenset()
+    foreign: frozenset[str] = frozenset()
 
     @property
     def failing(self) -> frozenset[str]:
@@ -174,6 +180,7 @@ def load(dirs: JudgeDirs) -> PerTestReport | None:
     outcomes: dict[str, str] = {}
     collected: set[str] = set()
     errors: list[str] = []
+    runner, foreign = _names(first.values(), "runner"), _names(first.values(), "runner_foreign")
     heard = 0
     for doc in heard_from:
         tests, coll, errs = doc.get("tests"), doc.get("collected"), doc.get("collect_errors")
@@ -189,4 +196,11 @@ def load(dirs: JudgeDirs) -> PerTestReport | None:
         errors += [e for e in errs if isinstance(e, str)]
     if not heard:
         return None
-    return PerTestReport(outcomes, frozenset(collected), tuple(errors))
+    return PerTestReport(outcomes, frozenset(collected), tuple(errors), runner, foreign)
+
+
+def _names(docs: Any, field: str) -> frozenset[str]:
+    """A list of names every process's first record may carry (an xdist worker's too: its tests ran
+    there), together."""
+    return frozenset(n for doc in docs if isinstance(doc.get(field), list) for n in doc[field][:MAX_NAMED]
+                     if isinstance(n, str))

@@ -204,3 +204,27 @@ def test_a_per_test_run_counts_its_failing_tests_and_collection_errors():
 
     assert counted_failures(result(report({"t::a": "failed", "t::b": "error"}, errors=("x.py",)))) == 3
     assert counted_failures(result(report({"t::a": "passed"}), exit_code=1)) is None  # failed, uncounted
+
+
+PARTS = st.frozensets(st.sampled_from(["_pytest.reports.TestReport.__init__", "builtins.isinstance",
+                                       "_pytest.python.Function.runtest", "_pytest.config.Config.rootdir"]),
+                      max_size=4)
+
+
+@given(before=PARTS, after=PARTS, foreign=PARTS)
+@settings(max_examples=200, deadline=None)
+def test_a_run_whose_runner_changed_beyond_the_run_before_is_never_kept(before, after, foreign):
+    """Every test passes after the candidate; the runner's changes decide alone. With the run before to
+    compare with: a change it did not show fails the candidate, one it showed (pytest configuring itself,
+    a plugin's patch) does not. Without it: a change whose new value is foreign (the workspace's code)
+    fails it."""
+    foreign &= after
+    was = result(PerTestReport({"t::a": "failed", "t::b": "passed"}, frozenset({"t::a", "t::b"}), (), before))
+    now = result(PerTestReport({"t::a": "passed", "t::b": "passed"}, frozenset({"t::a", "t::b"}), (), after,
+                               foreign))
+    d = decide([now], Before(1, frozenset({"t::a"}), {"tests": was}))
+    assert (d.status is Status.ROLLED_BACK) == bool(after - before), d
+    if after - before:
+        assert "test runner itself changed" in d.reason and sorted(after - before)[0] in d.reason
+    alone = decide([now], Before(1, frozenset({"t::a"}), {}))
+    assert (alone.status is Status.ROLLED_BACK) == bool(foreign), alone

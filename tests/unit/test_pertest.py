@@ -11,6 +11,7 @@ import hmac
 import json
 import os
 import random
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -236,3 +237,78 @@ def test_a_pytest_whose_recorder_finds_no_key_cannot_exit_as_passed(dirs, tmp_pa
             break
     again = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert again.returncode == 3 and "no key" in again.stderr, again.stdout + again.stderr
+
+
+def test_runner_changes_are_heard_from_every_process_s_first_recorder_workers_too(dirs):
+    """A change to the runner counts wherever the tests ran: under xdist, a worker."""
+    record(dirs, doc({"t::a": "passed"}, pid=5, runner=["_pytest.config.Config.rootdir"]))
+    record(dirs, doc({}, pid=6, worker=True, runner=["_pytest.reports.TestReport.__init__"],
+                     runner_foreign=["_pytest.reports.TestReport.__init__"]))
+    record(dirs, doc({}, pid=5, first=False, runner=["inner.only"]))  # pytester's: not this process's
+    record(dirs, doc({}, pid=7, runner="not a list", runner_foreign=[3, "x.y"]))
+    r = load(dirs)
+    assert r is not None
+    assert r.runner == {"_pytest.config.Config.rootdir", "_pytest.reports.TestReport.__init__"}
+    assert r.foreign == {"_pytest.reports.TestReport.__init__", "x.y"}
+
+
+def test_the_recorder_names_every_runner_part_changed_and_nothing_else(monkeypatch):
+    """Generated changes to the runner's namespaces (a function or class replaced, added or removed, a
+    function's code swapped) are each named, by label; data, and the same object put back, are not; a
+    new value from the workspace is foreign, pytest's own is not."""
+    import _pytest.runner
+
+    spaces, codes = plugin._runner_parts()
+
+    def fresh() -> None:  # the recorder as if loaded now, knowing this file as the workspace's
+        monkeypatch.setattr(plugin, "_state", {**plugin._state, "runner": set(), "foreign": set()})
+        monkeypatch.setattr(plugin, "_SPACES", spaces)
+        monkeypatch.setattr(plugin, "_CODES", codes)
+        monkeypatch.setattr(plugin, "_WS", os.path.join(os.path.dirname(__file__), ""))
+
+    fresh()
+    plugin._runner_changed()
+    assert plugin._state["runner"] == set()
+
+    def here(*args, **kwargs):  # a function of this file: the workspace's, as far as the recorder knows
+        return None
+
+    rng = random.Random(3)
+    targets = [(ns, prefix, key) for ns, copy, _ids, prefix in spaces if prefix.startswith("_pytest.")
+               for key, v in copy.items() if plugin._judged(v)]
+    for ns, prefix, key in rng.sample(targets, 40):
+        holder = sys.modules.get(prefix) or _holder(prefix)
+        how = rng.choice(["replace", "remove", "same"])
+        if how == "replace":
+            monkeypatch.setattr(holder, key, here)
+        elif how == "remove":
+            monkeypatch.delattr(holder, key)
+        else:
+            monkeypatch.setattr(holder, key, ns[key])
+        plugin._runner_changed()
+        label = f"{prefix}.{key}"
+        want = set() if how == "same" else {label}
+        assert plugin._state["runner"] == want, (how, label)
+        assert plugin._state["foreign"] == want, (how, label)
+        monkeypatch.undo()
+        fresh()
+    # added: a new function in a runner module; data: not a part; code swapped in place
+    monkeypatch.setattr(_pytest.runner, "isinstance", here, raising=False)
+    monkeypatch.setattr(_pytest.runner, "_some_data", 3, raising=False)
+    monkeypatch.setattr(_pytest.runner.check_interactive_exception, "__code__", here.__code__)
+    plugin._runner_changed()
+    assert plugin._state["runner"] == {"_pytest.runner.isinstance",
+                                       "_pytest.runner.check_interactive_exception.__code__"}
+    assert plugin._state["foreign"] == plugin._state["runner"]
+    monkeypatch.undo()
+    fresh()
+    # pytest's own code put in: a change, not a foreign one
+    monkeypatch.setattr(_pytest.runner, "show_test_item", _pytest.runner.check_interactive_exception)
+    plugin._runner_changed()
+    assert plugin._state["runner"] == {"_pytest.runner.show_test_item"} and not plugin._state["foreign"]
+
+
+def _holder(prefix: str) -> object:
+    """The class a class namespace's label names (`module.Class`)."""
+    module, _, name = prefix.rpartition(".")
+    return getattr(sys.modules[module], name)
