@@ -99,6 +99,9 @@ class Candidate:
     ended: str = ""  # why its reply was ended early (autod.planner.earlystop), if it was
     model_ms: int = 0
     checks_ms: int = 0
+    # what its draw was expected to take (autod.candidates.fits.expected_ms), beside `model_ms`: for a
+    # bench to calibrate the price the deadline rule and the plan draw by; None when not known
+    expected_ms: int | None = None
     verification: Verification | None = None
     suspect: str = ""  # why a fix may be a symptom patch (autod.act.inlined); kept only as a fallback
     # the prompt it was drawn from: "focused:K" (the Kth suspect alone), "value:J" (the values the Jth
@@ -122,6 +125,8 @@ class Candidate:
             out["echo"] = True  # the definition given back as it was
         if self.ended:
             out["ended"] = self.ended
+        if self.expected_ms is not None:
+            out["expected_ms"] = self.expected_ms
         if self.votes > 1:
             out["votes"] = self.votes
         if self.part:

@@ -36,7 +36,7 @@ from autod.candidates import order
 from autod.candidates.reask import View
 from autod.candidates.replans import Planned
 
-__all__ = ["Seconds", "bring_forward", "in_time", "pricer", "streamed_tokens"]
+__all__ = ["Seconds", "bring_forward", "expected_ms", "in_time", "pricer", "streamed_tokens"]
 
 log = structlog.get_logger("autod.candidates")
 
@@ -65,6 +65,15 @@ def pricer(planned: Planned | None, drawer: object, last: str) -> Seconds | None
         return tokens * write_s
 
     return seconds
+
+
+def expected_ms(planned: Planned | None, drawer: object, last: str, view: str) -> int | None:
+    """The milliseconds one draw of `view` is expected to take, the server having read `last`'s prompt
+    last ("": none this cycle): what each draw's record carries beside its `model_ms`, so the price can
+    be calibrated on real runs. None when it cannot be known (`pricer`)."""
+    seconds = pricer(planned, drawer, last)
+    s = seconds(view) if seconds is not None else None
+    return None if s is None else round(s * 1000)
 
 
 def streamed_tokens(code: str, ran_to: int, chars_per_token: float, given: int = 0) -> int:

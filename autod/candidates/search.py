@@ -41,7 +41,7 @@ from autod.candidates import order
 from autod.candidates.candidate import AttemptResult, Candidate, Drawer, FocusedDrawer, Validator
 from autod.candidates.clock import DrawProgress, progress
 from autod.candidates.compare import SAME_CODE, change_key, same_code, symptom_patch
-from autod.candidates.fits import in_time
+from autod.candidates.fits import expected_ms, in_time
 from autod.candidates.parts import parts
 from autod.candidates.reask import echoed, reask
 from autod.candidates.replans import Planned, replan_rest
@@ -112,6 +112,7 @@ class CandidateSearch:
         # greedy): planned again after each suspect's first draw (autod.candidates.order.replan)
         self._planned: Planned | None = None
         self._last = ""  # the view of the cycle's last draw ("": none yet), whose prompt the server holds
+        self._expected: int | None = None  # the ms the draw being made is expected to take (fits.expected_ms)
 
     def views(self, number: int = 1) -> list[tuple[str, bool]]:
         """(view, at temperature 0) of each of attempt `number`'s draws, in order.
@@ -189,6 +190,7 @@ class CandidateSearch:
             # the ith draw of a prompt: seed + i (past the earlier cycles' on the same failure)
             seed = (self.cfg.seed + self.retry * RETRY_SEEDS + self._seeds.get(view, 0)) % 2**31
             redraws, idle_before = sum(1 for v in views if v[0] == view), sum(idle.values())
+            self._expected = expected_ms(self._planned, self.drawer, self._last, view)
             plans, spent, invalid, ms, (reply, ended) = await self._draw(
                 temperature, seed, want, first=drawn == 0, view=view)
             self._last = view
@@ -260,7 +262,8 @@ class CandidateSearch:
         return progress(self.all, self._left, self.deadline)
 
     def _new(self, attempt: int, seed: int, temperature: float, tokens: int, ms: int, view: str) -> Candidate:
-        c = Candidate(len(self.all) + 1, attempt, seed, temperature, tokens=tokens, model_ms=ms, view=view)
+        c = Candidate(len(self.all) + 1, attempt, seed, temperature, tokens=tokens, model_ms=ms, view=view,
+                      expected_ms=self._expected if view != "replay" else None)
         self.all.append(c)
         return c
 
@@ -302,7 +305,7 @@ class CandidateSearch:
         candidates of their own, not draws (no model time, no tokens). True: one ended the search."""
         for part in parts(plan):
             c = self._new(number, seed, 0.0, 0, 0, view)
-            c.plan, c.part = part, True
+            c.plan, c.part, c.expected_ms = part, True, None  # no draw of its own
             result.candidates.append(c)
             done = await self._judge(c, result)
             self._note(c)

@@ -148,3 +148,27 @@ def test_a_long_suspect_the_failing_tests_leave_early_is_not_passed_over_as_if_w
     assert fits.bring_forward(views, 0, whole, 200.0) and views[0][0] == "focused:2"  # 480 s: passed over
     views = [("focused:1", True), ("focused:2", True)]
     assert fits.bring_forward(views, 0, streamed, 200.0) and views[0][0] == "focused:1"  # 120 s: it fits
+
+
+def test_every_draw_s_record_says_what_it_was_expected_to_take_beside_what_it_took(tmp_path):
+    """For a bench to calibrate the price: each drawn candidate's record carries `expected_ms`, the
+    draw's price with the server having read the previous draw's prompt last; none without a measured
+    speed, and none on a candidate that is no draw of its own."""
+    sizes = ((400, 450), (20, 30), (60, 60))
+    for write_s in (None, 0.25):
+        drawer = ViewDrawer(*[whole(f"return a * {k}") for k in range(40)], suspects=3, values=1,
+                            sizes=sizes, value_sizes=(15,), wide=3000)
+        drawer.write_seconds = write_s  # type: ignore[attr-defined]
+        s = search(tmp_path, drawer, Judge({}), n=2, focused=3)
+        result = asyncio.run(s.attempt(1))
+        drawn = [c for c in result.candidates if not c.part]
+        assert drawn and len(drawn) == len(drawer.asked)
+        last = ""
+        for c in drawn:
+            record = c.record()
+            if write_s is None:
+                assert c.expected_ms is None and "expected_ms" not in record
+            else:
+                tokens = draw_tokens(Sizes(sizes, (15,), 3000, order.ratio_of(drawer)), c.view, last)
+                assert tokens is not None and record["expected_ms"] == round(tokens * write_s * 1000), c.view
+            last = c.view
