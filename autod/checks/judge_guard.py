@@ -13,9 +13,11 @@ that import hooks which call it directly are covered too) so that, for a top-lev
 
 So a file the workspace adds (`textwrap.py`, `pytest.py`, `_pytest/`, `pluggy.py`, any name the
 runner or a library it loads imports, now or later) can never stand in for one of those, whichever
-directory pytest or `python -m` put first on `sys.path`. Only the top-level modules of a distribution
-pip installed from the workspace itself (its `direct_url.json` names a `file://` path inside it)
-resolve as usual, so a project installed into its own venv without `-e` still tests its checkout.
+directory pytest or `python -m` put first on `sys.path`. And no module of the workspace is loaded from
+bytecode (`_no_workspace_bytecode`): a `.pyc` there may be the candidate's own. Only the top-level
+modules of a distribution pip installed from the workspace itself (its `direct_url.json` names a
+`file://` path inside it) resolve as usual, so a project installed into its own venv without `-e`
+still tests its checkout.
 
 Distribution metadata under the workspace (`*.dist-info`, `*.egg-info`) is still readable (versions,
 files), but declares no entry points: a `pytest11` plugin or a console script cannot be registered by
@@ -56,7 +58,7 @@ def _install():
             spec = find_spec(name, [e for e in sys.path if trusted(e)], target)
             if spec is not None:
                 return spec
-        return find_spec(name, path, target)
+        return _sourced(find_spec(name, path, target), name, trusted)
 
     def guarded_distributions(*args, **kwargs):
         for dist in find_distributions(*args, **kwargs):
@@ -72,6 +74,58 @@ def _install():
     _replace(base, "find_spec", guarded_find_spec)
     if find_distributions is not None:
         _replace(base, "find_distributions", guarded_distributions)
+    _no_workspace_bytecode(trusted)
+
+
+def _no_workspace_bytecode(trusted):
+    """No module of the workspace is loaded from bytecode: Python compiles it from its source, and
+    neither reads nor writes a cached `.pyc` for it (`__pycache__`), nor loads a `.pyc` that has no
+    source. The check runs the code under test with the workspace writable, so a `.pyc` there may have
+    been written by the candidate itself, in this run or an earlier one (a rolled-back candidate's
+    files outside git's view stay): a test module's cache whose code passes, under the source's own
+    hash. The venv's and the standard library's bytecode, which a check cannot write, is read as
+    before."""
+    try:
+        import importlib._bootstrap_external as external
+    except ImportError:
+        return
+    cache_from_source = external.cache_from_source
+
+    def guarded_cache_from_source(path, *args, **kwargs):
+        if not trusted(os.path.dirname(os.fspath(path))):
+            raise NotImplementedError("autod: no bytecode of the workspace's modules during a check")
+        return cache_from_source(path, *args, **kwargs)
+
+    external.cache_from_source = guarded_cache_from_source
+    sourceless = external.SourcelessFileLoader
+    get_code = sourceless.get_code
+
+    def guarded_get_code(self, fullname):
+        path = self.get_filename(fullname)
+        if not trusted(os.path.dirname(os.fspath(path))):
+            raise ImportError("autod: " + str(path) + " is bytecode without source in the workspace; a"
+                              " check does not load it", name=fullname, path=path)
+        return get_code(self, fullname)
+
+    sourceless.get_code = guarded_get_code
+
+
+def _sourced(spec, name, trusted):
+    """`spec`, unless it loads bytecode without source from the workspace (a `helper/__init__.pyc`
+    shadows `helper.py`): then the source module it stands before, if there is one, else nothing."""
+    import importlib.machinery
+    import importlib.util
+
+    if spec is None or not isinstance(spec.loader, importlib.machinery.SourcelessFileLoader):
+        return spec
+    origin = spec.origin or ""
+    if trusted(os.path.dirname(origin)):
+        return spec
+    where = os.path.dirname(origin)
+    if os.path.basename(origin).startswith("__init__."):
+        where = os.path.dirname(where)
+    source = os.path.join(where, name.rpartition(".")[2] + ".py")
+    return importlib.util.spec_from_file_location(name, source) if os.path.isfile(source) else None
 
 
 def _replace(cls, name, func):

@@ -14,18 +14,17 @@ plain Python (autod.checks.seal has the why and the whole scheme):
   calls. It writes its own JSON, with builtin types' methods only.
 - The moment pytest has registered it (before any conftest loads), it leaves `sys.modules`:
   `import autod_verdicts` gives a new module that never held this session's key.
-- It writes one record, `results-<fingerprint>.json` in `$_AUTOD_JUDGE_OUT`: {"seal", "mac", "body"},
-  the body {"tests": {nodeid: outcome}, "collected": [...], "collect_errors": [...], "deselected":
-  [...], "exitstatus": N, "complete": true, "worker": bool, "session": bool, "pid": N, "first": bool,
-  "runner": [...], "runner_foreign": [...]} and its HMAC-SHA256 under the key. `runner` names the
-  parts of the test runner changed since this module was imported (below), `runner_foreign` those
-  whose new value is not an installed module's code. `first`: the process's first recorder (a later one is a pytest
-  run inside it, as pytester runs them, or a copy the code under test imported). An outcome is the
-  worst of a test's phases: passed < xpassed < xfailed < skipped < failed < error (a failing setup or
-  teardown). A session that ends before its last hook (a crash, `os._exit`, a kill) writes nothing,
-  and autod reads a key taken with no record as a failed run, never a pass. Under pytest-xdist the
-  controller's record has the outcomes; a worker's says only that it was one. A pytest that never ran
-  a session (`--version`) records that.
+- It writes one record, `results-<fingerprint>.json` in `$_AUTOD_JUDGE_OUT`: {"seal", "mac", "body"}, the body
+  {"tests": {nodeid: outcome}, "collected": [...], "collect_errors": [...], "deselected": [...], "exitstatus":
+  N, "complete": true, "worker": bool, "session": bool, "pid": N, "first": bool, "runner": [...],
+  "runner_foreign": [...]} and its HMAC-SHA256 under the key. `runner` names the parts of the test runner
+  changed since this module was imported (below), `runner_foreign` those whose new value is not an installed
+  module's code. `first`: the process's first recorder (a later one is a pytest run inside it, as pytester
+  runs them, or a copy the code under test imported). An outcome is the worst of a test's phases: passed <
+  xpassed < xfailed < skipped < failed < error (a failing setup or teardown). A session that ends before its
+  last hook (a crash, `os._exit`, a kill) writes nothing, and autod reads a key taken with no record as a
+  failed run, never a pass. Under pytest-xdist the controller's record has the outcomes; a worker's says only
+  that it was one. A pytest that never ran a session (`--version`) records that.
 - A process's first recorder that found no key (something emptied the pipe before pytest loaded it)
   ends the session with exit status 3: no record can speak for it, and pytest must not say it passed.
 """
@@ -51,6 +50,7 @@ _O_KEYS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW",
     getattr(os, "O_CLOEXEC", 0)
 _OUT = os.environ.get("_AUTOD_JUDGE_OUT")
 _WS = os.path.join(os.environ.get("_AUTOD_JUDGE_WS") or "", "") if os.environ.get("_AUTOD_JUDGE_WS") else ""
+_WS_REAL, _realpath = os.path.join(os.path.realpath(_WS), "") if _WS else "", os.path.realpath
 _MAX_NAMED = 50  # runner parts named in a record (any one is enough)
 
 
@@ -93,7 +93,8 @@ _KEY = _take_key() if _FIRST else None
 # imports has run) and when the session ends: never while a test runs, when the project's own tests
 # may patch builtins or pytest for a moment (`monkeypatch`), so what a run shows does not depend on
 # when it looked.
-_RUNNER_ROOTS = ("pytest", "_pytest", "pluggy", "unittest", "builtins")
+_RUNNER_ROOTS = ("pytest", "_pytest", "pluggy", "unittest", "builtins", "importlib", "_frozen_importlib",
+                 "_frozen_importlib_external")  # the import system: the guard's bytecode rule lives there
 _MISSING = object()
 _FUNCTION, _type, _callable = type(_take_key), type, callable
 _map, _zip, _id, _any = map, zip, id, any
@@ -111,9 +112,11 @@ def _runner_parts():
     spaces, fns = [], []
     names = [n for n in _sorted(sys.modules) if n.split(".")[0] in _RUNNER_ROOTS]
     mods = [(n, _getattr(sys.modules[n], "__dict__", None)) for n in names] + [(__name__, globals())]
+    seen = _set()
     for name, ns in mods:
-        if not _isinstance(ns, _dict):
-            continue
+        if not _isinstance(ns, _dict) or _id(ns) in seen:
+            continue  # `importlib._bootstrap_external` is `_frozen_importlib_external`
+        seen.add(_id(ns))
         todo = [(ns, name)]
         for key, value in _list(ns.items()):
             if _isinstance(value, _type) and _getattr(value, "__module__", None) == name != "builtins":
@@ -172,6 +175,34 @@ def _foreign(value):
 
 def _in_workspace(filename):
     return not _WS or not filename.startswith("/") or filename.startswith(_WS)
+
+
+def _no_rewritten_bytecode():
+    """pytest caches each test module's rewritten code as a `.pyc` in `__pycache__` and reads it back
+    whenever the source's hash matches. In the workspace such a file may be the candidate's own,
+    written in this run or a rolled-back one's (autod.checks.judge_guard, which keeps Python's own
+    imports from reading them): so the workspace's test modules are rewritten from their source in
+    every run, and no rewritten code of theirs is read or written."""
+    rewrite = sys.modules.get("_pytest.assertion.rewrite")
+    read, write = _getattr(rewrite, "_read_pyc", None), _getattr(rewrite, "_write_pyc", None)
+    if not _FIRST or not _WS or read is None or write is None:
+        return  # a later recorder of this process (pytester's, a copy imported): the first one did it
+
+    def _read_pyc(source, pyc, *args, **kwargs):
+        if _in_source_tree(_str(source)):
+            return None
+        return read(source, pyc, *args, **kwargs)
+
+    def _write_pyc(state, co, source_hash, pyc, *args, **kwargs):
+        if _in_source_tree(_str(pyc)):
+            return False
+        return write(state, co, source_hash, pyc, *args, **kwargs)
+
+    rewrite._read_pyc, rewrite._write_pyc = _read_pyc, _write_pyc
+
+
+def _in_source_tree(path):
+    return path.startswith(_WS) or _realpath(path).startswith(_WS_REAL)
 
 
 def _quote(s):
@@ -332,6 +363,7 @@ except Exception:  # an old pytest without hookimpl: the controller's collection
 
 
 # taken last, still while pytest imports this module: before any conftest, test or code under test
+_no_rewritten_bytecode()
 _REPORT = _getattr(sys.modules.get("_pytest.reports"), "TestReport", None)
 _SPACES, _CODES = [], ()
 _SPACES, _CODES = _runner_parts()

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from autod import tally
-from autod.checks import mounts, pertest, reaper, sandbox
+from autod.checks import bytecode, mounts, pertest, reaper, sandbox
 from autod.checks.changes import changed_files, runs_code, snapshot, sources_and_outputs
 from autod.checks.process import CannotStart, run_session
 from autod.checks.programs import (
@@ -277,6 +277,7 @@ async def _run_judged(
             full = [sys.executable, "-I", "-S", REAPER, str(program), *command]
         skip = [p for p in (policy.state_dir, output_dir) if p is not None]
         before = await asyncio.to_thread(snapshot, cwd, skip)
+        pycs = await asyncio.to_thread(bytecode.present, cwd, skip) if dirs is not None else None
         try:
             fin = await run_session(
                 full, cwd=cwd, env=env, timeout_s=check.timeout_s, output_limit=check.output_limit_kb * 1024
@@ -289,6 +290,7 @@ async def _run_judged(
             if made:
                 await asyncio.to_thread(mounts.remove_mount_points, made)
     after = await asyncio.to_thread(snapshot, cwd, skip)
+    await asyncio.to_thread(bytecode.remove_written, cwd, pycs, name, skip)  # the code under test's
     return _Finished(fin, before, after), None
 
 
