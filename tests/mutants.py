@@ -51,6 +51,7 @@ GUARDS: dict[str, tuple[str, ...]] = {
     "autod/act/allowance.py": ("test_allowance.py",),
     "autod/checks/outcome.py": ("test_outcome.py", "test_judge.py"),
     "autod/checks/seal.py": ("test_pertest.py",),
+    "autod/checks/bytecode.py": ("test_bytecode.py",),
     "autod/cycle/limits.py": ("test_limits.py",),
 }
 # Functions of a guard module that guard nothing, left out of the pass: (module, qualname) -> why.

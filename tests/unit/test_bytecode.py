@@ -82,3 +82,100 @@ def test_a_tree_too_large_to_walk_is_left_alone(tmp_path, monkeypatch):
     assert bytecode.present(tmp_path) is None
     assert bytecode.remove_written(tmp_path, None, "tests") == []
     assert (tmp_path / "a.pyc").exists()
+
+
+def test_the_walk_s_cap_counts_every_entry_and_no_more(tmp_path):
+    for i in range(3):
+        (tmp_path / f"d{i}").mkdir()
+        (tmp_path / f"d{i}" / "a.pyc").write_bytes(b"")
+    entries = 3 + 3  # three directories, a file in each
+    for cap, walked in ((entries, True), (entries - 1, False)):
+        bytecode.MAX_ENTRIES, old = cap, bytecode.MAX_ENTRIES
+        try:
+            assert (bytecode.present(tmp_path) is not None) is walked, cap
+        finally:
+            bytecode.MAX_ENTRIES = old
+
+
+def test_a_directory_or_file_that_cannot_be_read_is_passed_over_not_the_end_of_the_walk(tmp_path,
+                                                                                         monkeypatch):
+    """Whatever fails (a directory that cannot be listed, a file that cannot be stat'ed or removed,
+    a virtual environment met first), the rest of the tree is still walked, and what was written there
+    still removed; and the log says what was removed, only when something was."""
+    import structlog
+
+    root = tmp_path / "ws"
+    names = ["z-venv", *(f"d{i}" for i in range(5))]  # listed in name order: the venv is walked first
+    for n in names:
+        (root / n).mkdir(parents=True)
+    (root / names[0] / "pyvenv.cfg").write_text("")
+    before = bytecode.present(root)
+    for n in names:
+        (root / n / "new.pyc").write_bytes(b"x")
+    real_scandir, real_unlink = os.scandir, os.unlink
+    bad = {str(root / "d4"), str(root / "d0" / "new.pyc")}  # walked second; removed first
+
+    class Listing:
+        def __init__(self, path):
+            if str(path) in bad:
+                raise PermissionError(path)
+            self._it = real_scandir(path)
+
+        def __enter__(self):
+            return sorted(self._it, key=lambda e: e.name)
+
+        def __exit__(self, *exc):
+            self._it.close()
+
+    def scandir(path):
+        return Listing(path)
+
+    def unlink(path):
+        if str(path) in bad:
+            raise PermissionError(path)
+        return real_unlink(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    monkeypatch.setattr(os, "unlink", unlink)
+    with structlog.testing.capture_logs() as logs:
+        removed = bytecode.remove_written(root, before, "tests")
+    assert sorted(removed) == ["d1/new.pyc", "d2/new.pyc", "d3/new.pyc"]
+    assert all((root / n / "new.pyc").exists() for n in ("z-venv", "d0", "d4"))
+    assert [e["count"] for e in logs if e["event"] == "check.bytecode_removed"] == [3]
+    with structlog.testing.capture_logs() as logs:
+        assert bytecode.remove_written(root, bytecode.present(root), "tests") == []
+    assert not [e for e in logs if e["event"] == "check.bytecode_removed"]
+
+
+def test_a_file_that_cannot_be_stat_ed_is_passed_over(tmp_path, monkeypatch):
+    for n in ("a", "b", "c"):
+        (tmp_path / f"{n}.pyc").write_bytes(b"")
+    real = os.DirEntry.stat if hasattr(os, "DirEntry") else None
+    assert real is not None
+    seen = bytecode.present(tmp_path)
+    assert seen is not None and len(seen) == 3
+
+    class Entry:
+        def __init__(self, e):
+            self._e, self.name, self.path = e, e.name, e.path
+
+        def stat(self, follow_symlinks=True):
+            if self.name == "a.pyc":
+                raise PermissionError(self.path)
+            return self._e.stat(follow_symlinks=follow_symlinks)
+
+    real_scandir = os.scandir
+
+    class Listing:
+        def __init__(self, path):
+            self._it = real_scandir(path)
+
+        def __enter__(self):
+            return sorted((Entry(e) for e in self._it), key=lambda e: e.name)
+
+        def __exit__(self, *exc):
+            self._it.close()
+
+    monkeypatch.setattr(os, "scandir", Listing)
+    got = bytecode.present(tmp_path)
+    assert got is not None and sorted(os.path.basename(p) for p in got) == ["b.pyc", "c.pyc"]
