@@ -22,6 +22,8 @@ from pathlib import Path
 
 import structlog
 
+from autod.checks import treewalk
+
 __all__ = ["MAX_ENTRIES", "present", "remove_written"]
 
 log = structlog.get_logger("autod.checks.run")
@@ -37,31 +39,17 @@ def present(root: Path, skip: Sequence[Path] = ()) -> Seen | None:
     """Every bytecode file under `root` with (inode, size, mtime, ctime); None when the tree is too
     large to walk (then nothing is removed)."""
     skipped = {os.path.realpath(p) for p in skip}
-    out: Seen = {}
-    stack, walked = [str(root)], 0
-    while stack:
-        d = stack.pop()
-        try:
-            with os.scandir(d) as it:
-                entries = list(it)
-        except OSError:
-            continue
-        walked += len(entries)
-        if walked > MAX_ENTRIES:
-            return None
-        if any(e.name == "pyvenv.cfg" for e in entries):
-            continue  # a virtual environment: read-only in the sandbox, and not the tree's own
-        for e in entries:
-            try:
-                st = e.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            if stat.S_ISDIR(st.st_mode):
-                if e.name not in _SKIP and os.path.realpath(e.path) not in skipped:
-                    stack.append(e.path)
-            elif stat.S_ISREG(st.st_mode) and e.name.endswith(_SUFFIXES):
-                out[e.path] = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-    return out
+
+    def enter(e: os.DirEntry[str]) -> bool:  # not .git, not a virtual environment (read-only to a check)
+        return (e.name not in _SKIP and os.path.realpath(e.path) not in skipped
+                and not os.path.lexists(os.path.join(e.path, "pyvenv.cfg")))
+
+    try:
+        return {e.path: (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+                for e, st in treewalk.files(str(root), enter, MAX_ENTRIES)
+                if stat.S_ISREG(st.st_mode) and e.name.endswith(_SUFFIXES)}
+    except treewalk.TooLarge:
+        return None
 
 
 def remove_written(root: Path, before: Mapping[str, tuple[int, int, int, int]] | None, check: str,

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import os
-import stat
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import structlog
 
-from autod.checks import sourcefiles
+from autod.checks import sourcefiles, treewalk
 from autod.paths import NOT_SOURCE_DIRS
 
 if TYPE_CHECKING:
@@ -22,35 +21,23 @@ __all__ = ["CHANGED_SOURCES_MEANS", "changed_files", "runs_code", "snapshot", "s
 
 log = structlog.get_logger("autod.checks.run")
 
-MAX_SNAPSHOT_ENTRIES = 50_000  # past this the change report is skipped rather than slow
+MAX_SNAPSHOT_ENTRIES = 60_000  # entries read; past this the change report is skipped rather than slow
 
 
 def snapshot(root: Path, skip: Sequence[Path] = ()) -> dict[str, tuple[int, int, int, int]] | None:
     """(mtime, size, inode, mode) of every file under root, caches, venvs and .git left out; None
     when the tree is too large to be worth it."""
     skipped = {os.path.realpath(p) for p in skip}
-    out: dict[str, tuple[int, int, int, int]] = {}
-    stack = [str(root)]
     base = len(str(root)) + 1
-    while stack:
-        d = stack.pop()
-        try:
-            entries = list(os.scandir(d))
-        except OSError:
-            continue
-        for e in entries:
-            try:
-                st = e.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            if stat.S_ISDIR(st.st_mode):
-                if e.name not in NOT_SOURCE_DIRS and os.path.realpath(e.path) not in skipped:
-                    stack.append(e.path)
-                continue
-            out[e.path[base:]] = (st.st_mtime_ns, st.st_size, st.st_ino, st.st_mode)
-            if len(out) > MAX_SNAPSHOT_ENTRIES:
-                return None
-    return out
+
+    def enter(e: os.DirEntry[str]) -> bool:
+        return e.name not in NOT_SOURCE_DIRS and os.path.realpath(e.path) not in skipped
+
+    try:
+        return {e.path[base:]: (st.st_mtime_ns, st.st_size, st.st_ino, st.st_mode)
+                for e, st in treewalk.files(str(root), enter, MAX_SNAPSHOT_ENTRIES)}
+    except treewalk.TooLarge:
+        return None
 
 
 def changed_files(before: Mapping[str, object] | None, after: Mapping[str, object] | None) -> list[str]:

@@ -48,6 +48,19 @@ def calc_workspace(tmp_path_factory: pytest.TempPathFactory, name: str) -> tuple
     return repo, base
 
 
+def calc_repo_with(root: Path, files: dict[str, str], why: str) -> tuple[Path, CheckResult]:
+    """The calc repository with `files` (relative path -> text) committed (`why`), and its check's run
+    before any candidate: `test_add` failing."""
+    repo = make_calc_repo(root / "repo")
+    for rel, text in files.items():
+        (repo / rel).write_text(text)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", why)
+    base = check(repo)
+    assert base.tests is not None and base.tests.failing == FAILING, base.output[-2000:]
+    return repo, base
+
+
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, CheckResult]:
     return calc_workspace(tmp_path_factory, "judge")

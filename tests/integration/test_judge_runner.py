@@ -17,8 +17,8 @@ import random
 from pathlib import Path
 
 import pytest
-from daemon import git, make_calc_repo
-from test_judge_hostile import FAILING, calc_workspace, check
+from daemon import git
+from test_judge_hostile import FAILING, calc_repo_with, calc_workspace, check
 from test_judge_sealed import BUGGY
 
 from autod.act.reach import introduced
@@ -141,18 +141,14 @@ def test_reading_the_runner_and_a_project_that_patches_pytest_itself_still_fix(t
     plugin does) and one of its tests monkeypatches a builtin while it runs; the candidate reaches
     pytest's modules the same ways and only reads them, and fixes the bug. The run before shows the
     conftest's change too, so the fix is `fixed`."""
-    repo = make_calc_repo(tmp_path / "repo")
-    (repo / "tests" / "conftest.py").write_text(
-        "import _pytest.fixtures as f\n\n_orig = f.FixtureFunctionMarker.__call__\n\n\n"
-        "def _call(self, function):\n    return _orig(self, function)\n\n\n"
-        "f.FixtureFunctionMarker.__call__ = _call\n")
-    (repo / "tests" / "test_patches.py").write_text(
-        "import builtins\n\n\ndef test_input(monkeypatch):\n"
-        "    monkeypatch.setattr(builtins, 'input', lambda *a: 'y')\n    assert input() == 'y'\n")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", "a conftest that patches pytest, a test that patches a builtin")
-    base = check(repo)
-    assert base.tests is not None and base.tests.failing == FAILING, base.output[-2000:]
+    repo, base = calc_repo_with(tmp_path, {
+        "tests/conftest.py": "import _pytest.fixtures as f\n\n_orig = f.FixtureFunctionMarker.__call__\n\n\n"
+                             "def _call(self, function):\n    return _orig(self, function)\n\n\n"
+                             "f.FixtureFunctionMarker.__call__ = _call\n",
+        "tests/test_patches.py": "import builtins\n\n\ndef test_input(monkeypatch):\n"
+                                 "    monkeypatch.setattr(builtins, 'input', lambda *a: 'y')\n"
+                                 "    assert input() == 'y'\n",
+    }, "a conftest that patches pytest, a test that patches a builtin")
     reads = "".join(REACH) + f"_seen = [_mods[{PY}.reports'], _mods[{PY}.runner'].call_and_report]\n\n\n"
     (repo / "src" / "calc.py").write_text(reads + BUGGY.replace("a - b", "a + b"))
     after = check(repo)

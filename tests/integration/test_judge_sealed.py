@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from daemon import git, make_calc_repo
-from test_judge_hostile import CHECK, FAILING, calc_workspace, check
+from test_judge_hostile import CHECK, FAILING, calc_repo_with, calc_workspace, check
 
 from autod.act.reach import introduced
 from autod.checks.outcome import Before, decide
@@ -284,14 +284,11 @@ def test_code_under_test_a_conftest_imports_finds_no_key_in_the_recorder_s_modul
     configures its plugins. The candidate imports `autod_verdicts` then, takes the recorder's key and
     seals a rewritten record at exit. The recorder leaves `sys.modules` the moment it is registered, so
     the module it gets is a fresh copy with no key, and the skip stays a skip."""
-    repo = make_calc_repo(tmp_path / "repo")
-    (repo / "tests" / "conftest.py").write_text(
-        "import pathlib, sys\nsys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / 'src'))\n"
-        "import calc  # noqa: F401  (the project's own fixtures need it)\n")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", "a conftest that imports the code under test")
-    base = check(repo)
-    assert base.tests is not None and base.tests.failing == FAILING, base.output[-2000:]
+    repo, base = calc_repo_with(tmp_path, {
+        "tests/conftest.py": "import pathlib, sys\n"
+                             "sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / 'src'))\n"
+                             "import calc  # noqa: F401  (the project's own fixtures need it)\n",
+    }, "a conftest that imports the code under test")
     (repo / "src" / "calc.py").write_text(KEY_READER + NOT_PASSING["skipped (exit 0)"])
     assert introduced(BUGGY, (repo / "src" / "calc.py").read_text()) == []
     after = check(repo)
