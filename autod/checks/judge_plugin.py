@@ -51,7 +51,7 @@ _O_KEYS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW",
 _OUT = os.environ.get("_AUTOD_JUDGE_OUT")
 _WS = os.path.join(os.environ.get("_AUTOD_JUDGE_WS") or "", "") if os.environ.get("_AUTOD_JUDGE_WS") else ""
 _WS_REAL, _realpath = os.path.join(os.path.realpath(_WS), "") if _WS else "", os.path.realpath
-_MAX_NAMED = 50  # runner parts named in a record (any one is enough)
+_MAX_NAMED = 200  # runner parts named in a record (then one label counts the rest)
 
 
 def _take_key():
@@ -156,6 +156,12 @@ def _runner_changed():
                     foreign.add(label)
 
 
+def _unsure(label):
+    """A report pytest's own classes did not make: counted as a foreign change of the runner."""
+    _state["runner"].add(label)
+    _state["foreign"].add(label)
+
+
 def _foreign(value):
     """Whether a part's new value is not the runner's or an installed plugin's own code (pytest changes
     itself as it configures, and so do plugins such as hypothesis's): gone, code from the workspace,
@@ -168,8 +174,10 @@ def _foreign(value):
         return _any(_foreign(f) for f in (value.fget, value.fset, value.fdel) if f is not None)
     if _type(value) is _FUNCTION:
         return _in_workspace(value.__code__.co_filename)
-    if _isinstance(value, _type):
-        return _in_workspace(_str(_getattr(sys.modules.get(value.__module__), "__file__", None) or ""))
+    if _isinstance(value, _type):  # its module's file, and the code of its own functions
+        return _in_workspace(_str(_getattr(sys.modules.get(value.__module__), "__file__", None) or "")) or \
+            _any(_foreign(v) for v in _list(value.__dict__.values())
+                 if _type(v) is _FUNCTION or _isinstance(v, _DESCRIPTORS))
     return True
 
 
@@ -263,8 +271,8 @@ def _record(exitstatus, session):
         "session": session,
         "pid": _getpid(),
         "first": _FIRST,
-        "runner": _sorted(_state["runner"])[:_MAX_NAMED],
-        "runner_foreign": _sorted(_state["foreign"])[:_MAX_NAMED],
+        "runner": _named(_state["runner"]),
+        "runner_foreign": _named(_state["foreign"]),
     })
     fp = _sha256(_KEY).hexdigest()[:16]
     doc = _json({"seal": fp, "mac": _mac(_KEY, body.encode("ascii")), "body": body}).encode("ascii")
@@ -280,6 +288,15 @@ def _record(exitstatus, session):
         _replace(tmp, path)
     except OSError:
         pass  # no record: autod reads the key taken without one as a failed run
+
+
+def _named(labels):
+    """At most `_MAX_NAMED` labels, and one that counts the rest: a change past the cap still changes
+    what the record says."""
+    named = _sorted(labels)[:_MAX_NAMED]
+    if _len(labels) > _MAX_NAMED:
+        named.append(_str(_len(labels) - _MAX_NAMED) + " more parts changed than a record names")
+    return named
 
 
 def _outcome(report):
@@ -308,10 +325,10 @@ def pytest_configure(config):
 
 def pytest_runtest_logreport(report):
     if _type(report) is not _REPORT and _REPORT is not None:
-        _state["runner"].add("a test report of type " + _str(_getattr(_type(report), "__qualname__", "?")))
+        _unsure("a test report of type " + _str(_getattr(_type(report), "__qualname__", "?")))
     if _type(report.outcome) is not _str:
-        _state["runner"].add("a test report's outcome of type " + _str(_type(report.outcome).__qualname__))
-        return
+        _unsure("a test report's outcome of type " + _str(_type(report.outcome).__qualname__))
+        return  # not heard: a test that failed before and is not heard passing did not pass
     outcome = _outcome(report)
     if outcome is None:
         return
@@ -365,5 +382,5 @@ except Exception:  # an old pytest without hookimpl: the controller's collection
 # taken last, still while pytest imports this module: before any conftest, test or code under test
 _no_rewritten_bytecode()
 _REPORT = _getattr(sys.modules.get("_pytest.reports"), "TestReport", None)
-_SPACES, _CODES = [], ()
+_SPACES, _CODES = [], ()  # bound before they are kept: the keeping itself is not a change
 _SPACES, _CODES = _runner_parts()

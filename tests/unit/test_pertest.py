@@ -312,3 +312,41 @@ def _holder(prefix: str) -> object:
     """The class a class namespace's label names (`module.Class`)."""
     module, _, name = prefix.rpartition(".")
     return getattr(sys.modules[module], name)
+
+
+def test_a_record_names_its_runner_changes_up_to_a_cap_and_counts_the_rest():
+    few = {f"_pytest.m.f{i}" for i in range(5)}
+    assert plugin._named(few) == sorted(few)
+    many = {f"_pytest.m.f{i:03d}" for i in range(plugin._MAX_NAMED + 7)}
+    named = plugin._named(many)
+    assert named[:-1] == sorted(many)[:plugin._MAX_NAMED] and named[-1].startswith("7 more parts")
+    assert plugin._named(many | {"_pytest.zzz"})[-1].startswith("8 more parts")  # one more: it shows
+
+
+def test_a_report_pytest_did_not_make_is_a_foreign_change_and_its_test_is_not_heard(monkeypatch):
+    from _pytest.reports import TestReport
+
+    monkeypatch.setattr(plugin, "_state", {**plugin._state, "tests": {}, "runner": set(), "foreign": set()})
+
+    class Sneaky(str):
+        def __eq__(self, other):
+            return True
+
+        __hash__ = str.__hash__
+
+    real = TestReport("t::a", ("t.py", 1, "a"), {}, "failed", None, "call")
+    plugin.pytest_runtest_logreport(real)
+    assert plugin._state["tests"] == {"t::a": "failed"} and not plugin._state["runner"]
+    forged = TestReport("t::b", ("t.py", 2, "b"), {}, "failed", None, "call")
+    forged.outcome = Sneaky("failed")  # says "passed" to any comparison
+    plugin.pytest_runtest_logreport(forged)
+    assert "t::b" not in plugin._state["tests"]
+    [label] = plugin._state["runner"]
+    assert plugin._state["foreign"] == {label} and label.startswith("a test report's outcome of type")
+
+    class Other(TestReport):
+        pass
+
+    plugin.pytest_runtest_logreport(Other("t::c", ("t.py", 3, "c"), {}, "passed", None, "call"))
+    assert any(x.startswith("a test report of type") and x.endswith("Other")
+               for x in plugin._state["foreign"])
