@@ -84,15 +84,14 @@ _FIRST = os.environ.get("_AUTOD_JUDGE_FIRST") != str(_getpid())
 os.environ["_AUTOD_JUDGE_FIRST"] = str(_getpid())
 _KEY = _take_key() if _FIRST else None
 
-# The runner as it was before any of the project's code ran: every function and class of pytest,
-# pluggy, unittest, builtins and this recorder, each such class's own attributes, and each function's
-# code. Code under test that reaches these (through `sys.modules` by any spelling) and changes one, so
-# that a failing test is reported passed, leaves a difference; the record names it, and autod reads a
-# run whose runner changed beyond what the same check's run before the candidate showed as a failed
-# run (autod.checks.outcome). Compared when each module has been collected (the code under test it
-# imports has run) and when the session ends: never while a test runs, when the project's own tests
-# may patch builtins or pytest for a moment (`monkeypatch`), so what a run shows does not depend on
-# when it looked.
+# The runner as it was before any of the project's code ran: every function and class of pytest, pluggy,
+# unittest, builtins, the import system and this recorder, each such class's own attributes, and each
+# function's code. Code under test that reaches these (through `sys.modules` by any spelling) and changes
+# one, so that a failing test is reported passed, leaves a difference; the record names it, and autod reads
+# a run whose runner changed beyond what the same check's run before the candidate showed as a failed run
+# (autod.checks.outcome). Compared when each module has been collected (the code under test it imports has
+# run) and when the session ends: never while a test runs, when the project's own tests may patch builtins
+# or pytest for a moment (`monkeypatch`), so what a run shows does not depend on when it looked.
 _RUNNER_ROOTS = ("pytest", "_pytest", "pluggy", "unittest", "builtins", "importlib", "_frozen_importlib",
                  "_frozen_importlib_external")  # the import system: the guard's bytecode rule lives there
 _MISSING = object()

@@ -7,8 +7,9 @@ alone. For every check it ran (autod.checks.pertest has the per-test report):
 2. a check could not start: `rolled_back` (a check that cannot start proves nothing);
 3. a pytest check that reported no results (the process ended before pytest could report: a
    `SystemExit` or `os._exit` at import, a crash) or had errors during collection: `rolled_back`; so
-   is one whose test runner changed (a function or class of pytest, pluggy, unittest or builtins
-   replaced, added or removed, or its code swapped: autod.checks.judge_plugin) beyond the changes the
+   is one whose test runner changed (a function or class of pytest, pluggy, unittest, builtins or the
+   import system replaced, added or removed, or its code swapped: autod.checks.judge_plugin, which
+   also counts a report pytest's own classes did not make) beyond the changes the
    check's run before the candidate showed (pytest and its plugins change themselves as they
    configure); without such a run, beyond changes to the runner's or installed plugins' own code;
 4. per test, against the check's run before the candidate (or, without one, the tests the failure

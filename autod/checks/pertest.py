@@ -47,8 +47,9 @@ class PerTestReport:
     outcomes: Mapping[str, str]
     collected: frozenset[str]
     collect_errors: tuple[str, ...] = ()
-    # the test runner's parts (pytest's, pluggy's, unittest's, builtins', the recorder's functions and
-    # classes) that were not what they were when the recorder loaded, in any of the run's processes;
+    # the test runner's parts (pytest's, pluggy's, unittest's, builtins', the import system's, the
+    # recorder's functions and classes) that were not what they were when the recorder loaded, in any
+    # of the run's processes;
     # `foreign`: those whose new value is code from the workspace or no installed module's code
     runner: frozenset[str] = frozenset()
     foreign: frozenset[str] = frozenset()
