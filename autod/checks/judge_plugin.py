@@ -20,11 +20,12 @@ plain Python (autod.checks.seal has the why and the whole scheme):
   "runner_foreign": [...]} and its HMAC-SHA256 under the key. `runner` names the parts of the test runner
   changed since this module was imported (below), `runner_foreign` those whose new value is not an installed
   module's code. `first`: the process's first recorder (a later one is a pytest run inside it, as pytester
-  runs them, or a copy the code under test imported). An outcome is the worst of a test's phases: passed <
-  xpassed < xfailed < skipped < failed < error (a failing setup or teardown). A session that ends before its
-  last hook (a crash, `os._exit`, a kill) writes nothing, and autod reads a key taken with no record as a
-  failed run, never a pass. Under pytest-xdist the controller's record has the outcomes; a worker's says only
-  that it was one. A pytest that never ran a session (`--version`) records that.
+  runs them, or a copy the code under test imported). An outcome is the worst of a test's phases (passed <
+  xpassed < xfailed < skipped < failed < error), once its protocol ran to its end (`_tests`). A session
+  that ends before its last hook (a crash, `os._exit`, a kill) writes nothing, and autod reads a key taken
+  with no record as a failed run, never a pass. Under pytest-xdist the controller's record has the
+  outcomes; a worker's says only that it was one. A pytest that never ran a session (`--version`) records
+  that.
 - A process's first recorder that found no key (something emptied the pipe before pytest loaded it)
   ends the session with exit status 3: no record can speak for it, and pytest must not say it passed.
 """
@@ -35,7 +36,7 @@ import os
 import sys
 
 _RANK = {"passed": 0, "xpassed": 1, "xfailed": 2, "skipped": 3, "failed": 4, "error": 5}
-_state = {"tests": {}, "collected": set(), "errors": [], "deselected": [], "worker": False, "written": False,
+_state = {"phases": {}, "collected": set(), "errors": [], "deselected": [], "worker": False, "written": False,
           "runner": set(), "foreign": set()}
 
 # what the record is written with, taken now, before any of the project's code has run
@@ -260,7 +261,7 @@ def _record(exitstatus, session):
     _state["written"] = True
     worker = _state["worker"]
     body = _json({
-        "tests": {} if worker else _state["tests"],
+        "tests": {} if worker else _tests(),
         "collected": [] if worker else _sorted(_state["collected"]),
         "collect_errors": [] if worker else _state["errors"],
         "deselected": [] if worker else _state["deselected"],
@@ -331,10 +332,25 @@ def pytest_runtest_logreport(report):
     outcome = _outcome(report)
     if outcome is None:
         return
-    tests = _state["tests"]
-    now = tests.get(report.nodeid)
+    phases = _state["phases"].setdefault(_str(report.nodeid), {})
+    when = _str(_getattr(report, "when", "call"))
+    now = phases.get(when)
     if now is None or _RANK[outcome] > _RANK[now]:
-        tests[report.nodeid] = outcome
+        phases[when] = outcome
+
+
+def _tests():
+    """Each test's outcome, from what its phases reported: the worst of them, when the test failed or
+    its protocol ran to its end; a test whose call (or a skip in its setup) or teardown was never
+    reported, because something ended the session in the middle of it (`pytest.exit`, an exception
+    that passes for its `Exit`), did not pass and is left out: not heard."""
+    tests = {}
+    for nodeid, phases in _state["phases"].items():
+        worst = _sorted(phases.values(), key=_RANK.__getitem__)[-1]
+        ended = "teardown" in phases and ("call" in phases or phases.get("setup") in ("skipped", "xfailed"))
+        if ended or _RANK[worst] >= _RANK["failed"]:
+            tests[nodeid] = worst
+    return tests
 
 
 def pytest_collectreport(report):

@@ -326,7 +326,7 @@ def test_a_record_names_its_runner_changes_up_to_a_cap_and_counts_the_rest():
 def test_a_report_pytest_did_not_make_is_a_foreign_change_and_its_test_is_not_heard(monkeypatch):
     from _pytest.reports import TestReport
 
-    monkeypatch.setattr(plugin, "_state", {**plugin._state, "tests": {}, "runner": set(), "foreign": set()})
+    monkeypatch.setattr(plugin, "_state", {**plugin._state, "phases": {}, "runner": set(), "foreign": set()})
 
     class Sneaky(str):
         def __eq__(self, other):
@@ -336,11 +336,11 @@ def test_a_report_pytest_did_not_make_is_a_foreign_change_and_its_test_is_not_he
 
     real = TestReport("t::a", ("t.py", 1, "a"), {}, "failed", None, "call")
     plugin.pytest_runtest_logreport(real)
-    assert plugin._state["tests"] == {"t::a": "failed"} and not plugin._state["runner"]
+    assert plugin._tests() == {"t::a": "failed"} and not plugin._state["runner"]
     forged = TestReport("t::b", ("t.py", 2, "b"), {}, "failed", None, "call")
     forged.outcome = Sneaky("failed")  # says "passed" to any comparison
     plugin.pytest_runtest_logreport(forged)
-    assert "t::b" not in plugin._state["tests"]
+    assert "t::b" not in plugin._state["phases"]
     [label] = plugin._state["runner"]
     assert plugin._state["foreign"] == {label} and label.startswith("a test report's outcome of type")
 
@@ -350,3 +350,47 @@ def test_a_report_pytest_did_not_make_is_a_foreign_change_and_its_test_is_not_he
     plugin.pytest_runtest_logreport(Other("t::c", ("t.py", 3, "c"), {}, "passed", None, "call"))
     assert any(x.startswith("a test report of type") and x.endswith("Other")
                for x in plugin._state["foreign"])
+
+
+PHASE_OUTCOMES = {"setup": ("passed", "skipped", "xfailed", "failed"), "call": ("passed", "xpassed", "failed",
+                  "skipped", "xfailed"), "teardown": ("passed", "failed")}
+
+
+def test_a_test_is_heard_passing_only_when_its_protocol_ran_to_its_end(monkeypatch):
+    """Generated: every sequence of phase reports a test can leave (each phase reported or not, with
+    each outcome it can have). Passed (or any outcome short of a failure) is recorded only when the
+    test's call, or a skip in its setup, and its teardown were reported; a failure in any phase is
+    recorded whatever came after it; a test ended in the middle (its call never reported) is not heard."""
+    from _pytest.reports import TestReport
+
+    rng = random.Random(11)
+    seqs = []
+    for setup in (None, *PHASE_OUTCOMES["setup"]):
+        for call in (None, *PHASE_OUTCOMES["call"]):
+            for teardown in (None, *PHASE_OUTCOMES["teardown"]):
+                seqs.append({"setup": setup, "call": call, "teardown": teardown})
+    rng.shuffle(seqs)
+    for i, seq in enumerate(seqs):
+        fresh = {"phases": {}, "runner": set(), "foreign": set()}
+        monkeypatch.setattr(plugin, "_state", {**plugin._state, **fresh})
+        nodeid = f"t::case{i}"
+        for when, said in seq.items():
+            if said is None:
+                continue
+            outcome = {"xpassed": "passed", "xfailed": "skipped"}.get(said, said)
+            report = TestReport(nodeid, ("t.py", i, "c"), {}, outcome, None, when)
+            if said in ("xpassed", "xfailed"):
+                report.wasxfail = "known"
+            plugin.pytest_runtest_logreport(report)
+        got = plugin._tests().get(nodeid)
+        said = [plugin._outcome(TestReport(nodeid, ("t.py", i, "c"), {}, "failed", None, w)) if o == "failed"
+                else o for w, o in seq.items() if o is not None]
+        failed = any(o in ("failed", "error") for o in said)
+        began = seq["call"] is not None or seq["setup"] in ("skipped", "xfailed")
+        ended = seq["teardown"] is not None and began
+        if failed or ended:
+            assert got == max(said, key=plugin._RANK.__getitem__), (seq, got)
+        else:
+            assert got is None, (seq, got)
+        if got == "passed":
+            assert seq["call"] == "passed" and seq["teardown"] == "passed", seq
