@@ -231,6 +231,17 @@ def _chain():
         return
 
 
+def _refuse_reach():
+    """A candidate's check: its changed files may not reach into the runner (autod.checks.judge_reach)."""
+    if not os.environ.get("_AUTOD_JUDGE_CHANGED"):
+        return
+    try:
+        __import__("autod_reach")
+    except Exception as exc:  # a Python without audit hooks (before 3.8): the runner comparison still holds
+        sys.stderr.write("autod: the reach guard did not load: " + repr(exc) + "\n")
+
+
 if __name__ == "sitecustomize":
     _install()
+    _refuse_reach()
     _chain()

@@ -22,10 +22,9 @@ plain Python (autod.checks.seal has the why and the whole scheme):
   module's code. `first`: the process's first recorder (a later one is a pytest run inside it, as pytester
   runs them, or a copy the code under test imported). An outcome is the worst of a test's phases (passed <
   xpassed < xfailed < skipped < failed < error), once its protocol ran to its end (`_tests`). A session
-  that ends before its last hook (a crash, `os._exit`, a kill) writes nothing, and autod reads a key taken
-  with no record as a failed run, never a pass. Under pytest-xdist the controller's record has the
-  outcomes; a worker's says only that it was one. A pytest that never ran a session (`--version`) records
-  that.
+  that ends before its last hook (a crash, `os._exit`, a kill) writes nothing: a key taken with no record
+  is a failed run. Under pytest-xdist the controller's record has the outcomes; a worker's says only that
+  it was one. A pytest that never ran a session (`--version`) records that.
 - A process's first recorder that found no key (something emptied the pipe before pytest loaded it)
   ends the session with exit status 3: no record can speak for it, and pytest must not say it passed.
 """

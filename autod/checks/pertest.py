@@ -13,11 +13,13 @@ test process wrote there is as untrusted as its output, and counts only under a 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -28,9 +30,13 @@ import structlog
 from autod.checks import seal
 from autod.safety.saferead import read_untrusted
 
-__all__ = ["JudgeDirs", "PerTestReport", "load", "loads_into", "make_dirs", "remove_dirs"]
+__all__ = ["CANDIDATE_FILES", "JudgeDirs", "PerTestReport", "load", "loads_into", "make_dirs", "remove_dirs"]
 
 PLUGIN = "autod_verdicts"
+# The files (workspace-relative) of the candidate whose checks run in this context: set around a
+# verification (autod.modes.verifying), read when a check starts; its files may not reach into the
+# runner (autod.checks.judge_reach). Empty: no candidate (a plain run, the run before any candidate).
+CANDIDATE_FILES: ContextVar[tuple[str, ...]] = ContextVar("autod_candidate_files", default=())
 MAX_RESULTS_BYTES = 32 << 20  # all result files of one run together
 MAX_RESULT_FILES = seal.KEYS  # pytest sessions of one check run that are heard (each seals with a key)
 _RESULT_NAME = re.compile(r"results-[0-9a-f]{16}\.json")
@@ -98,6 +104,7 @@ class JudgeDirs:
             "_AUTOD_JUDGE_OUT": str(self.out),
             "_AUTOD_JUDGE_KEYS": str(self.keys.path),
             "_AUTOD_JUDGE_FIRST": "",  # no process of the check is the first recorder's but by its own
+            "_AUTOD_JUDGE_CHANGED": json.dumps(list(CANDIDATE_FILES.get())) if CANDIDATE_FILES.get() else "",
         }
 
 
@@ -110,6 +117,7 @@ def make_dirs() -> JudgeDirs:
     pkg = resources.files("autod.checks")
     (lib / "sitecustomize.py").write_bytes(pkg.joinpath("judge_guard.py").read_bytes())
     (lib / f"{PLUGIN}.py").write_bytes(pkg.joinpath("judge_plugin.py").read_bytes())
+    (lib / "autod_reach.py").write_bytes(pkg.joinpath("judge_reach.py").read_bytes())
     for f in lib.iterdir():
         f.chmod(0o444)
     lib.chmod(0o555)

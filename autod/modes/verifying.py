@@ -16,6 +16,7 @@ from collections.abc import Mapping
 import structlog
 
 from autod.checks.outcome import Before, Decision, changed_sources, decide, failing_tests
+from autod.checks.pertest import CANDIDATE_FILES
 from autod.checks.run import CheckResult
 from autod.config.models import CheckConfig
 from autod.events import Event
@@ -62,7 +63,16 @@ def checks_for(
 
 
 async def verify_by_checks(event: Event, plan: Plan, env: ModeEnv) -> Verification:
-    """Run the checks that judge `plan` (focus commands first) and let the judge decide."""
+    """Run the checks that judge `plan` (focus commands first) and let the judge decide. Its files may
+    not reach into the runner while they run (autod.checks.judge_reach)."""
+    token = CANDIDATE_FILES.set(tuple(sorted({e.path for e in plan.edits})))
+    try:
+        return await _verify(event, plan, env)
+    finally:
+        CANDIDATE_FILES.reset(token)
+
+
+async def _verify(event: Event, plan: Plan, env: ModeEnv) -> Verification:
     runs = dict(env.last_results)
     names = checks_for(env.settings.checks, event.payload.get("check"), plan, runs)
     if not names:

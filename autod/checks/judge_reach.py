@@ -1,0 +1,124 @@
+"""The candidate's own code may not reach into the process that judges it: an audit hook, in every
+Python a candidate's check starts.
+
+The code under test runs in the test runner's process, so with plain Python it can reach the runner and
+the tests that judge it, and make a failing test pass with the bug in place: a tracer or profiler that
+rewrites the runner's frame locals or the test module's globals as they run, `gc` to find the runner's
+objects, a test function's `__code__` swapped for an empty one, an object's `__class__` swapped for one
+that lies, a code object built to pass for the runner's own. The AST tripwire (autod.act.reach) names
+direct spellings of these; names assembled at run time pass it.
+
+So a candidate's checks run with an audit hook (PEP 578: once added, never removed) that refuses these
+operations whenever a file the candidate changed has a frame on the calling thread's stack, however
+deep: called directly, through `exec`, or laundered through any helper of the standard library, an
+installed package or the project. The refusal is an exception in the candidate's code: its test fails,
+and so does the candidate. What is refused:
+
+- `sys.settrace`, `sys.setprofile`, `sys._current_frames` (tracing other frames, or taking them);
+- `gc.get_objects`, `gc.get_referrers`, `gc.get_referents` (finding any object of the process);
+- setting a function's `__code__`; building a code object (`code.__new__`, `CodeType.replace`);
+- in the changed file's own lines only (an installed library it imports may do these for itself):
+  setting an object's `__class__`, and `ctypes` loading or reaching memory (`ctypes.dlsym`, `.cdata`, ...).
+
+A project's own code is never refused: the run before any candidate, and every file the candidate left
+as it was, run as always (the hook looks for the changed files' frames only). Copied as
+`autod_reach.py` into the check's read-only library directory (autod.checks.pertest) and installed
+by the import guard (autod.checks.judge_guard) at start-up, before any other code of the process, when
+`$_AUTOD_JUDGE_CHANGED` names the candidate's files. Standard library only, syntax old Pythons read;
+everything it uses is bound in the hook's closure, and the module leaves `sys.modules` once installed.
+"""
+
+import json
+import os
+import sys
+
+# refused while a changed file has a frame anywhere on the stack: the standard library has helpers that do
+# these on a caller's behalf (bdb and profile set tracers), so who called matters, not who did it
+ANYWHERE = frozenset({
+    "sys.settrace", "sys.setprofile", "sys._current_frames",
+    "gc.get_objects", "gc.get_referrers", "gc.get_referents",
+    "code.__new__",
+})
+# refused when the changed file itself does it (the innermost frame that is a file): an installed
+# library imported by a changed module may load a shared library or give a module a class of its own
+INNERMOST = frozenset({
+    "ctypes.dlopen", "ctypes.dlsym", "ctypes.dlsym/handle", "ctypes.cdata", "ctypes.cdata/buffer",
+    "ctypes.addressof", "ctypes.call_function", "ctypes.string_at", "ctypes.wstring_at",
+})
+SET = "object.__setattr__"  # (obj, name, value): neither attribute below can be deleted
+ANYWHERE_ATTRIBUTES = frozenset({"__code__"})
+INNERMOST_ATTRIBUTES = frozenset({"__class__"})
+
+
+def changed_files(text, workspace):
+    """The absolute paths (as given, and resolved) of the candidate's changed files, from the JSON list
+    of workspace-relative paths in `text`; empty when there is none or it is not such a list."""
+    try:
+        rels = json.loads(text)
+    except ValueError:
+        return frozenset()
+    if not isinstance(rels, list) or not workspace:
+        return frozenset()
+    out = set()
+    for rel in rels:
+        if isinstance(rel, str) and rel and not os.path.isabs(rel):
+            path = os.path.normpath(os.path.join(workspace, rel))
+            out.update((path, os.path.realpath(path)))
+    return frozenset(out)
+
+
+def install(changed):
+    """Add the hook refusing the operations above to the candidate's `changed` files."""
+    if not changed:
+        return
+    getframe, cwd, join, isabs = sys._getframe, os.getcwd(), os.path.join, os.path.isabs
+    normpath, realpath = os.path.normpath, os.path.realpath
+    seen = {}  # a frame's file name -> whether it is one of the changed files
+    anywhere, innermost, setattr_event, refusal = ANYWHERE, INNERMOST, SET, PermissionError
+    anywhere_attributes, innermost_attributes = ANYWHERE_ATTRIBUTES, INNERMOST_ATTRIBUTES
+
+    def is_changed(name):
+        hit = seen.get(name)
+        if hit is None:
+            path = normpath(name if isabs(name) else join(cwd, name))
+            hit = seen[name] = path in changed or realpath(path) in changed
+        return hit
+
+    def changed_frame(deep):
+        """The changed file with a frame on the stack (`deep`), or whose frame is the innermost one that
+        is a file (code run by `exec` is not: it was called from a file); None."""
+        frame = getframe(2)
+        while frame is not None:
+            name = frame.f_code.co_filename
+            if is_changed(name):
+                return name
+            if not deep and not name.startswith("<"):
+                return None
+            frame = frame.f_back
+        return None
+
+    def hook(event, args):
+        if event == setattr_event:
+            name = args[1]
+            if name in anywhere_attributes:
+                deep = True
+            elif name in innermost_attributes:
+                deep = False
+            else:
+                return
+            what = "setting " + str(name)
+        elif event in anywhere or event in innermost:
+            deep, what = event in anywhere, event
+        else:
+            return
+        where = changed_frame(deep)
+        if where is not None:
+            raise refusal("autod: code a candidate changed (" + where + ") may not use " + what +
+                          " while its checks run: it reaches into the test runner that judges it")
+
+    sys.addaudithook(hook)
+
+
+if __name__ == "autod_reach":
+    install(changed_files(os.environ.get("_AUTOD_JUDGE_CHANGED", ""), os.environ.get("_AUTOD_JUDGE_WS", "")))
+    sys.modules.pop(__name__, None)
