@@ -16,7 +16,6 @@ import contextlib
 import json
 import os
 import re
-import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
 from contextvars import ContextVar
@@ -29,6 +28,7 @@ import structlog
 
 from autod.checks import seal
 from autod.safety.saferead import read_untrusted
+from autod.walk import remove_tree
 
 __all__ = ["CANDIDATE_FILES", "JudgeDirs", "PerTestReport", "load", "loads_into", "make_dirs", "remove_dirs"]
 
@@ -129,7 +129,7 @@ def remove_dirs(dirs: JudgeDirs) -> None:
     dirs.keys.close()
     with contextlib.suppress(OSError):
         dirs.lib.chmod(0o755)
-    shutil.rmtree(root, ignore_errors=True)
+    remove_tree(root)
 
 
 def loads_into(argv: Sequence[str]) -> bool:

@@ -8,7 +8,6 @@ import asyncio
 import contextlib
 import os
 import shlex
-import shutil
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -35,6 +34,7 @@ from autod.checks.programs import (
     shadowed_module,
 )
 from autod.config.settings import CheckConfig
+from autod.walk import remove_tree
 
 __all__ = [
     "VENV_DIRS",
@@ -286,7 +286,7 @@ async def _run_judged(
             return None, _not_started(name, 126, f"cannot start check {name!r}: {exc}", wrapper)
         finally:
             if private is not None:
-                await asyncio.to_thread(shutil.rmtree, private, True)
+                await asyncio.to_thread(remove_tree, private)
             if made:
                 await asyncio.to_thread(mounts.remove_mount_points, made)
     after = await asyncio.to_thread(snapshot, cwd, skip)

@@ -34,13 +34,14 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import hmac
-import json
 import os
 import secrets
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from autod.safety import safejson
 
 __all__ = ["FIFO", "KEYS", "Keys", "fingerprint", "issue", "opened", "unsealed_why"]
 
@@ -102,7 +103,7 @@ def issue(out: Path, count: int = KEYS) -> Keys:
 def opened(keys: Keys, data: bytes) -> tuple[str, dict[str, Any]] | None:
     """(fingerprint, body) of a record whose seal verifies under a key autod issued; None otherwise."""
     try:
-        outer = json.loads(data)
+        outer = safejson.loads(data)
     except ValueError:
         return None
     if not isinstance(outer, dict):
@@ -117,7 +118,7 @@ def opened(keys: Keys, data: bytes) -> tuple[str, dict[str, Any]] | None:
     if not hmac.compare_digest(want, mac):
         return None
     try:
-        doc = json.loads(body)
+        doc = safejson.loads(body)
     except ValueError:
         return None
     return (fp, doc) if isinstance(doc, dict) else None

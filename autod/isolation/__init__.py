@@ -14,7 +14,6 @@ written there) and the mirror is removed at the next start (`recover`).
 from __future__ import annotations
 
 import asyncio
-import shutil
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from autod.isolation.mirror import Mirror, Stopped, SyncStats, TooLarge
+from autod.walk import remove_tree
 
 if TYPE_CHECKING:
     from autod.checks.run import CheckResult
@@ -41,7 +41,7 @@ def recover(settings: Settings) -> bool:
     root = mirror_dir(settings)
     if not root.exists():
         return False
-    shutil.rmtree(root, ignore_errors=True)
+    remove_tree(root)
     log.info("isolation.mirror_removed", path=str(root), reason="left by a previous run")
     return True
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autod.paths import NOT_SOURCE_DIRS
+from autod.walk import remove_tree
 
 # Directories the sandbox binds back read-only from the real tree instead of copying them.
 BIND_BACK = frozenset({".git", ".venv", "venv", "node_modules", ".tox", ".nox"})
@@ -84,7 +85,9 @@ class Mirror:
         """Make the mirror hold what the workspace holds now. Raises TooLarge or Stopped."""
         with self._lock:
             if not self._entries and self.root.exists():
-                shutil.rmtree(self.root)  # a new process trusts nothing it did not copy itself
+                remove_tree(self.root)  # a new process trusts nothing it did not copy itself
+                if self.root.exists():
+                    raise OSError(f"cannot empty the mirror {self.root}")
             self.root.mkdir(parents=True, exist_ok=True)
             stats = SyncStats()
             seen_dirs: set[str] = set()
@@ -244,7 +247,7 @@ class Mirror:
         with self._lock:
             self._entries.clear()
             if self.root.exists():
-                shutil.rmtree(self.root, ignore_errors=True)
+                remove_tree(self.root)
 
 
 def _check(stop: threading.Event | None) -> None:
@@ -272,4 +275,4 @@ def _unlink(path: str) -> None:
 
 
 def _remove_tree(path: str) -> None:
-    shutil.rmtree(path, ignore_errors=True)
+    remove_tree(path)

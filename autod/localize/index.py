@@ -20,6 +20,7 @@ from autod import pyast
 from autod.localize.uses import dotted, dunders, uses
 from autod.paths import GENERATED_DIRS, NOT_SOURCE_DIRS
 from autod.safety.boundary import Boundary
+from autod.walk import walk
 
 SKIP_DIRS = NOT_SOURCE_DIRS | GENERATED_DIRS
 CACHE_MODULES = 20_000  # parsed modules kept across cycles (a few kB each)
@@ -163,7 +164,7 @@ def _ordered(root: Path, boundary: Boundary, first: Iterable[str]) -> Iterable[s
         if rel.endswith(".py"):
             yield rel
     state = boundary.state_dir
-    for dirpath, dirs, files in os.walk(root):
+    for dirpath, dirs, files in walk(root):
         here = Path(dirpath)
         dirs[:] = sorted(
             d

@@ -12,7 +12,6 @@ import asyncio
 import json
 import math
 import os
-import shutil
 import tempfile
 from collections.abc import Awaitable, Callable, Mapping
 from importlib import resources
@@ -23,7 +22,9 @@ import structlog
 
 from autod.localize.frames import is_test_path, parse_test_ids
 from autod.localize.index import Index, build_index
+from autod.safety import safejson
 from autod.safety.saferead import UnsafeRead, read_untrusted
+from autod.walk import remove_tree
 
 if TYPE_CHECKING:
     from autod.config.settings import Settings
@@ -187,14 +188,14 @@ async def spectrum_for(env: RerunEnv, check_name: str, output: str) -> Spectrum 
         log.info("localize.spectrum_ranked", check=check_name, files=len(files), functions=len(found))
         return found
     finally:
-        await asyncio.to_thread(shutil.rmtree, out, True)
+        await asyncio.to_thread(remove_tree, out)
 
 
 def _load(path: Path) -> Mapping[str, Any] | None:
     """The recorder's result, or None: read as untrusted (a FIFO, a symlink or an oversize file is
     refused without blocking), then parsed."""
     try:
-        doc = json.loads(read_untrusted(path, cap=MAX_RESULT_BYTES))
+        doc = safejson.loads(read_untrusted(path, cap=MAX_RESULT_BYTES))
     except UnsafeRead as exc:
         log.warning("localize.result_refused", path=path.name, reason=exc.strerror)
         return None

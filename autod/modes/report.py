@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import subprocess
 from collections import Counter
@@ -18,6 +17,7 @@ from autod.memory import Tier
 from autod.modes import ModeEnv
 from autod.paths import GENERATED_DIRS, NOT_SOURCE_DIRS
 from autod.safety.boundary import Boundary
+from autod.walk import walk
 
 SKIP_DIRS = NOT_SOURCE_DIRS | GENERATED_DIRS
 TEXT_SUFFIXES = {
@@ -60,7 +60,7 @@ def find_todos(
     out: list[dict[str, Any]] = []
     reader = boundary or Boundary(workspace, state_dir, Limits().deny_globs)
     state_dir = state_dir.resolve()
-    for root, dirs, files in os.walk(workspace):
+    for root, dirs, files in walk(workspace):
         dirs[:] = sorted(d for d in dirs if not _skipped_dir(Path(root, d), state_dir))
         for name in sorted(files):
             p = Path(root, name)

@@ -21,7 +21,6 @@ autod.planner.prefill): that request goes to /completions, and the head is read 
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
@@ -38,6 +37,7 @@ from autod.planner.earlystop import ReplyWatch, Watched
 from autod.planner.exchange import MAX_REPLY_BYTES, Read, exchange, said, watched
 from autod.planner.streamread import read_watched
 from autod.planner.window import ServerWindow
+from autod.safety import safejson
 
 log = structlog.get_logger("autod.planner.llm")
 
@@ -355,7 +355,7 @@ class Endpoint:
                 continue
             if data is not None:
                 try:
-                    found = wire.context_size(json.loads(data))
+                    found = wire.context_size(safejson.loads(data))
                 except ValueError:
                     found = None
                 if found:

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import ast
 import asyncio
-import json
 import re
 import textwrap
 from collections.abc import Mapping, Sequence
@@ -38,6 +37,7 @@ import httpx
 
 from autod import pyast
 from autod.planner.fences import fence_for
+from autod.safety import safejson
 
 __all__ = ["CONTROL", "chatml", "completions_body", "head", "opening", "read_capped", "speaks_chatml"]
 
@@ -151,7 +151,7 @@ async def read_capped(resp: httpx.Response, limit: int, within_s: float) -> byte
 
 def _count(data: bytes) -> int | None:
     try:
-        doc = json.loads(data)
+        doc = safejson.loads(data)
     except ValueError:
         return None
     if isinstance(doc, dict) and isinstance(doc.get("tokens"), list):

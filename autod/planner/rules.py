@@ -9,7 +9,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import shlex
 import shutil
 import tempfile
@@ -28,6 +27,7 @@ from autod.paths import NOT_SOURCE_DIRS
 from autod.plan import Edit, Plan
 from autod.planner import PlanRequest, PlanResult
 from autod.safety.saferead import read_untrusted
+from autod.walk import walk
 
 log = structlog.get_logger("autod.planner.rules")
 
@@ -54,13 +54,17 @@ def _copy_workspace(workspace: Path, state_dir: Path, dest: Path) -> None:
             raise PlanInvalid("workspace too large for the offline fixer's scratch copy")
         return skipped
 
-    shutil.copytree(workspace, dest, symlinks=True, ignore=ignore, dirs_exist_ok=True)
+    try:
+        shutil.copytree(workspace, dest, symlinks=True, ignore=ignore, dirs_exist_ok=True)
+    except RecursionError:  # copytree recurses once per directory level
+        why = "the workspace's directories nest too deeply for the offline fixer's scratch copy"
+        raise PlanInvalid(why) from None
 
 
 def _diff_trees(original: Path, scratch: Path, skip: set[str]) -> list[Edit]:
     """Whole-file edits for every text file the fixer changed (new files are not taken)."""
     edits: list[Edit] = []
-    for root, dirs, files in os.walk(scratch):
+    for root, dirs, files in walk(scratch):
         dirs[:] = sorted(d for d in dirs if d not in skip)
         for name in sorted(files):
             new_path = Path(root, name)

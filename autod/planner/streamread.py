@@ -11,13 +11,13 @@ request with one JSON document is read whole, unwatched.
 from __future__ import annotations
 
 import asyncio
-import json
 
 import httpx
 
 from autod.errors import PlanInvalid
 from autod.planner import wire
 from autod.planner.earlystop import ReplyWatch
+from autod.safety import safejson
 
 __all__ = ["read_watched"]
 
@@ -66,7 +66,7 @@ def _delta(line: bytes) -> str | None:
     if payload == b"[DONE]":
         return None
     try:
-        chunk = json.loads(payload)
+        chunk = safejson.loads(payload)
     except ValueError:
         return None
     choices = chunk.get("choices") if isinstance(chunk, dict) else None

@@ -17,6 +17,7 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 
 from autod.plan import plan_schema
+from autod.safety import safejson
 
 # The response formats, strictest first. "json_object+schema" is llama-cpp-python's and llama.cpp's
 # way to take a schema in JSON mode (they turn it into a grammar); vLLM and Ollama ignore the extra
@@ -152,8 +153,8 @@ def read_completion(content_type: str, data: bytes) -> Completion:
     if is_sse(content_type, data):
         return _read_sse(data)
     try:
-        doc = json.loads(data)
-    except (ValueError, UnicodeDecodeError):
+        doc = safejson.loads(data)
+    except ValueError:
         raise BadReply("the reply body is not JSON") from None
     choices = doc.get("choices") if isinstance(doc, dict) else None
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
@@ -186,7 +187,7 @@ def _read_sse(data: bytes) -> Completion:
         if payload == "[DONE]":
             break
         try:
-            chunk = json.loads(payload)
+            chunk = safejson.loads(payload)
         except ValueError:
             raise BadReply("an SSE chunk of the reply is not JSON") from None
         if not isinstance(chunk, dict):
@@ -224,12 +225,7 @@ def text_of(content: Any) -> str:
 def _usage(usage: Any) -> tuple[int | None, int | None]:
     if not isinstance(usage, dict):
         return None, None
-    prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
-    return (prompt if _count(prompt) else None), (completion if _count(completion) else None)
-
-
-def _count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    return safejson.count(usage.get("prompt_tokens")), safejson.count(usage.get("completion_tokens"))
 
 
 # -- errors ----------------------------------------------------------------------------
@@ -241,7 +237,7 @@ def _error_text(data: bytes | dict[str, Any]) -> str:
     if isinstance(data, bytes):
         text = data[:_ERROR_SCAN_BYTES].decode("utf-8", "replace")
         try:
-            doc = json.loads(text)
+            doc = safejson.loads(text)
         except ValueError:
             return text
     err = doc.get("error") if isinstance(doc, dict) else None
@@ -332,6 +328,7 @@ def context_size(props: Any) -> int | None:
         return None
     settings = props.get("default_generation_settings")
     for doc in (settings, props):
-        if isinstance(doc, dict) and _count(doc.get("n_ctx")) and doc["n_ctx"] > 0:
-            return int(doc["n_ctx"])
+        n_ctx = safejson.count(doc.get("n_ctx")) if isinstance(doc, dict) else None
+        if n_ctx:
+            return n_ctx
     return None

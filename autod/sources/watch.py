@@ -28,6 +28,7 @@ from autod.config.settings import WatchSource as WatchConfig
 from autod.events import Event, EventKind, fingerprint
 from autod.git import safe as gitsafe
 from autod.ownwrites import OwnWrites
+from autod.walk import walk
 
 log = structlog.get_logger(__name__)
 
@@ -206,7 +207,7 @@ class WatchSource:
 
     def _walk(self, root: Path) -> list[Path]:
         out: list[Path] = []
-        for dirpath, dirnames, filenames in os.walk(root):
+        for dirpath, dirnames, filenames in walk(root):
             dirnames[:] = [d for d in dirnames if self._filter(Change.added, os.path.join(dirpath, d))]
             out.extend(Path(dirpath, f) for f in filenames)
         return out

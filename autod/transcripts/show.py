@@ -6,12 +6,12 @@ with the daemon up or down."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 from autod.config.settings import Settings
+from autod.safety import safejson
 from autod.transcripts import TranscriptStore
 
 SHOWN_CHARS = 1500  # of a reply or an edit's text in the human view (--json has all of it)
@@ -110,7 +110,7 @@ def _exchange(e: dict[str, Any], out: Callable[[str], None], prompts: bool) -> N
         out(f"  prompt: {sizes} (--prompts prints it)")
     reply = str(e.get("reply") or "")
     try:
-        doc = json.loads(reply)
+        doc = safejson.loads(reply)
         content = doc["choices"][0]["message"]["content"]
         reply = content if isinstance(content, str) else reply
     except (ValueError, KeyError, IndexError, TypeError):

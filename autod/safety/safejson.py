@@ -1,0 +1,40 @@
+"""The one way autod parses JSON that a server, a check or the workspace wrote.
+
+`json.loads` on text autod does not trust fails in more ways than `ValueError`: a document nested a few
+thousand levels deep (`[[[[...` in an LLM server's reply, a check's result file) raises
+`RecursionError`, which every caller that expected a bad document to be a `ValueError` let through, and
+a cycle ended as an internal error. `loads` turns every way a document cannot be read into
+`ValueError` (a `UnicodeDecodeError` already is one; an integer of more digits than Python converts
+is one too), and reads `NaN` and `Infinity`, which are not JSON, as the error they are.
+
+A number that parses is still only as good as its source: `count` is the check a count (of tokens, of
+tests) must pass before it is kept, stored or added up (an SQLite integer is 64 bits).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+__all__ = ["MAX_COUNT", "count", "loads"]
+
+MAX_COUNT = 2**31 - 1  # larger than any honest count autod reads; well inside SQLite's integers
+
+
+def loads(data: str | bytes | bytearray) -> Any:
+    """`json.loads(data)`, raising `ValueError` for anything it cannot read."""
+    try:
+        return json.loads(data, parse_constant=_refuse_constant)
+    except RecursionError:
+        raise ValueError("the document is nested too deeply to read") from None
+
+
+def count(value: Any) -> int | None:
+    """`value` when it is a plausible count (an int, not a bool, 0 to MAX_COUNT); None otherwise."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT:
+        return value
+    return None
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")

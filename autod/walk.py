@@ -1,0 +1,79 @@
+"""`os.walk` and `shutil.rmtree` without recursion: a tree as deep as the file system allows is
+walked, and removed.
+
+On Python 3.11 `os.walk` recurses once per directory level, so a workspace holding a directory chain a
+thousand levels deep (one `mkdir -p` away) ended the walk, and the cycle or the watcher that walked it,
+with `RecursionError`. `walk` yields what `os.walk(top)` does, top-down, in the same order, and the
+caller may prune `dirs` in place as with `os.walk`; a directory is entered from a stack, links to
+directories are listed but never entered, and a directory that cannot be read is passed over.
+`remove_tree` is `shutil.rmtree(path, ignore_errors=True)` the same way (which recurses too, and whose
+`RecursionError` is no OSError it ignores): for trees a check could write into (the mirror, a check's
+private and result directories).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+
+__all__ = ["remove_tree", "walk"]
+
+
+def walk(top: str | os.PathLike[str]) -> Iterator[tuple[str, list[str], list[str]]]:
+    """(dirpath, dirnames, filenames) for `top` and every directory under it, top-down."""
+    stack = [os.fspath(top)]
+    while stack:
+        here = stack.pop()
+        try:
+            with os.scandir(here) as it:
+                entries = list(it)
+        except OSError:
+            continue
+        dirs, files = [], []
+        for entry in entries:
+            try:
+                is_dir = entry.is_dir()
+            except OSError:
+                is_dir = False
+            (dirs if is_dir else files).append(entry.name)
+        yield here, dirs, files
+        for name in reversed(dirs):  # pruned by the caller, as with os.walk; the first name comes next
+            path = os.path.join(here, name)
+            if not os.path.islink(path):
+                stack.append(path)
+
+
+def remove_tree(top: str | os.PathLike[str]) -> None:
+    """Remove `top` and everything under it, never following a link; what cannot be removed (a name
+    past PATH_MAX, a directory without permission) is left, silently."""
+    top = os.fspath(top)
+    try:
+        if not os.path.isdir(top) or os.path.islink(top):
+            os.unlink(top)
+            return
+    except OSError:
+        return
+    stack = [(top, False)]
+    while stack:
+        path, emptied = stack.pop()
+        if emptied:
+            with contextlib.suppress(OSError):
+                os.rmdir(path)
+            continue
+        stack.append((path, True))
+        try:
+            with os.scandir(path) as it:
+                entries = list(it)
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                is_dir = entry.is_dir(follow_symlinks=False)
+            except OSError:
+                is_dir = False
+            if is_dir:
+                stack.append((entry.path, False))
+            else:
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)
