@@ -4,7 +4,10 @@ Blocking and never waiting (run it in a thread): each `read` hands out the compl
 since the last one. It holds the file open across reads, so it survives rotation by rename (the old
 file is read to its end before the new one is opened), copytruncate (read again from the start) and
 deletion (the old handle is kept until a new file appears). Only a regular file is followed: a named
-pipe put at the path is refused without waiting for a writer. A line longer than `max_line` is cut to
+pipe put at the path is refused without waiting for a writer. A path under a tree others may write
+(`beneath`: the workspace, where a check runs) is opened one component at a time from that tree's root,
+none of them followed if it is a link: a check that swaps the log, or a directory on its way, for a link
+to a file outside leads the follower nowhere. A line longer than `max_line` is cut to
 its first `keep_of_long_line` bytes and marked, so memory stays bounded whatever the file holds.
 """
 
@@ -85,8 +88,10 @@ class FileFollower:
         max_line: int = MAX_LINE,
         keep_of_long_line: int = KEEP_OF_LONG_LINE,
         on_reopen: Callable[[str], None] | None = None,
+        beneath: Path | None = None,
     ) -> None:
         self.path = path
+        self._beneath = beneath
         self._from_start = from_start
         self._saved = saved
         self._max_line = max_line
@@ -115,8 +120,8 @@ class FileFollower:
         first = self._first_poll
         self._first_poll = False
         try:  # O_NONBLOCK: a named pipe put at the path opens at once (refused below), never waits
-            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-        except (FileNotFoundError, NotADirectoryError, PermissionError):
+            fd = _open_log(self.path, self._beneath)
+        except OSError:  # missing, not permitted, or a link where none may be (ELOOP)
             return False
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):  # a FIFO, socket or device is no log to tail
@@ -202,3 +207,27 @@ class FileFollower:
     def _reopened(self, reason: str) -> None:
         if self._on_reopen is not None:
             self._on_reopen(reason)
+
+
+_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_DIR = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+
+
+def _open_log(path: Path, beneath: Path | None) -> int:
+    """A descriptor of the log at `path`; under `beneath`, every component below it opened from the one
+    before, with no link followed. Raises OSError."""
+    if beneath is None:
+        return os.open(path, _FLAGS)
+    rel = os.path.relpath(path, beneath)
+    parts = rel.split(os.sep)
+    if rel.startswith("..") or not parts or "" in parts:
+        raise OSError(f"{path} is not beneath {beneath}")
+    fd = os.open(beneath, _DIR & ~_NOFOLLOW)  # the root itself is the operator's, links and all
+    try:
+        for part in parts[:-1]:
+            fd, parent = os.open(part, _DIR, dir_fd=fd), fd
+            os.close(parent)
+        return os.open(parts[-1], _FLAGS | _NOFOLLOW, dir_fd=fd)
+    finally:
+        os.close(fd)

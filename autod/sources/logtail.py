@@ -109,6 +109,7 @@ class LogtailSource:
     def __init__(self, cfg: LogtailConfig, workspace: Path, state_dir: Path) -> None:
         path = Path(cfg.path).expanduser()
         self.path = path if path.is_absolute() else workspace / path
+        self._workspace = workspace  # a log in it is a check's to write: no link there is followed
         self.cfg = cfg
         self.name = f"logtail:{cfg.name or self.path.name}"
         self._state = state_file(state_dir, self.path)
@@ -118,7 +119,8 @@ class LogtailSource:
     async def events(self) -> AsyncIterator[Event]:
         saved = await asyncio.to_thread(_load_position, self._state)
         follower = FileFollower(
-            self.path, from_start=self.cfg.from_start, saved=saved, on_reopen=self._reopened
+            self.path, from_start=self.cfg.from_start, saved=saved, on_reopen=self._reopened,
+            beneath=self._workspace if _under(self.path, self._workspace) else None,
         )
         scanner = _Scanner(self.cfg.patterns, self.cfg.context_lines)
         try:
@@ -173,3 +175,8 @@ class LogtailSource:
             fingerprint=failure.fingerprint,
         )
 
+
+
+def _under(path: Path, root: Path) -> bool:
+    rel = os.path.relpath(os.path.normpath(path), os.path.normpath(root))
+    return rel != "." and not rel.startswith("..")
