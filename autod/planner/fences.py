@@ -11,10 +11,17 @@ the docstring's inner fences as lines of three: for a Python block, a fence line
 literal cannot end valid code (the code up to it leaves the string open), so the block ends at the
 first such fence up to which the code parses, and at the first fence when none does (CommonMark).
 A block never closed runs to the end of the reply (a reply cut at the length cap).
+
+Reading is linear in the reply whatever it holds: each opener's closers are found from one index of
+the reply's bare fence lines, and trying where a Python block parses spends from a budget of
+`PARSE_BUDGET` times the reply's length; past it a block ends at its first closer, as CommonMark says.
+(Without the budget, a 4.8 KB reply of 300 `python` blocks, each an unclosed bracket, took 30 s.)
 """
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import re
 from dataclasses import dataclass
 
@@ -26,6 +33,8 @@ __all__ = ["CODE_LANGS", "Block", "blocks", "fence_for", "fenced"]
 CODE_LANGS = frozenset({"", "python", "py", "python3", "py3"})
 _OPENER = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*([^\n]*?)[ \t]*$")
 _BACKTICKS = re.compile(r"`{3,}")
+_BARE = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*$")
+PARSE_BUDGET = 16  # characters parsed while looking for a block's end, per character of the reply
 
 
 @dataclass(frozen=True)
@@ -54,6 +63,13 @@ def blocks(text: str) -> list[Block]:
     offsets = [0]
     for line in lines:
         offsets.append(offsets[-1] + len(line))
+    bare: list[tuple[int, str, int]] = []  # (line, fence character, length) of every bare fence line
+    for j, line in enumerate(lines):
+        b = _BARE.match(line.rstrip("\r\n"))
+        if b is not None:
+            bare.append((j, b.group(1)[0], len(b.group(1))))
+    starts = [j for j, _, _ in bare]
+    budget = PARSE_BUDGET * max(len(text), 1)
     out: list[Block] = []
     i = 0
     while i < len(lines):
@@ -62,18 +78,27 @@ def blocks(text: str) -> list[Block]:
             i += 1  # not an opener (a backtick fence's info string holds no backtick)
             continue
         run, lang = m.group(1), (m.group(2).split() or [""])[0].lower()
-        closer = re.compile(rf"^[ \t]*{re.escape(run[0])}{{{len(run)},}}[ \t]*$")
-        closers = [j for j in range(i + 1, len(lines)) if closer.match(lines[j].rstrip("\r\n"))]
+        after = range(bisect.bisect_right(starts, i), len(bare))
+        closers = (bare[x][0] for x in after if bare[x][1] == run[0] and bare[x][2] >= len(run))
+
         def body_of(j: int, i: int = i) -> str:
             return "".join(lines[i + 1 : j])
 
-        if not closers:
+        first = next(closers, None)
+        if first is None:
             rest = "".join(lines[i + 1 :])
             out.append(Block(offsets[i], len(text), lang, rest if rest.endswith("\n") else rest + "\n"))
             break
-        end = closers[0]
-        if lang in CODE_LANGS and len(closers) > 1 and not _parses(body_of(end)):
-            end = next((j for j in closers if _parses(body_of(j))), end)
+        end, second = first, next(closers, None) if lang in CODE_LANGS else None
+        if second is not None:  # where the code parses decides which closer ends it
+            for j in itertools.chain((first, second), closers):
+                size = offsets[j] - offsets[i + 1]
+                if size > budget:
+                    break  # the budget spent: the first closer ends it
+                budget -= size
+                if _parses(body_of(j)):
+                    end = j
+                    break
         out.append(Block(offsets[i], offsets[end + 1], lang, body_of(end)))
         i = end + 1
     return out

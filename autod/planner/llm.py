@@ -207,7 +207,7 @@ class LLMPlanner:
         max_tokens = _fitted_cap(endpoint, messages, self.reply_tokens(request.mode))
         code = request.form == "code"
 
-        shown = quoted_code(request.messages) if code else frozenset()
+        shown = await asyncio.to_thread(quoted_code, request.messages) if code else frozenset()  # parses
         watch = request.watch if code and request.n == 1 and self._cfg.stop_early else None
         # the greedy draw's reply starts with the definition's head where the server takes it
         opening = ""
@@ -250,7 +250,7 @@ class LLMPlanner:
                 log.info("llm.docstring_given", endpoint=endpoint.url, tokens=reply.completion_tokens)
                 continue
             if reply.others:  # several choices: each stands or falls alone (no repair round)
-                return _choices(reply, max_tokens, read)
+                return await asyncio.to_thread(_choices, reply, max_tokens, read)  # parsing: off the loop
             prompt = _cut_by_context(reply, max_tokens, messages) if reply.finish_reason == "length" else None
             if prompt is not None:
                 # Cut well before autod's own cap: the server's context is full (llama-cpp-python
@@ -273,7 +273,7 @@ class LLMPlanner:
                 log.info("llm.reply_cut_off", endpoint=endpoint.url, max_tokens=max_tokens)
                 continue
             try:
-                return PlanResult(read(reply.content), ended=reply.stopped_early)
+                return PlanResult(await asyncio.to_thread(read, reply.content), ended=reply.stopped_early)
             except PlanInvalid as exc:
                 if repaired:
                     raise PlanInvalid(f"invalid plan after a repair round: {exc.reason}") from None

@@ -6,6 +6,7 @@ import sys
 
 from autod.localize.rank import Piece
 from autod.localize.render import block
+from autod.planner import fences
 from autod.planner.codeform import parse_code_reply, quoted_code
 from autod.planner.fences import blocks, fence_for, fenced
 
@@ -86,3 +87,29 @@ def test_the_bench_oracle_reads_a_reply_fenced_around_a_docstring_fence_whole(mo
         for name in set(sys.modules) - before:
             if str(getattr(sys.modules[name], "__file__", "") or "").startswith(str(path.parent)):
                 del sys.modules[name]
+
+
+def test_reading_a_reply_parses_at_most_a_budget_of_its_length_whatever_it_holds(monkeypatch):
+    """Generated hostile replies (many Python blocks none of which parses, closers of every length,
+    openers never closed, fences inside strings): the characters tried as Python stay within
+    PARSE_BUDGET times the reply's length, so reading is linear in it (it was cubic: a 4.8 KB reply
+    took 30 s on the event loop)."""
+    import random
+
+    tried = [0]
+    real = fences._parses
+
+    def counting(code: str) -> bool:
+        tried[0] += len(code)
+        return real(code)
+
+    monkeypatch.setattr(fences, "_parses", counting)
+    rng = random.Random(9)
+    units = ["```python\n(\n```\n", "```\ndef f(:\n```\n", "````python\n'''\n```\n````\n", "```py\nx = [\n",
+             "```python\nx = 1\n```\n", "~~~python\n(\n~~~\n", "```python\n\"\"\"\n```\n```\n"]
+    for n in (10, 100, 1_000):
+        for _ in range(3):
+            text = "".join(rng.choice(units) for _ in range(n))
+            tried[0] = 0
+            fences.blocks(text)
+            assert tried[0] <= fences.PARSE_BUDGET * len(text), (n, tried[0], len(text))

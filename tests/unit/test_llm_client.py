@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import threading
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
@@ -660,3 +661,27 @@ def test_a_server_that_refuses_stop_is_asked_again_without_it_and_never_sent_it_
         asyncio.run(twice())
     assert ["stop" in b for b in server.bodies()] == [True, False, False]
     assert sleeps == [] and any(e["event"] == "llm.stop_refused" for e in logs)
+
+
+def test_a_reply_and_the_prompt_it_quotes_are_parsed_off_the_loop(monkeypatch):
+    """A reply is untrusted text of up to 4 MiB, and reading it parses Python: never on the event loop
+    (the loop also answers `autod status` and runs every source), for one choice and for several."""
+    from autod.planner import llm as llm_mod
+
+    seen: list[str] = []
+    for name in ("parse_code_reply", "parse_plan", "quoted_code"):
+        real = getattr(llm_mod, name)
+
+        def noting(*a: Any, _real: Any = real, _name: str = name, **k: Any) -> Any:
+            seen.append(f"{_name}:{threading.current_thread() is threading.main_thread()}")
+            return _real(*a, **k)
+
+        monkeypatch.setattr(llm_mod, name, noting)
+    run(make(Server(primary=[completion(CODE_REPLY)]))[0], code_request())
+    run(make(Server(primary=[plan_reply()]))[0], request())
+    two = httpx.Response(200, json={"choices": [
+        {"index": i, "message": {"role": "assistant", "content": CODE_REPLY}, "finish_reason": "stop"}
+        for i in range(2)], "usage": {"prompt_tokens": 10, "completion_tokens": 5}})
+    run(make(Server(primary=[two]))[0], code_request(n=2))
+    assert {s.split(":")[0] for s in seen} == {"parse_code_reply", "parse_plan", "quoted_code"}, seen
+    assert all(s.endswith(":False") for s in seen), seen
