@@ -17,6 +17,8 @@ Blocking: call it from a worker thread.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
 import shutil
 import stat
@@ -202,7 +204,8 @@ class Mirror:
         dst.parent.mkdir(parents=True, exist_ok=True)
         if dst.is_dir() and not dst.is_symlink():
             _remove_tree(str(dst))
-        tmp = dst.with_name(f".{dst.name}.autod-mirror")
+        # a name of its own length whatever the file's (a name of 242 bytes or more would pass NAME_MAX)
+        tmp = dst.with_name(f".autod-mirror-{hashlib.sha256(os.fsencode(dst.name)).hexdigest()[:20]}")
         try:
             if stat.S_ISLNK(st[3]):
                 _unlink(str(tmp))
@@ -213,7 +216,8 @@ class Mirror:
                 os.utime(tmp, ns=(st[1], st[1]))
             os.replace(tmp, dst)
         except OSError:
-            _unlink(str(tmp))  # it vanished or cannot be read: the next sync tries again
+            with contextlib.suppress(OSError):
+                _unlink(str(tmp))  # it vanished or cannot be read: the next sync tries again
             self._entries.pop(rel, None)
             return
         try:

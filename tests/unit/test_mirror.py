@@ -131,3 +131,22 @@ def test_write_refuses_a_path_outside_the_mirror(ws: Path, tmp_path: Path) -> No
     with pytest.raises(ValueError):
         m.write({"../escape.py": b"x"})
     assert not (tmp_path / "escape.py").exists()
+
+
+@pytest.mark.parametrize("length", [200, 241, 242, 250, 255])
+def test_names_up_to_the_longest_a_file_system_allows_are_mirrored(ws: Path, tmp_path: Path, length: int
+                                                                   ) -> None:
+    """The copy is written under a temporary name of its own length: a file name of 242 bytes or more
+    made it pass NAME_MAX, and every sync (so every cycle) ended with an OSError."""
+    name = "x" * (length - 3) + ".py"
+    (ws / "src" / name).write_text("print('long')\n")
+    link = "l" * (length - 3) + ".py"
+    (ws / "src" / link).symlink_to(name)
+    m = Mirror(ws, tmp_path / "mirror")
+    m.sync()
+    assert (tmp_path / "mirror" / "src" / name).read_text() == "print('long')\n"
+    assert os.readlink(tmp_path / "mirror" / "src" / link) == name
+    (ws / "src" / name).write_text("print('changed')\n")
+    m.sync()
+    assert (tmp_path / "mirror" / "src" / name).read_text() == "print('changed')\n"
+    assert not [p for p in (tmp_path / "mirror" / "src").iterdir() if p.name.startswith(".autod-mirror")]
