@@ -38,10 +38,10 @@ Seen = dict[str, tuple[int, int, int, int]]
 def present(root: Path, skip: Sequence[Path] = ()) -> Seen | None:
     """Every bytecode file under `root` with (inode, size, mtime, ctime); None when the tree is too
     large to walk (then nothing is removed)."""
-    skipped = {os.path.realpath(p) for p in skip}
+    skipped = treewalk.identities(skip)
 
     def enter(e: os.DirEntry[str]) -> bool:  # not .git, not a virtual environment (read-only to a check)
-        return (e.name not in _SKIP and os.path.realpath(e.path) not in skipped
+        return (e.name not in _SKIP and treewalk.identity(e) not in skipped
                 and not os.path.lexists(os.path.join(e.path, "pyvenv.cfg")))
 
     try:

@@ -27,11 +27,11 @@ MAX_SNAPSHOT_ENTRIES = 60_000  # entries read; past this the change report is sk
 def snapshot(root: Path, skip: Sequence[Path] = ()) -> dict[str, tuple[int, int, int, int]] | None:
     """(mtime, size, inode, mode) of every file under root, caches, venvs and .git left out; None
     when the tree is too large to be worth it."""
-    skipped = {os.path.realpath(p) for p in skip}
+    skipped = treewalk.identities(skip)
     base = len(str(root)) + 1
 
     def enter(e: os.DirEntry[str]) -> bool:
-        return e.name not in NOT_SOURCE_DIRS and os.path.realpath(e.path) not in skipped
+        return e.name not in NOT_SOURCE_DIRS and treewalk.identity(e) not in skipped
 
     try:
         return {e.path[base:]: (st.st_mtime_ns, st.st_size, st.st_ino, st.st_mode)

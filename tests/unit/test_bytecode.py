@@ -179,3 +179,36 @@ def test_a_file_that_cannot_be_stat_ed_is_passed_over(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "scandir", Listing)
     got = bytecode.present(tmp_path)
     assert got is not None and sorted(os.path.basename(p) for p in got) == ["b.pyc", "c.pyc"]
+
+
+def test_skipped_directories_are_told_by_identity_and_no_path_is_resolved(tmp_path, monkeypatch):
+    """The walks around every check run (bytecode, changed files) skip the directories they are told to,
+    however those are spelled (through a link too), and never resolve a path on the way: realpath costs
+    a look at every component, and on a chain of directories a check made a thousand deep the walks took
+    minutes. A chain deeper than Python's recursion limit is walked to its end."""
+    from autod.checks import changes
+
+    root = tmp_path / "ws"
+    (root / "state" / "__pycache__").mkdir(parents=True)
+    (root / "state" / "__pycache__" / "x.cpython-311.pyc").write_bytes(b"x")
+    (root / "src" / "__pycache__").mkdir(parents=True)
+    (root / "src" / "__pycache__" / "y.cpython-311.pyc").write_bytes(b"y")
+    deep = root / "src"
+    for _ in range(300):
+        deep = deep / "d"
+    deep.mkdir(parents=True)
+    (deep / "z.cpython-311.pyc").write_bytes(b"z")
+    alias = tmp_path / "alias"
+    alias.symlink_to(root / "state", target_is_directory=True)
+
+    def refuse(*a, **k):
+        raise AssertionError("a path was resolved during the walk")
+
+    monkeypatch.setattr(os.path, "realpath", refuse)
+    for skip in ([root / "state"], [alias], [tmp_path / "missing", root / "state"]):
+        found = bytecode.present(root, skip)
+        assert found is not None
+        names = {Path(p).name for p in found}
+        assert names == {"y.cpython-311.pyc", "z.cpython-311.pyc"}, (skip, names)
+        snap = changes.snapshot(root, skip)
+        assert snap is not None and not any(k.startswith("state/") for k in snap), skip
