@@ -66,7 +66,8 @@ class Endpoint:
         retry_base_s: float,
         retry_max_s: float,
     ) -> None:
-        headers = {"Accept": "application/json"}
+        # uncompressed: the reply cap counts what was sent (no small body unpacks into gigabytes)
+        headers = {"Accept": "application/json", "Accept-Encoding": "identity"}
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
         self.url = re.sub(r"//[^/@]*@", "//", base_url)  # never show userinfo credentials

@@ -685,3 +685,11 @@ def test_a_reply_and_the_prompt_it_quotes_are_parsed_off_the_loop(monkeypatch):
     run(make(Server(primary=[two]))[0], code_request(n=2))
     assert {s.split(":")[0] for s in seen} == {"parse_code_reply", "parse_plan", "quoted_code"}, seen
     assert all(s.endswith(":False") for s in seen), seen
+
+
+def test_every_request_asks_for_an_uncompressed_reply():
+    """The reply cap counts bytes as they come; a compressed reply would be unpacked before it is seen
+    (a 10 MB gzip body unpacks to 10 GiB): autod asks for none."""
+    server = Server(primary=[plan_reply()])
+    run(make(server)[0])
+    assert server.requests and all(r.headers.get("accept-encoding") == "identity" for r in server.requests)
