@@ -70,6 +70,9 @@ _OPEN_FM = "os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC -> "
 _OPEN_E = "_read_original: os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC -> "
 _SE = "autod/checks/seal.py::"
 EQUIVALENT: dict[str, str] = {
+    "autod/checks/judge_reach.py::install: True -> False": "no event the hook watches is raised inside it"
+    " (its look at the stack raises only sys._getframe and f_code reads): the guard against re-entry"
+    " changes nothing but what a broken dispatch would do",
     "autod/checks/treewalk.py::identity: follow_symlinks=False -> follow_symlinks=True": "the walk asks only"
     " about directories its own lstat found (never a link), whose stat is the same either way",
     "autod/walk.py::walk: False -> True": "DirEntry.is_dir raises only when its lstat fails, the entry gone"

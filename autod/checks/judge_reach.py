@@ -32,22 +32,19 @@ import json
 import os
 import sys
 
-# refused while a changed file has a frame anywhere on the stack: the standard library has helpers that do
-# these on a caller's behalf (bdb and profile set tracers), so who called matters, not who did it
-ANYWHERE = frozenset({
-    "sys.settrace", "sys.setprofile", "sys._current_frames",
-    "gc.get_objects", "gc.get_referrers", "gc.get_referents",
-    "code.__new__",
-})
-# refused when the changed file itself does it (the innermost frame that is a file): an installed
-# library imported by a changed module may load a shared library or give a module a class of its own
-INNERMOST = frozenset({
-    "ctypes.dlopen", "ctypes.dlsym", "ctypes.dlsym/handle", "ctypes.cdata", "ctypes.cdata/buffer",
-    "ctypes.addressof", "ctypes.call_function", "ctypes.string_at", "ctypes.wstring_at",
-})
-SET = "object.__setattr__"  # (obj, name, value): neither attribute below can be deleted
-ANYWHERE_ATTRIBUTES = frozenset({"__code__"})
-INNERMOST_ATTRIBUTES = frozenset({"__class__"})
+# event -> where a changed file's frame makes it refused: "anywhere" on the stack (the standard library
+# has helpers that do these on a caller's behalf: bdb and profile set tracers, so who called matters,
+# not who did it), or only as the "innermost" frame that is a file (an installed library a changed
+# module imports may load a shared library for itself); "set": decided by the attribute set
+EVENTS = {
+    **dict.fromkeys(("sys.settrace", "sys.setprofile", "sys._current_frames", "gc.get_objects",
+                     "gc.get_referrers", "gc.get_referents", "code.__new__"), "anywhere"),
+    **dict.fromkeys(("ctypes.dlopen", "ctypes.dlsym", "ctypes.dlsym/handle", "ctypes.cdata",
+                     "ctypes.cdata/buffer", "ctypes.addressof", "ctypes.call_function", "ctypes.string_at",
+                     "ctypes.wstring_at"), "innermost"),
+    "object.__setattr__": "set",  # (obj, name, value): neither attribute below can be deleted
+}
+ATTRIBUTES = {"__code__": "anywhere", "__class__": "innermost"}
 
 
 def changed_files(text, workspace):
@@ -71,11 +68,13 @@ def install(changed):
     """Add the hook refusing the operations above to the candidate's `changed` files."""
     if not changed:
         return
+    import threading
+
     getframe, cwd, join, isabs = sys._getframe, os.getcwd(), os.path.join, os.path.isabs
     normpath, realpath = os.path.normpath, os.path.realpath
     seen = {}  # a frame's file name -> whether it is one of the changed files
-    anywhere, innermost, setattr_event, refusal = ANYWHERE, INNERMOST, SET, PermissionError
-    anywhere_attributes, innermost_attributes = ANYWHERE_ATTRIBUTES, INNERMOST_ATTRIBUTES
+    events, attributes, refusal = dict(EVENTS), dict(ATTRIBUTES), PermissionError
+    inside = threading.local()  # the hook's own look at the stack raises events too: not looked at
 
     def is_changed(name):
         hit = seen.get(name)
@@ -87,7 +86,7 @@ def install(changed):
     def changed_frame(deep):
         """The changed file with a frame on the stack (`deep`), or whose frame is the innermost one that
         is a file (code run by `exec` is not: it was called from a file); None."""
-        frame = getframe(2)
+        frame = getframe(3)
         while frame is not None:
             name = frame.f_code.co_filename
             if is_changed(name):
@@ -97,24 +96,28 @@ def install(changed):
             frame = frame.f_back
         return None
 
-    def hook(event, args):
-        if event == setattr_event:
-            name = args[1]
-            if name in anywhere_attributes:
-                deep = True
-            elif name in innermost_attributes:
-                deep = False
-            else:
-                return
-            what = "setting " + str(name)
-        elif event in anywhere or event in innermost:
-            deep, what = event in anywhere, event
-        else:
+    def look(event, args):
+        kind = events.get(event)
+        if kind is None:
             return
-        where = changed_frame(deep)
+        what = event
+        if kind == "set":
+            kind, what = attributes.get(args[1]), "setting " + str(args[1])
+            if kind is None:
+                return
+        where = changed_frame(kind == "anywhere")
         if where is not None:
             raise refusal("autod: code a candidate changed (" + where + ") may not use " + what +
                           " while its checks run: it reaches into the test runner that judges it")
+
+    def hook(event, args):
+        if getattr(inside, "on", False):
+            return
+        inside.on = True
+        try:
+            look(event, args)
+        finally:
+            inside.on = False
 
     sys.addaudithook(hook)
 

@@ -117,6 +117,8 @@ def run_cases(tmp_path: Path) -> dict[str, str]:
             except PermissionError as exc:
                 refused = "autod: code a candidate changed" in str(exc)
                 out[f"{name}|{way}"] = "refused" if refused else repr(exc)
+                if refused and name.endswith(" set"):  # the message names what was set
+                    assert f"may not use setting {name.split()[0]}" in str(exc), str(exc)
     return out
 
 
