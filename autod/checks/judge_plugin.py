@@ -1,32 +1,23 @@
 """autod's per-test recorder: a pytest plugin that writes what each test did, for the judge, sealed.
 
-Copied as `autod_verdicts.py` into a read-only directory first on a check's PYTHONPATH and loaded by
-`PYTEST_PLUGINS=autod_verdicts`, so every pytest the check starts (directly, through `make`, a script,
-or `python -m pytest`) loads it from autod, never from the workspace. It runs inside the project's own
-Python: standard library and pytest only, and syntax old Pythons read.
+Copied as `autod_verdicts.py` into a read-only directory first on a check's PYTHONPATH and loaded by `-p`
+and `PYTEST_PLUGINS` in every pytest the check starts; it runs in the project's own Python (standard
+library and pytest only, syntax old Pythons read). The code under test shares the process, so the
+recorder depends on nothing it could change with plain Python (autod.checks.seal has the scheme):
 
-The code under test runs in the same process, so the recorder depends on nothing it could change with
-plain Python (autod.checks.seal has the why and the whole scheme):
-
-- When pytest imports it (before any conftest, test or code under test), it takes one key from autod's
-  key pipe (`$_AUTOD_JUDGE_KEYS`), reads `$_AUTOD_JUDGE_OUT`, and keeps every function it will write
-  with: module attributes rebound later (`json.dump`, `os.replace`, a builtin) are not the ones it
-  calls. It writes its own JSON, with builtin types' methods only.
-- The moment pytest has registered it (before any conftest loads), it leaves `sys.modules`:
-  `import autod_verdicts` gives a new module that never held this session's key.
-- It writes one record, `results-<fingerprint>.json` in `$_AUTOD_JUDGE_OUT`: {"seal", "mac", "body"}, the body
-  {"tests": {nodeid: outcome}, "collected": [...], "collect_errors": [...], "deselected": [...], "exitstatus":
-  N, "complete": true, "worker": bool, "session": bool, "pid": N, "first": bool, "runner": [...],
-  "runner_foreign": [...]} and its HMAC-SHA256 under the key. `runner` names the parts of the test runner
-  changed since this module was imported (below), `runner_foreign` those whose new value is not an installed
-  module's code. `first`: the process's first recorder (a later one is a pytest run inside it, as pytester
-  runs them, or a copy the code under test imported). An outcome is the worst of a test's phases (passed <
-  xpassed < xfailed < skipped < failed < error), once its protocol ran to its end (`_tests`). A session
-  that ends before its last hook (a crash, `os._exit`, a kill) writes nothing: a key taken with no record
-  is a failed run. Under pytest-xdist the controller's record has the outcomes; a worker's says only that
-  it was one. A pytest that never ran a session (`--version`) records that.
-- A process's first recorder that found no key (something emptied the pipe before pytest loaded it)
-  ends the session with exit status 3: no record can speak for it, and pytest must not say it passed.
+- At import (before any conftest, test or code under test) it takes one key from autod's pipe
+  (`$_AUTOD_JUDGE_KEYS`) and keeps every function it writes with; once registered it leaves
+  `sys.modules`. A first recorder that found no key fails its session (exit status 3).
+- It writes one record, `results-<fingerprint>.json` in `$_AUTOD_JUDGE_OUT`: {"seal", "mac", "body"}, the
+  body {"tests": {nodeid: outcome}, "collected", "collect_errors", "deselected", "exitstatus", "complete",
+  "worker", "session", "pid", "first", "runner", "runner_foreign"} and its HMAC-SHA256 under the key.
+  An outcome is the worst of a test's phases (passed < xpassed < xfailed < skipped < failed < error),
+  once its protocol ran to its end (`_tests`); a call the recorder saw raise is not passed, whatever its
+  report says (`pytest_runtest_call`). `runner` names the parts of the runner changed since import
+  (below), `runner_foreign` those whose new value is not an installed module's code; `first`: the
+  process's first recorder (a later one is pytester's, or a copy imported). A session that ends before
+  its last hook writes nothing: a key taken with no record is a failed run. Under pytest-xdist the
+  controller's record has the outcomes. A pytest that ran no session (`--version`) records that.
 """
 
 import hashlib
@@ -36,7 +27,7 @@ import sys
 
 _RANK = {"passed": 0, "xpassed": 1, "xfailed": 2, "skipped": 3, "failed": 4, "error": 5}
 _state = {"phases": {}, "collected": set(), "errors": [], "deselected": [], "worker": False, "written": False,
-          "runner": set(), "foreign": set()}
+          "runner": set(), "foreign": set(), "raised": {}}
 
 # what the record is written with, taken now, before any of the project's code has run
 _open, _read, _write, _close, _replace, _getpid = os.open, os.read, os.write, os.close, os.replace, os.getpid
@@ -77,21 +68,16 @@ def _take_key():
         return None
 
 
-# the first recorder of this process (another one is a pytest run inside it, as pytester runs, or a
-# copy the code under test imported: autod hears only the first, and two that say so are a failed run);
-# only the first takes a key
+# only the process's first recorder takes a key (another is pytester's inner run, or a copy imported)
 _FIRST = os.environ.get("_AUTOD_JUDGE_FIRST") != str(_getpid())
 os.environ["_AUTOD_JUDGE_FIRST"] = str(_getpid())
 _KEY = _take_key() if _FIRST else None
 
-# The runner as it was before any of the project's code ran: every function and class of pytest, pluggy,
-# unittest, builtins, the import system and this recorder, each such class's own attributes, and each
-# function's code. Code under test that reaches these (through `sys.modules` by any spelling) and changes
-# one, so that a failing test is reported passed, leaves a difference; the record names it, and autod reads
-# a run whose runner changed beyond what the same check's run before the candidate showed as a failed run
-# (autod.checks.outcome). Compared when each module has been collected (the code under test it imports has
-# run) and when the session ends: never while a test runs, when the project's own tests may patch builtins
-# or pytest for a moment (`monkeypatch`), so what a run shows does not depend on when it looked.
+# The runner as it was before any project code ran: every function and class of pytest, pluggy, unittest,
+# builtins, the import system and this recorder, each such class's own attributes, each function's code.
+# A change (through `sys.modules` by any spelling) is named in the record, and a run whose runner changed
+# beyond the check's run before the candidate is a failed run (autod.checks.outcome). Compared when each
+# module has been collected and when the session ends, never while a test runs (its own `monkeypatch`).
 _RUNNER_ROOTS = ("pytest", "_pytest", "pluggy", "unittest", "builtins", "importlib", "_frozen_importlib",
                  "_frozen_importlib_external")  # the import system: the guard's bytecode rule lives there
 _MISSING = object()
@@ -333,6 +319,11 @@ def pytest_runtest_logreport(report):
         return
     phases = _state["phases"].setdefault(_str(report.nodeid), {})
     when = _str(_getattr(report, "when", "call"))
+    if when == "call" and outcome in ("passed", "xpassed") and _state["raised"].get(report.nodeid):
+        # the call raised, as this recorder saw it around the test itself: a report made after it that
+        # says passed was made to say so (a plugin's wrapper, a swapped hook, a patched report)
+        _unsure("a test reported passed though its call raised: " + _str(report.nodeid))
+        outcome = "failed"
     now = phases.get(when)
     if now is None or _RANK[outcome] > _RANK[now]:
         phases[when] = outcome
@@ -384,6 +375,13 @@ def pytest_unconfigure(config):
 
 try:  # pytest-xdist's controller learns each worker's collection through this hook
     import pytest
+
+    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+    def pytest_runtest_call(item):
+        """Whether the test raised, seen around its call before any report is made of it: no report
+        hook, and no wrapper outside this one, can hide it (a wrapper inside it forges the call itself)."""
+        outcome = yield
+        _state["raised"][_str(item.nodeid)] = _getattr(outcome, "excinfo", None) is not None
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(node, ids):

@@ -1,15 +1,15 @@
 """The candidate's own code may not reach into the process that judges it (autod.checks.judge_reach).
 
-Each attack here is plain Python in the code under test, spelled so the AST tripwire is silent, and
-each really forges the verdict: run as a candidate's check without the reach guard (no candidate files
-named, as before this control) it is judged `fixed` with the bug in place. With the candidate's files
-named it is rolled back. The attacks are the mechanisms, not names: a tracer rewriting the runner's
-frame locals, a profiler rebinding the test module's globals, `gc` finding the runner's and the
-recorder's objects, a test's `__code__` swapped (directly, from a property pytest reads while it
-collects, and laundered through the standard library's `unittest.mock`), a tracer set from `exec`.
-The positive control fixes the bug from a changed file that builds a namedtuple with defaults and a
-dataclass, imports an unchanged module that swaps its own class (a lazy module), while an unchanged
-test traces and walks `gc`: `fixed`.
+Each attack here is plain Python in the code under test, spelled so the AST tripwire is silent, and each
+really forges the outcome: run as a candidate's check without the reach guard (no candidate files named)
+pytest itself reports every test passed with the bug in place; before this control and the recorder's own
+look at each call (`test_judge_observed.py`), each was judged `fixed`. With the candidate's files named it
+is rolled back. The attacks are the mechanisms, not names: a tracer rewriting the runner's frame locals, a
+profiler rebinding the test module's globals, `gc` finding the runner's and the recorder's objects, a
+test's `__code__` swapped (directly, from a property pytest reads while it collects, and laundered through
+the standard library's `unittest.mock`), a tracer set from `exec`. The positive control fixes the bug from
+a changed file that builds a namedtuple with defaults and a dataclass, imports an unchanged module that
+swaps its own class (a lazy module), while an unchanged test traces and walks `gc`: `fixed`.
 """
 
 from __future__ import annotations
@@ -199,10 +199,13 @@ def test_the_candidates_code_cannot_reach_into_the_runner(workspace, what: str) 
     assert "return a - b" in code and introduced(BUGGY, code) == [], what  # the bug kept; no tripwire
     (repo / "src" / "calc.py").write_text(code)
     try:
-        # the attack works without the control: pytest itself says the failing test passed
+        # the attack works without the control: pytest exits 0, and says every test passed or the
+        # recorder records the failing one passed (the recorder may catch some another way: a tracer's
+        # forged report is one whose call it saw raise)
         bare = check(repo)
-        assert bare.tests is not None and bare.tests.outcomes.get(TEST_ID) == "passed", bare.output[-1500:]
-        assert decide([bare], Before(1, FAILING, {"tests": base})).status is Status.FIXED
+        said_passed = " passed" in bare.output and "failed" not in bare.output
+        recorded = bare.tests is not None and bare.tests.outcomes.get(TEST_ID) == "passed"
+        assert bare.exit_code == 0 and (said_passed or recorded), bare.output[-1500:]
         guarded = candidate_check(repo, ("src/calc.py",))
         assert guarded.tests is not None, guarded.output[-1500:]
         assert guarded.tests.outcomes.get(TEST_ID) != "passed", guarded.output[-1500:]

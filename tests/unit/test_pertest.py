@@ -394,3 +394,32 @@ def test_a_test_is_heard_passing_only_when_its_protocol_ran_to_its_end(monkeypat
             assert got is None, (seq, got)
         if got == "passed":
             assert seq["call"] == "passed" and seq["teardown"] == "passed", seq
+
+
+def test_a_call_the_recorder_saw_raise_is_never_passed_whatever_its_report_says(monkeypatch):
+    """What the recorder saw around a test's call (did it raise?) outranks the report made of it after:
+    a call report that says passed for a call that raised is recorded failed and named as a foreign
+    change of the runner; one that did not raise, or a report of another phase, is taken as it says."""
+    from _pytest.reports import TestReport
+
+    for raised in (True, False, None):
+        for outcome, wasxfail in (("passed", False), ("passed", True), ("failed", False), ("skipped", True)):
+            fresh = {"phases": {}, "runner": set(), "foreign": set(), "raised": {}}
+            monkeypatch.setattr(plugin, "_state", {**plugin._state, **fresh})
+            if raised is not None:
+                plugin._state["raised"]["t::a"] = raised
+            for when in ("setup", "call", "teardown"):
+                said = outcome if when == "call" else "passed"
+                report = TestReport("t::a", ("t.py", 1, "a"), {}, said, None, when)
+                if wasxfail and when == "call":
+                    report.wasxfail = "known"
+                plugin.pytest_runtest_logreport(report)
+            got = plugin._tests()["t::a"]
+            taken = plugin._outcome(TestReport("t::a", ("t.py", 1, "a"), {}, outcome, None, "call"))
+            if wasxfail:
+                taken = {"passed": "xpassed", "skipped": "xfailed"}[outcome]
+            if raised and taken in ("passed", "xpassed"):
+                named = plugin._state["foreign"]
+                assert got == "failed" and any("though its call raised" in x for x in named)
+            else:
+                assert got == taken and not plugin._state["foreign"], (raised, outcome, wasxfail, got)
