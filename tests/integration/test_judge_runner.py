@@ -7,8 +7,8 @@ The attacks are generated: a way to reach pytest's modules that the AST tripwire
 module's own `sys`, by attribute or computed name; module and class names assembled from pieces) times
 a part of pytest's reporting path to change (a report's constructor, an item's `runtest`, a hook's
 code, a name the runner's module calls) times when (at import, or from inside the buggy function
-the first time a test calls it). Each case must really forge the outcome (the failing test is
-recorded `passed`, as pytest itself says it is): before this control each one was judged `fixed`.
+the first time a test calls it). Each case must really forge the outcome (pytest itself reports every
+test passed and exits 0): before this control each one was judged `fixed`.
 """
 
 from __future__ import annotations
@@ -121,8 +121,9 @@ def test_no_change_to_the_runner_makes_a_failing_test_fixed(workspace):
             (repo / "src" / "calc.py").write_text(code)
             after = check(repo)
             assert after.tests is not None, (what, after.output[-1500:])
-            # the forgery works: pytest itself reports the failing test passed, and says so by exit 0
-            assert after.tests.outcomes.get("tests/test_calc.py::test_add") == "passed", what
+            # the forgery works: pytest itself reports every test passed, and says so by exit 0 (the
+            # recorder may still hear test_add failed: it saw its call raise, test_judge_observed.py)
+            assert " passed" in after.output and "failed" not in after.output, (what, after.output[-800:])
             assert after.exit_code == 0, what
             assert after.tests.runner - base.tests.runner, what
             decision = decide([after], Before(1, FAILING, {"tests": base}))
