@@ -17,7 +17,17 @@ import contextlib
 import os
 from collections.abc import Iterator
 
-__all__ = ["remove_tree", "walk"]
+__all__ = ["entries", "remove_tree", "walk"]
+
+
+def entries(directory: str) -> list[os.DirEntry[str]] | None:
+    """The entries of `directory`, read at once; None when it cannot be read (gone, not permitted,
+    its name past PATH_MAX): every walk here passes such a directory over."""
+    try:
+        with os.scandir(directory) as it:
+            return list(it)
+    except OSError:
+        return None
 
 
 def walk(top: str | os.PathLike[str]) -> Iterator[tuple[str, list[str], list[str]]]:
@@ -25,13 +35,11 @@ def walk(top: str | os.PathLike[str]) -> Iterator[tuple[str, list[str], list[str
     stack = [os.fspath(top)]
     while stack:
         here = stack.pop()
-        try:
-            with os.scandir(here) as it:
-                entries = list(it)
-        except OSError:
+        listed = entries(here)
+        if listed is None:
             continue
         dirs, files = [], []
-        for entry in entries:
+        for entry in listed:
             try:
                 is_dir = entry.is_dir()
             except OSError:
@@ -62,12 +70,7 @@ def remove_tree(top: str | os.PathLike[str]) -> None:
                 os.rmdir(path)
             continue
         stack.append((path, True))
-        try:
-            with os.scandir(path) as it:
-                entries = list(it)
-        except OSError:
-            continue
-        for entry in entries:
+        for entry in entries(path) or ():
             try:
                 is_dir = entry.is_dir(follow_symlinks=False)
             except OSError:

@@ -10,6 +10,8 @@ import os
 import stat
 from collections.abc import Callable, Iterable, Iterator
 
+from autod import walk
+
 __all__ = ["TooLarge", "files", "identities", "identity"]
 
 
@@ -46,15 +48,13 @@ def files(root: str, enter: Callable[[os.DirEntry[str]], bool], max_entries: int
     stack, read = [root], 0
     while stack:
         d = stack.pop()
-        try:
-            with os.scandir(d) as it:
-                entries = list(it)
-        except OSError:
+        listed = walk.entries(d)
+        if listed is None:
             continue
-        read += len(entries)
+        read += len(listed)
         if read > max_entries:
             raise TooLarge(d)
-        for e in entries:
+        for e in listed:
             try:
                 st = e.stat(follow_symlinks=False)
             except OSError:

@@ -10,12 +10,15 @@ rootdir insertion and the test's own `sys.path` would find it first.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from daemon import PYTHON, SET_NAMED_TESTS, git, make_calc_repo
+from daemon import CALC_BUGGY, PYTHON, SET_NAMED_TESTS, git, make_calc_repo
 
+from autod.act.reach import introduced
 from autod.checks.outcome import Before, decide
 from autod.checks.run import CheckResult, run_check
 from autod.checks.sandbox import probe
@@ -59,6 +62,18 @@ def calc_repo_with(root: Path, files: dict[str, str], why: str) -> tuple[Path, C
     base = check(repo)
     assert base.tests is not None and base.tests.failing == FAILING, base.output[-2000:]
     return repo, base
+
+
+@contextlib.contextmanager
+def planted(repo: Path, code: str) -> Iterator[None]:
+    """`code` as the code under test (the bug still in it, nothing the AST tripwire names), the buggy
+    module put back afterwards."""
+    assert "return a - b" in code and introduced(CALC_BUGGY, code) == [], code[:200]
+    (repo / "src" / "calc.py").write_text(code)
+    try:
+        yield
+    finally:
+        (repo / "src" / "calc.py").write_text(CALC_BUGGY)
 
 
 @pytest.fixture(scope="module")

@@ -16,10 +16,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_judge_hostile import FAILING, calc_repo_with, calc_workspace, check
+from test_judge_hostile import FAILING, calc_repo_with, calc_workspace, check, planted
 from test_judge_sealed import BUGGY
 
-from autod.act.reach import introduced
 from autod.checks.outcome import Before, decide
 from autod.checks.run import CheckResult
 from autod.checks.sandbox import probe
@@ -125,17 +124,12 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, CheckResu
 @pytest.mark.parametrize("what", sorted(ATTACKS))
 def test_a_report_forged_after_the_call_is_never_fixed(workspace, what: str) -> None:
     repo, base = workspace
-    code = ATTACKS[what]
-    assert "return a - b" in code and introduced(BUGGY, code) == [], what  # the bug kept; no tripwire
-    (repo / "src" / "calc.py").write_text(code)
-    try:
+    with planted(repo, ATTACKS[what]):
         after = check(repo)
-        assert after.tests is not None, after.output[-1500:]
-        assert after.tests.outcomes.get(TEST_ID) == "failed", (what, after.tests.outcomes)
-        for before in ({"tests": base}, {}):
-            assert decide([after], Before(1, FAILING, before)).status is Status.ROLLED_BACK, (what, before)
-    finally:
-        (repo / "src" / "calc.py").write_text(BUGGY)
+    assert after.tests is not None, after.output[-1500:]
+    assert after.tests.outcomes.get(TEST_ID) == "failed", (what, after.tests.outcomes)
+    for before in ({"tests": base}, {}):
+        assert decide([after], Before(1, FAILING, before)).status is Status.ROLLED_BACK, (what, before)
 
 
 def test_a_project_that_reads_its_reports_and_expects_failures_is_still_fixed(tmp_path: Path) -> None:

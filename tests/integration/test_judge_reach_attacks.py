@@ -18,10 +18,9 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from test_judge_hostile import CHECK, FAILING, calc_repo_with, calc_workspace, check
+from test_judge_hostile import CHECK, FAILING, calc_repo_with, calc_workspace, check, planted
 from test_judge_sealed import BUGGY
 
-from autod.act.reach import introduced
 from autod.checks.outcome import Before, decide
 from autod.checks.pertest import CANDIDATE_FILES
 from autod.checks.run import CheckResult, run_check
@@ -34,6 +33,29 @@ pytestmark = [
 ]
 
 TEST_ID = "tests/test_calc.py::test_add"
+# an object pytest asks for its __class__ while it collects (after test_add exists): the asking runs `swap`
+PROPERTY = '''
+import os
+{imports}
+
+class _Add:
+    def __call__(self, a, b):
+        return a - b
+
+    @property
+    def __class__(self):
+        test = vars(os.sys.modules.get('test_calc', os)).get('test_add')
+        if test is not None and test.__code__.co_name == 'test_add':
+            {swap}
+        return _Add
+
+
+add = _Add()
+
+
+def mul(a, b):
+    return a * b
+'''
 ATTACKS = {
     "a tracer rewrites the runner's frame locals": '''
 import os
@@ -130,51 +152,11 @@ def mul(a, b):
             o.testsfailed = 0
     return a * b
 ''',
-    "a property pytest reads while collecting swaps the test's code": '''
-import os
-
-
-class _Add:
-    def __call__(self, a, b):
-        return a - b
-
-    @property
-    def __class__(self):
-        test = vars(os.sys.modules.get('test_calc', os)).get('test_add')
-        if test is not None:
-            setattr(test, '__co' + 'de__', (lambda: None).__code__)
-        return _Add
-
-
-add = _Add()
-
-
-def mul(a, b):
-    return a * b
-''',
-    "the test's code swapped through unittest.mock": '''
-import os
-import unittest.mock as _mock
-
-
-class _Add:
-    def __call__(self, a, b):
-        return a - b
-
-    @property
-    def __class__(self):
-        test = vars(os.sys.modules.get('test_calc', os)).get('test_add')
-        if test is not None and test.__code__.co_name == 'test_add':
-            _mock.patch.object(test, '__co' + 'de__', (lambda: None).__code__).start()
-        return _Add
-
-
-add = _Add()
-
-
-def mul(a, b):
-    return a * b
-''',
+    "a property pytest reads while collecting swaps the test's code":
+        PROPERTY.format(imports="", swap="setattr(test, '__co' + 'de__', (lambda: None).__code__)"),
+    "the test's code swapped through unittest.mock":
+        PROPERTY.format(imports="import unittest.mock as _mock\n",
+                        swap="_mock.patch.object(test, '__co' + 'de__', (lambda: None).__code__).start()"),
 }
 
 
@@ -195,25 +177,20 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, CheckResu
 @pytest.mark.parametrize("what", sorted(ATTACKS))
 def test_the_candidates_code_cannot_reach_into_the_runner(workspace, what: str) -> None:
     repo, base = workspace
-    code = ATTACKS[what]
-    assert "return a - b" in code and introduced(BUGGY, code) == [], what  # the bug kept; no tripwire
-    (repo / "src" / "calc.py").write_text(code)
-    try:
+    with planted(repo, ATTACKS[what]):
         # the attack works without the control: pytest exits 0, and says every test passed or the
         # recorder records the failing one passed (the recorder may catch some another way: a tracer's
         # forged report is one whose call it saw raise)
         bare = check(repo)
-        said_passed = " passed" in bare.output and "failed" not in bare.output
-        recorded = bare.tests is not None and bare.tests.outcomes.get(TEST_ID) == "passed"
-        assert bare.exit_code == 0 and (said_passed or recorded), bare.output[-1500:]
         guarded = candidate_check(repo, ("src/calc.py",))
-        assert guarded.tests is not None, guarded.output[-1500:]
-        assert guarded.tests.outcomes.get(TEST_ID) != "passed", guarded.output[-1500:]
-        assert "autod: code a candidate changed" in guarded.output, guarded.output[-1500:]
-        for before in ({"tests": base}, {}):
-            assert decide([guarded], Before(1, FAILING, before)).status is Status.ROLLED_BACK
-    finally:
-        (repo / "src" / "calc.py").write_text(BUGGY)
+    said_passed = " passed" in bare.output and "failed" not in bare.output
+    recorded = bare.tests is not None and bare.tests.outcomes.get(TEST_ID) == "passed"
+    assert bare.exit_code == 0 and (said_passed or recorded), bare.output[-1500:]
+    assert guarded.tests is not None, guarded.output[-1500:]
+    assert guarded.tests.outcomes.get(TEST_ID) != "passed", guarded.output[-1500:]
+    assert "autod: code a candidate changed" in guarded.output, guarded.output[-1500:]
+    for before in ({"tests": base}, {}):
+        assert decide([guarded], Before(1, FAILING, before)).status is Status.ROLLED_BACK
 
 
 def test_a_fix_whose_project_traces_collects_and_swaps_classes_is_still_fixed(tmp_path: Path) -> None:
