@@ -221,7 +221,7 @@ def _open_log(path: Path, beneath: Path | None) -> int:
         return os.open(path, _FLAGS)
     rel = os.path.relpath(path, beneath)
     parts = rel.split(os.sep)
-    if rel.startswith("..") or not parts or "" in parts:
+    if parts[0] in ("..", ".") or "" in parts:  # not strictly beneath it
         raise OSError(f"{path} is not beneath {beneath}")
     fd = os.open(beneath, _DIR & ~_NOFOLLOW)  # the root itself is the operator's, links and all
     try:

@@ -179,4 +179,4 @@ class LogtailSource:
 
 def _under(path: Path, root: Path) -> bool:
     rel = os.path.relpath(os.path.normpath(path), os.path.normpath(root))
-    return rel != "." and not rel.startswith("..")
+    return rel.split(os.sep)[0] not in (".", "..")

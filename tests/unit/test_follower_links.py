@@ -111,3 +111,14 @@ def test_a_logtail_source_on_a_workspace_log_reads_no_link_a_check_put_there(tmp
 
     events = asyncio.run(asyncio.wait_for(main(), 60))
     assert not any("4242" in str(e) for e in events), events
+
+
+def test_a_directory_whose_name_starts_with_two_dots_is_still_beneath_the_workspace(tmp_path: Path) -> None:
+    ws, outside, _ = _layout(tmp_path)
+    (ws / "..logs").mkdir()
+    (ws / "..logs" / "app.log").write_bytes(b"ours\n")
+    os.symlink(outside / "app.log", ws / "..logs" / "link.log")
+    for name, want in (("app.log", b"ours\n"), ("link.log", b"")):  # read; a link refused
+        follower = FileFollower(ws / "..logs" / name, from_start=True, saved=None, beneath=ws)
+        assert follower.read() == want, name
+        follower.close()
