@@ -55,6 +55,23 @@ FAULTS: list[tuple[str, dict[str, Any], str, tuple[str, ...]]] = [
         "rejected",
         ("too large",),
     ),
+    # nested past Python's recursion limit, a count past any count: a parse error and a number refused,
+    # never an internal error, and the cycle's record is written (a usage of 2**63 overflowed SQLite)
+    ("a body nested ten thousand deep", {"raw": b"[" * 10_000 + b"]" * 10_000}, "failed", ("not json",)),
+    (
+        "an error body nested ten thousand deep",
+        {"status": 500, "body": '{"error": ' + "[" * 10_000 + "]" * 10_000 + "}"},
+        "failed",
+        ("500",),
+    ),
+    (
+        "a usage count past any count",
+        {"raw": json.dumps({"choices": [{"index": 0, "finish_reason": "stop", "message": {
+            "role": "assistant", "content": "Sure!\n```python\nprint('add')\n```"}}],
+            "usage": {"prompt_tokens": 2**63, "completion_tokens": 10**30}}).encode()},
+        "rejected",
+        ("no header",),
+    ),
     (
         "search text not in the file",
         plan_with(edit("src/calc.py", "return a ** b", "return a + b")),
