@@ -51,6 +51,7 @@ GUARDS: dict[str, tuple[str, ...]] = {
     "autod/act/allowance.py": ("test_allowance.py",),
     "autod/checks/outcome.py": ("test_outcome.py", "test_judge.py"),
     "autod/checks/seal.py": ("test_pertest.py",),
+    "autod/checks/heard.py": ("test_heard.py",),
     "autod/checks/bytecode.py": ("test_bytecode.py",),
     "autod/checks/treewalk.py": ("test_bytecode.py",),
     "autod/checks/judge_reach.py": ("test_judge_reach.py",),
@@ -70,6 +71,12 @@ _OPEN_FM = "os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC -> "
 _OPEN_E = "_read_original: os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC -> "
 _SE = "autod/checks/seal.py::"
 EQUIVALENT: dict[str, str] = {
+    "autod/checks/heard.py::outcomes: _RANK[outcome] > _RANK[now] -> _RANK[outcome] >= _RANK[now]":
+    "ranks are distinct: an equal rank is the same outcome, kept either way",
+    "autod/checks/heard.py::Channel.drain: 1 -> 2 #2": "any read larger than the cap tells a message over it"
+    " from one at it",
+    "autod/checks/heard.py::judged: _RANK[said] > _RANK[outcome] -> _RANK[said] >= _RANK[outcome]":
+    "ranks are distinct: an equal rank is the same outcome, kept either way",
     "autod/checks/judge_reach.py::install: True -> False": "no event the hook watches is raised inside it"
     " (its look at the stack raises only sys._getframe and f_code reads): the guard against re-entry"
     " changes nothing but what a broken dispatch would do",

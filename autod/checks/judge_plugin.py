@@ -18,12 +18,20 @@ recorder depends on nothing it could change with plain Python (autod.checks.seal
   process's first recorder (a later one is pytester's, or a copy imported). A session that ends before
   its last hook writes nothing: a key taken with no record is a failed run. Under pytest-xdist the
   controller's record has the outcomes. A pytest that ran no session (`--version`) records that.
+- What it holds until then the code under test could rewrite, so it also tells autod each phase and
+  each raising call the moment it hears them, on the channel autod handed the check (`_tell`, in
+  autod.checks.judge_wire; autod.checks.heard judges a session by what it told).
 """
 
 import hashlib
 import operator
 import os
 import sys
+
+if __name__ == "autod_verdicts":  # as a check loads it: how it speaks to autod sits beside it in lib/
+    from autod_wire import _json, _mac, _tell
+else:  # as autod's own module (autod.checks.pertest's tests write records with it)
+    from autod.checks.judge_wire import _json, _mac, _tell
 
 _RANK = {"passed": 0, "xpassed": 1, "xfailed": 2, "skipped": 3, "failed": 4, "error": 5}
 _state = {"phases": {}, "collected": set(), "errors": [], "deselected": [], "worker": False, "written": False,
@@ -72,6 +80,10 @@ def _take_key():
 _FIRST = os.environ.get("_AUTOD_JUDGE_FIRST") != str(_getpid())
 os.environ["_AUTOD_JUDGE_FIRST"] = str(_getpid())
 _KEY = _take_key() if _FIRST else None
+_FP = _sha256(_KEY).hexdigest()[:16] if _KEY is not None else ""  # the record's name for its key
+
+
+_tell("hello", _FP)  # before any conftest, test or code under test: this session has a channel
 
 # The runner as it was before any project code ran: every function and class of pytest, pluggy, unittest,
 # builtins, the import system and this recorder, each such class's own attributes, each function's code.
@@ -79,7 +91,8 @@ _KEY = _take_key() if _FIRST else None
 # beyond the check's run before the candidate is a failed run (autod.checks.outcome). Compared when each
 # module has been collected and when the session ends, never while a test runs (its own `monkeypatch`).
 _RUNNER_ROOTS = ("pytest", "_pytest", "pluggy", "unittest", "builtins", "importlib", "_frozen_importlib",
-                 "_frozen_importlib_external")  # the import system: the guard's bytecode rule lives there
+                 "_frozen_importlib_external",  # the import system: the guard's bytecode rule lives there
+                 "autod_wire")  # what the record is written and autod told with
 _MISSING = object()
 _FUNCTION, _type, _callable = type(_take_key), type, callable
 _map, _zip, _id, _any = map, zip, id, any
@@ -198,47 +211,6 @@ def _in_source_tree(path):
     return path.startswith(_WS) or _realpath(path).startswith(_WS_REAL)
 
 
-def _quote(s):
-    out = []
-    for ch in s:
-        c = _ord(ch)
-        if ch == '"' or ch == "\\" or c < 0x20 or c > 0x7E:
-            if c > 0xFFFF:
-                c -= 0x10000
-                out.append(f"\\u{0xD800 + (c >> 10):04x}\\u{0xDC00 + (c & 0x3FF):04x}")
-            else:
-                out.append(f"\\u{c:04x}")
-        else:
-            out.append(ch)
-    return '"' + "".join(out) + '"'
-
-
-def _json(o):
-    """JSON of the record's plain values, ASCII only (what `json.dumps` would say, without json)."""
-    if o is True:
-        return "true"
-    if o is False:
-        return "false"
-    if o is None:
-        return "null"
-    if _isinstance(o, _int):
-        return f"{o:d}"
-    if _isinstance(o, _str):
-        return _quote(o)
-    if _isinstance(o, _dict):
-        return "{" + ",".join([_quote(_str(k)) + ":" + _json(o[k]) for k in _sorted(o)]) + "}"
-    if _isinstance(o, (_list, _tuple, _set, _frozenset)):
-        return "[" + ",".join([_json(v) for v in o]) + "]"
-    return _quote(_str(o))
-
-
-def _mac(key, msg):
-    """HMAC-SHA256 (RFC 2104), written out: `hmac` is a module the code under test could rebind."""
-    block = key + b"\x00" * (64 - _len(key))
-    inner = _sha256(_bytes([b ^ 0x36 for b in block]) + msg).digest()
-    return _sha256(_bytes([b ^ 0x5C for b in block]) + inner).hexdigest()
-
-
 def _record(exitstatus, session):
     """Write this session's sealed record, once; nothing without a key or a directory to write in."""
     if _state["written"] or not _OUT or _KEY is None:
@@ -259,7 +231,7 @@ def _record(exitstatus, session):
         "runner": _named(_state["runner"]),
         "runner_foreign": _named(_state["foreign"]),
     })
-    fp = _sha256(_KEY).hexdigest()[:16]
+    fp = _FP
     doc = _json({"seal": fp, "mac": _mac(_KEY, body.encode("ascii")), "body": body}).encode("ascii")
     path = _join(_OUT, "results-" + fp + ".json")
     tmp = path + ".tmp"
@@ -327,6 +299,7 @@ def pytest_runtest_logreport(report):
     now = phases.get(when)
     if now is None or _RANK[outcome] > _RANK[now]:
         phases[when] = outcome
+    _tell("phase", _FP, _str(report.nodeid), when, outcome)
 
 
 def _tests():
@@ -381,7 +354,9 @@ try:  # pytest-xdist's controller learns each worker's collection through this h
         """Whether the test raised, seen around its call before any report is made of it: no report
         hook, and no wrapper outside this one, can hide it (a wrapper inside it forges the call itself)."""
         outcome = yield
-        _state["raised"][_str(item.nodeid)] = _getattr(outcome, "excinfo", None) is not None
+        raised = _state["raised"][_str(item.nodeid)] = _getattr(outcome, "excinfo", None) is not None
+        if raised:
+            _tell("raised", _FP, _str(item.nodeid))
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(node, ids):

@@ -26,7 +26,7 @@ from typing import Any
 
 import structlog
 
-from autod.checks import seal
+from autod.checks import heard, seal
 from autod.safety.saferead import read_untrusted
 from autod.walk import remove_tree
 
@@ -87,6 +87,7 @@ class JudgeDirs:
     lib: Path  # bound read-only: the guard and the recorder
     out: Path  # bound writable: the recorder's result files, and the pipe of keys that seal them
     keys: seal.Keys
+    channel: heard.Channel  # what each recorder tells autod as it hears it (autod.checks.heard)
 
     def env(self, workspace: Path, own: Mapping[str, str]) -> dict[str, str]:
         """The variables that load the guard and the recorder into every Python the check starts, kept
@@ -103,6 +104,7 @@ class JudgeDirs:
             "_AUTOD_JUDGE_WS": str(workspace),
             "_AUTOD_JUDGE_OUT": str(self.out),
             "_AUTOD_JUDGE_KEYS": str(self.keys.path),
+            **self.channel.env(),
             "_AUTOD_JUDGE_FIRST": "",  # no process of the check is the first recorder's but by its own
             "_AUTOD_JUDGE_CHANGED": json.dumps(list(CANDIDATE_FILES.get())) if CANDIDATE_FILES.get() else "",
         }
@@ -118,15 +120,17 @@ def make_dirs() -> JudgeDirs:
     (lib / "sitecustomize.py").write_bytes(pkg.joinpath("judge_guard.py").read_bytes())
     (lib / f"{PLUGIN}.py").write_bytes(pkg.joinpath("judge_plugin.py").read_bytes())
     (lib / "autod_reach.py").write_bytes(pkg.joinpath("judge_reach.py").read_bytes())
+    (lib / "autod_wire.py").write_bytes(pkg.joinpath("judge_wire.py").read_bytes())
     for f in lib.iterdir():
         f.chmod(0o444)
     lib.chmod(0o555)
-    return JudgeDirs(lib, out, seal.issue(out))
+    return JudgeDirs(lib, out, seal.issue(out), heard.open_channel())
 
 
 def remove_dirs(dirs: JudgeDirs) -> None:
     root = dirs.lib.parent
     dirs.keys.close()
+    dirs.channel.close()
     with contextlib.suppress(OSError):
         dirs.lib.chmod(0o755)
     remove_tree(root)
@@ -158,7 +162,9 @@ def load(dirs: JudgeDirs) -> PerTestReport | None:
     Only names the recorder writes are read, each with the safe read, and each must carry a seal that
     verifies. Of one process's sessions the first speaks for it (inner ones, as pytester runs them, do
     not; two that say they are first are a failed run); a pytest-xdist worker's record and a pytest that
-    ran no session add nothing. A test's outcome is the worst of all the records that name it."""
+    ran no session add nothing. A session that had the recorder's channel is judged by what it told
+    there as it heard it (autod.checks.heard), its record only worsening that. A test's outcome is the
+    worst of all the sessions that name it."""
     try:
         names = sorted(e.name for e in os.scandir(dirs.out) if _RESULT_NAME.fullmatch(e.name))
     except OSError:
@@ -176,26 +182,33 @@ def load(dirs: JudgeDirs) -> PerTestReport | None:
     if why := seal.unsealed_why(dirs.keys, names, sealed):
         log.warning("check.results_unsealed", why=why)
         return None
-    first: dict[Any, dict[str, Any]] = {}  # per process: its first recorder's record
-    for doc in sealed.values():
+    told = heard.outcomes(dirs.channel.messages)
+    if dirs.channel.overflowed:
+        log.warning("check.results_unsealed", why="more was told on the recorder's channel than autod reads")
+        return None
+    first: dict[Any, tuple[str, dict[str, Any]]] = {}  # per process: its first recorder's record
+    for fp, doc in sealed.items():
         if doc.get("first") is not True:
             continue  # a pytest run inside another (pytester), or a copy of the recorder imported again
         if doc.get("pid") in first:
             log.warning("check.results_unsealed", why=f"two first sessions in process {doc.get('pid')}")
             return None
-        first[doc.get("pid")] = doc
-    heard_from = [doc for doc in first.values()
-                  if (doc.get("complete"), doc.get("worker"), doc.get("session")) == (True, False, True)]
+        first[doc.get("pid")] = (fp, doc)
+    docs = [doc for _, doc in first.values()]
     outcomes: dict[str, str] = {}
     collected: set[str] = set()
     errors: list[str] = []
-    runner, foreign = _names(first.values(), "runner"), _names(first.values(), "runner_foreign")
-    heard = 0
-    for doc in heard_from:
+    runner, foreign = _names(docs, "runner"), _names(docs, "runner_foreign")
+    heard_from = 0
+    for fp, doc in first.values():
+        if (doc.get("complete"), doc.get("worker"), doc.get("session")) != (True, False, True):
+            continue
         tests, coll, errs = doc.get("tests"), doc.get("collected"), doc.get("collect_errors")
         if not isinstance(tests, dict) or not isinstance(coll, list) or not isinstance(errs, list):
             continue
-        heard += 1
+        heard_from += 1
+        if fp in told.sessions:  # it had a channel: what it told decides, its record only worsens it
+            tests = heard.judged({k: v for k, v in tests.items() if isinstance(k, str)}, told.tests[fp])
         for nodeid, outcome in tests.items():
             if isinstance(nodeid, str) and outcome in _RANK:
                 now = outcomes.get(nodeid)
@@ -203,7 +216,7 @@ def load(dirs: JudgeDirs) -> PerTestReport | None:
                     outcomes[nodeid] = outcome
         collected.update(c for c in coll if isinstance(c, str))
         errors += [e for e in errs if isinstance(e, str)]
-    if not heard:
+    if not heard_from:
         return None
     return PerTestReport(outcomes, frozenset(collected), tuple(errors), runner, foreign)
 

@@ -92,6 +92,7 @@ async def run_session(
     env: Mapping[str, str],
     timeout_s: float,
     output_limit: int,
+    pass_fds: Sequence[int] = (),
 ) -> Finished:
     """Run argv in a new session and wait for it within `timeout_s`. Raises CannotStart only when
     argv[0] itself cannot be executed; the command's own failure is an exit code."""
@@ -108,6 +109,7 @@ async def run_session(
             stdout=write_fd,
             stderr=asyncio.subprocess.STDOUT,
             start_new_session=True,  # own session and process group: a timeout reaches its children
+            pass_fds=tuple(pass_fds),  # the recorder's channel (autod.checks.heard), nothing else
             umask=workspace_umask(),  # files a check writes in the workspace get its usual modes
         )
     except OSError as exc:

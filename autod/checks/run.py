@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from autod import tally
-from autod.checks import bytecode, mounts, pertest, reaper, sandbox
+from autod.checks import bytecode, heard, mounts, pertest, reaper, sandbox
 from autod.checks.changes import changed_files, runs_code, snapshot, sources_and_outputs
 from autod.checks.process import CannotStart, run_session
 from autod.checks.programs import (
@@ -279,9 +279,10 @@ async def _run_judged(
         before = await asyncio.to_thread(snapshot, cwd, skip)
         pycs = await asyncio.to_thread(bytecode.present, cwd, skip) if dirs is not None else None
         try:
-            fin = await run_session(
-                full, cwd=cwd, env=env, timeout_s=check.timeout_s, output_limit=check.output_limit_kb * 1024
-            )
+            async with heard.listening(dirs.channel if dirs else None):
+                fin = await run_session(full, cwd=cwd, env=env, timeout_s=check.timeout_s,
+                                        output_limit=check.output_limit_kb * 1024,
+                                        pass_fds=dirs.channel.pass_fds() if dirs else ())
         except CannotStart as exc:
             return None, _not_started(name, 126, f"cannot start check {name!r}: {exc}", wrapper)
         finally:

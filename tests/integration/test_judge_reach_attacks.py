@@ -21,6 +21,7 @@ import pytest
 from test_judge_hostile import CHECK, FAILING, calc_repo_with, calc_workspace, check, planted
 from test_judge_sealed import BUGGY
 
+from autod.checks import heard
 from autod.checks.outcome import Before, decide
 from autod.checks.pertest import CANDIDATE_FILES
 from autod.checks.run import CheckResult, run_check
@@ -175,13 +176,16 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, CheckResu
 
 
 @pytest.mark.parametrize("what", sorted(ATTACKS))
-def test_the_candidates_code_cannot_reach_into_the_runner(workspace, what: str) -> None:
+def test_the_candidates_code_cannot_reach_into_the_runner(workspace, monkeypatch, what: str) -> None:
     repo, base = workspace
     with planted(repo, ATTACKS[what]):
         # the attack works without the control: pytest exits 0, and says every test passed or the
         # recorder records the failing one passed (the recorder may catch some another way: a tracer's
-        # forged report is one whose call it saw raise)
-        bare = check(repo)
+        # forged report is one whose call it saw raise; what it told autod as it heard it, which the
+        # bare run here does without: autod.checks.heard)
+        with monkeypatch.context() as m:
+            m.setattr(heard.Channel, "env", lambda self: {})
+            bare = check(repo)
         guarded = candidate_check(repo, ("src/calc.py",))
     said_passed = " passed" in bare.output and "failed" not in bare.output
     recorded = bare.tests is not None and bare.tests.outcomes.get(TEST_ID) == "passed"
