@@ -28,6 +28,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import CodeType
 from typing import Any
 
 import pytest
@@ -52,6 +53,7 @@ GUARDS: dict[str, tuple[str, ...]] = {
     "autod/checks/outcome.py": ("test_outcome.py", "test_judge.py"),
     "autod/checks/seal.py": ("test_pertest.py",),
     "autod/checks/heard.py": ("test_heard.py",),
+    "autod/checks/judge_path.py": ("test_judge_path.py",),
     "autod/checks/bytecode.py": ("test_bytecode.py",),
     "autod/checks/treewalk.py": ("test_bytecode.py",),
     "autod/checks/judge_reach.py": ("test_judge_reach.py",),
@@ -160,7 +162,7 @@ def live_functions(modname: str, filename: str) -> tuple[dict[str, list[Any]], l
             if hasattr(obj, "cache_clear"):
                 caches.append(obj)
             take(obj.__wrapped__)
-        elif hasattr(obj, "__code__") and obj.__code__.co_filename == filename:
+        elif isinstance(getattr(obj, "__code__", None), CodeType) and obj.__code__.co_filename == filename:
             found.setdefault(obj.__code__.co_qualname, []).append(obj)
 
     for value in list(vars(module).values()):

@@ -8,7 +8,9 @@ channel: one end of a `SOCK_SEQPACKET` socket pair, inherited by the check's pro
 and inode in `$_AUTOD_JUDGE_HEARD`), the other end read by autod while the check runs. A recorder that
 holds it tells autod, on import (before any of the project's code has run), that its session has a
 channel (`hello`, with its record's fingerprint), then each phase of each test as it is reported
-(`phase`) and each call it saw raise (`raised`). What was sent can be neither taken back nor run into:
+(`phase`), each call it saw raise (`raised`) and each change of the runner it names (`runner`, with
+whether it is foreign: autod.checks.judge_path has the hooks on a test's way), which count whatever its
+record says of them later. What was sent can be neither taken back nor run into:
 the messages are in autod's hands, each whole.
 
 A session that said hello is judged by what it told (`outcomes`, by the recorder's own rule: its
@@ -41,6 +43,8 @@ MAX_MESSAGE = 1 << 16  # bytes of one message (a phase of a test with a very lon
 MAX_BYTES = 32 << 20  # all messages of one check run together
 _RANK = {"passed": 0, "xpassed": 1, "xfailed": 2, "skipped": 3, "failed": 4, "error": 5}
 _FAILING = ("failed", "error")
+MAX_LABELS = 4096  # runner changes heard from one session (the recorder tells 200, and each foreign one)
+OVERFLOW = "more runner changes told than autod reads"
 _PER_WAKE = 256  # messages read each time the loop finds the socket readable
 
 
@@ -124,6 +128,8 @@ class Heard:
 
     sessions: frozenset[str]
     tests: dict[str, dict[str, str]]  # fingerprint -> nodeid -> outcome
+    runner: dict[str, frozenset[str]] = field(default_factory=dict)  # fingerprint -> runner changes
+    foreign: dict[str, frozenset[str]] = field(default_factory=dict)  # of them, the foreign ones
 
 
 def outcomes(messages: Iterable[bytes]) -> Heard:
@@ -133,6 +139,8 @@ def outcomes(messages: Iterable[bytes]) -> Heard:
     hello: set[str] = set()
     phases: dict[str, dict[str, dict[str, str]]] = {}
     raised: set[tuple[str, str]] = set()
+    runner: dict[str, set[str]] = {}
+    foreign: dict[str, set[str]] = {}
     for data in messages:
         try:
             msg = safejson.loads(data)
@@ -149,6 +157,12 @@ def outcomes(messages: Iterable[bytes]) -> Heard:
                     phases[fp][nodeid][when] = outcome
             case ["raised", fp, nodeid]:
                 raised.add((fp, nodeid))
+            case ["runner", fp, label, how]:
+                if len(runner.setdefault(fp, set())) >= MAX_LABELS:  # a flood: nothing it says is trusted
+                    label, how = OVERFLOW, "foreign"
+                runner[fp].add(label)
+                if how:
+                    foreign.setdefault(fp, set()).add(label)
     tests: dict[str, dict[str, str]] = {}
     for fp in hello:
         tests[fp] = {}
@@ -159,7 +173,8 @@ def outcomes(messages: Iterable[bytes]) -> Heard:
             ended = "teardown" in told and ("call" in told or told.get("setup") in ("skipped", "xfailed"))
             if ended or worst in _FAILING:
                 tests[fp][nodeid] = worst
-    return Heard(frozenset(hello), tests)
+    return Heard(frozenset(hello), tests, {fp: frozenset(runner.get(fp, ())) for fp in hello},
+                 {fp: frozenset(foreign.get(fp, ())) for fp in hello})
 
 
 def judged(record: dict[str, str], told: dict[str, str]) -> dict[str, str]:

@@ -18,9 +18,11 @@ recorder depends on nothing it could change with plain Python (autod.checks.seal
   process's first recorder (a later one is pytester's, or a copy imported). A session that ends before
   its last hook writes nothing: a key taken with no record is a failed run. Under pytest-xdist the
   controller's record has the outcomes. A pytest that ran no session (`--version`) records that.
-- What it holds until then the code under test could rewrite, so it also tells autod each phase and
-  each raising call the moment it hears them, on the channel autod handed the check (`_tell`, in
-  autod.checks.judge_wire; autod.checks.heard judges a session by what it told).
+- What it holds until then the code under test could rewrite, so it also tells autod each phase, each
+  raising call and each runner change the moment it hears them, on the channel autod handed the check
+  (`_tell`, in autod.checks.judge_wire; autod.checks.heard judges a session by what it told).
+- Before and after each test's call it names the hook implementations on a test's way to its verdict
+  and a test whose function was swapped (`_watch`, autod.checks.judge_path), as runner changes.
 """
 
 import hashlib
@@ -28,52 +30,28 @@ import operator
 import os
 import sys
 
-if __name__ == "autod_verdicts":  # as a check loads it: how it speaks to autod sits beside it in lib/
-    from autod_wire import _json, _mac, _tell
+if __name__ == "autod_verdicts":  # as a check loads it: its parts sit beside it in autod's lib/
+    from autod_path import hooked, name_of, test_function
+    from autod_wire import _json, _mac, _take_key, _tell
 else:  # as autod's own module (autod.checks.pertest's tests write records with it)
-    from autod.checks.judge_wire import _json, _mac, _tell
+    from autod.checks.judge_path import hooked, name_of, test_function
+    from autod.checks.judge_wire import _json, _mac, _take_key, _tell
 
 _RANK = {"passed": 0, "xpassed": 1, "xfailed": 2, "skipped": 3, "failed": 4, "error": 5}
 _state = {"phases": {}, "collected": set(), "errors": [], "deselected": [], "worker": False, "written": False,
-          "runner": set(), "foreign": set(), "raised": {}}
+          "runner": set(), "foreign": set(), "raised": {}, "hooked": {}, "functions": {}, "told": set()}
 
 # what the record is written with, taken now, before any of the project's code has run
-_open, _read, _write, _close, _replace, _getpid = os.open, os.read, os.write, os.close, os.replace, os.getpid
+_open, _write, _close, _replace, _getpid = os.open, os.write, os.close, os.replace, os.getpid
 _join = os.path.join
 _sha256 = hashlib.sha256
-_len, _isinstance, _sorted, _ord, _str, _int = len, isinstance, sorted, ord, str, int
-_dict, _list, _tuple, _set, _frozenset, _bytes, _getattr, _hasattr = \
-    dict, list, tuple, set, frozenset, bytes, getattr, hasattr
+_len, _isinstance, _sorted, _str, _int = len, isinstance, sorted, str, int
+_dict, _list, _tuple, _set, _getattr, _hasattr = dict, list, tuple, set, getattr, hasattr
 _O_WRITE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-_O_KEYS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0) | \
-    getattr(os, "O_CLOEXEC", 0)
 _OUT = os.environ.get("_AUTOD_JUDGE_OUT")
 _WS = os.path.join(os.environ.get("_AUTOD_JUDGE_WS") or "", "") if os.environ.get("_AUTOD_JUDGE_WS") else ""
 _WS_REAL, _realpath = os.path.join(os.path.realpath(_WS), "") if _WS else "", os.path.realpath
 _MAX_NAMED = 200  # runner parts named in a record (then one label counts the rest)
-
-
-def _take_key():
-    """One key from autod's pipe (a FIFO read without blocking), or None: none left, no pipe."""
-    path = os.environ.get("_AUTOD_JUDGE_KEYS")
-    if not path:
-        return None
-    try:
-        fd = _open(path, _O_KEYS)
-    except OSError:
-        return None
-    try:
-        data = _read(fd, 65)
-    except OSError:
-        return None
-    finally:
-        _close(fd)
-    if _len(data) != 65 or data[64:] != b"\n":
-        return None
-    try:
-        return _bytes.fromhex(data[:64].decode("ascii"))
-    except ValueError:
-        return None
 
 
 # only the process's first recorder takes a key (another is pytester's inner run, or a copy imported)
@@ -92,7 +70,7 @@ _tell("hello", _FP)  # before any conftest, test or code under test: this sessio
 # module has been collected and when the session ends, never while a test runs (its own `monkeypatch`).
 _RUNNER_ROOTS = ("pytest", "_pytest", "pluggy", "unittest", "builtins", "importlib", "_frozen_importlib",
                  "_frozen_importlib_external",  # the import system: the guard's bytecode rule lives there
-                 "autod_wire")  # what the record is written and autod told with
+                 "autod_wire", "autod_path")  # what the record is written and autod told with
 _MISSING = object()
 _FUNCTION, _type, _callable = type(_take_key), type, callable
 _map, _zip, _id, _any = map, zip, id, any
@@ -134,30 +112,53 @@ def _runner_changed():
     """Add to the record the runner's parts that are not what they were at import: a function or
     class (or descriptor) in one of its namespaces replaced, removed or added, or a function's code
     replaced. Compared by identity, in C, a namespace at a time; named only where one differs."""
-    changed, foreign = _state["runner"], _state["foreign"]
     for ns, copy, ids, prefix in _SPACES:
         if _tuple(_map(_id, ns.values())) == ids:
             continue
         for key in _set(copy) | _set(ns):
             was, now = copy.get(key, _MISSING), ns.get(key, _MISSING)
             if was is not now and (_judged(was) or _judged(now)):
-                changed.add(prefix + "." + _str(key))
-                if _foreign(now):
-                    foreign.add(prefix + "." + _str(key))
+                _change(prefix + "." + _str(key), _foreign(now))
     fns, codes = _CODES
     if _tuple(_map(_code_of, fns)) != codes:
         for f, c in _zip(fns, codes):
             if f.__code__ is not c:
                 label = _str(f.__module__) + "." + _str(f.__qualname__) + ".__code__"
-                changed.add(label)
-                if _in_workspace(f.__code__.co_filename):
-                    foreign.add(label)
+                _change(label, _in_workspace(f.__code__.co_filename))
+
+
+def _change(label, foreign):
+    """A change of the runner, for the record, and told to autod now: each foreign one, and the others
+    up to `_MAX_NAMED` labels told (then once that there were more)."""
+    _state["runner"].add(label)
+    if foreign:
+        _state["foreign"].add(label)
+    told = _state["told"]
+    if (label, foreign) in told:
+        return
+    if foreign or _len(told) < _MAX_NAMED:
+        told.add((label, foreign))
+        _tell("runner", _FP, label, "foreign" if foreign else "")
+    elif ("", False) not in told:
+        told.add(("", False))
+        _tell("runner", _FP, "more parts changed than autod is told", "")
 
 
 def _unsure(label):
     """A report pytest's own classes did not make: counted as a foreign change of the runner."""
-    _state["runner"].add(label)
-    _state["foreign"].add(label)
+    _change(label, True)
+
+
+def _watch(manager, item):
+    """Name what stands on a test's way to its verdict (autod.checks.judge_path): every hook
+    implementation there not named yet, and a test whose function is not the one collected."""
+    for label, foreign in hooked(manager, _state["hooked"]):
+        _change(label, foreign)
+    if item is not None and _str(item.nodeid) in _state["functions"]:
+        now = test_function(item)
+        if now is not _state["functions"][_str(item.nodeid)]:
+            label, foreign = name_of(now)
+            _change("the function of " + _str(item.nodeid) + " is now " + label, foreign)
 
 
 def _foreign(value):
@@ -329,6 +330,7 @@ def pytest_deselected(items):
 
 def pytest_collection_finish(session):
     _state["collected"].update(i.nodeid for i in session.items)
+    _state["functions"].update((_str(i.nodeid), test_function(i)) for i in session.items)
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -339,6 +341,7 @@ def pytest_sessionfinish(session, exitstatus):
         session.exitstatus = 3
         return
     _runner_changed()
+    _watch(session.config.pluginmanager, None)
     _record(exitstatus, True)
 
 
@@ -353,7 +356,9 @@ try:  # pytest-xdist's controller learns each worker's collection through this h
     def pytest_runtest_call(item):
         """Whether the test raised, seen around its call before any report is made of it: no report
         hook, and no wrapper outside this one, can hide it (a wrapper inside it forges the call itself)."""
+        _watch(item.config.pluginmanager, item)
         outcome = yield
+        _watch(item.config.pluginmanager, item)
         raised = _state["raised"][_str(item.nodeid)] = _getattr(outcome, "excinfo", None) is not None
         if raised:
             _tell("raised", _FP, _str(item.nodeid))

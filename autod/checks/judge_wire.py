@@ -1,8 +1,8 @@
-"""How the recorder speaks to autod: its JSON and its HMAC, written out with builtin types' methods
-only, and its channel (`_tell`).
+"""How the recorder speaks to autod: the key it seals with (`_take_key`), its JSON and its HMAC, written
+out with builtin types' methods only, and its channel (`_tell`).
 
 Copied as `autod_wire.py` beside the recorder (autod.checks.judge_plugin), which imports it before any
-of the project's code has run and keeps its three functions. It runs in the project's own Python
+of the project's code has run and keeps its four functions. It runs in the project's own Python
 (standard library only, syntax old Pythons read), and it stays in `sys.modules`: its namespace is one
 of the runner's parts the recorder compares (`_RUNNER_ROOTS`), so a function of it rebound is named.
 """
@@ -13,6 +13,9 @@ import os
 _sha256 = hashlib.sha256
 _len, _isinstance, _sorted, _ord, _str, _int = len, isinstance, sorted, ord, str, int
 _dict, _list, _tuple, _set, _frozenset, _bytes = dict, list, tuple, set, frozenset, bytes
+_open, _read, _close = os.open, os.read, os.close
+_O_KEYS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0) | \
+    getattr(os, "O_CLOEXEC", 0)
 
 
 def _quote(s):
@@ -54,6 +57,29 @@ def _mac(key, msg):
     block = key + b"\x00" * (64 - _len(key))
     inner = _sha256(_bytes([b ^ 0x36 for b in block]) + msg).digest()
     return _sha256(_bytes([b ^ 0x5C for b in block]) + inner).hexdigest()
+
+
+def _take_key():
+    """One key from autod's pipe (a FIFO read without blocking), or None: none left, no pipe."""
+    path = os.environ.get("_AUTOD_JUDGE_KEYS")
+    if not path:
+        return None
+    try:
+        fd = _open(path, _O_KEYS)
+    except OSError:
+        return None
+    try:
+        data = _read(fd, 65)
+    except OSError:
+        return None
+    finally:
+        _close(fd)
+    if _len(data) != 65 or data[64:] != b"\n":
+        return None
+    try:
+        return _bytes.fromhex(data[:64].decode("ascii"))
+    except ValueError:
+        return None
 
 
 def _channel():

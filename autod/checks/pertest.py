@@ -120,7 +120,8 @@ def make_dirs() -> JudgeDirs:
     (lib / "sitecustomize.py").write_bytes(pkg.joinpath("judge_guard.py").read_bytes())
     (lib / f"{PLUGIN}.py").write_bytes(pkg.joinpath("judge_plugin.py").read_bytes())
     (lib / "autod_reach.py").write_bytes(pkg.joinpath("judge_reach.py").read_bytes())
-    (lib / "autod_wire.py").write_bytes(pkg.joinpath("judge_wire.py").read_bytes())
+    for part in ("wire", "path"):  # the recorder's parts, beside it
+        (lib / f"autod_{part}.py").write_bytes(pkg.joinpath(f"judge_{part}.py").read_bytes())
     for f in lib.iterdir():
         f.chmod(0o444)
     lib.chmod(0o555)
@@ -199,6 +200,9 @@ def load(dirs: JudgeDirs) -> PerTestReport | None:
     collected: set[str] = set()
     errors: list[str] = []
     runner, foreign = _names(docs, "runner"), _names(docs, "runner_foreign")
+    for fp, _ in first.values():  # what each session told of its runner, whatever its record says now
+        runner |= told.runner.get(fp, frozenset())
+        foreign |= told.foreign.get(fp, frozenset())
     heard_from = 0
     for fp, doc in first.values():
         if (doc.get("complete"), doc.get("worker"), doc.get("session")) != (True, False, True):

@@ -218,3 +218,30 @@ def test_a_malformed_message_is_passed_over_and_what_follows_it_still_counts():
     for messages in (bad + good, good[:1] + bad + good[1:]):
         got = heard.outcomes(messages)
         assert got.sessions == {FP} and got.tests == {FP: {"t::a": "failed"}}
+
+
+def test_runner_changes_told_count_whatever_the_record_says_and_a_flood_of_them_is_foreign(monkeypatch):
+    hook = "pytest_pyfunc_call runs _yes (src/calc.py:3)"
+    told = [msg("hello", FP), msg("runner", FP, "_pytest.runner.call_and_report", ""),
+            msg("runner", FP, hook, "foreign"),
+            msg("runner", "f" * 16, "elsewhere", "foreign")]
+    got = heard.outcomes(told)
+    assert got.runner == {FP: {"_pytest.runner.call_and_report", hook}} and got.foreign == {FP: {hook}}
+    monkeypatch.setattr(heard, "MAX_LABELS", 3)
+    flood = [msg("hello", FP), *(msg("runner", FP, f"x{i}", "") for i in range(5))]
+    got = heard.outcomes(flood)
+    assert got.foreign[FP] == {heard.OVERFLOW} and len(got.runner[FP]) == 4
+
+
+def test_a_sessions_told_runner_changes_reach_the_report_though_its_record_names_none(dirs):
+    key = pertest_key(dirs)
+    path = record(dirs, doc({"t::a": "passed"}, runner=[], runner_foreign=[]), key)
+    fp = path.name[len("results-"):-len(".json")]
+    phases = (msg("phase", fp, "t::a", w, "passed") for w in ("setup", "call", "teardown"))
+    hook = "pytest_pyfunc_call runs _yes (src/calc.py:3)"
+    for m in (msg("hello", fp), *phases, msg("runner", fp, hook, "foreign")):
+        os.write(dirs.channel.theirs.fileno(), m)
+    dirs.channel.drain()
+    r = load(dirs)
+    assert r is not None and r.outcomes == {"t::a": "passed"}
+    assert r.runner == r.foreign == {hook}

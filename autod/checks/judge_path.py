@@ -1,0 +1,94 @@
+"""What stands between a test and its verdict, named for the record: the hook implementations on a
+test's way through pytest, and the function each test runs.
+
+A plugin the code under test registers through the plugin manager pytest hands out can make a failing
+test's call pass without its assertion ever running: a `pytest_pyfunc_call` that never calls the test,
+an inner `pytest_runtest_call` wrapper that swallows what it raised, a `pytest_collection_modifyitems`
+that swaps `item.obj`; so can swapping a registered implementation's function, or a test's `obj`,
+directly. Nothing the recorder hears after the call can tell. So the recorder
+(autod.checks.judge_plugin) names, before and after each test's call and when the session ends, every
+implementation of the hooks in `HOOKS` ("<hook> runs <qualname> (<file>:<line>)", for the function
+that stands there, or the type of the callable that does), and each test whose function is no longer
+the one collected. These names join the runner's changes, so a name the check's run before the
+candidate did not have makes the run one that cannot be trusted (autod.checks.outcome). Without a run
+before, a name counts when its code is in a file the candidate changed, or is no function at all.
+
+Copied as `autod_path.py` beside the recorder (autod.checks.pertest); standard library only, syntax old
+Pythons read. It stays in `sys.modules`, one of the namespaces the recorder compares.
+"""
+
+import json
+import os
+
+HOOKS = ("pytest_collection_modifyitems", "pytest_runtestloop", "pytest_runtest_protocol",
+         "pytest_runtest_logstart", "pytest_runtest_setup", "pytest_runtest_call", "pytest_pyfunc_call",
+         "pytest_runtest_teardown", "pytest_runtest_makereport", "pytest_runtest_logreport",
+         "pytest_report_teststatus", "pytest_runtest_logfinish", "pytest_fixture_setup",
+         "pytest_exception_interact")
+_FUNCTION = type(json.loads)
+_METHOD = type(os.environ.get)
+_str, _type, _getattr, _isinstance = str, type, getattr, isinstance
+_realpath, _join, _relpath = os.path.realpath, os.path.join, os.path.relpath
+
+
+def changed_files(text, workspace):
+    """The absolute paths (as given, and resolved) of the candidate's files: the JSON list of
+    workspace-relative paths in `text` (`$_AUTOD_JUDGE_CHANGED`); empty without a candidate."""
+    try:
+        rels = json.loads(text or "[]")
+    except ValueError:
+        return frozenset()
+    if not _isinstance(rels, list) or not workspace:
+        return frozenset()
+    out = set()
+    for rel in rels:
+        if _isinstance(rel, _str):
+            out.add(_join(workspace, rel))
+            out.add(_realpath(_join(workspace, rel)))
+    return frozenset(out)
+
+
+_WS = os.environ.get("_AUTOD_JUDGE_WS") or ""
+_LIB = _join(os.path.dirname(os.path.abspath(__file__)), "")  # autod's, made anew for each run
+_CHANGED = changed_files(os.environ.get("_AUTOD_JUDGE_CHANGED"), _WS)
+
+
+def name_of(fn):
+    """(name, foreign) of a callable where a hook's or a test's function stands: its qualified name,
+    file and first line (a method's function's), or the type of what is no function; foreign when a
+    candidate is judged and its code is in a changed file, or it is no function."""
+    if _type(fn) is _METHOD:
+        fn = fn.__func__
+    if _type(fn) is not _FUNCTION:
+        kind = _type(fn)
+        return "a " + _str(_getattr(kind, "__module__", "?")) + "." + _str(kind.__qualname__), bool(_CHANGED)
+    code = fn.__code__
+    where = code.co_filename
+    if _WS and where.startswith(_join(_WS, "")):
+        where = _relpath(where, _WS)
+    elif where.startswith(_LIB):
+        where = "autod's " + where[len(_LIB):]
+    foreign = code.co_filename in _CHANGED or _realpath(code.co_filename) in _CHANGED
+    return _str(fn.__qualname__) + " (" + where + ":" + _str(code.co_firstlineno) + ")", foreign
+
+
+def hooked(manager, named):
+    """Every implementation of `HOOKS` registered with `manager` now: each (label, foreign) not yet in
+    `named` (label -> foreign), which takes them. A hook the manager does not know is passed over."""
+    found = []
+    hook = _getattr(manager, "hook", None)
+    for name in HOOKS:
+        caller = _getattr(hook, name, None)
+        for impl in (caller.get_hookimpls() if caller is not None else ()):
+            label, foreign = name_of(impl.function)
+            label = name + " runs " + label
+            if label not in named:
+                named[label] = foreign
+                found.append((label, foreign))
+    return found
+
+
+def test_function(item):
+    """What a test item runs: its `obj`'s function (a bound method's), or None (not a Python test)."""
+    obj = _getattr(item, "obj", None)
+    return obj.__func__ if _type(obj) is _METHOD else obj

@@ -1,0 +1,124 @@
+"""Naming what stands on a test's way to its verdict (autod.checks.judge_path): a hook implementation by
+its code's place, whatever object stands in for a function; foreign when it is a candidate's."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from autod.checks import judge_path as path
+
+SOURCE = ("def hook(item):\n    return True\n\n\n"
+          "class Plug:\n    def pytest_runtest_call(self, item):\n        pass\n")
+
+
+@pytest.fixture
+def candidate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
+    """A workspace with the candidate's file `src/calc.py` compiled in it, and an unchanged `src/other.py`."""
+    (tmp_path / "src").mkdir()
+    names: dict = {}
+    for rel in ("src/calc.py", "src/other.py"):
+        (tmp_path / rel).write_text(SOURCE)
+        ns: dict = {}
+        exec(compile(SOURCE, str(tmp_path / rel), "exec"), ns)
+        names[rel] = ns
+    monkeypatch.setattr(path, "_WS", str(tmp_path))
+    monkeypatch.setattr(path, "_CHANGED", path.changed_files(json.dumps(["src/calc.py"]), str(tmp_path)))
+    return names
+
+
+def test_a_function_is_named_by_its_code_s_place_and_a_candidate_s_is_foreign(candidate):
+    assert path.name_of(candidate["src/calc.py"]["hook"]) == ("hook (src/calc.py:1)", True)
+    assert path.name_of(candidate["src/other.py"]["hook"]) == ("hook (src/other.py:1)", False)
+    method = candidate["src/calc.py"]["Plug"]().pytest_runtest_call
+    assert path.name_of(method) == ("Plug.pytest_runtest_call (src/calc.py:6)", True)
+    assert path.name_of(os.path.join)[0].startswith("join (") and not path.name_of(os.path.join)[1]
+
+
+def test_what_is_no_function_is_named_by_its_type_and_is_foreign_only_while_a_candidate_is_judged(
+        candidate, monkeypatch):
+    for thing in (functools.partial(print), len, SimpleNamespace(), object()):
+        label, foreign = path.name_of(thing)
+        assert label.startswith("a ") and foreign, (thing, label)
+    monkeypatch.setattr(path, "_CHANGED", frozenset())
+    assert not path.name_of(functools.partial(print))[1]
+
+
+def test_a_name_does_not_depend_on_what_a_function_says_of_itself(candidate):
+    fn = candidate["src/calc.py"]["hook"]
+    fn.__module__, fn.__name__ = "_pytest.runner", "pytest_runtest_call"
+    assert path.name_of(fn) == ("hook (src/calc.py:1)", True)
+
+
+def test_changed_files_reads_only_a_list_of_paths(tmp_path):
+    assert path.changed_files(json.dumps(["a.py", 3, None]), str(tmp_path)) == {str(tmp_path / "a.py")}
+    for text in ("", None, "{", json.dumps({"a.py": 1}), json.dumps("a.py")):
+        assert path.changed_files(text, str(tmp_path)) == frozenset(), text
+    assert path.changed_files(json.dumps(["a.py"]), "") == frozenset()
+
+
+def test_every_implementation_of_a_hook_on_the_way_is_named_once(candidate):
+    impls = {name: [] for name in path.HOOKS}
+
+    class Caller:
+        def __init__(self, name):
+            self.name = name
+
+        def get_hookimpls(self):
+            return list(impls[self.name])
+
+    manager = SimpleNamespace(hook=SimpleNamespace(**{n: Caller(n) for n in path.HOOKS}))
+    named: dict = {}
+    assert path.hooked(manager, named) == []
+    impls["pytest_pyfunc_call"].append(SimpleNamespace(function=candidate["src/calc.py"]["hook"]))
+    impls["pytest_runtest_call"].append(SimpleNamespace(function=candidate["src/other.py"]["hook"]))
+    got = path.hooked(manager, named)
+    assert sorted(got) == [("pytest_pyfunc_call runs hook (src/calc.py:1)", True),
+                           ("pytest_runtest_call runs hook (src/other.py:1)", False)]
+    assert path.hooked(manager, named) == []  # named already
+    impls["pytest_runtest_call"][0].function = functools.partial(print)  # swapped in place
+    assert path.hooked(manager, named) == [("pytest_runtest_call runs a functools.partial", True)]
+    for name in path.HOOKS:  # every hook on the way is looked at
+        impls[name].append(SimpleNamespace(function=candidate["src/calc.py"]["Plug"]().pytest_runtest_call))
+    assert len(path.hooked(manager, named)) == len(path.HOOKS)
+    del manager.hook.pytest_fixture_setup  # a hook this pytest does not have
+    assert path.hooked(manager, {}) != []
+
+
+def test_a_test_function_is_its_obj_or_a_bound_method_s_function(candidate):
+    fn = candidate["src/calc.py"]["hook"]
+    assert path.test_function(SimpleNamespace(obj=fn)) is fn
+    plug = candidate["src/calc.py"]["Plug"]
+    assert path.test_function(SimpleNamespace(obj=plug().pytest_runtest_call)) is plug.pytest_runtest_call
+    assert path.test_function(SimpleNamespace()) is None
+
+
+def test_places_are_workspace_relative_autod_s_own_by_name_and_a_link_is_seen_through(tmp_path, monkeypatch):
+    real = tmp_path / "real"
+    (real / "src").mkdir(parents=True)
+    (real / "src" / "calc.py").write_text(SOURCE)
+    (tmp_path / "ws").symlink_to(real)
+    (tmp_path / "other").symlink_to(real)
+    lib = tmp_path / "lib"
+    lib.mkdir()
+
+    def hook_in(filename: Path) -> object:
+        ns: dict = {}
+        exec(compile(SOURCE, str(filename), "exec"), ns)
+        return ns["hook"]
+
+    monkeypatch.setattr(path, "_LIB", os.path.join(str(lib), ""))
+    ws = str(tmp_path / "ws")
+    monkeypatch.setattr(path, "_WS", ws)
+    monkeypatch.setattr(path, "_CHANGED", path.changed_files(json.dumps(["src/calc.py"]), ws))
+    through = hook_in(tmp_path / "other" / "src" / "calc.py")  # the changed file by another link to it
+    assert path.name_of(through) == (f"hook ({tmp_path / 'other' / 'src' / 'calc.py'}:1)", True)
+    assert path.name_of(hook_in(lib / "autod_verdicts.py")) == ("hook (autod's autod_verdicts.py:1)", False)
+    monkeypatch.setattr(path, "_WS", "")
+    assert path.name_of(hook_in(tmp_path / "ws" / "src" / "calc.py"))[0] == \
+        f"hook ({tmp_path / 'ws' / 'src' / 'calc.py'}:1)"
