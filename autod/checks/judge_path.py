@@ -27,7 +27,8 @@ HOOKS = ("pytest_collection_modifyitems", "pytest_runtestloop", "pytest_runtest_
          "pytest_exception_interact")
 _FUNCTION = type(json.loads)
 _METHOD = type(os.environ.get)
-_str, _type, _getattr, _isinstance = str, type, getattr, isinstance
+_str, _type, _getattr, _isinstance, _id = str, type, getattr, isinstance, id
+_KNOWN = {}  # id of a callable seen standing in a hook -> (it, its name, foreign)
 _realpath, _join, _relpath = os.path.realpath, os.path.join, os.path.relpath
 
 
@@ -80,11 +81,14 @@ def hooked(manager, named):
     for name in HOOKS:
         caller = _getattr(hook, name, None)
         for impl in (caller.get_hookimpls() if caller is not None else ()):
-            label, foreign = name_of(impl.function)
-            label = name + " runs " + label
+            fn = impl.function
+            known = _KNOWN.get(_id(fn))
+            if known is None or known[0] is not fn:  # each callable named once (a path is resolved)
+                known = _KNOWN[_id(fn)] = (fn, *name_of(fn))  # kept: its id is never another's
+            label = name + " runs " + known[1]
             if label not in named:
-                named[label] = foreign
-                found.append((label, foreign))
+                named[label] = known[2]
+                found.append((label, known[2]))
     return found
 
 
