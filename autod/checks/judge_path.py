@@ -18,6 +18,7 @@ Pythons read. It stays in `sys.modules`, one of the namespaces the recorder comp
 """
 
 import json
+import operator
 import os
 
 HOOKS = ("pytest_collection_modifyitems", "pytest_runtestloop", "pytest_runtest_protocol",
@@ -29,6 +30,8 @@ _FUNCTION = type(json.loads)
 _METHOD = type(os.environ.get)
 _str, _type, _getattr, _isinstance, _id = str, type, getattr, isinstance, id
 _KNOWN = {}  # id of a callable seen standing in a hook -> (it, its name, foreign)
+_LAST = {}  # (ids of `named` and a plugin manager, hook) -> its implementations' callables' ids last time
+_tuple, _map, _function_of = tuple, map, operator.attrgetter("function")
 _realpath, _join, _relpath = os.path.realpath, os.path.join, os.path.relpath
 
 
@@ -75,20 +78,29 @@ def name_of(fn):
 
 def hooked(manager, named):
     """Every implementation of `HOOKS` registered with `manager` now: each (label, foreign) not yet in
-    `named` (label -> foreign), which takes them. A hook the manager does not know is passed over."""
+    `named` (label -> foreign), which takes them. A hook the manager does not know is passed over. A
+    hook whose implementations' callables are the ones it had at the last look is passed over too
+    (each callable seen is kept, so no other object ever has its id)."""
     found = []
     hook = _getattr(manager, "hook", None)
     for name in HOOKS:
         caller = _getattr(hook, name, None)
-        for impl in (caller.get_hookimpls() if caller is not None else ()):
+        impls = caller.get_hookimpls() if caller is not None else ()
+        ids = _tuple(_map(_id, _map(_function_of, impls)))
+        if _LAST.get((_id(named), _id(manager), name)) == ids:
+            continue
+        for impl in impls:
             fn = impl.function
             known = _KNOWN.get(_id(fn))
             if known is None or known[0] is not fn:  # each callable named once (a path is resolved)
-                known = _KNOWN[_id(fn)] = (fn, *name_of(fn))  # kept: its id is never another's
+                known = _KNOWN[_id(fn)] = (fn, *name_of(fn))
             label = name + " runs " + known[1]
             if label not in named:
                 named[label] = known[2]
                 found.append((label, known[2]))
+        _LAST[(_id(named), _id(manager), name)] = ids
+        for kept in (manager, named):  # their ids too are never another's
+            _KNOWN.setdefault(_id(kept), (kept, "", False))
     return found
 
 

@@ -19,6 +19,9 @@ _O_KEYS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW",
 
 
 def _quote(s):
+    s = _str.__str__(s)  # a plain `str` (of a subclass too), whose methods nobody can patch
+    if s.isascii() and s.isprintable() and '"' not in s and "\\" not in s:
+        return '"' + s + '"'  # nothing to escape
     out = []
     for ch in s:
         c = _ord(ch)
