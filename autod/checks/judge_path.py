@@ -30,6 +30,7 @@ _FUNCTION = type(json.loads)
 _METHOD = type(os.environ.get)
 _str, _type, _getattr, _isinstance, _id = str, type, getattr, isinstance, id
 _KNOWN = {}  # id of a callable seen standing in a hook -> (it, its name, foreign)
+_KEPT = []  # each `named` and plugin manager a look was keyed by
 _LAST = {}  # (ids of `named` and a plugin manager, hook) -> its implementations' callables' ids last time
 _tuple, _map, _function_of = tuple, map, operator.attrgetter("function")
 _realpath, _join, _relpath = os.path.realpath, os.path.join, os.path.relpath
@@ -98,9 +99,9 @@ def hooked(manager, named):
             if label not in named:
                 named[label] = known[2]
                 found.append((label, known[2]))
+        if (_id(named), _id(manager), name) not in _LAST:
+            _KEPT.append((named, manager))  # their ids too are never another's
         _LAST[(_id(named), _id(manager), name)] = ids
-        for kept in (manager, named):  # their ids too are never another's
-            _KNOWN.setdefault(_id(kept), (kept, "", False))
     return found
 
 

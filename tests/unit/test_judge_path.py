@@ -122,3 +122,15 @@ def test_places_are_workspace_relative_autod_s_own_by_name_and_a_link_is_seen_th
     monkeypatch.setattr(path, "_WS", "")
     assert path.name_of(hook_in(tmp_path / "ws" / "src" / "calc.py"))[0] == \
         f"hook ({tmp_path / 'ws' / 'src' / 'calc.py'}:1)"
+
+
+def test_a_look_is_never_mistaken_for_another_whose_table_took_a_freed_ones_place(candidate):
+    """The ids a look is remembered by stay taken: a fresh table (which Python would gladly put where
+    a freed one was) is always looked at anew."""
+    impl = SimpleNamespace(function=candidate["src/calc.py"]["hook"])
+    manager = SimpleNamespace(hook=SimpleNamespace(pytest_pyfunc_call=SimpleNamespace(
+        get_hookimpls=lambda: [impl])))
+    for _ in range(20):
+        named: dict = {}
+        assert path.hooked(manager, named) == [("pytest_pyfunc_call runs hook (src/calc.py:1)", True)]
+        del named
