@@ -236,9 +236,10 @@ def _refuse_reach():
     if not os.environ.get("_AUTOD_JUDGE_CHANGED"):
         return
     try:
-        __import__("autod_reach")
+        __import__("autod_reach")  # installs the hook as it is imported
     except Exception as exc:  # a Python without audit hooks (before 3.8): the runner comparison still holds
         sys.stderr.write("autod: the reach guard did not load: " + repr(exc) + "\n")
+    sys.modules.pop("autod_reach", None)  # installed: not importable by name
 
 
 if __name__ == "sitecustomize":

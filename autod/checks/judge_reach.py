@@ -25,7 +25,8 @@ as it was, run as always (the hook looks for the changed files' frames only). Co
 `autod_reach.py` into the check's read-only library directory (autod.checks.pertest) and installed
 by the import guard (autod.checks.judge_guard) at start-up, before any other code of the process, when
 `$_AUTOD_JUDGE_CHANGED` names the candidate's files. Standard library only, syntax old Pythons read;
-everything it uses is bound in the hook's closure, and the module leaves `sys.modules` once installed.
+everything it uses is bound in the hook's closure, and the guard takes the module out of `sys.modules`
+once it is installed.
 """
 
 import json
@@ -124,4 +125,3 @@ def install(changed):
 
 if __name__ == "autod_reach":
     install(changed_files(os.environ.get("_AUTOD_JUDGE_CHANGED", ""), os.environ.get("_AUTOD_JUDGE_WS", "")))
-    sys.modules.pop(__name__, None)

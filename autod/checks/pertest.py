@@ -191,6 +191,9 @@ def load(dirs: JudgeDirs) -> PerTestReport | None:
     for fp, doc in sealed.items():
         if doc.get("first") is not True:
             continue  # a pytest run inside another (pytester), or a copy of the recorder imported again
+        if type(doc.get("pid")) is not int:  # sealed with a key something else took: any value
+            log.warning("check.results_unsealed", why="a record whose process id is not a number")
+            return None
         if doc.get("pid") in first:
             log.warning("check.results_unsealed", why=f"two first sessions in process {doc.get('pid')}")
             return None
@@ -211,13 +214,13 @@ def load(dirs: JudgeDirs) -> PerTestReport | None:
         if not isinstance(tests, dict) or not isinstance(coll, list) or not isinstance(errs, list):
             continue
         heard_from += 1
+        tests = {k: v for k, v in tests.items() if isinstance(k, str) and isinstance(v, str) and v in _RANK}
         if fp in told.sessions:  # it had a channel: what it told decides, its record only worsens it
-            tests = heard.judged({k: v for k, v in tests.items() if isinstance(k, str)}, told.tests[fp])
+            tests = heard.judged(tests, told.tests[fp])
         for nodeid, outcome in tests.items():
-            if isinstance(nodeid, str) and outcome in _RANK:
-                now = outcomes.get(nodeid)
-                if now is None or _RANK[outcome] > _RANK[now]:
-                    outcomes[nodeid] = outcome
+            now = outcomes.get(nodeid)
+            if now is None or _RANK[outcome] > _RANK[now]:
+                outcomes[nodeid] = outcome
         collected.update(c for c in coll if isinstance(c, str))
         errors += [e for e in errs if isinstance(e, str)]
     if not heard_from:

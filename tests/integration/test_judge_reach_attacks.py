@@ -212,3 +212,4 @@ def test_a_fix_whose_project_traces_collects_and_swaps_classes_is_still_fixed(tm
     after = candidate_check(repo, ("src/calc.py",))
     assert after.tests is not None and after.tests.outcomes.get(TEST_ID) == "passed", after.output[-1500:]
     assert decide([after], Before(1, FAILING, {"tests": base})).status is Status.FIXED
+    assert "did not load" not in after.output, after.output[-1500:]  # the guard loaded, and said nothing

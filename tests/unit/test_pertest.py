@@ -423,3 +423,18 @@ def test_a_call_the_recorder_saw_raise_is_never_passed_whatever_its_report_says(
                 assert got == "failed" and any("though its call raised" in x for x in named)
             else:
                 assert got == taken and not plugin._state["foreign"], (raised, outcome, wasxfail, got)
+
+
+def test_a_record_sealed_with_values_of_any_type_is_a_failed_run_or_read_past_never_an_error(dirs):
+    """A key the code under test took seals whatever it writes: a process id or an outcome that is a
+    list, a dict or a number is never hashed as if it were autod's."""
+    for pid in ([1], {"a": 1}, None, "7", 1.5):
+        made = pertest.make_dirs()
+        try:
+            record(made, doc({"t::a": "failed"}, pid=pid))
+            assert load(made) is None, pid
+        finally:
+            pertest.remove_dirs(made)
+    record(dirs, doc({"t::a": ["passed"], "t::b": {"x": 1}, "t::c": 5, "t::d": "passed"}))
+    r = load(dirs)
+    assert r is not None and dict(r.outcomes) == {"t::d": "passed"}
