@@ -17,16 +17,18 @@ from autod.paths import NOT_SOURCE_DIRS
 if TYPE_CHECKING:
     from autod.config.settings import Settings
 
-__all__ = ["CHANGED_SOURCES_MEANS", "changed_files", "runs_code", "snapshot", "sources_and_outputs"]
+__all__ = ["CHANGED_SOURCES_MEANS", "UNTOLD", "changed_files", "runs_code", "snapshot", "sources_and_outputs"]
 
 log = structlog.get_logger("autod.checks.run")
 
 MAX_SNAPSHOT_ENTRIES = 60_000  # entries read; past this the change report is skipped rather than slow
+UNTOLD = f"(the tree passed {MAX_SNAPSHOT_ENTRIES:,} entries during the run: what changed cannot be told)"
 
 
-def snapshot(root: Path, skip: Sequence[Path] = ()) -> dict[str, tuple[int, int, int, int]] | None:
-    """(mtime, size, inode, mode) of every file under root, caches, venvs and .git left out; None
-    when the tree is too large to be worth it."""
+def snapshot(root: Path, skip: Sequence[Path] = ()) -> dict[str, tuple[int, ...]] | None:
+    """(mtime, ctime, size, inode, mode) of every file under root, caches, venvs and .git left out;
+    None when the tree is too large to be worth it. The ctime is what tells a file rewritten in place
+    with its size and mtime put back (`os.utime`): no process can set it back."""
     skipped = treewalk.identities(skip)
     base = len(str(root)) + 1
 
@@ -34,15 +36,21 @@ def snapshot(root: Path, skip: Sequence[Path] = ()) -> dict[str, tuple[int, int,
         return e.name not in NOT_SOURCE_DIRS and treewalk.identity(e) not in skipped
 
     try:
-        return {e.path[base:]: (st.st_mtime_ns, st.st_size, st.st_ino, st.st_mode)
+        return {e.path[base:]: (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino, st.st_mode)
                 for e, st in treewalk.files(str(root), enter, MAX_SNAPSHOT_ENTRIES)}
     except treewalk.TooLarge:
         return None
 
 
 def changed_files(before: Mapping[str, object] | None, after: Mapping[str, object] | None) -> list[str]:
-    if before is None or after is None:
+    """The files that differ. A tree that was small enough to look at before the run and is not after
+    it changed in a way that cannot be told (`UNTOLD`): counted as a change of its sources, since a
+    check that floods the tree could otherwise hide a rewrite of one. Too large both times: not looked
+    at (autod warns at start-up)."""
+    if before is None and after is None:
         return []
+    if before is None or after is None:
+        return [UNTOLD]
     return sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
 
 
@@ -55,6 +63,10 @@ CHANGED_SOURCES_MEANS = (
 
 async def sources_and_outputs(name: str, cwd: Path, changed: list[str]) -> tuple[list[str], list[str]]:
     """Part what a check changed into the source it must not touch and its harmless output."""
+    if UNTOLD in changed:
+        log.warning("check.changed_files", check=name, files=[UNTOLD], count=1, means=CHANGED_SOURCES_MEANS,
+                    decided_by="size")
+        return [UNTOLD], []
     split = await asyncio.to_thread(sourcefiles.classify, cwd, changed)
     if split.sources:
         # A check that fixes files by itself (ruff with `fix = true`) edits behind autod's journal.

@@ -298,8 +298,8 @@ async def _run_judged(
 @dataclass
 class _Finished:
     run: Any  # autod.checks.process's finished session
-    before: dict[str, tuple[int, int, int, int]] | None
-    after: dict[str, tuple[int, int, int, int]] | None
+    before: dict[str, tuple[int, ...]] | None
+    after: dict[str, tuple[int, ...]] | None
 
 
 async def _result(
