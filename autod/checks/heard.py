@@ -43,7 +43,7 @@ MAX_MESSAGE = 1 << 16  # bytes of one message (a phase of a test with a very lon
 MAX_BYTES = 32 << 20  # all messages of one check run together
 _RANK = {"passed": 0, "xpassed": 1, "xfailed": 2, "skipped": 3, "failed": 4, "error": 5}
 _FAILING = ("failed", "error")
-MAX_LABELS = 4096  # runner changes heard from one session (the recorder tells 200, and each foreign one)
+MAX_LABELS = 4096  # runner changes heard from one session (the recorder tells 1,000, and each foreign one)
 OVERFLOW = "more runner changes told than autod reads"
 _PER_WAKE = 256  # messages read each time the loop finds the socket readable
 

@@ -33,6 +33,7 @@ _KNOWN = {}  # id of a callable seen standing in a hook -> (it, its name, foreig
 _KEPT = []  # each `named` and plugin manager a look was keyed by
 _LAST = {}  # (ids of `named` and a plugin manager, hook) -> its implementations' callables' ids last time
 _tuple, _map, _function_of = tuple, map, operator.attrgetter("function")
+_sorted, _list, _callable = sorted, list, callable
 _realpath, _join, _relpath = os.path.realpath, os.path.join, os.path.relpath
 
 
@@ -77,14 +78,21 @@ def name_of(fn):
     return _str(fn.__qualname__) + " (" + where + ":" + _str(code.co_firstlineno) + ")", foreign
 
 
-def hooked(manager, named):
-    """Every implementation of `HOOKS` registered with `manager` now: each (label, foreign) not yet in
+def every_hook(manager):
+    """The names of every hook `manager` knows now (its specifications' and any a plugin added)."""
+    hook = _getattr(manager, "hook", None)
+    return _tuple(_sorted(n for n, v in _list(_getattr(hook, "__dict__", {}).items())
+                          if n.startswith("pytest_") and _callable(_getattr(v, "get_hookimpls", None))))
+
+
+def hooked(manager, named, hooks=HOOKS):
+    """Every implementation of `hooks` registered with `manager` now: each (label, foreign) not yet in
     `named` (label -> foreign), which takes them. A hook the manager does not know is passed over. A
     hook whose implementations' callables are the ones it had at the last look is passed over too
     (each callable seen is kept, so no other object ever has its id)."""
     found = []
     hook = _getattr(manager, "hook", None)
-    for name in HOOKS:
+    for name in hooks:
         caller = _getattr(hook, name, None)
         impls = caller.get_hookimpls() if caller is not None else ()
         ids = _tuple(_map(_id, _map(_function_of, impls)))

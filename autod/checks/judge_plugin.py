@@ -31,10 +31,10 @@ import os
 import sys
 
 if __name__ == "autod_verdicts":  # as a check loads it: its parts sit beside it in autod's lib/
-    from autod_path import hooked, name_of, test_function
+    from autod_path import HOOKS, every_hook, hooked, name_of, test_function
     from autod_wire import _json, _mac, _take_key, _tell
 else:  # as autod's own module (autod.checks.pertest's tests write records with it)
-    from autod.checks.judge_path import hooked, name_of, test_function
+    from autod.checks.judge_path import HOOKS, every_hook, hooked, name_of, test_function
     from autod.checks.judge_wire import _json, _mac, _take_key, _tell
 
 _RANK = {"passed": 0, "xpassed": 1, "xfailed": 2, "skipped": 3, "failed": 4, "error": 5}
@@ -51,7 +51,7 @@ _O_WRITE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) |
 _OUT = os.environ.get("_AUTOD_JUDGE_OUT")
 _WS = os.path.join(os.environ.get("_AUTOD_JUDGE_WS") or "", "") if os.environ.get("_AUTOD_JUDGE_WS") else ""
 _WS_REAL, _realpath = os.path.join(os.path.realpath(_WS), "") if _WS else "", os.path.realpath
-_MAX_NAMED = 200  # runner parts named in a record (then one label counts the rest)
+_MAX_NAMED = 1000  # runner parts named in a record (then one label counts the rest)
 
 
 # only the process's first recorder takes a key (another is pytester's inner run, or a copy imported)
@@ -149,10 +149,11 @@ def _unsure(label):
     _change(label, True)
 
 
-def _watch(manager, item):
+def _watch(manager, item, every=False):
     """Name what stands on a test's way to its verdict (autod.checks.judge_path): every hook
-    implementation there not named yet, and a test whose function is not the one collected."""
-    for label, foreign in hooked(manager, _state["hooked"]):
+    implementation there not named yet (`every`: of any hook), and a test whose function is not the
+    one collected."""
+    for label, foreign in hooked(manager, _state["hooked"], every_hook(manager) if every else HOOKS):
         _change(label, foreign)
     if item is not None and _str(item.nodeid) in _state["functions"]:
         now = test_function(item)
@@ -331,6 +332,7 @@ def pytest_deselected(items):
 def pytest_collection_finish(session):
     _state["collected"].update(i.nodeid for i in session.items)
     _state["functions"].update((_str(i.nodeid), test_function(i)) for i in session.items)
+    _watch(session.config.pluginmanager, None, every=True)  # what collected them, and anything else
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -341,7 +343,7 @@ def pytest_sessionfinish(session, exitstatus):
         session.exitstatus = 3
         return
     _runner_changed()
-    _watch(session.config.pluginmanager, None)
+    _watch(session.config.pluginmanager, None, every=True)
     _record(exitstatus, True)
 
 

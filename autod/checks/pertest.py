@@ -43,7 +43,7 @@ _RESULT_NAME = re.compile(r"results-[0-9a-f]{16}\.json")
 log = structlog.get_logger("autod.checks")
 _RANK = {"passed": 0, "xpassed": 1, "xfailed": 2, "skipped": 3, "failed": 4, "error": 5}
 FAILING = frozenset({"failed", "error"})
-MAX_NAMED = 201  # runner parts read from one record (the recorder names 200, then counts the rest)
+MAX_NAMED = 1001  # runner parts read from one record (the recorder names 1,000, then counts the rest)
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,10 @@ ATTACKS = {
         "collection_modifyitems", OBJ.format(arg="session, config, items", items="items")),
     "the test's function swapped in its setup": plugin(
         "runtest_setup", OBJ.format(arg="item", items="[item]"), tryfirst=True),
+    "a collection hook that makes the failing test's item run something else": plugin(
+        "pycollect_makeitem", "def _passes():\n    pass\n\n\ndef _impl(collector, name, obj):\n"
+        "    if name == 'test_add':\n        return _m['_py' + 'test.python'].Function.from_parent("
+        "collector, name=name, callobj=_passes)\n    return None\n", tryfirst=True),
     "pytest's own pyfunc_call swapped for a function": HEAD + '''
 for _impl in getattr(_pm.hook, 'py' + 'test_pyfunc_call').get_hookimpls():
     _impl.function = lambda pyfuncitem: True

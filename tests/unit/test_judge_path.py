@@ -134,3 +134,15 @@ def test_a_look_is_never_mistaken_for_another_whose_table_took_a_freed_ones_plac
         named: dict = {}
         assert path.hooked(manager, named) == [("pytest_pyfunc_call runs hook (src/calc.py:1)", True)]
         del named
+
+
+def test_every_hook_is_each_hook_the_manager_knows_and_nothing_else():
+    caller = SimpleNamespace(get_hookimpls=lambda: [])
+    manager = SimpleNamespace(hook=SimpleNamespace(pytest_b=caller, pytest_a=caller, other=caller,
+                                                   pytest_c=SimpleNamespace(), pytest_d=3))
+    assert path.every_hook(manager) == ("pytest_a", "pytest_b")
+    assert path.every_hook(SimpleNamespace()) == ()
+    import pytest as real
+
+    hooks = path.every_hook(real.Config.fromdictargs({}, []).pluginmanager)
+    assert set(path.HOOKS) <= set(hooks) and "pytest_pycollect_makeitem" in hooks
