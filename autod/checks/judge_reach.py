@@ -17,6 +17,7 @@ and so does the candidate. What is refused:
 - `sys.settrace`, `sys.setprofile`, `sys._current_frames` (tracing other frames, or taking them);
 - `gc.get_objects`, `gc.get_referrers`, `gc.get_referents` (finding any object of the process);
 - setting a function's `__code__`; building a code object (`code.__new__`, `CodeType.replace`);
+- opening a process's memory (`/proc/self/mem`, which writes what `ctypes` would);
 - in the changed file's own lines only (an installed library it imports may do these for itself):
   setting an object's `__class__`, and `ctypes` loading or reaching memory (`ctypes.dlsym`, `.cdata`, ...).
 
@@ -31,6 +32,7 @@ once it is installed.
 
 import json
 import os
+import re
 import sys
 
 # event -> where a changed file's frame makes it refused: "anywhere" on the stack (the standard library
@@ -44,8 +46,27 @@ EVENTS = {
                      "ctypes.cdata/buffer", "ctypes.addressof", "ctypes.call_function", "ctypes.string_at",
                      "ctypes.wstring_at"), "innermost"),
     "object.__setattr__": "set",  # (obj, name, value): neither attribute below can be deleted
+    "open": "memory",  # (path, mode, flags): refused only for a process's memory (`is_memory`)
 }
 ATTRIBUTES = {"__code__": "anywhere", "__class__": "innermost"}
+
+
+_PROC_MEM = re.compile(r"/proc/[^/]+(/task/[^/]+)?/mem")
+
+
+def is_memory(path, realpath=os.path.realpath, fspath=os.fspath, fsdecode=os.fsdecode):
+    """Whether opening `path` opens a process's memory (`/proc/self/mem`, by any spelling that resolves
+    there), or may (a relative `mem`: it may be opened relative to a directory descriptor of `/proc`,
+    which the event does not show). A descriptor number opens nothing new."""
+    if isinstance(path, int):
+        return False
+    try:
+        name = fsdecode(fspath(path))
+    except (TypeError, ValueError):
+        return False
+    if not name.startswith("/") and name.rstrip("/").split("/")[-1] == "mem":
+        return True
+    return _PROC_MEM.fullmatch(realpath(name)) is not None
 
 
 def changed_files(text, workspace):
@@ -74,7 +95,7 @@ def install(changed):
     getframe, cwd, join, isabs = sys._getframe, os.getcwd(), os.path.join, os.path.isabs
     normpath, realpath = os.path.normpath, os.path.realpath
     seen = {}  # a frame's file name -> whether it is one of the changed files
-    events, attributes, refusal = dict(EVENTS), dict(ATTRIBUTES), PermissionError
+    events, attributes, refusal, memory = dict(EVENTS), dict(ATTRIBUTES), PermissionError, is_memory
     inside = threading.local()  # the hook's own look at the stack raises events too: not looked at
 
     def is_changed(name):
@@ -102,6 +123,10 @@ def install(changed):
         if kind is None:
             return
         what = event
+        if kind == "memory":
+            if not memory(args[0]):
+                return
+            kind, what = "anywhere", "open " + str(args[0]) + " (a process's memory)"
         if kind == "set":
             kind, what = attributes.get(args[1]), "setting " + str(args[1])
             if kind is None:

@@ -153,6 +153,37 @@ def mul(a, b):
             o.testsfailed = 0
     return a * b
 ''',
+    "raw memory: the test's expected value rewritten through /proc/self/mem": '''import os
+import struct
+
+
+def _late(name):
+    test = vars(os.sys.modules['test_calc']).get('test_add')
+    if test is not None and not getattr(_late, 'done', False):
+        _late.done = True
+        consts = test.__code__.co_consts
+        for i, c in enumerate(consts):
+            if type(c) is int and c == 5:
+                fd = os.open('/proc/self/mem', os.O_RDWR)
+                try:
+                    os.pwrite(fd, struct.pack('<Q', id(-1)), id(consts) + 24 + 8 * i)
+                finally:
+                    os.close(fd)
+    raise AttributeError(name)
+
+
+_t = os.sys.modules.get('test_calc')
+if _t is not None:
+    vars(_t)['__getattr__'] = _late
+
+
+def add(a, b):
+    return a - b
+
+
+def mul(a, b):
+    return a * b
+''',
     "a property pytest reads while collecting swaps the test's code":
         PROPERTY.format(imports="", swap="setattr(test, '__co' + 'de__', (lambda: None).__code__)"),
     "the test's code swapped through unittest.mock":

@@ -25,12 +25,18 @@ OPS = {  # name -> (statement, refused wherever a changed frame is on the stack)
     "__code__ set": ("f = lambda: 0\nf.__code__ = (lambda: 1).__code__", True),
     "__class__ set": ("class A: pass\nclass B: pass\na = A()\na.__class__ = B", False),
     "ctypes.addressof": ("import ctypes\nctypes.addressof(ctypes.c_int(1))", False),
+    "/proc/self/mem": ("open('/proc/self/mem', 'rb').close()", True),
+    "a process's memory by its pid, with os.open": (
+        "import os\np = os.getpid()\nos.close(os.open('/proc/%d/task/%d/mem' % (p, p), os.O_RDONLY))", True),
 }
 ALLOWED = {  # what changed code still does freely
     "a class attribute": "class A: pass\nA.x = 1",
     "a function's defaults": "f = lambda a=1: a\nf.__defaults__ = (2,)",
     "a namedtuple with defaults": "import collections\ncollections.namedtuple('P', 'a b', defaults=(0,))",
     "frames read": "sys._getframe().f_back",
+    "another file of /proc": "open('/proc/self/maps', 'rb').close()",
+    "a file named like it elsewhere": "import tempfile, os\nd = tempfile.mkdtemp()\n"
+                                     "open(os.path.join(d, 'mem'), 'w').close()",
 }
 CHANGED = '''import gc, sys
 import {unchanged} as unchanged
@@ -119,6 +125,8 @@ def run_cases(tmp_path: Path) -> dict[str, str]:
                 out[f"{name}|{way}"] = "refused" if refused else repr(exc)
                 if refused and name.endswith(" set"):  # the message names what was set
                     assert f"may not use setting {name.split()[0]}" in str(exc), str(exc)
+                if refused and ("memory" in name or "mem" in name.split("/")):  # ... or the path opened
+                    assert "/mem (a process's memory)" in str(exc), str(exc)
     return out
 
 
@@ -144,3 +152,16 @@ def test_the_changed_files_are_read_from_a_json_list_of_relative_paths_only(tmp_
     for bad in ("", "not json", '{"a": 1}', '["/etc/passwd", 3, ""]', "[]"):
         assert judge_reach.changed_files(bad, ws) == frozenset(), bad
     assert judge_reach.changed_files('["a.py"]', "") == frozenset()
+
+
+def test_a_process_s_memory_is_told_by_where_a_path_resolves(tmp_path):
+    (tmp_path / "link").symlink_to("/proc/self/mem")
+    (tmp_path / "proc").symlink_to("/proc/self")
+    pid = os.getpid()
+    for path in ("/proc/self/mem", f"/proc/{pid}/mem", f"/proc/{pid}/task/{pid}/mem", "/proc/thread-self/mem",
+                 b"/proc/self/mem", Path("/proc/self/mem"), str(tmp_path / "link"),
+                 str(tmp_path / "proc" / "mem"), "mem", "./mem", "task/1/mem", "/proc/self/../self/mem"):
+        assert judge_reach.is_memory(path), path
+    for path in ("/proc/self/maps", "/proc/self/memx", str(tmp_path / "mem"), "memo", 3, None, "/dev/mem2",
+                 "/proc/self/mem/x"):
+        assert not judge_reach.is_memory(path), path
