@@ -80,6 +80,9 @@ EQUIVALENT: dict[str, str] = {
     "autod/checks/judge_path.py::hooked: known[0] is not fn -> known[0] is fn": "every callable whose id is"
     " in _KNOWN is kept there, so the one found is always fn: naming it again gives the same name",
     "autod/checks/judge_path.py::hooked: 0 -> 1": "as above: the name is recomputed every time, the same",
+    "autod/checks/judge_path.py::ran: _type(inner) is dict and a in inner -> _type(inner) is dict or a in"
+    " inner": "a module's namespace is always a dict: every name the test reads then gets a label, the same"
+    " in every run, so digests compare alike",
     "autod/checks/heard.py::judged: _RANK[said] > _RANK[outcome] -> _RANK[said] >= _RANK[outcome]":
     "ranks are distinct: an equal rank is the same outcome, kept either way",
     "autod/checks/judge_reach.py::install: True -> False": "no event the hook watches is raised inside it"

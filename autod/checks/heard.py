@@ -8,9 +8,10 @@ channel: one end of a `SOCK_SEQPACKET` socket pair, inherited by the check's pro
 and inode in `$_AUTOD_JUDGE_HEARD`), the other end read by autod while the check runs. A recorder that
 holds it tells autod, on import (before any of the project's code has run), that its session has a
 channel (`hello`, with its record's fingerprint), then each phase of each test as it is reported
-(`phase`), each call it saw raise (`raised`) and each change of the runner it names (`runner`, with
-whether it is foreign: autod.checks.judge_path has the hooks on a test's way), which count whatever its
-record says of them later. What was sent can be neither taken back nor run into:
+(`phase`), each call it saw raise (`raised`), what each test ran as its call began (`ran`, a digest of
+its function and the names it reads) and each change of the runner it names (`runner`, with whether
+it is foreign: autod.checks.judge_path has the hooks on a test's way), which count whatever its record
+says of them later. What was sent can be neither taken back nor run into:
 the messages are in autod's hands, each whole.
 
 A session that said hello is judged by what it told (`outcomes`, by the recorder's own rule: its
@@ -130,6 +131,7 @@ class Heard:
     tests: dict[str, dict[str, str]]  # fingerprint -> nodeid -> outcome
     runner: dict[str, frozenset[str]] = field(default_factory=dict)  # fingerprint -> runner changes
     foreign: dict[str, frozenset[str]] = field(default_factory=dict)  # of them, the foreign ones
+    ran: dict[str, dict[str, frozenset[str]]] = field(default_factory=dict)  # fp -> nodeid -> digests
 
 
 def outcomes(messages: Iterable[bytes]) -> Heard:
@@ -141,6 +143,7 @@ def outcomes(messages: Iterable[bytes]) -> Heard:
     raised: set[tuple[str, str]] = set()
     runner: dict[str, set[str]] = {}
     foreign: dict[str, set[str]] = {}
+    ran: dict[str, dict[str, set[str]]] = {}
     for data in messages:
         try:
             msg = safejson.loads(data)
@@ -157,6 +160,8 @@ def outcomes(messages: Iterable[bytes]) -> Heard:
                     phases[fp][nodeid][when] = outcome
             case ["raised", fp, nodeid]:
                 raised.add((fp, nodeid))
+            case ["ran", fp, nodeid, digest]:
+                ran.setdefault(fp, {}).setdefault(nodeid, set()).add(digest)
             case ["runner", fp, label, how]:
                 if len(runner.setdefault(fp, set())) >= MAX_LABELS:  # a flood: nothing it says is trusted
                     label, how = OVERFLOW, "foreign"
@@ -174,7 +179,8 @@ def outcomes(messages: Iterable[bytes]) -> Heard:
             if ended or worst in _FAILING:
                 tests[fp][nodeid] = worst
     return Heard(frozenset(hello), tests, {fp: frozenset(runner.get(fp, ())) for fp in hello},
-                 {fp: frozenset(foreign.get(fp, ())) for fp in hello})
+                 {fp: frozenset(foreign.get(fp, ())) for fp in hello},
+                 {fp: {t: frozenset(d) for t, d in ran.get(fp, {}).items()} for fp in hello})
 
 
 def judged(record: dict[str, str], told: dict[str, str]) -> dict[str, str]:

@@ -17,6 +17,7 @@ Copied as `autod_path.py` beside the recorder (autod.checks.pertest); standard l
 Pythons read. It stays in `sys.modules`, one of the namespaces the recorder compares.
 """
 
+import hashlib
 import json
 import operator
 import os
@@ -28,6 +29,9 @@ HOOKS = ("pytest_collection_modifyitems", "pytest_runtestloop", "pytest_runtest_
          "pytest_exception_interact")
 _FUNCTION = type(json.loads)
 _METHOD = type(os.environ.get)
+_MODULE, _CODE, _MISSING = type(os), type(json.loads.__code__), object()
+_dict_get, _sha256, _issubclass = dict.get, hashlib.sha256, issubclass
+_type_module, _type_qualname = type.__dict__["__module__"].__get__, type.__dict__["__qualname__"].__get__
 _str, _type, _getattr, _isinstance, _id = str, type, getattr, isinstance, id
 _KNOWN = {}  # id of a callable seen standing in a hook -> (it, its name, foreign)
 _KEPT = []  # each `named` and plugin manager a look was keyed by
@@ -111,6 +115,61 @@ def hooked(manager, named, hooks=HOOKS):
             _KEPT.append((named, manager))  # their ids too are never another's
         _LAST[(_id(named), _id(manager), name)] = ids
     return found
+
+
+def ran(item):
+    """What a test runs, as a digest: its function, and the origin of every name its code reads from
+    its module's globals (and, for a module there, of each attribute its code names), by code object:
+    a function is its file and qualified name as compiled (`co_qualname`: neither its `__name__` nor
+    its `__qualname__`, which anything can set), a class its module and name, a module its name and
+    file, anything else its type. A test whose digest is not the run before's ran something else
+    (autod.checks.outcome); None: not a Python function's test."""
+    fn = test_function(item)
+    if _type(fn) is _METHOD:
+        fn = fn.__func__
+    if _type(fn) is not _FUNCTION:
+        return None
+    names = _sorted(_read_names(fn.__code__))
+    spaces = fn.__globals__
+    labels = ["test " + _origin(fn)]
+    for name in names:
+        value = _dict_get(spaces, name, _MISSING)
+        if value is _MISSING:
+            continue  # a builtin, or only an attribute's name
+        labels.append(name + "=" + _origin(value))
+        if _type(value) is _MODULE:
+            inner = _getattr(value, "__dict__", {})
+            labels.extend(name + "." + a + "=" + _origin(_dict_get(inner, a)) for a in names
+                          if _type(inner) is dict and a in inner)
+    return _sha256("\n".join(labels).encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def _read_names(code):
+    """Every name a code object and the code objects inside it read (globals and attributes alike)."""
+    out, todo = set(), [code]
+    while todo:
+        c = todo.pop()
+        out.update(c.co_names)
+        todo.extend(k for k in c.co_consts if _type(k) is _CODE)
+    return out
+
+
+def _origin(value):
+    kind = _type(value)
+    if kind is _METHOD:
+        value, kind = value.__func__, _type(value.__func__)
+    if kind is _FUNCTION:
+        code = value.__code__
+        where = code.co_filename
+        if _WS and where.startswith(_join(_WS, "")):
+            where = _relpath(where, _WS)
+        return "function " + where + ":" + _str(_getattr(code, "co_qualname", code.co_name))
+    if kind is _MODULE:
+        inner = value.__dict__
+        return "module " + _str(_dict_get(inner, "__name__")) + " " + _str(_dict_get(inner, "__file__"))
+    if _issubclass(kind, type):  # read through `type`'s own descriptors: no class's code runs
+        return "class " + _str(_type_module(value)) + "." + _str(_type_qualname(value))
+    return "a " + _str(_type_module(kind)) + "." + _str(_type_qualname(kind))
 
 
 def test_function(item):

@@ -10,7 +10,8 @@ recorder depends on nothing it could change with plain Python (autod.checks.seal
   `sys.modules`. A first recorder that found no key fails its session (exit status 3).
 - It writes one record, `results-<fingerprint>.json` in `$_AUTOD_JUDGE_OUT`: {"seal", "mac", "body"}, the
   body {"tests": {nodeid: outcome}, "collected", "collect_errors", "deselected", "exitstatus", "complete",
-  "worker", "session", "pid", "first", "runner", "runner_foreign"} and its HMAC-SHA256 under the key.
+  "worker", "session", "pid", "first", "runner", "runner_foreign", "ran"} and its HMAC-SHA256 under the
+  key (`ran`: what each test ran, as autod.checks.judge_path digests it when its call begins).
   An outcome is the worst of a test's phases (passed < xpassed < xfailed < skipped < failed < error),
   once its protocol ran to its end (`_tests`); a call the recorder saw raise is not passed, whatever its
   report says (`pytest_runtest_call`). `runner` names the parts of the runner changed since import
@@ -31,15 +32,16 @@ import os
 import sys
 
 if __name__ == "autod_verdicts":  # as a check loads it: its parts sit beside it in autod's lib/
-    from autod_path import HOOKS, every_hook, hooked, name_of, test_function
+    from autod_path import HOOKS, every_hook, hooked, name_of, ran, test_function
     from autod_wire import _json, _mac, _take_key, _tell
 else:  # as autod's own module (autod.checks.pertest's tests write records with it)
-    from autod.checks.judge_path import HOOKS, every_hook, hooked, name_of, test_function
+    from autod.checks.judge_path import HOOKS, every_hook, hooked, name_of, ran, test_function
     from autod.checks.judge_wire import _json, _mac, _take_key, _tell
 
 _RANK = {"passed": 0, "xpassed": 1, "xfailed": 2, "skipped": 3, "failed": 4, "error": 5}
 _state = {"phases": {}, "collected": set(), "errors": [], "deselected": [], "worker": False, "written": False,
-          "runner": set(), "foreign": set(), "raised": {}, "hooked": {}, "functions": {}, "told": set()}
+          "runner": set(), "foreign": set(), "raised": {}, "hooked": {}, "functions": {}, "told": set(),
+          "ran": {}}
 
 # what the record is written with, taken now, before any of the project's code has run
 _open, _write, _close, _replace, _getpid = os.open, os.write, os.close, os.replace, os.getpid
@@ -232,6 +234,7 @@ def _record(exitstatus, session):
         "first": _FIRST,
         "runner": _named(_state["runner"]),
         "runner_foreign": _named(_state["foreign"]),
+        "ran": _state["ran"],
     })
     fp = _FP
     doc = _json({"seal": fp, "mac": _mac(_KEY, body.encode("ascii")), "body": body}).encode("ascii")
@@ -359,6 +362,9 @@ try:  # pytest-xdist's controller learns each worker's collection through this h
         """Whether the test raised, seen around its call before any report is made of it: no report
         hook, and no wrapper outside this one, can hide it (a wrapper inside it forges the call itself)."""
         _watch(item.config.pluginmanager, item)
+        digest = _state["ran"][_str(item.nodeid)] = ran(item)
+        if digest is not None:
+            _tell("ran", _FP, _str(item.nodeid), digest)
         outcome = yield
         _watch(item.config.pluginmanager, item)
         raised = _state["raised"][_str(item.nodeid)] = _getattr(outcome, "excinfo", None) is not None

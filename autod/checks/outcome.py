@@ -15,7 +15,8 @@ alone. For every check it ran (autod.checks.pertest has the per-test report):
 4. per test, against the check's run before the candidate (or, without one, the tests the failure
    names): a test that failed before must now be reported **passed** (skipped, xfailed, deselected,
    errored or missing is not passed); no test that passed before may fail, skip or disappear; the
-   tests collected may not be fewer;
+   tests collected may not be fewer; a test heard passing must have run what it ran before (its
+   function and the origins of the names it reads, autod.checks.judge_path `ran`);
 5. a check that passed before must still pass (every configured check, unless its `covers` globs
    say the candidate cannot touch what it judges);
 6. then: every check passes and every failing test passes: `fixed`; fewer failing tests (or fewer
@@ -129,6 +130,11 @@ def _by_tests(r: CheckResult, prior: CheckResult | None, before: Before) -> Deci
         if worse:
             return Decision(Status.ROLLED_BACK, f"check {r.name}: tests that passed before now "
                             f"{_outcomes(after, worse)}")
+        other = sorted(t for t, ran in was.ran.items() if after.outcomes.get(t) == "passed"
+                       and after.ran.get(t) != ran)
+        if other:
+            return Decision(Status.ROLLED_BACK, f"check {r.name}: tests ran other code than before (their"
+                            f" function, or a name they read, is now bound to something else): {_ids(other)}")
     failing = _failing_before(r.name, was, before)
     if was is None and prior is not None and prior.ok:
         failing = frozenset()  # it passed before: nothing of it was failing

@@ -19,7 +19,7 @@ import re
 import tempfile
 from collections.abc import Mapping, Sequence
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -59,6 +59,9 @@ class PerTestReport:
     # `foreign`: those whose new value is code from the workspace or no installed module's code
     runner: frozenset[str] = frozenset()
     foreign: frozenset[str] = frozenset()
+    # what each test ran (autod.checks.judge_path `ran`: its function and the names it reads), as every
+    # session that ran it said, told or recorded; a test none said anything of is not here
+    ran: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
     @property
     def failing(self) -> frozenset[str]:
@@ -203,9 +206,15 @@ def load(dirs: JudgeDirs) -> PerTestReport | None:
     collected: set[str] = set()
     errors: list[str] = []
     runner, foreign = _names(docs, "runner"), _names(docs, "runner_foreign")
-    for fp, _ in first.values():  # what each session told of its runner, whatever its record says now
+    ran: dict[str, set[str]] = {}
+    for fp, doc in first.values():  # what each session told of its runner, whatever its record says now
         runner |= told.runner.get(fp, frozenset())
         foreign |= told.foreign.get(fp, frozenset())
+        said = doc.get("ran") if isinstance(doc.get("ran"), dict) else {}
+        heard_ran = [(t, d) for t, ds in told.ran.get(fp, {}).items() for d in ds]
+        for nodeid, digest in [*said.items(), *heard_ran]:
+            if isinstance(nodeid, str) and isinstance(digest, str):
+                ran.setdefault(nodeid, set()).add(digest)
     heard_from = 0
     for fp, doc in first.values():
         if (doc.get("complete"), doc.get("worker"), doc.get("session")) != (True, False, True):
@@ -225,7 +234,8 @@ def load(dirs: JudgeDirs) -> PerTestReport | None:
         errors += [e for e in errs if isinstance(e, str)]
     if not heard_from:
         return None
-    return PerTestReport(outcomes, frozenset(collected), tuple(errors), runner, foreign)
+    return PerTestReport(outcomes, frozenset(collected), tuple(errors), runner, foreign,
+                         {t: frozenset(d) for t, d in ran.items()})
 
 
 def _names(docs: Any, field: str) -> frozenset[str]:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -228,3 +231,26 @@ def test_a_run_whose_runner_changed_beyond_the_run_before_is_never_kept(before, 
         assert "test runner itself changed" in d.reason and sorted(after - before)[0] in d.reason
     alone = decide([now], Before(1, frozenset({"t::a"}), {}))
     assert (alone.status is Status.ROLLED_BACK) == bool(foreign), alone
+
+
+def test_a_test_heard_passing_must_have_run_what_it_ran_before():
+    """Generated: each test's digest (autod.checks.judge_path `ran`) kept, changed, or missing after,
+    for a test that failed before and one that passed. Fixed only when every test that has a digest
+    before passes with the same one after; a test with none before is not compared."""
+    failing, passing = "t.py::a", "t.py::b"
+    for a_after, b_after in itertools.product(("same", "other", "none"), repeat=2):
+        was = dataclasses.replace(report({failing: "failed", passing: "passed"}),
+                                  ran={failing: frozenset({"d1"}), passing: frozenset({"d2"})})
+        digest = {"same": lambda d: {d}, "other": lambda d: {d, "x"}, "none": lambda d: None}
+        ran = {t: frozenset(v) for t, d in ((failing, "d1"), (passing, "d2"))
+               if (v := digest[a_after if t == failing else b_after](d)) is not None}
+        now = dataclasses.replace(report({failing: "passed", passing: "passed"}), ran=ran)
+        got = decide([result(now, 0)], Before(1, frozenset({failing}), {"tests": result(was, 1)}))
+        if (a_after, b_after) == ("same", "same"):
+            assert got.status is Status.FIXED, (a_after, b_after, got)
+        else:
+            assert got.status is Status.ROLLED_BACK and "ran other code" in got.reason, (a_after, b_after)
+    unknown = report({failing: "failed", passing: "passed"})  # no digests before: nothing to compare
+    now = dataclasses.replace(report({failing: "passed", passing: "passed"}), ran={failing: frozenset({"z"})})
+    assert decide([result(now, 0)], Before(1, frozenset({failing}), {"tests": result(unknown, 1)})).status \
+        is Status.FIXED

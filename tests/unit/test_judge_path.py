@@ -146,3 +146,77 @@ def test_every_hook_is_each_hook_the_manager_knows_and_nothing_else():
 
     hooks = path.every_hook(real.Config.fromdictargs({}, []).pluginmanager)
     assert set(path.HOOKS) <= set(hooks) and "pytest_pycollect_makeitem" in hooks
+
+
+def test_what_a_test_ran_follows_what_its_names_are_bound_to_not_a_fixed_body(tmp_path, monkeypatch):
+    """A test module that reads `add` and `calc.mul`: its digest is the same when `add`'s body changes
+    (a fix), and differs when `add`, `calc.mul` or the test function itself is bound to something
+    else, however the stand-in names itself."""
+    monkeypatch.setattr(path, "_WS", str(tmp_path))
+    lib = tmp_path / "calc.py"
+
+    def module(body: str, name: str):
+        lib.write_text(body)
+        ns: dict = {"__name__": name}
+        exec(compile(body, str(lib), "exec"), ns)
+        mod = type(os)(name)
+        mod.__dict__.update(ns)
+        return mod
+
+    buggy = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n"
+    test_src = "def test_add():\n    assert add(2, 3) == 5 and calc.mul(2, 3) == 6\n"
+
+    def digest(calc, swap=None) -> str:
+        g = {"add": calc.add, "calc": calc, "__name__": "test_calc"}
+        exec(compile(test_src, str(tmp_path / "test_calc.py"), "exec"), g)
+        if swap:
+            swap(g, calc)
+        return path.ran(SimpleNamespace(obj=g["test_add"]))
+
+    calc = module(buggy, "calc")
+    base = digest(calc)
+    assert base == digest(module(buggy, "calc")) and len(base) == 16
+    assert digest(module(buggy.replace("a - b", "a + b"), "calc")) == base  # the fix: same origins
+
+    def right(a, b):
+        return a + b
+
+    def passes():
+        pass
+
+    passes.__name__ = passes.__qualname__ = "test_add"
+    passes.__module__ = "test_calc"
+    for swap in (lambda g, c: g.__setitem__("add", right), lambda g, c: setattr(c, "mul", right),
+                 lambda g, c: g.__setitem__("add", functools.partial(right)),
+                 lambda g, c: g.__setitem__("calc", type(os)("calc"))):
+        assert digest(module(buggy, "calc"), swap) != base
+    assert path.ran(SimpleNamespace(obj=passes)) != base
+    assert path.ran(SimpleNamespace(obj=None)) is None and path.ran(SimpleNamespace()) is None
+
+
+def test_an_origin_is_told_by_kind_and_place_never_by_what_a_thing_says_of_itself(tmp_path, monkeypatch):
+    monkeypatch.setattr(path, "_WS", str(tmp_path))
+    ns: dict = {}
+    exec(compile("def f():\n    def g():\n        pass\n    return g\n", str(tmp_path / "m.py"), "exec"), ns)
+    assert path._origin(ns["f"]) == "function m.py:f"
+    assert path._origin(ns["f"]()) == "function m.py:f.<locals>.g"
+    assert path._origin(os) == f"module os {os.__file__}"
+    assert path._origin(type(os)("fake")) == "module fake None"
+    assert path._origin(dict) == "class builtins.dict" and path._origin({}) == "a builtins.dict"
+
+    class Meta(type):
+        def __getattribute__(cls, name):
+            raise AssertionError("a class's own code ran")
+
+    lying = Meta("Lying", (), {"__module__": "calc", "__qualname__": "add"})
+    assert path._origin(lying) == "class calc.add"
+    monkeypatch.setattr(path, "_WS", "")
+    assert path._origin(ns["f"]) == f"function {tmp_path / 'm.py'}:f"
+
+
+def test_every_name_a_test_reads_counts_whatever_sorts_before_it(tmp_path):
+    g: dict = {"zzz": os.path.join}
+    exec(compile("def test_x():\n    assert aaa_builtin_missing or zzz\n", str(tmp_path / "t.py"), "exec"), g)
+    before = path.ran(SimpleNamespace(obj=g["test_x"]))
+    g["zzz"] = os.path.split
+    assert path.ran(SimpleNamespace(obj=g["test_x"])) != before
