@@ -245,3 +245,19 @@ def test_a_sessions_told_runner_changes_reach_the_report_though_its_record_names
     r = load(dirs)
     assert r is not None and r.outcomes == {"t::a": "passed"}
     assert r.runner == r.foreign == {hook}
+
+
+def test_what_each_test_ran_is_heard_from_what_was_told_and_what_was_recorded(dirs):
+    key = pertest_key(dirs)
+    said = {"t::a": "r1", "t::b": ["x"], "t::c": "r3"}  # a value not a digest is passed over
+    path = record(dirs, doc({"t::a": "passed", "t::b": "passed"}, ran=said), key)
+    fp = path.name[len("results-"):-len(".json")]
+    phases = [msg("phase", fp, t, w, "passed") for t in ("t::a", "t::b")
+              for w in ("setup", "call", "teardown")]
+    for m in (msg("hello", fp), *phases, msg("ran", fp, "t::a", "r2"), msg("ran", fp, "t::b", "r4"),
+              msg("ran", "f" * 16, "t::a", "elsewhere")):
+        os.write(dirs.channel.theirs.fileno(), m)
+    dirs.channel.drain()
+    r = load(dirs)
+    assert r is not None
+    assert dict(r.ran) == {"t::a": {"r1", "r2"}, "t::b": {"r4"}, "t::c": {"r3"}}
