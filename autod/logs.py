@@ -67,8 +67,6 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
                 r"""["']?\s*[:=]\s*["']?)[^"'\s&,;}]+"""),
      r"\1" + REDACTED),
     # well-known credential formats, whoever configured them: private key blocks, cloud and forge tokens
-    (re.compile(r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY-----.{0,20000}?"
-                r"(?:-----END [A-Z0-9 ]{0,40}PRIVATE KEY-----|\Z)", re.DOTALL), REDACTED),
     (re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), REDACTED),
     (re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}|glpat-[A-Za-z0-9_-]{20,})"),
      REDACTED),
@@ -114,9 +112,29 @@ def redact_tree(value: Any) -> Any:
     return value
 
 
+_KEY_BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY-----")
+_KEY_END = re.compile(r"-----END [A-Z0-9 ]{0,40}PRIVATE KEY-----")
+_KEY_SPAN = 20_000  # characters of a key block looked through for its END line
+
+
+def _redact_key_blocks(text: str) -> str:
+    """Each private key block replaced: from its BEGIN line to its END line, or to `_KEY_SPAN`
+    characters on (or the text's end) when no END line comes within them. One pass: the search for
+    the next block starts where the last one ended, so many BEGIN lines cost linear time (a lazy regex
+    tried each of them against the 20,000 characters after it)."""
+    out, at = [], 0
+    while (begin := _KEY_BEGIN.search(text, at)) is not None:
+        end = _KEY_END.search(text, begin.end(), begin.end() + _KEY_SPAN)
+        stop = end.end() if end is not None else min(len(text), begin.end() + _KEY_SPAN)
+        out += [text[at:begin.start()], REDACTED]
+        at = stop
+    return "".join([*out, text[at:]]) if out else text
+
+
 def _redact_text(text: str) -> str:
     if _secret_re is not None:
         text = _secret_re.sub(REDACTED, text)
+    text = _redact_key_blocks(text)
     for pattern, replacement in _PATTERNS:
         text = pattern.sub(replacement, text)
     return text

@@ -32,12 +32,13 @@ from autod import tally
 from autod.backoff import Backoff
 from autod.config.settings import LLMConfig
 from autod.errors import ContextTooLong, LLMUnavailable, PlanInvalid
+from autod.logs import redact_text
 from autod.planner import CHARS_PER_TOKEN, TokenUsage, pace, prefill, wire
 from autod.planner.earlystop import ReplyWatch, Watched
 from autod.planner.exchange import MAX_REPLY_BYTES, Read, exchange, said, watched
 from autod.planner.streamread import read_watched
 from autod.planner.window import ServerWindow
-from autod.safety import safejson
+from autod.safety import safejson, secretforms
 
 log = structlog.get_logger("autod.planner.llm")
 
@@ -389,9 +390,10 @@ class Endpoint:
         return reply
 
     def _excerpt(self, data: bytes) -> str:
-        text = " ".join(data[:4096].decode("utf-8", "replace").split())
-        for secret in self._secrets:
-            text = text.replace(secret, "***")
+        # redacted whole (every form of a secret) before it is cut, and a key it ends inside hidden too
+        text, own = redact_text(data.decode("utf-8", "replace")), secretforms.pattern(self._secrets)
+        text = secretforms.cut_tail(own.sub("***", text) if own is not None else text, self._secrets)
+        text = " ".join(text[:4096].split())
         return text[:_EXCERPT] + ("..." if len(text) > _EXCERPT else "") if text else "(empty body)"
 
 

@@ -14,6 +14,7 @@ tests) must pass before it is kept, stored or added up (an SQLite integer is 64 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 __all__ = ["MAX_COUNT", "count", "loads"]
@@ -21,12 +22,47 @@ __all__ = ["MAX_COUNT", "count", "loads"]
 MAX_COUNT = 2**31 - 1  # larger than any honest count autod reads; well inside SQLite's integers
 
 
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+_SURROGATE_ESCAPE_STR = re.compile(r"\\u[dD][89a-fA-F]")
+_LONE = re.compile(r"[\ud800-\udfff]")
+
+
 def loads(data: str | bytes | bytearray) -> Any:
-    """`json.loads(data)`, raising `ValueError` for anything it cannot read."""
+    """`json.loads(data)`, raising `ValueError` for anything it cannot read. A lone surrogate a `\\u`
+    escape made (`"\\ud83d"`, half of a pair) becomes U+FFFD in every string: no str autod holds can
+    then fail to encode as UTF-8 in a log line, a database row, a file or a validated model."""
     try:
-        return json.loads(data, parse_constant=_refuse_constant)
+        doc = json.loads(data, parse_constant=_refuse_constant)
     except RecursionError:
         raise ValueError("the document is nested too deeply to read") from None
+    if isinstance(data, str):
+        lone = _SURROGATE_ESCAPE_STR.search(data) or _LONE.search(data)
+    else:
+        lone = _SURROGATE_ESCAPE.search(data)
+    return _whole(doc) if lone else doc
+
+
+def _whole(doc: Any) -> Any:
+    """`doc` with every lone surrogate in its strings (keys too) replaced, in new containers."""
+    def fix(v: Any) -> Any:
+        return _LONE.sub("\ufffd", v) if isinstance(v, str) else v
+
+    root: list[Any] = [doc]
+    todo: list[tuple[Any, Any, Any]] = [(root, 0, doc)]
+    while todo:
+        parent, key, value = todo.pop()
+        if isinstance(value, dict):
+            new: Any = {}
+            for k, v in value.items():
+                new[fix(k)] = v
+                todo.append((new, fix(k), v))
+        elif isinstance(value, list):
+            new = list(value)
+            todo.extend((new, i, v) for i, v in enumerate(value))
+        else:
+            new = fix(value)
+        parent[key] = new
+    return root[0]
 
 
 def count(value: Any) -> int | None:

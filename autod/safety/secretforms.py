@@ -8,6 +8,7 @@ exact value, the pattern finds:
   matched, so whatever precedes or follows it in the stream does not matter);
 - hex in either case, `\\xNN` escapes, URL-encoding (`%NN` is hex with a separator);
 - the value reversed, and ROT13;
+- any of its characters written as a JSON, HTML or XML escape (`\\u002B`, `&#43;`, `&#x2B;`, `\\/`);
 - any of the above with up to three separator characters (spaces, punctuation, line breaks)
   between its characters, its own punctuation repeated, and case folded where case carries no
   information.
@@ -25,9 +26,10 @@ import re
 from collections.abc import Iterable
 from urllib.parse import quote
 
-__all__ = ["MIN_FUZZY", "pattern"]
+__all__ = ["MIN_FUZZY", "cut_tail", "pattern"]
 
 MIN_FUZZY = 8
+MIN_TAIL = 6  # characters of a secret's start that `cut_tail` hides at the end of a text
 _SEPARATORS = 3
 
 
@@ -68,9 +70,31 @@ def _spaced(form: str) -> str:
     return sep.join(re.escape(c) if c.isalnum() else f"(?:{re.escape(c)})++" for c in form)
 
 
+def _escaped(secret: str) -> str:
+    """The secret with any of its characters written as a JSON, HTML or XML escape (`\\u002B`, `&#43;`,
+    `&#x2B;`, `\\/`): how a server quoting a request back in an error body writes it."""
+    def one(c: str) -> str:
+        n = ord(c)
+        alts = [("\\\\?" if not c.isalnum() else "") + re.escape(c), f"&#0*{n};", f"&#[xX]0*(?i:{n:x});"]
+        if n <= 0xFFFF:
+            alts.append(f"\\\\u(?i:{n:04x})")
+        return "(?:" + "|".join(alts) + ")"
+    return "".join(one(c) for c in secret)
+
+
+def cut_tail(text: str, secrets: Iterable[str]) -> str:
+    """`text` with the start of a secret it ends with replaced (a body cut off inside a key)."""
+    for s in secrets:
+        for k in range(len(s) - 1, MIN_TAIL - 1, -1):
+            if text.endswith(s[:k]):
+                return text[:-k] + "***"
+    return text
+
+
 def pattern(secrets: Iterable[str]) -> re.Pattern[str] | None:
     """One regex for every secret in every form above; None when there is nothing to find."""
     exact: set[str] = set()
+    escaped: set[str] = set()
     folded: set[str] = set()
     cased: set[str] = set()
     for s in secrets:
@@ -83,10 +107,12 @@ def pattern(secrets: Iterable[str]) -> re.Pattern[str] | None:
         b64 = _base64_cores(s.encode())
         cased.update(f for f in b64 if len(f) >= MIN_FUZZY)
         cased.update(f.translate(str.maketrans("+/", "-_")) for f in b64 if len(f) >= MIN_FUZZY)
+        escaped.add(_escaped(s))
     if not exact:
         return None
     # Longest first, so a form that contains another is replaced whole.
     parts = [f"(?i:{_spaced(f)})" for f in sorted(folded, key=len, reverse=True)]
     parts += [_spaced(f) for f in sorted(cased, key=len, reverse=True)]
+    parts += sorted(escaped, key=len, reverse=True)
     parts += [re.escape(s) for s in sorted(exact, key=len, reverse=True)]
     return re.compile("|".join(parts))

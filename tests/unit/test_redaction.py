@@ -258,3 +258,68 @@ def test_a_forms_own_punctuation_is_read_as_itself_never_as_a_separator() -> Non
     key = "trust-CANARY-0d1e-2a3d"
     assert _redact([key], "trust-.-CANARY-0d1e-2a3d") == "trust-.-CANARY-0d1e-2a3d"
     assert _redact([key], "trust-.CANARY-0d1e-2a3d") == "***"  # `-` then a separator `.`: the key
+
+
+def test_a_key_block_without_its_end_line_is_redacted_and_many_begin_lines_are_read_once(monkeypatch):
+    """A BEGIN line with no END within 20,000 characters hides the 20,000 after it (they were left as
+    they were); and the END lines are looked for in windows that never overlap, so a text of BEGIN
+    lines is read in time linear in its length (a lazy regex tried each against the 20,000 after it)."""
+    from autod import logs
+
+    body = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC" * 10
+    text = "-----BEGIN PRIVATE KEY-----\n" + body + "\n" + "x" * 30_000
+    got = logs.redact_text(text)
+    assert body not in got and "MIIEvQ" not in got and got.startswith(logs.REDACTED)
+    scanned = []
+    real = logs._KEY_END
+
+    class Counting:
+        def search(self, s, pos, endpos):
+            scanned.append(min(endpos, len(s)) - pos)
+            return real.search(s, pos, endpos)
+
+    monkeypatch.setattr(logs, "_KEY_END", Counting())
+    flood = "-----BEGIN PRIVATE KEY-----" * 40_000
+    assert "PRIVATE KEY-----BEGIN" not in logs.redact_text(flood)
+    assert sum(scanned) <= len(flood) and len(scanned) < len(flood) // 20_000 + 2
+
+
+KEY = "pr0beH+KEY/0123456789abcdefSECRETxyz"
+
+
+def _escaped_echo(rng, key: str) -> str:
+    """The key as a server quotes it back: each character as itself or a JSON, HTML or XML escape."""
+    forms = [lambda c: c, lambda c: f"\\u{ord(c):04x}", lambda c: f"\\u{ord(c):04X}",
+             lambda c: f"&#{ord(c)};", lambda c: f"&#x{ord(c):x};", lambda c: f"&#X{ord(c):X};",
+             lambda c: ("\\" + c) if not c.isalnum() else c]
+    return "".join(rng.choice(forms)(c) for c in key)
+
+
+def test_a_secret_a_server_quotes_back_escaped_is_redacted_however_it_is_escaped():
+    import random
+
+    from autod.safety import secretforms
+
+    rng = random.Random(4)
+    pat = secretforms.pattern([KEY])
+    assert pat is not None
+    for _ in range(300):
+        echo = _escaped_echo(rng, KEY)
+        body = '{"error": {"message": "Incorrect API key provided: ' + echo + '."}}'  # as the server wrote it
+        assert KEY[:6] not in pat.sub("***", body).replace("&#", ""), (echo, pat.sub("***", body))
+        assert "***" in pat.sub("***", body), echo
+
+
+def test_an_error_body_is_redacted_whole_before_it_is_cut_and_a_key_it_ends_inside_is_hidden():
+    from autod.planner.endpoint import Endpoint
+    from autod.safety import secretforms
+
+    ep = Endpoint.__new__(Endpoint)
+    ep._secrets = [KEY]
+    for pad in (0, 4_076, 4_090, 5_000):
+        for body in (" " * pad + KEY + " tail", " " * pad + KEY[:19], "x" * pad + "\\u0070" + KEY[1:]):
+            got = ep._excerpt(body.encode())
+            for k in range(secretforms.MIN_TAIL, len(KEY) + 1):
+                assert KEY[:k] not in got, (pad, body[-40:], got)
+    assert secretforms.cut_tail("abc " + KEY[:5], [KEY]) == "abc " + KEY[:5]  # too short to be one
+    assert secretforms.cut_tail("abc " + KEY[:6], [KEY]) == "abc ***"

@@ -87,3 +87,49 @@ def test_every_reader_of_a_servers_or_a_checks_json_fails_only_as_it_says():
         except ValueError:
             got = None
         assert got is None or 0 < got <= safejson.MAX_COUNT
+
+
+def _strings(doc: object) -> list[str]:
+    out, todo = [], [doc]
+    while todo:
+        v = todo.pop()
+        if isinstance(v, str):
+            out.append(v)
+        elif isinstance(v, dict):
+            out += [k for k in v if isinstance(k, str)]
+            todo += list(v.values())
+        elif isinstance(v, list):
+            todo += v
+    return out
+
+
+def test_no_string_the_one_parse_returns_holds_a_lone_surrogate():
+    """Generated: `\\u` escapes of lone high and low surrogates (and valid pairs, which stay) in keys and
+    values at every depth, as bytes and as text. Every string that comes back encodes as UTF-8, so no
+    log line, row, file or validated model downstream can fail on it; a valid pair is kept."""
+    rng = random.Random(3)
+    pieces = ["\\ud83d", "\\udcff", "\\ud800", "\\udfff", "\\ud83d\\ude00", "ok", "\\u00e9"]
+
+    def text() -> str:
+        return "".join(rng.choice(pieces) for _ in range(rng.randint(0, 4)))
+
+    for _ in range(300):
+        doc = f'"{text()}"'
+        for _ in range(rng.randint(0, 4)):
+            doc = rng.choice([f'[{doc}, "{text()}"]', f'{{"{text()}": {doc}}}'])
+        for data in (doc, doc.encode()):
+            got = safejson.loads(data)
+            for s in _strings(got):
+                s.encode("utf-8")  # raises on a lone surrogate
+            assert got == safejson.loads(data), doc
+        if "\\ud83d\\ude00" in doc:
+            assert any("\U0001f600" in s for s in _strings(safejson.loads(doc))), doc
+
+
+def test_a_reply_with_a_lone_surrogate_parses_to_text_every_model_takes():
+    body = json.dumps({"choices": [{"message": {"content": "Make add add.\n```python\ndef add(a, b):\n"
+                                                "    return a + b  # \ud83d\n```\n"}}]}).encode()
+    assert b"\\ud83d" in body
+    for data in (body, b"data: " + body + b"\n\ndata: [DONE]\n\n"):  # whole, and streamed
+        content = wire.read_completion("text/event-stream" if data.startswith(b"data") else "", data).content
+        assert "\ufffd" in content and content.encode("utf-8"), content
