@@ -83,6 +83,10 @@ EQUIVALENT: dict[str, str] = {
     "autod/checks/judge_path.py::ran: _type(inner) is dict and a in inner -> _type(inner) is dict or a in"
     " inner": "a module's namespace is always a dict: every name the test reads then gets a label, the same"
     " in every run, so digests compare alike",
+    "autod/safety/secretforms.py::_escaped: 0xFFFF -> 65536": "U+10000 gets a five-digit `\\u` form that"
+    " no JSON writes (it escapes astral characters as a surrogate pair): an alternative that never matches",
+    "autod/safety/secretforms.py::cut_tail: len(s) - 1 -> len(s) + 1": "the longer starts are the whole"
+    " secret, which the pattern replaced before: the same starts are tried after them",
     "autod/checks/heard.py::judged: _RANK[said] > _RANK[outcome] -> _RANK[said] >= _RANK[outcome]":
     "ranks are distinct: an equal rank is the same outcome, kept either way",
     "autod/checks/judge_reach.py::install: True -> False": "no event the hook watches is raised inside it"

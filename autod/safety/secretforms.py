@@ -111,8 +111,10 @@ def pattern(secrets: Iterable[str]) -> re.Pattern[str] | None:
     if not exact:
         return None
     # Longest first, so a form that contains another is replaced whole.
-    parts = [f"(?i:{_spaced(f)})" for f in sorted(folded, key=len, reverse=True)]
+    # each secret as itself, any character escaped, first: longest first, a secret that starts another
+    # never leaves the other's rest behind
+    parts = sorted(escaped, key=len, reverse=True)
+    parts += [f"(?i:{_spaced(f)})" for f in sorted(folded, key=len, reverse=True)]
     parts += [_spaced(f) for f in sorted(cased, key=len, reverse=True)]
-    parts += sorted(escaped, key=len, reverse=True)
     parts += [re.escape(s) for s in sorted(exact, key=len, reverse=True)]
     return re.compile("|".join(parts))

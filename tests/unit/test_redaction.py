@@ -323,3 +323,23 @@ def test_an_error_body_is_redacted_whole_before_it_is_cut_and_a_key_it_ends_insi
                 assert KEY[:k] not in got, (pad, body[-40:], got)
     assert secretforms.cut_tail("abc " + KEY[:5], [KEY]) == "abc " + KEY[:5]  # too short to be one
     assert secretforms.cut_tail("abc " + KEY[:6], [KEY]) == "abc ***"
+
+
+def test_escaped_forms_hide_the_longest_secret_whole_and_any_start_of_one_a_text_ends_with():
+    from autod.safety import secretforms
+
+    short, long_ = "abcdefgh12", "abcdefgh12+34"
+    pat = secretforms.pattern([short, long_])
+    assert pat is not None and pat.sub("*", "x abcdefgh12\\u002B34 y") == "x * y"
+    odd = "abcdefgh\uffff"
+    assert secretforms.pattern([odd]).sub("*", "k=abcdefgh\\uFFFF.") == "k=*."
+    for k in range(secretforms.MIN_TAIL, len(long_)):
+        assert secretforms.cut_tail("tail " + long_[:k], [long_]) == "tail ***", k
+
+
+def test_an_encoded_secret_that_starts_another_s_encoding_never_leaves_its_rest():
+    from autod.safety import secretforms
+
+    short, long_ = "abcdefgh", "abcdefghij"
+    pat = secretforms.pattern([short, long_])
+    assert pat is not None and pat.sub("*", "x " + long_.encode().hex() + " y") == "x * y"
