@@ -26,7 +26,7 @@ from typing import Any
 import structlog
 from structlog.typing import EventDict, Processor, WrappedLogger
 
-from autod.safety import secretforms, termsafe
+from autod.safety import keyblocks, secretforms, termsafe
 
 __all__ = [
     "PHASES",
@@ -112,29 +112,10 @@ def redact_tree(value: Any) -> Any:
     return value
 
 
-_KEY_BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY-----")
-_KEY_END = re.compile(r"-----END [A-Z0-9 ]{0,40}PRIVATE KEY-----")
-_KEY_SPAN = 20_000  # characters of a key block looked through for its END line
-
-
-def _redact_key_blocks(text: str) -> str:
-    """Each private key block replaced: from its BEGIN line to its END line, or to `_KEY_SPAN`
-    characters on (or the text's end) when no END line comes within them. One pass: the search for
-    the next block starts where the last one ended, so many BEGIN lines cost linear time (a lazy regex
-    tried each of them against the 20,000 characters after it)."""
-    out, at = [], 0
-    while (begin := _KEY_BEGIN.search(text, at)) is not None:
-        end = _KEY_END.search(text, begin.end(), begin.end() + _KEY_SPAN)
-        stop = end.end() if end is not None else min(len(text), begin.end() + _KEY_SPAN)
-        out += [text[at:begin.start()], REDACTED]
-        at = stop
-    return "".join([*out, text[at:]]) if out else text
-
-
 def _redact_text(text: str) -> str:
     if _secret_re is not None:
         text = _secret_re.sub(REDACTED, text)
-    text = _redact_key_blocks(text)
+    text = keyblocks.redacted(text, REDACTED)
     for pattern, replacement in _PATTERNS:
         text = pattern.sub(replacement, text)
     return text

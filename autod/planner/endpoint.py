@@ -83,8 +83,7 @@ class Endpoint:
         self._token_param = "max_tokens" if cfg.token_param == "auto" else cfg.token_param
         self._inflight = asyncio.Lock()  # one request at a time to this server from this daemon
         self._abandoned_at: float | None = None  # loop time of a request given up while it may still run
-        # What the server says of itself: its context window and how many characters its tokens
-        # hold here, whether it honours `n` and `stop`.
+        # What the server says of itself: its context window, its tokens' characters, `n` and `stop`.
         self.window = ServerWindow(self.url, self.key, cfg.context_tokens, self._ask_props)
         self.pace = pace.ServerPace(self.url, self.key)  # its reading against its writing, measured
         self.takes_n: bool | None = None
@@ -389,11 +388,10 @@ class Endpoint:
                              else len(reply.content) // 4)
         return reply
 
-    def _excerpt(self, data: bytes) -> str:
-        # redacted whole (every form of a secret) before it is cut, and a key it ends inside hidden too
+    def _excerpt(self, data: bytes) -> str:  # redacted whole (a secret in any form, or cut off), then cut
         text, own = redact_text(data.decode("utf-8", "replace")), secretforms.pattern(self._secrets)
-        text = secretforms.cut_tail(own.sub("***", text) if own is not None else text, self._secrets)
-        text = " ".join(text[:4096].split())
+        text = " ".join(secretforms.cut_tail(own.sub("***", text) if own else text, self._secrets)[:4096]
+                        .split())
         return text[:_EXCERPT] + ("..." if len(text) > _EXCERPT else "") if text else "(empty body)"
 
 

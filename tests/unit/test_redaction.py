@@ -265,20 +265,21 @@ def test_a_key_block_without_its_end_line_is_redacted_and_many_begin_lines_are_r
     they were); and the END lines are looked for in windows that never overlap, so a text of BEGIN
     lines is read in time linear in its length (a lazy regex tried each against the 20,000 after it)."""
     from autod import logs
+    from autod.safety import keyblocks
 
     body = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC" * 10
     text = "-----BEGIN PRIVATE KEY-----\n" + body + "\n" + "x" * 30_000
     got = logs.redact_text(text)
     assert body not in got and "MIIEvQ" not in got and got.startswith(logs.REDACTED)
     scanned = []
-    real = logs._KEY_END
+    real = keyblocks._KEY_END
 
     class Counting:
         def search(self, s, pos, endpos):
             scanned.append(min(endpos, len(s)) - pos)
             return real.search(s, pos, endpos)
 
-    monkeypatch.setattr(logs, "_KEY_END", Counting())
+    monkeypatch.setattr(keyblocks, "_KEY_END", Counting())
     flood = "-----BEGIN PRIVATE KEY-----" * 40_000
     assert "PRIVATE KEY-----BEGIN" not in logs.redact_text(flood)
     assert sum(scanned) <= len(flood) and len(scanned) < len(flood) // 20_000 + 2
