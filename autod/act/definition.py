@@ -33,6 +33,7 @@ from autod.act import docstrings
 from autod.act.quotes import requote
 from autod.act.search import apply_edit
 from autod.errors import PlanRejected
+from autod.linebreaks import lines_of
 
 __all__ = ["Span", "find_definition", "name_of", "normalise_symbol", "parse_new_source", "replace_definition"]
 
@@ -98,7 +99,7 @@ def definition_texts(text: str, rel: str) -> dict[str, str]:
         tree = pyast.parse(text, filename=rel)
     except SyntaxError:
         return {}
-    lines = text.splitlines()
+    lines = lines_of(text)
     out: dict[str, str] = {}
     for qual, node in _walk(tree.body):
         out.setdefault(qual, "\n".join(lines[_start(node) - 1 : node.end_lineno or node.lineno]))
@@ -131,7 +132,7 @@ def find_definition(rel: str, text: str, symbol: str) -> Span:
             f"{rel}: {name!r} is ambiguous ({which}): name it with its class, e.g. {found[0][0]}"
         )
     qual, node = found[0]
-    lines = text.splitlines()
+    lines = lines_of(text)
     start = _start(node)
     first = lines[start - 1] if start - 1 < len(lines) else ""
     indent = first[: len(first) - len(first.lstrip())]
@@ -149,7 +150,7 @@ def replace_definition(rel: str, text: str, symbol: str, replace: str, search: s
             text = replace_definition(rel, text, f"{span.qualname}.{name}", code)
         return text
     newline = "\r\n" if "\r\n" in text else "\n"
-    lines = text.splitlines(keepends=True)
+    lines = lines_of(text, keepends=True)
     old = "".join(lines[span.start - 1 : span.end])
     new_code = _unfence(replace)
     snippet = _as_definition(rel, span, new_code, lines)
@@ -188,7 +189,7 @@ def _partial_class(span: Span, code: str) -> list[tuple[str, str]] | None:
     names = [n.name for n in new]
     if not new or len(new) != len(members) or len(set(names)) != len(names) or not set(names) <= old:
         return None
-    lines = code.splitlines()
+    lines = lines_of(code)
     return [(n.name, textwrap.dedent("\n".join(lines[_start(n) - 1 : n.end_lineno]))) for n in new]
 
 
@@ -206,7 +207,7 @@ def _not_truncated(rel: str, span: Span, snippet: str) -> None:
     """A long definition given back at less than half its length was most likely cut, not fixed (a
     prompt shows a long one as a window): refused rather than losing the rest of it."""
     old_n = span.end - span.start + 1
-    new_n = len([ln for ln in snippet.splitlines() if ln.strip()])
+    new_n = len([ln for ln in lines_of(snippet) if ln.strip()])
     if old_n > LONG_DEFINITION and new_n * 2 < old_n:
         raise PlanRejected(
             f"{rel}: the new source of {span.qualname} has {new_n} lines for a definition of {old_n}:"
@@ -282,7 +283,7 @@ def _even_body(code: str) -> str:
     first, sep, rest = code.partition("\n")
     if not sep or not first.lstrip().startswith(("def ", "async def ", "class ", "@")) or first[:1].isspace():
         return code
-    indents = [len(ln) - len(ln.lstrip()) for ln in rest.splitlines() if ln.strip()]
+    indents = [len(ln) - len(ln.lstrip()) for ln in lines_of(rest) if ln.strip()]
     if not indents or min(indents) <= 4:
         return code
     return first + "\n" + textwrap.indent(textwrap.dedent(rest), "    ", lambda ln: bool(ln.strip()))
@@ -309,7 +310,7 @@ def name_of(node: ast.AST) -> str | None:
 
 
 def _segment(code: str, node: ast.AST) -> str:
-    lines = code.splitlines()
+    lines = lines_of(code)
     return "\n".join(lines[_start(node) - 1 : node.end_lineno])  # type: ignore[attr-defined]
 
 
@@ -323,7 +324,7 @@ def _keep_decorators(span: Span, code: str, new_node: ast.AST, old_lines: list[s
         ln.rstrip("\r\n")[len(span.indent) :] if ln.startswith(span.indent) else ln.strip()
         for ln in old_lines[span.start - 1 : span.node.lineno - 1]  # type: ignore[attr-defined]
     ]
-    lines = code.splitlines()
+    lines = lines_of(code)
     at = _start(new_node) - 1
     return "\n".join([*lines[:at], *decorators, *lines[at:]])
 

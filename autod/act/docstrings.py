@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import ast
 
+from autod.linebreaks import lines_of
+
 __all__ = ["docstring", "keep"]
 
 _Def = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
@@ -31,7 +33,7 @@ def keep(old_node: ast.AST, code: str, new_node: ast.AST, old_lines: list[str]) 
         return code
     if not new_node.body or new_node.body[0].lineno <= new_node.lineno:
         return code  # a one-line def: nowhere to put it
-    lines = code.splitlines()
+    lines = lines_of(code)
     at = new_node.body[0].lineno - 1
     first = lines[at]
     indent = first[: len(first) - len(first.lstrip())]

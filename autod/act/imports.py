@@ -19,6 +19,7 @@ import symtable
 import sys
 
 from autod import pyast
+from autod.linebreaks import lines_of
 
 __all__ = ["add_missing_imports"]
 
@@ -80,7 +81,7 @@ def _global_everywhere(table: symtable.SymbolTable, name: str) -> bool:
 def _insert(text: str, modules: list[str]) -> str:
     tree = pyast.parse(text)
     newline = "\r\n" if "\r\n" in text else "\n"
-    lines = text.splitlines(keepends=True)
+    lines = lines_of(text, keepends=True)
     after = 0  # insert after this many lines
     body = tree.body
     i = 0

@@ -16,6 +16,8 @@ import bisect
 import difflib
 from collections.abc import Iterator, Sequence
 
+from autod.linebreaks import lines_of
+
 Opcode = tuple[str, int, int, int, int]
 
 EXACT_LIMIT = 250_000  # lines(a) x lines(b) below which difflib's exact matching is cheap
@@ -23,7 +25,8 @@ _MAX_DEPTH = 8
 
 
 def split_lines(text: str) -> list[str]:
-    """Lines with their "\\n" kept; only "\\n" ends a line (never U+2028, NEL or a form feed)."""
+    """Lines with their "\\n" kept, as a unified diff and git count them: only "\\n" ends a line
+    (never U+2028, NEL or a form feed). What an edit changes is counted by Python's lines (`count`)."""
     parts = text.split("\n")
     lines = [p + "\n" for p in parts[:-1]]
     if parts[-1]:
@@ -41,7 +44,7 @@ def opcodes(a: Sequence[str], b: Sequence[str]) -> list[Opcode]:
 def count(old: str, new: str) -> tuple[int, int]:
     """(added, removed) lines between two texts."""
     added = removed = 0
-    for tag, i1, i2, j1, j2 in opcodes(split_lines(old), split_lines(new)):
+    for tag, i1, i2, j1, j2 in opcodes(lines_of(old, keepends=True), lines_of(new, keepends=True)):
         if tag != "equal":
             removed += i2 - i1
             added += j2 - j1

@@ -21,6 +21,7 @@ from autod.act.judges import Judges, editable_paths
 from autod.candidates.fits import streamed_tokens
 from autod.candidates.reask import pointed_messages
 from autod.errors import ContextTooLong, CycleError, LLMUnavailable
+from autod.linebreaks import lines_of
 from autod.modes import Attempt, Mode, Sections, pack, render, tokens
 from autod.planner import (
     CHARS_PER_TOKEN,
@@ -185,7 +186,7 @@ class Asker:
         suspect = self._suspect(view)
         group = suspect is not None and bool(suspect.get("read_by"))  # values alone, without their reader
         if suspect is not None and paths is not None:
-            reads = [line.partition("\t")[::2] for line in (suspect.get("reads") or "").splitlines()]
+            reads = [line.partition("\t")[::2] for line in lines_of(suspect.get("reads") or "")]
             if any(path not in paths for path, _ in reads):
                 # a value it may not fix is not offered: the suspect is shown alone (a group: not at all)
                 suspect = None if group else {**suspect, "reads": "", "values": ""}
@@ -194,7 +195,7 @@ class Asker:
         if suspect is not None:  # that prompt shows one definition (a plan may rewrite it alone, or a
             # value it reads) or one definition's values (a plan may rewrite one of them)
             symbols = {} if group else {suspect["path"]: (suspect["symbol"],)}
-            for line in (suspect.get("reads") or "").splitlines():
+            for line in lines_of(suspect.get("reads") or ""):
                 path, _, name = line.partition("\t")
                 symbols[path] = (*symbols.get(path, ()), name)
             paths = tuple(symbols) if paths is not None else None

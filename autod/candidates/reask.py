@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from autod.linebreaks import lines_of
 from autod.modes import render
 from autod.plan import Plan
 from autod.planner.fences import fence_for, fenced
@@ -63,7 +64,7 @@ def pointed_messages(messages: list[dict[str, str]], suspect: Mapping[str, str])
 def failing_lines(excerpt: str) -> str:
     """The lines of a check's output that say what failed: pytest's `>` source line and `E` lines of
     the last frame, else the last non-blank lines."""
-    lines = excerpt.splitlines()
+    lines = lines_of(excerpt)
     start = max((i for i, ln in enumerate(lines) if ln.startswith(">")), default=None)
     if start is not None:
         picked = [lines[start]] + [ln for ln in lines[start + 1 :] if ln.startswith("E ")]
@@ -74,5 +75,5 @@ def failing_lines(excerpt: str) -> str:
 
 def traced_lines(excerpt: str, code: str) -> str:
     """The lines of `code` that pytest's traceback marks with `>` (the frames inside the definition)."""
-    marked = {ln[1:].strip() for ln in excerpt.splitlines() if ln.startswith(">") and ln[1:].strip()}
-    return "\n".join(ln for ln in code.splitlines() if ln.strip() and ln.strip() in marked)
+    marked = {ln[1:].strip() for ln in lines_of(excerpt) if ln.startswith(">") and ln[1:].strip()}
+    return "\n".join(ln for ln in lines_of(code) if ln.strip() and ln.strip() in marked)

@@ -40,6 +40,8 @@ from __future__ import annotations
 
 import re
 
+from autod.linebreaks import lines_of
+
 __all__ = ["digest"]
 
 _BANNER = re.compile(r"^={3,} ?(.*?) ?={3,}$")  # `==== FAILURES ====`, `==== 3 failed in 0.1s ====`
@@ -75,7 +77,7 @@ _BLOCKS = {"FAILURES", "ERRORS"}
 def digest(output: str, cap: int) -> str:
     """`output` shortened to at most `cap` characters: pytest's report as its failures' essentials,
     any other output as its last `cap` characters."""
-    lines = output.splitlines()
+    lines = lines_of(output)
     if not any(_is_block_banner(ln) for ln in lines):
         return _tail(output, cap)
     blocks, summary = _sections(lines)

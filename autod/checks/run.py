@@ -34,6 +34,7 @@ from autod.checks.programs import (
     shadowed_module,
 )
 from autod.config.settings import CheckConfig
+from autod.linebreaks import lines_of
 from autod.walk import remove_tree
 
 __all__ = [
@@ -132,7 +133,7 @@ def _start_failure(output: str, code: int, wrapper: str, program: Path) -> str |
 
     bwrap's setup messages come before the command runs (its execvp failure only for the exact program:
     a check may run other programs that fail to start); either way the code was not judged."""
-    first = (output.lstrip().splitlines() or [""])[0]
+    first = (lines_of(output.lstrip()) or [""])[0]
     if wrapper == "bwrap" and code == 1 and (
         first.startswith(f"bwrap: execvp {program}:") or first.startswith(BWRAP_SETUP_FAILED)
     ):

@@ -39,6 +39,7 @@ from autod.confinement import (
     env_name_denied,
     steady_hashes,
 )
+from autod.linebreaks import lines_of
 
 __all__ = [
     "ENV_ALLOW",
@@ -318,7 +319,7 @@ def _probe() -> Verdict:
         except OSError as exc:
             return Verdict(False, bwrap, f"bwrap cannot be run: {type(exc).__name__}: {exc.strerror}")
     if r.returncode != 0:
-        detail = (r.stderr.decode("utf-8", "replace").strip().splitlines() or [f"exit {r.returncode}"])[-1]
+        detail = (lines_of(r.stderr.decode("utf-8", "replace").strip()) or [f"exit {r.returncode}"])[-1]
         return Verdict(False, bwrap, f"bwrap does not work here: {detail[:300]}")
     return Verdict(True, bwrap)
 

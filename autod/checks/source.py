@@ -21,6 +21,7 @@ from autod.checks.outcome import count_failures, failing_tests
 from autod.checks.run import CheckResult, run_check
 from autod.config.settings import Settings
 from autod.events import Event, EventKind, fingerprint
+from autod.linebreaks import lines_of
 from autod.logs import redact_text
 from autod.sources.parsers import parse_failures, parse_locations
 
@@ -37,9 +38,9 @@ def _identify(result: CheckResult, output: str) -> tuple[str, str]:
         # normalised, or every one-failure run of a check would share one fingerprint.
         fp = fingerprint("check", result.name, exact=sorted({f.fingerprint for f in failures}))
         return fp, failures[0].summary
-    tail = "\n".join(output.strip().splitlines()[-20:])
+    tail = "\n".join(lines_of(output.strip())[-20:])
     fp = fingerprint("check", result.name, str(result.exit_code), tail)
-    return fp, (output.strip().splitlines() or ["no output"])[-1][:200]
+    return fp, (lines_of(output.strip()) or ["no output"])[-1][:200]
 
 
 def result_fingerprint(result: CheckResult) -> str:

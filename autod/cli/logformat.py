@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from autod.linebreaks import lines_of
 from autod.safety import termsafe
 
 _LEVELS = {"debug": 10, "info": 20, "warn": 30, "warning": 30, "error": 40, "exception": 40,
@@ -82,7 +83,7 @@ def _exception_summary(exc: Any) -> str:
             frame = frames[-1]
             where = f" at {Path(str(frame.get('filename', '?'))).name}:{frame.get('lineno', '?')}"
         return _clean(f"{last.get('exc_type', 'Exception')}: {last.get('exc_value', '')}{where}")
-    return _clean(str(exc).strip().splitlines()[-1]) if str(exc).strip() else ""
+    return _clean(lines_of(str(exc).strip())[-1]) if str(exc).strip() else ""
 
 
 def _reflection_fields(record: dict, color: bool) -> list[str]:

@@ -14,6 +14,7 @@ from autod import logs
 from autod.candidates.attempts import left_behind
 from autod.candidates.replay import to_remember
 from autod.events import Event
+from autod.linebreaks import lines_of
 from autod.memory import Memory
 from autod.reflection import Reflection
 
@@ -76,9 +77,9 @@ def distil_lesson(r: Reflection, event: Event) -> str | None:
         r.status == "no_change" and not r.plan_summary
     ):
         return None
-    what = event.summary.strip().splitlines()[0][:300] if event.summary.strip() else event.kind
+    what = lines_of(event.summary.strip())[0][:300] if event.summary.strip() else event.kind
     files = ", ".join(e["path"] for e in r.edits) or "no files"
-    did = (r.plan_summary or "no plan").strip().splitlines()[0][:300]
+    did = lines_of((r.plan_summary or "no plan").strip())[0][:300]
     outcome = {
         "fixed": "it worked: the checks pass",
         "improved": "it helped: fewer failures",
@@ -102,16 +103,16 @@ EPISODE_DIFF_CHARS = 1200
 
 def episode_text(r: Reflection, diff: str) -> str:
     """An episode for memory: plain sentences and a short diff, never a JSON shape a model would copy."""
-    what = r.summary.strip().splitlines()[0][:300] if r.summary.strip() else r.kind
+    what = lines_of(r.summary.strip())[0][:300] if r.summary.strip() else r.kind
     parts = [f"Failure: {what}."]
     if r.plan_summary:
-        parts.append(f"Tried: {r.plan_summary.strip().splitlines()[0][:300]}.")
+        parts.append(f"Tried: {lines_of(r.plan_summary.strip())[0][:300]}.")
     outcome = f"Outcome: {r.status}"
     if r.reason:
         outcome += f" ({r.reason[:200]})"
     parts.append(outcome + ".")
     text = " ".join(parts)
-    body = "\n".join(ln for ln in diff.splitlines() if not ln.startswith(("diff --git", "index ")))
+    body = "\n".join(ln for ln in lines_of(diff) if not ln.startswith(("diff --git", "index ")))
     if body.strip():
         cut = body[:EPISODE_DIFF_CHARS] + ("\n[... diff cut ...]" if len(body) > EPISODE_DIFF_CHARS else "")
         text += f"\nThe change:\n{cut}"
@@ -142,7 +143,7 @@ def failed_ideas(r: Reflection) -> list[str]:
     """A lesson for each distinct idea the cycle verified that did not fix the failure ("changing X in
     Y did not fix Z"), so a later cycle's prompts tell it what not to try again. The idea the cycle's
     own lesson already tells (its last plan, when that failed too) is left to that lesson."""
-    what = r.summary.strip().splitlines()[0][:300] if r.summary.strip() else r.kind
+    what = lines_of(r.summary.strip())[0][:300] if r.summary.strip() else r.kind
     own = (r.plan_summary or "").strip().split("\n", 1)[0][:200]
     seen = {own} if own and r.status not in ("fixed", "improved") else set()
     out: list[str] = []

@@ -6,6 +6,7 @@ import re
 from typing import Any
 
 from autod import logs
+from autod.linebreaks import lines_of
 
 SLUG_MAX = 40
 
@@ -43,15 +44,15 @@ def commit_message(
 ) -> str:
     """What failed, what changed and how it was verified, with trailers a script can read."""
     prose = plan_summary.strip()
-    first = described.strip() or (prose.splitlines() or ["autod fix"])[0]
+    first = described.strip() or (lines_of(prose) or ["autod fix"])[0]
     subject = f"autod({mode}): {first}"
     subject = subject if len(subject) <= 72 else subject[:71] + "…"
     lines = [
         subject,
         "",
-        f"What failed: {event_summary.strip().splitlines()[0][:300] if event_summary.strip() else '-'}",
+        f"What failed: {lines_of(event_summary.strip())[0][:300] if event_summary.strip() else '-'}",
     ]
-    shown = [ln for ln in excerpt.strip().splitlines() if ln.strip()][-15:]
+    shown = [ln for ln in lines_of(excerpt.strip()) if ln.strip()][-15:]
     if shown:
         lines += ["", *("    " + ln[:200] for ln in shown)]
     lines += ["", "What changed:"]
@@ -60,7 +61,7 @@ def commit_message(
         lines += ["", f"Read from the diff: {described.strip()[:1000]}"]
         if prose:
             lines += ["", "The planner's summary (its own words, not checked against the diff):",
-                      *("    " + ln for ln in prose[:2000].splitlines())]
+                      *("    " + ln for ln in lines_of(prose[:2000]))]
     elif prose and prose != first:
         lines += ["", prose[:2000]]
     if reapplied:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from autod.git import safe as gitsafe
+from autod.linebreaks import byte_lines, lines_of
 
 ZERO = "0" * 40
 PUSH_PROTOCOLS = ("file", "ssh", "https")  # transports a push may use (gitsafe allows none by default)
@@ -47,7 +48,7 @@ def _out(r: subprocess.CompletedProcess[bytes]) -> str:
 
 def _need(r: subprocess.CompletedProcess[bytes], step: str) -> str:
     if r.returncode != 0:
-        tail = r.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [f"exit {r.returncode}"]
+        tail = lines_of(r.stderr.decode("utf-8", "replace").strip())[-1:] or [f"exit {r.returncode}"]
         raise GitError(f"git {step} failed: {tail[0][:200]}")
     return _out(r)
 
@@ -160,7 +161,7 @@ def update_ref(ws: Path, ref: str, new: str, expected: str | None, reason: str) 
 def checked_out(ws: Path, ref: str) -> bool:
     """Whether a worktree of the repository has `ref` checked out (moving it would change that checkout)."""
     r = git(ws, "worktree", "list", "--porcelain")
-    return r.returncode != 0 or f"branch {ref}".encode() in r.stdout.splitlines()
+    return r.returncode != 0 or f"branch {ref}".encode() in byte_lines(r.stdout)
 
 
 def delete_ref(ws: Path, ref: str, expected: str) -> bool:
@@ -232,10 +233,10 @@ def push(ws: Path, remote: str, commit: str, branch: str, expected: str | None, 
 
 
 def _push_reason(r: subprocess.CompletedProcess[bytes]) -> str:
-    for line in r.stdout.decode("utf-8", "replace").splitlines():
+    for line in lines_of(r.stdout.decode("utf-8", "replace")):
         if line.startswith("!"):  # "!\t<src>:<dst>\t[rejected] (stale info)"
             return line.split("\t")[-1].strip()[:200]
-    err = [ln for ln in r.stderr.decode("utf-8", "replace").splitlines() if ln.strip()]
+    err = [ln for ln in lines_of(r.stderr.decode("utf-8", "replace")) if ln.strip()]
     for ln in err:
         if ln.startswith(("fatal:", "error:")):
             return re.sub(r"'[^']*'", "'...'", ln)[:200]  # git quotes the URL in some messages

@@ -12,6 +12,7 @@ from pathlib import Path
 import structlog
 
 from autod.git import safe as gitsafe
+from autod.linebreaks import lines_of
 from autod.safety.saferead import read_untrusted
 
 log = structlog.get_logger("autod.daemon.supervisor")
@@ -51,7 +52,7 @@ def exclude_state_dir(workspace: Path, state_dir: Path) -> bool:
     exclude = gitdir / "info" / "exclude"
     try:
         text = read_untrusted(exclude, cap=1 << 20).decode("utf-8") if exclude.exists() else ""
-        if line in text.splitlines():
+        if line in lines_of(text):
             return False
         exclude.parent.mkdir(parents=True, exist_ok=True)
         with open(exclude, "a", encoding="utf-8") as f:

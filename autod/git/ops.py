@@ -12,6 +12,7 @@ import structlog
 
 from autod.act.edits import FileChange
 from autod.git import safe as gitsafe
+from autod.linebreaks import lines_of
 
 if TYPE_CHECKING:
     from autod.events import Event
@@ -62,14 +63,14 @@ def commit_changes(
     ident: list[str] = []
     if not _git(workspace, "config", "user.email").stdout.strip():
         ident = ["-c", "user.name=autod", "-c", "user.email=autod@localhost"]
-    message = f"{summary.strip().splitlines()[0][:200]}\n\nAutod-Cycle: {cycle_id}\n"
+    message = f"{lines_of(summary.strip())[0][:200]}\n\nAutod-Cycle: {cycle_id}\n"
     add = _git(workspace, "add", "--", *mine)
     if add.returncode != 0:
         return {"committed": None, "skipped": theirs, "reason": "git add failed"}
     r = _git(workspace, *ident, "commit", "--no-verify", "-q", "-F", "-", "--", *mine, input=message.encode())
     if r.returncode != 0:
         _git(workspace, "reset", "-q", "--", *mine)  # leave the index as it was
-        tail = r.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
+        tail = lines_of(r.stderr.decode("utf-8", "replace").strip())[-1:] or [""]
         return {"committed": None, "skipped": theirs, "reason": f"git commit failed: {tail[0][:200]}"}
     rev = _git(workspace, "rev-parse", "HEAD").stdout.decode().strip()
     return {"committed": rev, "skipped": theirs, "reason": None}

@@ -29,6 +29,7 @@ import stat
 import subprocess
 from pathlib import Path
 
+from autod.linebreaks import lines_of
 from autod.safety.filemodes import workspace_umask
 from autod.safety.saferead import read_untrusted, read_untrusted_head
 
@@ -141,7 +142,7 @@ def _gitfile_target(ws: Path, dot: Path) -> Path:
     """The gitdir a `.git` file names, if it is a linked worktree's or a submodule's that lies outside
     the workspace (a check cannot have made it) and belongs to this work tree."""
     try:
-        first = read_untrusted_head(dot, 4096).decode("utf-8", "replace").splitlines()[0]
+        first = lines_of(read_untrusted_head(dot, 4096).decode("utf-8", "replace"))[0]
     except (OSError, IndexError):
         raise GitRefused(f"{dot} cannot be read") from None
     if not first.startswith("gitdir:"):

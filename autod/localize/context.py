@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from autod import pyast
+from autod.linebreaks import lines_of
 from autod.localize import focus, history, render
 from autod.localize.frames import TestId, failing_sections, is_test_path, parse_frames, parse_test_ids
 from autod.localize.index import Definition, Index, build_index
@@ -165,7 +166,7 @@ async def localize(
     def read_lines(rel: str) -> list[str] | None:
         if rel not in read:
             body = boundary.read_text(rel)
-            read[rel] = body.splitlines() if body is not None else None
+            read[rel] = lines_of(body) if body is not None else None
         return read[rel]
 
     evidence = spectrum if isinstance(spectrum, Spectrum) else None  # line-level: slices and marks
@@ -255,7 +256,7 @@ def _diff_text(diffs: list[history.FileDiff], named: set[str], max_tokens: int) 
         if d.path in named:
             out.append(d.text)
         else:
-            plus = sum(1 for ln in d.text.splitlines() if ln.startswith("+") and not ln.startswith("+++"))
-            minus = sum(1 for ln in d.text.splitlines() if ln.startswith("-") and not ln.startswith("---"))
+            plus = sum(1 for ln in lines_of(d.text) if ln.startswith("+") and not ln.startswith("+++"))
+            minus = sum(1 for ln in lines_of(d.text) if ln.startswith("-") and not ln.startswith("---"))
             out.append(f"# {d.path}: +{plus} -{minus} lines changed (not shown: the failure never names it)")
     return "\n".join(out)

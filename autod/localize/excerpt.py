@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from autod.linebreaks import lines_of
+
 # pytest's progress lines (`tests/x.py ..F..s   [ 42%]`, `....F..`), bare percentage markers,
 # timing lines (`==== 3 failed, 5 passed in 0.12s ====`, `Ran 3 tests in 0.001s`), session headers.
 _PROGRESS = re.compile(r"^(?:\S+\.py\s+)?[.FEsxXp]+\s*(?:\[\s*\d{1,3}%\])?\s*$")
@@ -20,7 +22,7 @@ _TIMING = re.compile(r"\bin \d+(?:\.\d+)?s(?: \(\d+:\d\d:\d\d\))?\b")
 def strip_progress(text: str) -> str:
     """`text` without progress dots, percentage markers, session banners and timings."""
     out = []
-    for line in text.splitlines():
+    for line in lines_of(text):
         bare = line.strip()
         if bare and (_PROGRESS.match(bare) or _PERCENT.match(bare) or _NOISE.match(bare)):
             continue
@@ -33,7 +35,7 @@ def trim_failure(text: str, budget_chars: int) -> str:
     clean = strip_progress(text)
     if len(clean) <= budget_chars:
         return clean
-    lines = clean.splitlines()
+    lines = lines_of(clean)
     summary = [ln for ln in lines if ln.startswith(("FAILED ", "ERROR ", "E   "))][-20:]
     tail = "\n".join(dict.fromkeys(summary))
     head_budget = max(200, budget_chars - len(tail) - 40)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from autod.linebreaks import lines_of
+
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _PY_FRAME = re.compile(
     r'^\s*File "(?P<path>[^"<>\n]{1,1000})", line (?P<line>\d{1,7})(?:, in (?P<func>[\w.<>]+))?'
@@ -55,7 +57,7 @@ def clean(text: str) -> str:
 def parse_frames(text: str) -> list[Frame]:
     """Every frame the output names, in printed order (outermost first within each traceback)."""
     frames: list[Frame] = []
-    for raw in clean(text).splitlines():
+    for raw in lines_of(clean(text)):
         line = raw.rstrip()
         m = _PY_FRAME.match(line)
         if m:
@@ -72,7 +74,7 @@ def parse_test_ids(text: str, limit: int = 50) -> list[TestId]:
     """The failing tests named in pytest's summary (or verbose) lines, deduplicated, in order."""
     out: list[TestId] = []
     seen: set[str] = set()
-    for raw in clean(text).splitlines():
+    for raw in lines_of(clean(text)):
         line = raw.strip()
         m = _SUMMARY.match(line) or _VERBOSE.match(line)
         if not m:
@@ -101,7 +103,7 @@ def test_id(nodeid: str) -> TestId | None:
 def failing_sections(text: str) -> list[str]:
     """Test names from pytest's `____ test_name ____` section headers (long and short tracebacks)."""
     out = []
-    for raw in clean(text).splitlines():
+    for raw in lines_of(clean(text)):
         m = _SECTION.match(raw.strip())
         if m:
             out.append(m.group("name").strip())

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autod.git import safe as gitsafe
+from autod.linebreaks import lines_of
 
 GIT_TIMEOUT_S = 20
 MAX_GIT_OUTPUT = 4_000_000  # bytes read from one git command, at most
@@ -70,7 +71,7 @@ def split_diff(text: str) -> list[FileDiff]:
         fd = FileDiff(path, chunk.rstrip())
         new_line = 0
         in_hunk = False
-        for line in chunk.splitlines():
+        for line in lines_of(chunk):
             h = _HUNK.match(line)
             if h:
                 new_line, in_hunk = int(h.group(1)), True

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autod import pyast
+from autod.linebreaks import lines_of
 from autod.localize.uses import dotted, dunders, uses
 from autod.paths import GENERATED_DIRS, NOT_SOURCE_DIRS
 from autod.safety.boundary import Boundary
@@ -280,7 +281,7 @@ def _doc(node: ast.AST) -> str:
         doc = ast.get_docstring(node)  # type: ignore[arg-type]
     except TypeError:
         return ""
-    return doc.strip().splitlines()[0][:200] if doc and doc.strip() else ""
+    return lines_of(doc.strip())[0][:200] if doc and doc.strip() else ""
 
 
 def _collect(mod: Module, body: list[ast.stmt], prefix: str, in_class: bool) -> None:

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from autod.linebreaks import lines_of
 from autod.localize import render
 from autod.localize.frames import is_test_path
 from autod.localize.index import Definition, Index, build_index
@@ -82,7 +83,7 @@ def _render(index: Index, boundary: Boundary, names: list[str], budget_tokens: i
 
     def read_lines(rel: str) -> list[str] | None:
         body = boundary.read_text(rel)
-        return body.splitlines() if body is not None else None
+        return lines_of(body) if body is not None else None
 
     for name in names:
         found = lookup(index, name)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
+from autod.linebreaks import lines_of
 from autod.localize.frames import is_test_path, parse_test_ids
 from autod.localize.index import Index, build_index
 from autod.safety import safejson
@@ -171,7 +172,7 @@ async def spectrum_for(env: RerunEnv, check_name: str, output: str) -> Spectrum 
         if doc is None:
             # pytest could not load the recorder (an old pytest, `python -I`, a plugin conflict...) or
             # the run never finished: ranked without it, saying so
-            tail = " ".join(result.output.strip().splitlines()[-1:])[:200]
+            tail = " ".join(lines_of(result.output.strip())[-1:])[:200]
             log.warning("localize.coverage_unavailable", check=check_name, exit_code=result.exit_code,
                         reason="the line recorder wrote no result; ranking by the static index only",
                         output=tail)

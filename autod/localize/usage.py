@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
+from autod.linebreaks import lines_of
 from autod.localize import render
 from autod.localize.frames import is_test_path
 from autod.localize.index import build_index
@@ -49,7 +50,7 @@ async def callers_text(
 
         def read_lines(rel: str) -> list[str] | None:
             body = boundary.read_text(rel)
-            return body.splitlines() if body is not None else None
+            return lines_of(body) if body is not None else None
 
         return render.fill(pieces, read_lines, budget_tokens)
 

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from autod.linebreaks import lines_of
 from autod.localize.excerpt import strip_progress
 from autod.memory import Recalled, Tier
 
@@ -164,13 +165,13 @@ def render_recalled(
     Noise is stripped, lines the prompt already shows (or an earlier item showed) are left out, and
     an item that adds nothing is dropped.
     """
-    seen = {_norm(x) for x in strip_progress(shown).splitlines() if _norm(x)}
+    seen = {_norm(x) for x in lines_of(strip_progress(shown)) if _norm(x)}
     out: list[str] = []
     left = budget_tokens if budget_tokens is not None else 10**9
     for r in recalled:
         text = episode_text(r.text) if r.tier is Tier.N1 else r.text
         fresh = []
-        for line in strip_progress(text).splitlines():
+        for line in lines_of(strip_progress(text)):
             key = _norm(line)
             if key and key not in seen:
                 seen.add(key)

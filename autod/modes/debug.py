@@ -7,6 +7,7 @@ import asyncio
 from autod.act.edits import ScopeCheck
 from autod.act.judges import Judges, editable_paths
 from autod.events import Event, EventKind
+from autod.linebreaks import lines_of
 from autod.localize.context import localize
 from autod.localize.excerpt import trim_failure
 from autod.localize.focus import Suspect, reads, render_group, render_values, value_suspects
@@ -184,7 +185,7 @@ class DebugMode:
         memory = context.get("memory") or ""
         memory = f"\nWhat autod remembers of similar failures:\n{memory}\n" if memory else ""
         if context.get("read_by"):  # a value group: the values one suspect reads, without it
-            named = [line.split("\t") for line in (context.get("reads") or "").splitlines()]
+            named = [line.split("\t") for line in lines_of(context.get("reads") or "")]
             files = list(dict.fromkeys(path for path, _ in named))
             if len(named) == 1:
                 which = f"this value, `{named[0][1]}` in `{named[0][0]}`,"

@@ -22,6 +22,7 @@ from autod.act.judges import Judges
 from autod.config.settings import Limits
 from autod.errors import NothingToDo, PlanRejected
 from autod.events import Event, EventKind
+from autod.linebreaks import lines_of
 from autod.localize.usage import callers_text
 from autod.memory import Recalled
 from autod.modes import (
@@ -96,7 +97,7 @@ def _text(doc: str | None) -> str | None:
     """A docstring as `inspect.cleandoc` leaves it, less trailing spaces and repeated blank lines."""
     if doc is None:
         return None
-    return re.sub(r"\n{3,}", "\n\n", "\n".join(line.rstrip() for line in doc.splitlines()))
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(line.rstrip() for line in lines_of(doc)))
 
 
 def docstring_texts(source: str) -> list[str | None]:
@@ -162,7 +163,7 @@ def _numpy_params(lines: list[str], start: int, header_indent: int) -> set[str]:
 
 def documented_params(doc: str) -> set[str] | None:
     """Parameter names a docstring documents (Google/NumPy/Sphinx styles); None if it lists none."""
-    lines = doc.expandtabs().splitlines()
+    lines = lines_of(doc.expandtabs())
     names: set[str] = set()
     found = False
     for i, line in enumerate(lines):

@@ -13,6 +13,7 @@ from typing import Any
 from autod import logs
 from autod.config.settings import Limits
 from autod.git import safe as gitsafe
+from autod.linebreaks import lines_of
 from autod.memory import Tier
 from autod.modes import ModeEnv
 from autod.paths import GENERATED_DIRS, NOT_SOURCE_DIRS
@@ -69,7 +70,7 @@ def find_todos(
             text = reader.read_text(p, max_bytes=1_000_000)
             if text is None:
                 continue
-            lines = text.splitlines()
+            lines = lines_of(text)
             if lines and lines[0].startswith(REPORT_TITLE):
                 continue  # an earlier report kept in the workspace: its TODO list is not new TODOs
             for i, line in enumerate(lines, 1):
@@ -97,7 +98,7 @@ def git_hot_files(workspace: Path, days: int = 30, n: int = 10) -> list[tuple[st
         out = proc.stdout.decode("utf-8", "replace")
     except (OSError, subprocess.TimeoutExpired):
         return []
-    counts = Counter(line for line in out.splitlines() if line.strip())
+    counts = Counter(line for line in lines_of(out) if line.strip())
     return counts.most_common(n)
 
 

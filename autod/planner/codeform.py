@@ -39,6 +39,7 @@ import textwrap
 from collections.abc import Mapping, Sequence
 
 from autod.errors import PlanInvalid
+from autod.linebreaks import lines_of
 from autod.plan import Edit, Plan
 from autod.planner import fences, marks
 from autod.planner.parse import extract_json, parse_plan, strip_thinking
@@ -171,7 +172,7 @@ def _is_json(text: str) -> bool:
 def _header(above: str, spaced: frozenset[str] = frozenset()) -> tuple[Header | None, int]:
     """(path, symbol or None, new file) from the last few non-blank lines above a block, and where in
     `above` that line starts; (None, 0) when none of them names a file."""
-    lines = above.splitlines(keepends=True)
+    lines = lines_of(above, keepends=True)
     offsets, pos = [], 0
     for line in lines:
         offsets.append(pos)

@@ -32,6 +32,8 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass
 
+from autod.linebreaks import lines_of
+
 __all__ = ["RESYNC", "ReplyWatch", "Watched"]
 
 RESYNC = 3  # lines in a row, back on the definition's own after a change, that end a reply
@@ -61,9 +63,9 @@ class ReplyWatch:
     the reply to parse, with the definition's rest in place of what was not generated."""
 
     def __init__(self, watched: Watched) -> None:
-        raw = [ln.rstrip() for ln in watched.code.strip("\n").splitlines()]
+        raw = [ln.rstrip() for ln in lines_of(watched.code.strip("\n"))]
         self._orig_raw = raw
-        self._orig_exact = watched.code.strip("\n").splitlines()  # a splice gives the text as it is
+        self._orig_exact = lines_of(watched.code.strip("\n"))  # a splice gives the text as it is
         self._orig_base = _indent(raw[0]) if raw else ""
         self._orig = [self._strip(ln, self._orig_base) for ln in raw]
         self._at: dict[str, list[int]] = defaultdict(list)

@@ -26,6 +26,7 @@ import re
 from dataclasses import dataclass
 
 from autod import pyast
+from autod.linebreaks import lines_of
 from autod.planner import marks
 
 __all__ = ["CODE_LANGS", "Block", "blocks", "fence_for", "fenced"]
@@ -59,7 +60,7 @@ def fenced(body: str, lang: str = "") -> str:
 
 def blocks(text: str) -> list[Block]:
     """The fenced blocks of `text`, in order (see the module's docstring for where each one ends)."""
-    lines = text.splitlines(keepends=True)
+    lines = lines_of(text, keepends=True)
     offsets = [0]
     for line in lines:
         offsets.append(offsets[-1] + len(line))

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from autod import pyast
 from autod.act.definition import name_of, normalise_symbol
 from autod.errors import PlanInvalid
+from autod.linebreaks import lines_of
 from autod.plan import Edit
 
 SEARCH_RE = re.compile(
@@ -93,7 +94,7 @@ def _split(
         return None
     if len(top) < 2:
         return None
-    lines = code.splitlines()
+    lines = lines_of(code)
     out: list[Edit] = []
     seen: set[tuple[str, str]] = set()
     where = [path] if path is not None and path in shown else known
@@ -127,7 +128,7 @@ def _unqualified(body: str, shown: dict[str, tuple[str, ...]]) -> str:
     qualname = ast.unparse(target)
     if not any(qualname in names for names in shown.values()):
         return body
-    lines = code.splitlines(keepends=True)
+    lines = lines_of(code, keepends=True)
     row = lines[target.lineno - 1].encode()
     lines[target.lineno - 1] = (row[: target.col_offset].decode() + target.attr
                                 + row[target.end_col_offset :].decode())

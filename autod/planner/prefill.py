@@ -36,6 +36,7 @@ from typing import Any
 import httpx
 
 from autod import pyast
+from autod.linebreaks import split_lines
 from autod.planner.fences import fence_for
 from autod.safety import safejson
 
@@ -51,7 +52,7 @@ def head(code: str) -> str:
     """The lines of a definition before the first statement of its body that is not its docstring
     (decorators, signature, docstring), exactly as `code` has them; "" when it does not parse as one
     definition or has no such statement."""
-    lines = code.split("\n")
+    lines = split_lines(code)
     try:
         tree = pyast.parse(textwrap.dedent(code))
     except (SyntaxError, ValueError):
@@ -68,7 +69,7 @@ def head(code: str) -> str:
     decorators = getattr(body[0], "decorator_list", None) or []
     first, col = min([(body[0].lineno, body[0].col_offset),
                       *((d.lineno, d.col_offset - 1) for d in decorators)])
-    dedented = textwrap.dedent(code).split("\n")
+    dedented = split_lines(textwrap.dedent(code))
     if first <= 1 or dedented[first - 1][:col].strip():
         return ""  # the statement shares its line with the signature or the docstring: no line to begin at
     return "\n".join(lines[: first - 1])

@@ -23,6 +23,7 @@ from autod.act.linediff import split_lines, unified
 from autod.config.models import CheckConfig
 from autod.config.settings import Settings
 from autod.errors import PlanInvalid
+from autod.linebreaks import lines_of
 from autod.paths import NOT_SOURCE_DIRS
 from autod.plan import Edit, Plan
 from autod.planner import PlanRequest, PlanResult
@@ -120,7 +121,7 @@ def _same_change(edits: list[Edit], diff: str) -> bool:
     for e in edits:
         old, new = split_lines(e.search), split_lines(e.replace)
         mine += _changed_lines(unified(old, new, f"a/{e.path}", f"b/{e.path}", n=0))
-    return mine == _changed_lines(diff.splitlines())
+    return mine == _changed_lines(lines_of(diff))
 
 
 class Ran(Protocol):

@@ -27,6 +27,7 @@ import ast
 import textwrap
 
 from autod import pyast
+from autod.linebreaks import lines_of
 from autod.planner.fences import fence_for
 from autod.planner.prefill import head
 
@@ -39,8 +40,8 @@ def docstring_lines(code: str) -> tuple[int, int] | None:
     """(first, end) 0-based line indexes of `code`'s docstring, on lines of its own and at least
     `MIN_CHARS` long, followed by the body on a line of its own; None when there is no such docstring
     (or `code` is not one definition that parses)."""
-    if code.startswith("\n") or len(code.strip("\n").splitlines()) != len(code.strip("\n").split("\n")):
-        return None  # the watch counts lines as splitlines() does (autod.planner.earlystop): one count
+    if code.startswith("\n") or len(lines_of(code.strip("\n"))) != len(code.strip("\n").split("\n")):
+        return None  # the watch counts lines as lines_of() does (autod.planner.earlystop): one count
     opening = head(code)  # the lines before the body's first statement that is not the docstring
     if not opening:
         return None

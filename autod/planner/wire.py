@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
 
+from autod.linebreaks import byte_lines, lines_of
 from autod.plan import plan_schema
 from autod.safety import safejson
 
@@ -141,7 +142,7 @@ def is_sse(content_type: str, data: bytes) -> bool:
     """A server-sent-events body: by its content type, or by its first line (some servers mislabel it)."""
     if content_type.split(";")[0].strip().lower() == "text/event-stream":
         return True
-    for line in data[:4096].splitlines():
+    for line in byte_lines(data[:4096]):
         line = line.strip()
         if line and not line.startswith(b":"):  # blank lines and ": comments" may come first
             return line.startswith((b"data:", b"event:", b"id:"))
@@ -179,7 +180,7 @@ def _read_sse(data: bytes) -> Completion:
     finish: str | None = None
     prompt = completion = None
     chunks = 0
-    for raw_line in data.decode("utf-8", "replace").splitlines():
+    for raw_line in lines_of(data.decode("utf-8", "replace")):
         line = raw_line.strip()
         if not line.startswith("data:"):
             continue  # event:, id:, retry:, ": keep-alive" comments, blank separators

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from autod.errors import PlanRejected
+from autod.linebreaks import lines_of
 from autod.safety.protected import CREDENTIAL_GLOBS, RUNS_CODE_GLOBS
 from autod.safety.saferead import read_untrusted
 
@@ -270,7 +271,7 @@ class Boundary:
         """A `git diff` without the sections of files that may not be read (a tracked `.env`, a key...)."""
         out: list[str] = []
         keep = True
-        for line in diff.splitlines(keepends=True):
+        for line in lines_of(diff, keepends=True):
             if line.startswith("diff --git "):
                 paths = _diff_paths(line[len("diff --git ") :].rstrip("\r\n"))
                 keep = bool(paths) and all(self.readable(p) is not None for p in paths)

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from autod.events import fingerprint
+from autod.linebreaks import lines_of
 from autod.sources.detectors import DETECTORS, ESLINT_MSG, ESLINT_PATH, Found, clean_path, custom_patterns
 from autod.sources.prefilter import SENTINEL, candidate_lines
 from autod.sources.prefilter import may_continue as may_continue  # public here, for the log tailer
@@ -63,7 +64,7 @@ def parse_locations(text: str) -> list[dict[str, object]]:
     out: list[dict[str, object]] = []
     seen: set[tuple[str, int]] = set()
     eslint_path: str | None = None
-    for line in _ANSI.sub("", text[:MAX_LOCATION_TEXT]).splitlines():
+    for line in lines_of(_ANSI.sub("", text[:MAX_LOCATION_TEXT])):
         line = line[:MAX_LOCATION_LINE]
         found: list[tuple[int, str, int]] = []
         for pattern in (_LOC_FRAME, _LOC_TSC, _LOC_COLON):

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
+from autod.linebreaks import lines_of
 from autod.safety.filemodes import private_file
 from autod.threads import named_pool
 
@@ -77,7 +78,7 @@ def split_sql(script: str) -> list[str]:
     """The statements of a script, split where each is complete (a trigger holds inner `;`): the
     statements run one by one inside a transaction, which `executescript` would commit first."""
     out, current = [], ""
-    for line in script.splitlines(keepends=True):
+    for line in lines_of(script, keepends=True):
         current += line
         if sqlite3.complete_statement(current):
             out.append(current.strip())

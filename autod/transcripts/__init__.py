@@ -26,6 +26,7 @@ from typing import Any
 import structlog
 
 from autod import logs
+from autod.linebreaks import lines_of
 from autod.safety.saferead import read_untrusted_text
 
 __all__ = ["Transcript", "TranscriptStore"]
@@ -81,7 +82,7 @@ class TranscriptStore:
             return []
         prompts: dict[str, Any] = {}
         out: list[dict[str, Any]] = []
-        for line in text.splitlines():
+        for line in lines_of(text):
             try:
                 entry = json.loads(line)
             except ValueError:

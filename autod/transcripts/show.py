@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from autod.config.settings import Settings
+from autod.linebreaks import lines_of
 from autod.safety import safejson
 from autod.transcripts import TranscriptStore
 
@@ -103,7 +104,7 @@ def _exchange(e: dict[str, Any], out: Callable[[str], None], prompts: bool) -> N
     if prompts:
         for m in messages:
             out(f"  --- {m.get('role')} ---")
-            for line in str(m.get("content", "")).splitlines():
+            for line in lines_of(str(m.get("content", ""))):
                 out(f"  {line}")
     else:
         sizes = ", ".join(f"{m.get('role')} {len(str(m.get('content', ''))):,} chars" for m in messages)
@@ -116,7 +117,7 @@ def _exchange(e: dict[str, Any], out: Callable[[str], None], prompts: bool) -> N
     except (ValueError, KeyError, IndexError, TypeError):
         pass
     out("  reply:")
-    for line in _cut(reply).splitlines():
+    for line in lines_of(_cut(reply)):
         out(f"    {line}")
 
 
@@ -139,13 +140,13 @@ def _candidate(e: dict[str, Any], out: Callable[[str], None]) -> None:
         out(f"  edit {target}")
         if x.get("search"):
             out("    search:")
-            for line in _cut(str(x["search"])).splitlines():
+            for line in lines_of(_cut(str(x["search"]))):
                 out(f"      {line}")
         out("    replace:")
-        for line in _cut(str(x.get("replace", ""))).splitlines():
+        for line in lines_of(_cut(str(x.get("replace", "")))):
             out(f"      {line}")
     if e.get("diff"):
-        for line in _cut(str(e["diff"])).splitlines():
+        for line in lines_of(_cut(str(e["diff"]))):
             out(f"  {line}")
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from autod import atomicfile
+from autod.linebreaks import lines_of
 
 DIR = "undone"
 _READ_AT_MOST = 500  # newest first: far above the undos an operator makes; bounds the work per cycle
@@ -39,7 +40,7 @@ def _changed(diff: str) -> dict[str, Counter[str]]:
     """Per file: the lines a unified diff adds ('+...') and removes ('-...'), blank ones aside."""
     out: dict[str, Counter[str]] = {}
     current = None
-    for line in diff.splitlines():
+    for line in lines_of(diff):
         if m := _FILE.match(line):
             current = out.setdefault(m[1], Counter())
         elif current is not None and _is_change(line):

@@ -23,6 +23,7 @@ from autod.act.journal import Journal
 from autod.errors import PlanRejected
 from autod.git import safe as gitsafe
 from autod.git.ops import was_clean
+from autod.linebreaks import lines_of
 from autod.undo.ledger import KeptCycle
 
 
@@ -69,7 +70,7 @@ def plan_revert(
         if not f.existed:
             removals.append((f.rel, path, f.new_sha256))
             done.edits.append(
-                {"path": f.rel, "added": 0, "removed": len(linediff.split_lines(_text(current)))}
+                {"path": f.rel, "added": 0, "removed": len(lines_of(_text(current)))}
             )
             continue
         original = kept.original(f)
@@ -125,7 +126,7 @@ def commit_revert(
     ident: list[str] = []
     if not _git(workspace, "config", "user.email").stdout.strip():
         ident = ["-c", "user.name=autod", "-c", "user.email=autod@localhost"]
-    subject = (kept.plan_summary or "autod edit").strip().splitlines()[0][:150]
+    subject = lines_of((kept.plan_summary or "autod edit").strip())[0][:150]
     message = (
         f'Revert "{subject}"\n\nThis reverts commit {kept.commit} (autod cycle {kept.cycle_id}).\n'
         f"Reason: {reason[:500]}\n\nAutod-Undo: {kept.cycle_id}\nAutod-Cycle: {undo_id}\n"
@@ -135,7 +136,7 @@ def commit_revert(
     r = _git(workspace, *ident, "commit", "--no-verify", "-q", "-F", "-", "--", *mine, input=message.encode())
     if r.returncode != 0:
         _git(workspace, "reset", "-q", "--", *mine)
-        tail = r.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
+        tail = lines_of(r.stderr.decode("utf-8", "replace").strip())[-1:] or [""]
         return {"committed": None, "skipped": left, "reason": f"git commit failed: {tail[0][:200]}"}
     rev = _git(workspace, "rev-parse", "HEAD").stdout.decode().strip()
     return {"committed": rev, "skipped": left, "reason": None}
