@@ -122,7 +122,7 @@ def test_a_short_docstring_or_one_on_the_signature_s_line_is_generated():
     assert splice.docstring_lines(f'def f(x):\n    x = 1\n    """{long_text}"""\n    return x') is None
     form_feed = f'def f(x):\n    """{long_text}\x0c"""\n    return x'  # a line to Python, and to autod
     assert splice.docstring_lines(form_feed) == (1, 2)
-    lone_cr = f'def f(x):\n    """{long_text}\r"""\n    return x'  # a break the stream's watch does not split at
+    lone_cr = f'def f(x):\n    """{long_text}\r"""\n    return x'  # the stream's watch splits at \n only
     assert splice.docstring_lines(lone_cr) is None
     assert splice.docstring_lines("not python at all (") is None
 
