@@ -52,6 +52,9 @@ BENCH_AFTER_FAILURES = 3  # consecutive unavailable plans on the primary ...
 BENCH_FOR_S = 300.0  # ... send plans straight to the fallback for this long
 MIN_REPLY_TOKENS = 256  # a reply cap lowered to fit the context is not worth asking below this
 DEFAULT_MODE_TOKENS = 2000  # reply cap of a mode missing from llm.max_tokens_by_mode
+# more characters than any token of a real vocabulary holds (the longest are runs of one character:
+# spaces, "=" or "-" rules): a reply longer than its cap times this was not written by the model
+MAX_CHARS_PER_TOKEN = 64
 
 
 class LLMPlanner:
@@ -245,6 +248,7 @@ class LLMPlanner:
                 refitted, max_tokens = True, room
                 log.info("llm.reply_cap_lowered", endpoint=endpoint.url, limit=exc.limit, max_tokens=room)
                 continue
+            _within_cap(reply, max_tokens)
             if reply.stopped_early == "paused":  # the signature written unchanged: the docstring given
                 opening, watch = reply.content, request.watch
                 log.info("llm.docstring_given", endpoint=endpoint.url, tokens=reply.completion_tokens)
@@ -334,6 +338,17 @@ def _reply_room(exc: ContextTooLong) -> int | None:
         return None
     room = exc.limit - exc.prompt_tokens - 32  # chat-template tokens the count may leave out
     return room if room >= MIN_REPLY_TOKENS else None
+
+
+def _within_cap(reply: Completion, max_tokens: int) -> None:
+    """PlanInvalid for a reply longer than `max_tokens` tokens can write. Reading its code is one
+    `ast.parse`, which holds the GIL for the whole call: 2.7 MB of one-token lines from a server held it
+    for 5 s, so `autod status` waited and the cycle missed its deadline."""
+    limit = max_tokens * MAX_CHARS_PER_TOKEN
+    longest = max(len(c.content) for c in [reply, *reply.others])
+    if longest > limit:
+        raise PlanInvalid(f"the reply holds {longest} characters, more than {max_tokens} tokens can write"
+                          f" ({MAX_CHARS_PER_TOKEN} a token): not read")
 
 
 def _choices(reply: Completion, max_tokens: int, read: Callable[[str], Plan]) -> PlanResult:

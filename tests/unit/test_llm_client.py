@@ -322,6 +322,28 @@ def test_cut_off_twice_raises_plan_invalid():
     assert len(server.requests) == 2
 
 
+@pytest.mark.parametrize("n", [1, 3])
+def test_a_reply_longer_than_its_token_cap_can_write_is_never_parsed(monkeypatch, n):
+    """Its code's parse would hold the GIL for seconds (2.7 MB of one-token lines: 5 s)."""
+    from autod.planner import llm as planner_llm
+
+    parsed: list[int] = []
+    real = planner_llm.parse_plan
+    monkeypatch.setattr(planner_llm, "parse_plan", lambda text: parsed.append(len(text)) or real(text))
+    cap = 1000
+    most = cap * planner_llm.MAX_CHARS_PER_TOKEN
+    too_long = json.dumps(PLAN) + "\n" * most
+    honest = json.dumps(PLAN) + "\n" * (most - 500)
+    choices = [{"index": i, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+               for i, text in enumerate([too_long, *[json.dumps(PLAN)] * (n - 1)])]
+    server = Server(primary=[httpx.Response(200, json={"choices": choices})])
+    exc = fails(make(server, max_tokens=cap)[0], PlanInvalid)
+    assert "more than 1000 tokens can write" in exc.reason and parsed == []
+    server = Server(primary=[completion(honest)])
+    assert run(make(server, max_tokens=cap)[0]).plan.summary == PLAN["summary"]  # long, not too long
+    assert parsed == [len(honest)]
+
+
 # -- garbled replies ------------------------------------------------------------------
 
 
