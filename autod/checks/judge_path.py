@@ -173,6 +173,11 @@ def _origin(value):
 
 
 def test_function(item):
-    """What a test item runs: its `obj`'s function (a bound method's), or None (not a Python test)."""
-    obj = _getattr(item, "obj", None)
+    """What a test item runs: its `obj`'s function (a bound method's), or None (not a Python test, or
+    an `obj` that raises: a plugin's item, or one a candidate reached; no digest, which the verdict
+    reads as other code run when the run before had one)."""
+    try:
+        obj = item.obj
+    except Exception:
+        return None
     return obj.__func__ if _type(obj) is _METHOD else obj

@@ -98,6 +98,20 @@ def test_a_test_function_is_its_obj_or_a_bound_method_s_function(candidate):
     assert path.test_function(SimpleNamespace()) is None
 
 
+@pytest.mark.parametrize("error", [RuntimeError, KeyError, ValueError, TypeError, RecursionError])
+def test_an_item_whose_obj_raises_runs_nothing_known_and_never_raises_out_of_the_recorder(error):
+    """A plugin's item (or one a candidate reached) whose `obj` raises: no digest, which the verdict
+    reads as "ran other code" when the run before had one (autod.checks.outcome); never an error out
+    of the recorder's wrapper around pytest's hooks."""
+    class Item:
+        @property
+        def obj(self):
+            raise error("no obj")
+
+    assert path.test_function(Item()) is None
+    assert path.ran(Item()) is None
+
+
 def test_places_are_workspace_relative_autod_s_own_by_name_and_a_link_is_seen_through(tmp_path, monkeypatch):
     real = tmp_path / "real"
     (real / "src").mkdir(parents=True)
