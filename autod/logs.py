@@ -2,9 +2,10 @@
 
 Every record passes the same pipeline: context (cycle_id, event_id, mode, phase from
 contextvars), level, logger name, an ISO-8601 UTC timestamp, exception rendering without
-locals, redaction of secrets, then a renderer per handler: JSON for the file (what
-`autod logs` reads), console text for stderr (coloured on a TTY; under journald plain, and each
-line prefixed with its syslog priority, ``<3>`` error to ``<7>`` debug, so `journalctl -p` works).
+locals, redaction of secrets (and lone surrogates escaped: `autod.fsnames`), then a renderer per
+handler: JSON for the file (what `autod logs` reads), console text for stderr (coloured on a TTY;
+under journald plain, and each line prefixed with its syslog priority, ``<3>`` error to ``<7>``
+debug, so `journalctl -p` works).
 Records from libraries (httpx, chromadb, apscheduler) go through the same formatters at
 WARNING and above.
 """
@@ -26,6 +27,7 @@ from typing import Any
 import structlog
 from structlog.typing import EventDict, Processor, WrappedLogger
 
+from autod import fsnames
 from autod.safety import keyblocks, secretforms, termsafe
 
 __all__ = [
@@ -101,18 +103,20 @@ def redact_secrets(text: str) -> str:
 
 
 def redact_tree(value: Any) -> Any:
-    """A copy of a JSON-like value with configured secrets (in every form) replaced in each string:
-    what the state db stores of a cycle (its record may quote what the LLM or a check wrote)."""
+    """A copy of a JSON-like value with configured secrets (in every form) replaced in each string, lone
+    surrogates escaped: what the state db stores of a cycle (its record may quote what the LLM or a
+    check wrote, or a file name that is not UTF-8)."""
     if isinstance(value, str):
-        return redact_secrets(value)
+        return redact_secrets(fsnames.shown(value))
     if isinstance(value, dict):
-        return {k: redact_tree(v) for k, v in value.items()}
+        return {fsnames.encodable(k): redact_tree(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [redact_tree(v) for v in value]
     return value
 
 
 def _redact_text(text: str) -> str:
+    text = fsnames.shown(text)  # every line, event, prompt and transcript is then encodable
     if _secret_re is not None:
         text = _secret_re.sub(REDACTED, text)
     text = keyblocks.redacted(text, REDACTED)

@@ -5,7 +5,8 @@ On Python 3.11 `os.walk` recurses once per directory level, so a workspace holdi
 thousand levels deep (one `mkdir -p` away) ended the walk, and the cycle or the watcher that walked it,
 with `RecursionError`. `walk` yields what `os.walk(top)` does, top-down, in the same order, and the
 caller may prune `dirs` in place as with `os.walk`; a directory is entered from a stack, links to
-directories are listed but never entered, and a directory that cannot be read is passed over.
+directories are listed but never entered, and a directory that cannot be read is passed over. A name
+that is not UTF-8 is neither listed nor entered (`autod.fsnames`: outside what autod reads).
 `remove_tree` is `shutil.rmtree(path, ignore_errors=True)` the same way (which recurses too, and whose
 `RecursionError` is no OSError it ignores): for trees a check could write into (the mirror, a check's
 private and result directories).
@@ -16,6 +17,8 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator
+
+from autod import fsnames
 
 __all__ = ["entries", "remove_tree", "walk"]
 
@@ -40,6 +43,9 @@ def walk(top: str | os.PathLike[str]) -> Iterator[tuple[str, list[str], list[str
             continue
         dirs, files = [], []
         for entry in listed:
+            if not fsnames.is_utf8(entry.name):
+                fsnames.left_out(entry.path, "walk")
+                continue
             try:
                 is_dir = entry.is_dir()
             except OSError:

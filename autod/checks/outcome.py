@@ -36,6 +36,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from autod import fsnames
 from autod.checks.pertest import FAILING, PerTestReport
 from autod.checks.run import CheckResult
 from autod.verdict import Status
@@ -183,7 +184,7 @@ def changed_sources(results: Sequence[CheckResult], verdict: str) -> Decision | 
     changed = [r for r in results if r.changed]
     if not changed:
         return None
-    files = sorted({f for r in changed for f in r.changed})
+    files = sorted({fsnames.shown(f) for r in changed for f in r.changed})  # a name may not be UTF-8
     shown = ", ".join(files[:10]) + (f" (+{len(files) - 10} more)" if len(files) > 10 else "")
     who = ", ".join(r.name for r in changed)
     return Decision(

@@ -14,6 +14,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from autod import fsnames
 from autod.git import safe as gitsafe
 from autod.linebreaks import byte_lines, lines_of
 
@@ -136,7 +137,8 @@ def build_commit(
         )
         tree = _need(git(ws, "write-tree", index=index), "write-tree")
         return _need(
-            git(ws, *ident, "commit-tree", tree, "-p", parent, "-F", "-", input=message.encode()),
+            git(ws, *ident, "commit-tree", tree, "-p", parent, "-F", "-",
+                input=fsnames.shown(message).encode()),  # it may quote a name that is not UTF-8
             "commit-tree",
         )
     finally:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from autod import fsnames
 from autod.act.edits import FileChange
 from autod.git import safe as gitsafe
 from autod.linebreaks import lines_of
@@ -67,7 +68,8 @@ def commit_changes(
     add = _git(workspace, "add", "--", *mine)
     if add.returncode != 0:
         return {"committed": None, "skipped": theirs, "reason": "git add failed"}
-    r = _git(workspace, *ident, "commit", "--no-verify", "-q", "-F", "-", "--", *mine, input=message.encode())
+    text = fsnames.shown(message).encode()  # what it quotes may name a file that is not UTF-8
+    r = _git(workspace, *ident, "commit", "--no-verify", "-q", "-F", "-", "--", *mine, input=text)
     if r.returncode != 0:
         _git(workspace, "reset", "-q", "--", *mine)  # leave the index as it was
         tail = lines_of(r.stderr.decode("utf-8", "replace").strip())[-1:] or [""]

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from autod import pyast
+from autod import fsnames, pyast
 from autod.act.edits import FileChange, ScopeCheck
 from autod.act.judges import Judges
 from autod.config.settings import Limits
@@ -228,7 +228,8 @@ def _doc_files(workspace: Path, globs: list[str]) -> list[Path]:
     for g in globs:
         # Before Python 3.13 a pattern ending in `**` yields directories only: `docs/**` means its files.
         for p in workspace.glob(f"{g}/*" if g.endswith("**") else g):
-            if p.is_file() and p.suffix in (".md", ".rst", ".txt") and ".autod" not in p.parts:
+            if (fsnames.utf8_only([str(p)], "doc globs")  # a name that is not UTF-8: outside what autod reads
+                    and p.is_file() and p.suffix in (".md", ".rst", ".txt") and ".autod" not in p.parts):
                 files.add(p)
     return sorted(files)[:200]
 

@@ -17,6 +17,8 @@ import json
 import re
 from typing import Any
 
+from autod.fsnames import LONE as _LONE
+
 __all__ = ["MAX_COUNT", "count", "loads"]
 
 MAX_COUNT = 2**31 - 1  # larger than any honest count autod reads; well inside SQLite's integers
@@ -24,7 +26,6 @@ MAX_COUNT = 2**31 - 1  # larger than any honest count autod reads; well inside S
 
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 _SURROGATE_ESCAPE_STR = re.compile(r"\\u[dD][89a-fA-F]")
-_LONE = re.compile(r"[\ud800-\udfff]")
 
 
 def loads(data: str | bytes | bytearray) -> Any:

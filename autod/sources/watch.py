@@ -1,7 +1,10 @@
 """`type: watch`: one files_changed event per settled batch of changes under the watched paths.
 
 Ignored: watchfiles' defaults (.git, __pycache__, editors' temp files, ...), the state dir,
-cfg.ignore globs, .gitignored paths, and files that hold exactly what autod itself wrote.
+cfg.ignore globs, .gitignored paths, files that hold exactly what autod itself wrote, and names that
+are not UTF-8 (`autod.fsnames`: left out of the batch, said once; the rest of the batch stays).
+watchfiles itself fails a whole batch that holds such a name ("Unable to decode path"), losing the
+other changes in it: they are found again by their times (`_changed_since`) and a new watcher is armed.
 
 .gitignore is asked of `git check-ignore --stdin -z` (one call per settled batch, in a
 thread): git's own answer covers nested .gitignore files, negations, .git/info/exclude and
@@ -14,6 +17,7 @@ import asyncio
 import errno
 import fnmatch
 import os
+import re
 import subprocess
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable
@@ -24,6 +28,7 @@ import structlog
 import watchfiles
 from watchfiles import Change, DefaultFilter
 
+from autod import fsnames
 from autod.config.settings import WatchSource as WatchConfig
 from autod.events import Event, EventKind, fingerprint
 from autod.git import safe as gitsafe
@@ -41,6 +46,9 @@ MAX_STEP_MS = 1000
 IDLE_TIMEOUT_MS = 5000
 STORM_YIELD_MS = 10_000  # a change storm longer than this still yields a batch now and then
 GIT_TIMEOUT_S = 10.0
+UNDECODABLE = "Unable to decode path"  # watchfiles' error for a name that is not UTF-8
+_RUST_ESCAPE = re.compile(r"\\x([89a-fA-F][0-9a-fA-F])|\\(.)")
+TIMES_SLACK_S = 1.0  # a file's times may trail the clock autod reads by a tick
 
 AwatchFn = Callable[..., AsyncGenerator[set[tuple[Change, str]], None]]
 
@@ -74,6 +82,19 @@ def _relative(workspace: Path, path: str) -> str:
         return Path(path).relative_to(workspace).as_posix()
     except ValueError:
         return Path(path).as_posix()
+
+
+def _undecodable(exc: BaseException) -> str | None:
+    """The name in watchfiles' error for a file name that is not UTF-8 (alone or in an exception
+    group, as its task group raises it); None for any other error."""
+    if isinstance(exc, BaseExceptionGroup):
+        return next((n for e in exc.exceptions if (n := _undecodable(e)) is not None), None)
+    text = str(exc)
+    if not (isinstance(exc, RuntimeError) and text.startswith(UNDECODABLE)):
+        return None
+    quoted = text[len(UNDECODABLE):].strip().removesuffix("to string").strip().strip('"')
+    # Rust's Debug form, `\xFF` for a byte that is not UTF-8, back to Python's form of the name
+    return _RUST_ESCAPE.sub(lambda m: chr(0xDC00 + int(m[1], 16)) if m[1] else m[2], quoted)
 
 
 def _is_watch_limit(exc: OSError) -> bool:
@@ -156,6 +177,7 @@ class WatchSource:
         )
         pending: set[str] = set()
         last = time.monotonic()
+        taken = time.time()  # when the watcher last handed its changes over (by the clock files' times use)
         batches = aiter(changes)
         # awatch creates its watcher (the inotify watches, or the poller's first look at the tree) in
         # the first step of its first __anext__, before it waits for changes in a thread; changes are
@@ -169,10 +191,24 @@ class WatchSource:
             if first is not None and not first.done():  # done: it failed to start (a watch limit)
                 self.armed.set()
             while True:
-                if first is not None:
-                    batch, first = await first, None
-                else:
-                    batch = await anext(batches, None)
+                try:
+                    if first is not None:
+                        batch, first = await first, None
+                    else:
+                        batch = await anext(batches, None)
+                except (RuntimeError, BaseExceptionGroup) as exc:
+                    name = _undecodable(exc)
+                    if name is None:
+                        raise
+                    first = None
+                    # the watcher lost every change it held with that name: found again, then a new one
+                    fsnames.left_out(name, self.name)
+                    pending.update(await asyncio.to_thread(self._changed_since, roots, taken - TIMES_SLACK_S))
+                    ev = await self._batch_event(pending) if pending else None
+                    if ev is not None:
+                        yield ev
+                    return
+                taken = time.time()
                 if batch is None:
                     return
                 if batch:
@@ -205,6 +241,18 @@ class WatchSource:
             out.extend(self._walk(root))
         return out
 
+    def _changed_since(self, roots: list[Path], since: float) -> set[str]:
+        """Blocking: the files under the roots written or changed at `since` or later."""
+        out = set()
+        for p in self._walk_all(roots):
+            try:
+                st = p.lstat()
+            except OSError:
+                continue
+            if max(st.st_mtime, st.st_ctime) >= since:
+                out.add(str(p))
+        return out
+
     def _walk(self, root: Path) -> list[Path]:
         out: list[Path] = []
         for dirpath, dirnames, filenames in walk(root):
@@ -213,7 +261,7 @@ class WatchSource:
         return out
 
     async def _batch_event(self, paths: set[str]) -> Event | None:
-        kept = await asyncio.to_thread(self._keep, paths)
+        kept = await asyncio.to_thread(self._keep, set(fsnames.utf8_only(paths, self.name)))
         if not kept:  # a batch of autod's own writes, or of ignored files: said, so it can be waited on
             dropped = sorted(_relative(self.workspace, p) for p in paths)
             log.debug("watch.batch_dropped", source=self.name, paths=dropped[:MAX_DROPPED_SHOWN],
@@ -248,7 +296,7 @@ class WatchSource:
                 "check-ignore",
                 "--stdin",
                 "-z",
-                input="\0".join(rel).encode() + b"\0",
+                input="\0".join(rel).encode("utf-8", "surrogateescape") + b"\0",  # the names' own bytes
                 timeout=GIT_TIMEOUT_S,
             )
         except (OSError, subprocess.TimeoutExpired) as exc:

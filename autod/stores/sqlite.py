@@ -7,6 +7,9 @@ webhook outbox, memory spool).
 - Autocommit connection (`isolation_level=None`): a store takes `BEGIN IMMEDIATE` itself when several
   statements must land together (`_write`), so two processes never deadlock upgrading a read lock.
 - The schema is brought to its version at open, in one such transaction (`Schema`).
+- Every str bound to a statement is made encodable first (`_Encodable`: a lone surrogate, from a file
+  name that is not UTF-8, becomes a backslash escape): SQLite refused such a row, and a cycle whose
+  record held one stayed `running`.
 - One connection shared by every thread behind one re-entrant lock (so `check_same_thread` is off
   safely); a store the event loop calls runs its statements on one named worker thread (`call`),
   never on the loop.
@@ -25,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
+from autod import fsnames
 from autod.linebreaks import lines_of
 from autod.safety.filemodes import private_file
 from autod.threads import named_pool
@@ -86,6 +90,28 @@ def split_sql(script: str) -> list[str]:
     return [s for s in out if s]
 
 
+def _bound(params: Any) -> Any:
+    """A statement's parameters with each str made encodable; the same object when every one is."""
+    if not isinstance(params, dict | list | tuple):
+        return params
+    values = params.values() if isinstance(params, dict) else params
+    if all(not isinstance(v, str) or fsnames.is_utf8(v) for v in values):
+        return params
+    if isinstance(params, dict):
+        return {k: fsnames.encodable(v) for k, v in params.items()}
+    return [fsnames.encodable(v) for v in params]
+
+
+class _Encodable(sqlite3.Connection):
+    """A connection whose statements bind only encodable text (`autod.fsnames`)."""
+
+    def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
+        return super().execute(sql, _bound(parameters))
+
+    def executemany(self, sql: str, seq: Any, /) -> sqlite3.Cursor:
+        return super().executemany(sql, (_bound(p) for p in seq))
+
+
 class SqliteStore:
     """One SQLite file, one connection, one lock; subclasses add the store's own statements.
 
@@ -117,14 +143,16 @@ class SqliteStore:
         self._closed = False
         if read_only:
             db = sqlite3.connect(
-                f"file:{self.path}?mode=ro", uri=True, check_same_thread=False, isolation_level=None
+                f"file:{self.path}?mode=ro", uri=True, check_same_thread=False, isolation_level=None,
+                factory=_Encodable,
             )
         else:
             private_file(self.path)
             if reset_mode:
                 os.chmod(self.path, 0o600)
             db = sqlite3.connect(
-                self.path, timeout=busy_timeout_s, check_same_thread=False, isolation_level=None
+                self.path, timeout=busy_timeout_s, check_same_thread=False, isolation_level=None,
+                factory=_Encodable,
             )
         self._db = db
         if rows:

@@ -148,7 +148,7 @@ class Transcript:
         messages = entry.pop("messages", None)
         if isinstance(messages, list):
             raw = json.dumps(messages, sort_keys=True, ensure_ascii=False)
-            pid = hashlib.sha256(raw.encode()).hexdigest()[:16]
+            pid = hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()[:16]
             if pid not in self._prompts:
                 self._prompts.add(pid)
                 self._write({"kind": "prompt", "id": pid, "messages": _redact(messages)})

@@ -16,7 +16,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autod import atomicfile
+from autod import atomicfile, fsnames
 from autod.act import atomic, linediff
 from autod.act.edits import FileChange, check_chain
 from autod.act.journal import Journal
@@ -133,7 +133,8 @@ def commit_revert(
     )
     if _git(workspace, "add", "-A", "--", *mine).returncode != 0:
         return {"committed": None, "skipped": left, "reason": "git add failed"}
-    r = _git(workspace, *ident, "commit", "--no-verify", "-q", "-F", "-", "--", *mine, input=message.encode())
+    text = fsnames.shown(message).encode()  # what it quotes may name a file that is not UTF-8
+    r = _git(workspace, *ident, "commit", "--no-verify", "-q", "-F", "-", "--", *mine, input=text)
     if r.returncode != 0:
         _git(workspace, "reset", "-q", "--", *mine)
         tail = lines_of(r.stderr.decode("utf-8", "replace").strip())[-1:] or [""]

@@ -39,6 +39,7 @@ AREAS = {
     "isolation",
     "candidates",
     "transcripts",
+    "fs",
 }
 NAME = re.compile(r"^([a-z]+)\.[a-z0-9_]+$")
 LEVELS = {"debug", "info", "warning", "error", "exception", "critical", "msg"}
