@@ -37,7 +37,12 @@ _KNOWN = {}  # id of a callable seen standing in a hook -> (it, its name, foreig
 _KEPT = []  # each `named` and plugin manager a look was keyed by
 _LAST = {}  # (ids of `named` and a plugin manager, hook) -> its implementations' callables' ids last time
 _tuple, _map, _function_of = tuple, map, operator.attrgetter("function")
-_sorted, _list, _callable = sorted, list, callable
+_sorted, _list, _callable, _all = sorted, list, callable, all
+_own = type.__dict__["__dict__"].__get__  # a class's own namespace, read with no code of it run
+_mro = type.__dict__["__mro__"].__get__
+_instance_dict = object.__getattribute__
+_CACHED = getattr(__import__("functools"), "cached_property", None)
+_TYPES = {}  # node id -> the type of the item collected under it
 _realpath, _join, _relpath = os.path.realpath, os.path.join, os.path.relpath
 
 
@@ -131,6 +136,8 @@ def ran(item):
         return None
     names = _sorted(_read_names(fn.__code__))
     spaces = fn.__globals__
+    if _type(spaces) is not dict or not plain(spaces):
+        return "a test module whose namespace cannot be read by name"
     labels = ["test " + _origin(fn)]
     for name in names:
         value = _dict_get(spaces, name, _MISSING)
@@ -139,8 +146,10 @@ def ran(item):
         labels.append(name + "=" + _origin(value))
         if _type(value) is _MODULE:
             inner = _getattr(value, "__dict__", {})
-            labels.extend(name + "." + a + "=" + _origin(_dict_get(inner, a)) for a in names
-                          if _type(inner) is dict and a in inner)
+            if _type(inner) is not dict or not plain(inner):
+                labels.append(name + " cannot be read by name")
+                continue
+            labels.extend(name + "." + a + "=" + _origin(_dict_get(inner, a)) for a in names if a in inner)
     return _sha256("\n".join(labels).encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
@@ -181,3 +190,56 @@ def test_function(item):
     except Exception:
         return None
     return obj.__func__ if _type(obj) is _METHOD else obj
+
+
+def plain(space):
+    """Whether every key of a namespace is a `str` itself: a key of a subclass of it runs its own
+    `__eq__` in any lookup of a name of its hash (in the middle of a digest, of a comparison), so a
+    namespace holding one is never read by name. Iterating keys runs no code."""
+    return _all(_type(key) is _str for key in space)
+
+
+def is_code(value):
+    """Whether reading `value` as a class attribute runs code: its type (or a base) defines `__get__`
+    (a function, a property, any descriptor, callable or not), or it is callable. Read through `type`'s
+    own slots: no code of `value`'s runs."""
+    for cls in _mro(_type(value)):
+        space = _own(cls)
+        if plain(space) and "__get__" in space:
+            return True
+    return _callable(value)
+
+
+def collected(items):
+    """Keep the type of each collected test item (`standing` compares them)."""
+    for item in items:
+        _TYPES[_str(item.nodeid)] = _type(item)
+
+
+def standing(item):
+    """Labels of what stands in for a test item's own code: its type not the one collected, an
+    attribute of its own in place of its class's code (`item.runtest = f` skips the test with no class,
+    hook or function changed; a `cached_property` keeps its value there, and that is its own), or a
+    namespace that cannot be read by name."""
+    nodeid = _str(item.nodeid)
+    kind = _type(item)
+    if _TYPES.get(nodeid, kind) is not kind:
+        return ["the test " + nodeid + " is now a " + _str(_type_qualname(kind))]
+    try:
+        own = _instance_dict(item, "__dict__")
+    except Exception:
+        return ["the attributes of the test " + nodeid + " cannot be read"]
+    if _type(own) is not dict or not plain(own):
+        return ["the attributes of the test " + nodeid + " cannot be read"]
+    out = []
+    spaces = [_own(cls) for cls in _mro(kind)]
+    if not _all(_map(plain, spaces)):
+        return ["the class of the test " + nodeid + " cannot be read"]
+    for key in _list(own):
+        for space in spaces:
+            if key in space:
+                value = space[key]
+                if (_CACHED is None or _type(value) is not _CACHED) and is_code(value):
+                    out.append("the test " + nodeid + " has its own " + key)
+                break
+    return out

@@ -32,10 +32,12 @@ import os
 import sys
 
 if __name__ == "autod_verdicts":  # as a check loads it: its parts sit beside it in autod's lib/
-    from autod_path import HOOKS, every_hook, hooked, name_of, ran, test_function
+    from autod_path import HOOKS, collected, every_hook, hooked, is_code, name_of, plain, ran, standing  # noqa: I001
+    from autod_path import test_function
     from autod_wire import _json, _mac, _take_key, _tell
 else:  # as autod's own module (autod.checks.pertest's tests write records with it)
-    from autod.checks.judge_path import HOOKS, every_hook, hooked, name_of, ran, test_function
+    from autod.checks.judge_path import HOOKS, collected, every_hook, hooked, is_code, name_of, plain, ran  # noqa: I001
+    from autod.checks.judge_path import standing, test_function
     from autod.checks.judge_wire import _json, _mac, _take_key, _tell
 
 _RANK = {"passed": 0, "xpassed": 1, "xfailed": 2, "skipped": 3, "failed": 4, "error": 5}
@@ -80,8 +82,8 @@ _code_of = operator.attrgetter("__code__")
 _DESCRIPTORS = (staticmethod, classmethod, property)
 
 
-def _judged(value):
-    return value is not _MISSING and (_callable(value) or _isinstance(value, _DESCRIPTORS))
+def _judged(value):  # code, or what runs code when read: any descriptor, callable or not
+    return value is not _MISSING and is_code(value)
 
 
 def _runner_parts():
@@ -101,7 +103,7 @@ def _runner_parts():
                 todo.append((value.__dict__, name + "." + _str(key)))  # built-in types are immutable
         for space, prefix in todo:
             copy = _dict(space)
-            spaces.append((space, copy, _tuple(_map(_id, copy.values())), prefix))
+            spaces.append((space, copy, (_tuple(_map(_id, copy)), _tuple(_map(_id, copy.values()))), prefix))
             for v in copy.values():
                 v = v.__func__ if _isinstance(v, (staticmethod, classmethod)) else v
                 if _type(v) is _FUNCTION and _getattr(v, "__module__", None) == name:
@@ -115,7 +117,10 @@ def _runner_changed():
     class (or descriptor) in one of its namespaces replaced, removed or added, or a function's code
     replaced. Compared by identity, in C, a namespace at a time; named only where one differs."""
     for ns, copy, ids, prefix in _SPACES:
-        if _tuple(_map(_id, ns.values())) == ids:
+        if (_tuple(_map(_id, ns)), _tuple(_map(_id, ns.values()))) == ids:
+            continue
+        if not plain(ns):  # a key whose own `__eq__` would run in the comparison's lookups
+            _change(prefix + " holds a name that is not a str", True)
             continue
         for key in _set(copy) | _set(ns):
             was, now = copy.get(key, _MISSING), ns.get(key, _MISSING)
@@ -157,6 +162,8 @@ def _watch(manager, item, every=False):
     one collected."""
     for label, foreign in hooked(manager, _state["hooked"], every_hook(manager) if every else HOOKS):
         _change(label, foreign)
+    for label in standing(item) if item is not None else ():
+        _change(label, True)
     if item is not None and _str(item.nodeid) in _state["functions"]:
         now = test_function(item)
         if now is not _state["functions"][_str(item.nodeid)]:
@@ -335,6 +342,7 @@ def pytest_deselected(items):
 def pytest_collection_finish(session):
     _state["collected"].update(i.nodeid for i in session.items)
     _state["functions"].update((_str(i.nodeid), test_function(i)) for i in session.items)
+    collected(session.items)
     _watch(session.config.pluginmanager, None, every=True)  # what collected them, and anything else
 
 
