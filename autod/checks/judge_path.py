@@ -220,7 +220,7 @@ def standing(item):
     """Labels of what stands in for a test item's own code: its type not the one collected, an
     attribute of its own in place of its class's code (`item.runtest = f` skips the test with no class,
     hook or function changed; a `cached_property` keeps its value there, and that is its own), or a
-    namespace that cannot be read by name."""
+    namespace that cannot be read by name (its test module's: any lookup there may run a key's code)."""
     nodeid = _str(item.nodeid)
     kind = _type(item)
     if _TYPES.get(nodeid, kind) is not kind:
@@ -232,6 +232,10 @@ def standing(item):
     if _type(own) is not dict or not plain(own):
         return ["the attributes of the test " + nodeid + " cannot be read"]
     out = []
+    fn = test_function(item)
+    fn = fn.__func__ if _type(fn) is _METHOD else fn
+    if _type(fn) is _FUNCTION and (_type(fn.__globals__) is not dict or not plain(fn.__globals__)):
+        out.append("the module of the test " + nodeid + " holds a name that is not a str")
     spaces = [_own(cls) for cls in _mro(kind)]
     if not _all(_map(plain, spaces)):
         return ["the class of the test " + nodeid + " cannot be read"]

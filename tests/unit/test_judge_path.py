@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import random
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -234,3 +235,75 @@ def test_every_name_a_test_reads_counts_whatever_sorts_before_it(tmp_path):
     before = path.ran(SimpleNamespace(obj=g["test_x"]))
     g["zzz"] = os.path.split
     assert path.ran(SimpleNamespace(obj=g["test_x"])) != before
+
+
+class _Counted(str):
+    """A key whose own hash and equality would run code in any lookup of its hash."""
+
+    calls = 0
+
+    def __hash__(self) -> int:
+        _Counted.calls += 1
+        return str.__hash__(self)
+
+    def __eq__(self, other: object) -> bool:
+        _Counted.calls += 1
+        return str.__eq__(self, other)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_namespace_is_plain_only_when_every_key_is_a_str_and_telling_runs_none_of_their_code(seed):
+    rng = random.Random(seed)
+    names = [f"n{i}" for i in range(rng.randrange(1, 40))]
+    space = dict.fromkeys(names, 0)
+    assert path.plain(space)
+    space[_Counted(rng.choice(names) + "x")] = 1
+    _Counted.calls = 0
+    assert not path.plain(space) and _Counted.calls == 0
+
+
+class _NotCallable:
+    def __get__(self, inst, owner=None):
+        return 1
+
+
+@pytest.mark.parametrize("value", [len, print, lambda: 0, _Counted.__eq__, property(lambda s: 1),
+                                   staticmethod(len), classmethod(len), _NotCallable(),
+                                   functools.cached_property(lambda s: 1), functools.partial(len), int, type,
+                                   SimpleNamespace, str.upper, "".upper])
+def test_whatever_runs_code_when_read_or_called_is_code(value):
+    assert path.is_code(value)
+
+
+@pytest.mark.parametrize("value", [0, "text", (), [], {}, None, 1.5, SimpleNamespace(), object(), b""])
+def test_data_is_not_code(value):
+    assert not path.is_code(value)
+
+
+class _Item:
+    nodeid = "tests/test_x.py::test_a"
+
+    def runtest(self):
+        return "ran"
+
+    @functools.cached_property
+    def location(self):
+        return ("x", 1, "y")
+
+
+class _Other(_Item):
+    pass
+
+
+def test_an_items_own_attribute_in_place_of_its_class_code_is_named_and_its_own_data_is_not():
+    item = _Item()
+    path.collected([item])
+    assert path.standing(item) == []
+    assert item.location == ("x", 1, "y")  # a cached_property keeps its value in the item: its own
+    item.extra = 3  # data of its own that no class has
+    assert path.standing(item) == []
+    item.runtest = lambda: None
+    assert path.standing(item) == ["the test tests/test_x.py::test_a has its own runtest"]
+    del item.runtest
+    item.__class__ = _Other
+    assert path.standing(item) == ["the test tests/test_x.py::test_a is now a _Other"]

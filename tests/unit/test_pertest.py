@@ -287,7 +287,7 @@ def test_the_recorder_names_every_runner_part_changed_and_nothing_else(monkeypat
             monkeypatch.setattr(holder, key, ns[key])
         plugin._runner_changed()
         label = f"{prefix}.{key}"
-        aliases = {f"{other}.{key}" for *_rest, other in spaces if _holds(other, holder)}  # `local = LocalPath`
+        aliases = {f"{other}.{key}" for *_rest, other in spaces if _holds(other, holder)}
         want = set() if how == "same" else aliases
         assert plugin._state["runner"] == want, (how, label)
         assert plugin._state["foreign"] == want, (how, label)

@@ -121,3 +121,19 @@ def test_removing_a_tree_follows_no_link_and_removes_what_it_can(tmp_path: Path,
     remove_tree(link)  # a link given is removed, never what it names
     assert not link.exists() and (outside / "keep.txt").exists()
     remove_tree(tmp_path / "missing")  # nothing there: nothing to do
+
+
+def test_a_name_that_is_not_utf8_is_left_out_and_every_name_listed_after_it_is_kept(tmp_path: Path) -> None:
+    """Names interleaved in the directory's own order: whatever comes after a name left out is walked."""
+    root = os.fsencode(tmp_path)
+    good = {f"ok{i}.py" for i in range(30)}
+    for name in good:
+        (tmp_path / name).write_text("x\n")
+    (tmp_path / "sub").mkdir()
+    for i in range(8):
+        with open(os.path.join(root, b"bad%d\xff.py" % i), "w") as f:
+            f.write("x\n")
+        os.mkdir(os.path.join(root, b"dir%d\xfe" % i))
+    (_top, dirs, files), *rest = list(walk(tmp_path))
+    assert set(files) == good and dirs == ["sub"]
+    assert [r[0] for r in rest] == [str(tmp_path / "sub")]
