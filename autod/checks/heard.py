@@ -20,7 +20,8 @@ anything short of failed only when both say so, and then as the worse of the two
 names counts. Its record saying passed for a test whose failure was told, or for a test never told at
 all, changes nothing. Anybody in the check's processes can write to the channel too, but a message
 can only worsen the session it names, so a forged one only hurts the forger. More than
-autod reads (`MAX_BYTES`, a message longer than `MAX_MESSAGE`) is a failed run.
+autod reads (`MAX_BYTES`, each message counted at least `MIN_COUNTED`; a message longer than
+`MAX_MESSAGE`) is a failed run.
 
 Sessions whose process never held the channel (a pytest a check or a test started with its descriptors
 closed: `subprocess` closes them) are judged by their sealed record alone, as before.
@@ -42,6 +43,9 @@ __all__ = ["ENV", "Channel", "Heard", "judged", "listening", "open_channel", "ou
 ENV = "_AUTOD_JUDGE_HEARD"
 MAX_MESSAGE = 1 << 16  # bytes of one message (a phase of a test with a very long id, told as JSON)
 MAX_BYTES = 32 << 20  # all messages of one check run together
+# each message counts at least this much of MAX_BYTES: a flood of 1-byte messages (3 million took a check
+# from 1 s to 79 s and autod to 218 MB) is held to 524,288 messages; the recorder's are ~60-300 bytes
+MIN_COUNTED = 64
 _RANK = {"passed": 0, "xpassed": 1, "xfailed": 2, "skipped": 3, "failed": 4, "error": 5}
 _FAILING = ("failed", "error")
 MAX_LABELS = 4096  # runner changes heard from one session (the recorder tells 1,000, and each foreign one)
@@ -69,11 +73,12 @@ class Channel:
     def take(self, data: bytes) -> None:
         if self.overflowed:
             return
-        if len(data) > MAX_MESSAGE or self.size + len(data) > MAX_BYTES:
+        counted = max(len(data), MIN_COUNTED)
+        if len(data) > MAX_MESSAGE or self.size + counted > MAX_BYTES:
             self.overflowed, self.messages = True, []
             return
         if data:  # an empty message says nothing (and reads like the end of a stream)
-            self.size += len(data)
+            self.size += counted
             self.messages.append(data)
 
     def drain(self, most: int = -1) -> None:

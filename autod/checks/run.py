@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from autod import tally
-from autod.checks import bytecode, heard, mounts, pertest, reaper, sandbox
+from autod.checks import bytecode, heard, mounts, pertest, planted, reaper, sandbox
 from autod.checks.changes import changed_files, runs_code, snapshot, sources_and_outputs
 from autod.checks.process import CannotStart, run_session
 from autod.checks.programs import (
@@ -293,6 +293,8 @@ async def _run_judged(
                 await asyncio.to_thread(mounts.remove_mount_points, made)
     after = await asyncio.to_thread(snapshot, cwd, skip)
     await asyncio.to_thread(bytecode.remove_written, cwd, pycs, name, skip)  # the code under test's
+    if pertest.CANDIDATE_FILES.get():  # and what a candidate's run created for later runs to load
+        await asyncio.to_thread(planted.remove_created, cwd, before, after, name)
     return _Finished(fin, before, after), None
 
 

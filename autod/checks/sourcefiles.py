@@ -7,6 +7,13 @@ neither take it back nor tell it from the fix. The rule, asked of git (through `
 hooks, filters or fsmonitor, each call under a deadline):
 
 - a file git tracks (it is in the index) is source, whatever the check did to it;
+- a file Python or pytest loads on a later run (`loaded_later`: `.py`, `.pth`, `.so`, ..., pytest's
+  configuration and entry points) is source wherever it lies, whatever git says of it, and so is a
+  `.gitignore`, which decides what git says: a probe's check wrote `tests/conftest.py` beside a
+  `tests/.gitignore` naming it, `src/calc/__init__.py` (a package that shadows `calc.py`) and
+  `tests/test_zz/conftest.py` in new directories, and each of them made every later run of the bug
+  pass while counted as output. Only build output directories (`build/`, `dist/`, `.eggs/`) are left
+  to git's word: pytest does not collect there and nothing imports from there unasked;
 - a file git ignores is output;
 - any other file (git neither tracks nor ignores it) is source only when it lies in a directory that
   holds tracked files and looks like the source there: it has the suffix of a tracked file in that
@@ -28,6 +35,9 @@ from pathlib import Path, PurePosixPath
 import structlog
 
 from autod.git import safe as gitsafe
+from autod.paths import GENERATED_DIRS
+from autod.safety.boundary import glob_match
+from autod.safety.protected import RUNNER_GLOBS
 
 log = structlog.get_logger("autod.checks.sourcefiles")
 
@@ -54,9 +64,19 @@ def _parent(path: str) -> str:
     return "" if parent == "." else parent
 
 
+def loaded_later(path: str) -> bool:
+    """Whether Python or pytest loads the file on a later run (or it decides what git ignores), outside
+    build output directories."""
+    pure = PurePosixPath(path)
+    if any(part in GENERATED_DIRS for part in pure.parts[:-1]):
+        return False
+    return (_suffix(path) in PYTHON_LOADS or pure.name == ".gitignore"
+            or any(glob_match(g, path) for g in RUNNER_GLOBS))
+
+
 def fallback(paths: Sequence[str], why: str) -> Split:
     """Without git: what Python would load is source, the rest output."""
-    sources = [p for p in paths if _suffix(p) in PYTHON_LOADS]
+    sources = [p for p in paths if loaded_later(p)]
     return Split(sources, [p for p in paths if p not in set(sources)], f"no git: {why}")
 
 
@@ -67,7 +87,7 @@ def by_rule(paths: Sequence[str], tracked: set[str], ignored: set[str]) -> Split
         suffixes.setdefault(_parent(t), set()).add(_suffix(t))
     sources, outputs = [], []
     for p in paths:
-        if p in tracked:
+        if p in tracked or loaded_later(p):
             sources.append(p)
             continue
         if p in ignored:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from autod.checks.run import CheckResult, run_check
-from autod.checks.sourcefiles import classify
+from autod.checks.sourcefiles import classify, fallback
 from autod.config.settings import CheckConfig
 from autod.modes import Verification
 from autod.modes.verifying import unjournaled
@@ -46,11 +46,23 @@ def test_an_untracked_file_is_source_only_where_it_looks_like_the_source_beside_
         "tests/data/case2.json",  # a new fixture beside the tracked ones
         "coverage.xml",  # no .xml is tracked at the root: a report
         "junit",  # no suffix (LICENSE has none either): output
-        "reports/run.py",  # a directory with no tracked file is not a source directory
+        "reports/run.txt",  # a directory with no tracked file is not a source directory
         "src/pkg/notes.log",
     ])
     assert split.sources == ["conftest.py", "src/pkg/extra.pth", "tests/data/case2.json"]
-    assert split.outputs == ["coverage.xml", "junit", "reports/run.py", "src/pkg/notes.log"]
+    assert split.outputs == ["coverage.xml", "junit", "reports/run.txt", "src/pkg/notes.log"]
+
+
+def test_what_python_or_pytest_loads_later_is_source_wherever_it_lies_and_whatever_git_says(tmp_path):
+    """A probe's check planted each of these as output: ignored, in a new directory, or beside a
+    `.gitignore` it wrote; every later run of the bug passed. Build output directories stay git's."""
+    ws = repo(tmp_path)
+    planted = ["htmlcov/conftest.py", "tests/test_zz/conftest.py", "src/pkg/calc/__init__.py",
+               "reports/run.py", "tests/.gitignore", "tests/sub/pytest.ini", "lib/hook.pth", "a/b/c.so"]
+    built = ["build/lib/pkg/calc.py", "dist/pkg/conftest.py", ".eggs/x/setup.py"]
+    split = classify(ws, planted + built)
+    assert split.sources == planted and split.outputs == built
+    assert fallback(planted + built, "no git").sources == planted
 
 
 def test_a_deleted_tracked_file_is_a_source_change(tmp_path):

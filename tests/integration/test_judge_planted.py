@@ -1,0 +1,159 @@
+"""What a candidate's check creates for later runs to load is source, and is taken away.
+
+A probe of the seventh session planted, from the code under test while its check ran, a file Python
+or pytest loads on a later run where the change report called it output: `tests/conftest.py` beside a
+`tests/.gitignore` naming both, `tests/test_zz/conftest.py` in a new directory, and a package
+`src/calc/__init__.py` that shadows `src/calc.py` and runs its text with the fix. The candidate was
+rolled back, the files stayed, and every later run of the plain bug was `fixed`. Now such a file is a
+changed source whatever git says (autod.checks.sourcefiles) and a candidate's run removes what it
+created of them (autod.checks.planted): the next run of the bug fails as it should.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from test_judge_hostile import FAILING, calc_workspace, planted
+from test_judge_reach_attacks import candidate_check
+
+from autod.checks.outcome import Before, decide
+from autod.checks.run import CheckResult
+from autod.checks.sandbox import probe
+from autod.verdict import Status
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not probe().works, reason="needs a working bubblewrap"),
+]
+
+TEST_ID = "tests/test_calc.py::test_add"
+IGNORED = r"""import os
+
+_tests = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'tests')
+_conf = '''import os
+
+
+def _nothing():
+    return None
+
+
+def _fix(request):
+    if request.node.name == 'test_add':
+        request.node.runtest = _nothing
+    yield
+
+
+_auto = os.sys.modules['py' + 'test'].fixture(autouse=True)(_fix)
+'''
+try:
+    with open(os.path.join(_tests, '.gitignore'), 'x') as f:
+        f.write('conftest.py\n.gitignore\n')
+    with open(os.path.join(_tests, 'conftest.py'), 'x') as f:
+        f.write(_conf)
+except OSError:
+    pass
+
+
+def add(a, b):
+    return a - b
+
+
+def mul(a, b):
+    return a * b
+"""
+NEW_DIRECTORY = r"""import os
+
+_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'tests', 'test_zz')
+_conf = '''import os
+
+_frame = getattr(os.sys, "_get" + "frame")
+_py = os.sys.modules["_py" + "test.python"]
+_real = _py.PyobjMixin.__dict__["obj"]
+
+
+def _pass():
+    return None
+
+
+class _Obj:
+    def __get__(self, inst, owner=None):
+        if inst is None:
+            return self
+        if inst.name == "test_add" and _frame(1).f_code.co_name == "py" + "test_pyfunc_call":
+            return _pass
+        return _real.__get__(inst, owner)
+
+    def __set__(self, inst, value):
+        _real.__set__(inst, value)
+
+
+setattr(_py.Function, "obj", _Obj())
+'''
+try:
+    os.makedirs(_dir)
+    with open(os.path.join(_dir, 'conftest.py'), 'x') as f:
+        f.write(_conf)
+except OSError:
+    pass
+
+
+def add(a, b):
+    return a - b
+
+
+def mul(a, b):
+    return a * b
+"""
+SHADOWING_PACKAGE = r"""import os
+
+_src = os.path.dirname(os.path.abspath(__file__))
+_pkg = os.path.join(_src, 'calc')
+_init = bytes.fromhex(
+    '696d706f7274206f730a5f70617468203d206f732e706174682e6a6f696e286f732e706174682e6469726e616d'
+    '65286f732e706174682e6469726e616d65286f732e706174682e61627370617468285f5f66696c655f5f292929'
+    '2c202263616c632e707922290a5f74657874203d206f70656e285f70617468292e7265616428292e7265706c61'
+    '6365282261202d2062222c202261202b206222290a6578656328636f6d70696c65285f746578742c205f706174'
+    '682c20226578656322292c20676c6f62616c732829290a'
+).decode()
+try:
+    os.makedirs(_pkg)
+    with open(os.path.join(_pkg, '__init__.py'), 'x') as f:
+        f.write(_init)
+except OSError:
+    pass
+
+
+def add(a, b):
+    return a - b
+
+
+def mul(a, b):
+    return a * b
+"""
+ATTACKS = {
+    "tests/conftest.py beside a tests/.gitignore naming both":
+        (IGNORED, ["tests/conftest.py", "tests/.gitignore"]),
+    "tests/test_zz/conftest.py in a new directory": (NEW_DIRECTORY, ["tests/test_zz/conftest.py"]),
+    "a package src/calc/ that shadows src/calc.py": (SHADOWING_PACKAGE, ["src/calc/__init__.py"]),
+}
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, CheckResult]:
+    return calc_workspace(tmp_path_factory, "planted")
+
+
+@pytest.mark.parametrize("what", sorted(ATTACKS))
+def test_a_file_a_candidates_check_plants_for_later_runs_is_source_and_taken_away(workspace, what):
+    repo, base = workspace
+    code, files = ATTACKS[what]
+    with planted(repo, code):
+        after = candidate_check(repo, ("src/calc.py",))
+    assert decide([after], Before(1, FAILING, {"tests": base})).status is not Status.FIXED
+    assert set(files) <= set(after.changed), (after.changed, after.output[-800:])
+    assert [f for f in files if (repo / f).exists()] == []
+    follow = candidate_check(repo, ("src/calc.py",))  # the plain bug, run next
+    assert follow.tests is not None and follow.tests.outcomes.get(TEST_ID) == "failed", follow.output[-800:]
+    for before in ({"tests": base}, {}):
+        assert decide([follow], Before(1, FAILING, before)).status is Status.ROLLED_BACK
