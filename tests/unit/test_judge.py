@@ -254,3 +254,25 @@ def test_a_test_heard_passing_must_have_run_what_it_ran_before():
     now = dataclasses.replace(report({failing: "passed", passing: "passed"}), ran={failing: frozenset({"z"})})
     assert decide([result(now, 0)], Before(1, frozenset({failing}), {"tests": result(unknown, 1)})).status \
         is Status.FIXED
+
+
+@pytest.mark.parametrize("secret", ["AKIAIOSFODNN7EXAMPLE", "sk-test-abcdefgh1234", "ghp_" + "a1B2" * 9,
+                                    "password=hunter2secret"])
+@pytest.mark.parametrize("kept", [True, False])
+def test_a_failing_test_whose_id_reads_like_a_credential_is_fixed_when_it_passes(secret, kept):
+    """The event stores its failing tests as the redacted output names them; the runs name them
+    whole. A right fix was rolled back: `test_parse[***] not run`."""
+    from autod.checks.outcome import failing_tests
+    from autod.logs import redact_text
+
+    tid = f"tests/test_p.py::test_parse[{secret}]"
+    stored = failing_tests(redact_text(f"FAILED {tid} - assert 1 == 2\n1 failed in 0.1s"))
+    assert (stored and tid not in stored) or secret.startswith("password")  # redacted where it is stored
+    runs = {"tests": result(report({tid: "failed", "t::b": "passed"}))} if kept else {}
+    d = decide([result(report({tid: "passed", "t::b": "passed"}))], Before(1, stored, runs))
+    assert d.status is Status.FIXED, d.reason
+    d = decide([result(report({tid: "failed", "t::b": "passed"}))], Before(1, stored, runs))
+    assert d.status is Status.ROLLED_BACK  # and still failing is still failing
+    other = "tests/test_p.py::test_parse[other]"
+    d = decide([result(report({tid: "passed", other: "failed"}))], Before(1, stored, runs))
+    assert d.status is not Status.FIXED
