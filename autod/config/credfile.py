@@ -15,6 +15,8 @@ from pathlib import Path
 
 from pydantic import SecretStr
 
+from autod.linebreaks import lines_of
+
 __all__ = ["CredentialError", "credential", "header_problem", "read_credential"]
 
 
@@ -29,7 +31,7 @@ class CredentialError(ValueError):
 
 def header_problem(value: str) -> str | None:
     """Why `value` cannot be sent as (part of) an HTTP header value, or None when it can."""
-    lines = [line for line in value.splitlines() if line.strip()]
+    lines = [line for line in lines_of(value) if line.strip()]  # a stray \x0b or \x85: below
     if len(lines) > 1:
         return f"holds {len(lines)} non-empty lines (a key is one line: no comments, no second key)"
     bad = [c for c in value if not " " <= c <= "~"]
