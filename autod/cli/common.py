@@ -7,14 +7,16 @@ import json
 import sys
 from typing import Any
 
+from autod import logs
 from autod.cli.view import Progress
 from autod.config.settings import ConfigError, Settings, load_config
 from autod.safety import termsafe
 
 
 def _out(text: str, *, file: Any = None) -> None:
-    """Print one line for a human, terminal-safe: text from an LLM, a log or a file cannot drive it."""
-    print(termsafe.line(text), file=file)
+    """Print one line for a human, terminal-safe (text from an LLM, a log or a file cannot drive it) and
+    redacted as the daemon's log is: the configured secrets in every form, credential-looking values."""
+    print(termsafe.line(logs.redact_text(text)), file=file)
 
 
 def _die(msg: str, code: int) -> int:
@@ -22,15 +24,21 @@ def _die(msg: str, code: int) -> int:
     return code
 
 
+def _loaded(settings: Settings) -> Settings:
+    """`settings`, its secrets now redacted from whatever the command prints (as the daemon's log)."""
+    logs.set_secrets(settings.secrets())
+    return settings
+
+
 def _settings(args: argparse.Namespace) -> Settings:
-    return load_config(args.config)
+    return _loaded(load_config(args.config))
 
 
 def _operator_settings(args: argparse.Namespace) -> Settings:
     """The config for status, pause and resume: a file that no longer validates (a refused reload) is a
     warning, not a lock-out; the daemon's state dir is found from the file's workspace and state_dir."""
     try:
-        return load_config(args.config)
+        return _loaded(load_config(args.config))
     except ConfigError as exc:
         from autod.config.fallback import state_only
 
@@ -46,7 +54,7 @@ def _operator_settings(args: argparse.Namespace) -> Settings:
 
 
 def _emit(data: Any) -> None:
-    print(json.dumps(data, indent=2, default=str))
+    print(logs.redact_text(json.dumps(data, indent=2, default=str)))
 
 
 def _ask(settings: Settings, cmd: str, *, label: str | None = None, **kw: Any) -> dict[str, Any]:

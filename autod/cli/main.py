@@ -63,8 +63,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             why = "no config file found; the defaults have no checks: nothing would be run or verified"
             return _die(f"run --once: {why} (add `checks:`)", 2)
         # a config that names no check may still have queued requests (`autod trigger`) to work on
-        print(f"autod: run --once: {cfg} configures no checks: queued requests only, nothing verified",
-              file=sys.stderr)
+        _out(f"autod: run --once: {cfg} configures no checks: queued requests only, nothing verified",
+             file=sys.stderr)
     if args.max_minutes is not None:
         if not args.once:
             return _die("--max-minutes bounds the cycles of `autod run --once`; a daemon takes "

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from autod.cli.common import _out
 from autod.config.settings import Settings
 
 
@@ -54,7 +55,7 @@ def run(settings: Settings, ask: Any) -> int:
         resp = ask(settings, "metrics")
         text = resp.get("text", "") if resp.get("ok") else ""
         if not resp.get("ok"):
-            print(f"autod: {resp.get('error', 'failed')}", file=sys.stderr)
+            _out(f"autod: {resp.get('error', 'failed')}", file=sys.stderr)
             return 1
     except DaemonDown:
         print(

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from autod.cli.common import _emit
 from autod.config.settings import Settings
 
 
@@ -19,7 +19,7 @@ def run(
     except DaemonDown:
         return die("the daemon is not running; `undo` needs it (start it with `autod run`)", 3)
     if as_json:
-        print(json.dumps(resp, indent=2, default=str))
+        _emit(resp)
         return 0 if resp.get("ok") else 1
     if not resp.get("ok"):
         return die(str(resp.get("error") or "undo failed"), 1)

@@ -14,6 +14,12 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from autod.config.keynames import shown_key
+
+
+class ConfigError(Exception):
+    """A config problem the operator can fix; the message names file, line and field (exit 78)."""
+
 
 @dataclass(frozen=True)
 class Problem:
@@ -96,9 +102,12 @@ def blamed_variable(
     return max(above)[1] if above and key not in in_file else None
 
 
-def format_error(path: Path | None, text: str, exc: ValidationError, fields: Iterable[str]) -> str:
+def format_error(
+    path: Path | None, text: str, exc: ValidationError, fields: Iterable[str], secrets: Iterable[str] = ()
+) -> str:
     """One line (up to five errors) naming, for each, the file and line, or the AUTOD_ variable, and the
-    field; input values are never echoed."""
+    field; input values are never echoed, nor key names that may be secrets (`autod.config.keynames`)."""
+    secrets = list(secrets)
     lines = _key_lines(text) if text else {}
     parts = []
     for err in exc.errors(include_input=False, include_url=False):
@@ -112,8 +121,10 @@ def format_error(path: Path | None, text: str, exc: ValidationError, fields: Ite
                 break
             probe = probe[:-1]
         variable = blamed_variable(loc, lines, fields) if loc else None
-        field = ".".join(str(x) for x in loc) or "(top level)"
+        field = ".".join(shown_key(x, secrets) for x in loc) or "(top level)"
         msg = err["msg"]
+        for secret in secrets:  # a validator that names a key it refuses: never a secret pasted as one
+            msg = msg.replace(secret, "***") if len(secret) >= 4 else msg
         if err["type"] == "extra_forbidden":
             msg = "unknown key"
         elif err["type"] == "missing":

@@ -26,7 +26,7 @@ def _top_level(path: Path) -> dict[str, str]:
         return {}
     try:
         data: Any = yaml.safe_load(text)
-    except yaml.YAMLError:
+    except (yaml.YAMLError, ValueError, TypeError, RecursionError):  # too deep, a number too long, ...
         data = None
     if isinstance(data, dict):
         return {k: str(data[k]) for k in ("workspace", "state_dir") if isinstance(data.get(k), str | Path)}
@@ -42,7 +42,7 @@ def state_only(explicit: str | os.PathLike[str] | None) -> Settings | None:
     path = find_config(explicit)
     keys = _top_level(path) if path is not None else {"workspace": "."}
     workspace = os.environ.get("AUTOD_WORKSPACE") or keys.get("workspace")
-    if not workspace:
+    if not workspace or "\0" in workspace or "\0" in keys.get("state_dir", ""):
         return None
     ws = Path(workspace).expanduser().resolve()
     state = os.environ.get("AUTOD_STATE_DIR") or keys.get("state_dir")

@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, field_validator
 
+from autod.config.keynames import shown_key
 from autod.config.models import Strict
 
 
@@ -94,7 +95,8 @@ class LLMConfig(Strict):
     def _by_mode(cls, v: dict[str, int]) -> dict[str, int]:
         unknown = sorted(set(v) - set(MODE_REPLY_TOKENS))
         if unknown:
-            raise ValueError(f"unknown mode {unknown[0]!r}; modes are {', '.join(MODE_REPLY_TOKENS)}")
+            modes = ", ".join(MODE_REPLY_TOKENS)
+            raise ValueError(f"unknown mode {shown_key(unknown[0])!r}; modes are {modes}")
         return {**MODE_REPLY_TOKENS, **v}
 
     @field_validator("prefill", mode="before")

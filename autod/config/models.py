@@ -13,13 +13,41 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from autod.config.keynames import shown_key
 from autod.confinement import env_name_denied, expose_error
+
+
+def no_nul(value: Any, depth: int = 0) -> Any:
+    """`value` (any field's input) unchanged; a NUL character in any of its text is an error (no path,
+    command, glob or URL holds one, and the OS refuses it far from the config: `embedded null byte`)."""
+    if isinstance(value, str | Path) and "\0" in str(value):
+        raise ValueError("holds a NUL character (\\0)")
+    if depth < 16 and isinstance(value, dict):
+        for k, v in value.items():
+            no_nul(k, depth + 1)
+            no_nul(v, depth + 1)
+    elif depth < 16 and isinstance(value, list | tuple):
+        for v in value:
+            no_nul(v, depth + 1)
+    return value
 
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", hide_input_in_errors=True, populate_by_name=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_nul(cls, data: Any) -> Any:
+        # per model, not per field: a union's discriminator field may have no before-validator
+        if isinstance(data, dict):
+            for key, value in data.items():
+                try:
+                    no_nul(value)
+                except ValueError as exc:
+                    raise ValueError(f"{shown_key(key)}: {exc}") from None
+        return data
 
 
 _NUMERIC_DOW = re.compile(r"\d")

@@ -9,6 +9,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from autod.config.credfile import CredentialError, read_credential
 from autod.config.listen import parse_listen
 from autod.config.models import Strict
 
@@ -126,16 +127,19 @@ class NotifyConfig(Strict):
 
 
 def read_secret(env: str | None, credential: str | None) -> str | None:
-    """A value from the environment variable `env`, or `$CREDENTIALS_DIRECTORY/credential` (stripped)."""
+    """A value from the environment variable `env`, or `$CREDENTIALS_DIRECTORY/credential` (stripped); a
+    credential that is not one line of header-safe text is a CredentialError (`autod.config.credfile`)."""
 
     if env:
         return os.environ.get(env) or None
     cred = os.environ.get("CREDENTIALS_DIRECTORY")
     if credential and cred:
         try:
-            return (Path(cred) / credential).read_text().strip() or None
+            return read_credential(Path(cred) / credential)
         except OSError:
             return None
+        except CredentialError as exc:
+            raise CredentialError(f"credential {credential}: {exc}") from None
     return None
 
 

@@ -23,7 +23,9 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from autod.config.errors import env_json_error, format_error, key_lines
+from autod.config.credfile import CredentialError, credential
+from autod.config.errors import ConfigError, env_json_error, env_keys, format_error, key_lines
+from autod.config.keynames import raw_secrets, shown_key
 from autod.config.llm import (
     CandidatesConfig,
     LLMConfig,
@@ -31,6 +33,7 @@ from autod.config.llm import (
     LocalizeConfig,
     TranscriptsConfig,
 )
+from autod.config.loadguard import check_credentials, config_errors
 from autod.config.memory import (
     MemoryConfig,
     Retention,
@@ -50,6 +53,7 @@ from autod.config.models import (
     SourceConfig,
     Strict,
     WatchSource,
+    no_nul,
     validate_cron,
     validate_expose,
     yaml_off,
@@ -99,10 +103,6 @@ EXIT_CONFIG = 78  # EX_CONFIG from sysexits.h; systemd units use RestartPreventE
 SEARCH_PATHS = ("./autod.yaml", "./config/autod.yaml", "/etc/autod/autod.yaml")
 CREDENTIAL_NAME = "llm_api_key"
 MEMORY_CREDENTIAL_NAME = "memory_token"
-
-
-class ConfigError(Exception):
-    """A config problem the operator can fix; the message names file, line and field."""
 
 
 class Settings(BaseSettings):
@@ -160,6 +160,11 @@ class Settings(BaseSettings):
             raise ValueError("checks_expose: unknown key (the list is checks.expose)")
         return data
 
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_nul(cls, v: Any) -> Any:
+        return no_nul(v)
+
     @field_validator("checks_expose")
     @classmethod
     def _expose(cls, v: list[Path]) -> list[Path]:
@@ -196,7 +201,7 @@ class Settings(BaseSettings):
     def _cross(self) -> Settings:
         for src in self.sources:
             if isinstance(src, CronSource) and src.mode not in ("auto-debug", "auto-doc", "auto-plan"):
-                raise ValueError(f"cron source mode must be a mode name, not {src.mode!r}")
+                raise ValueError(f"cron source mode must be a mode name, not {shown_key(src.mode)!r}")
         return self
 
     # -- resolved paths -------------------------------------------------------------
@@ -225,11 +230,13 @@ class Settings(BaseSettings):
 
     def api_key(self) -> str | None:
         """The LLM key: credential dir, then api_key_file, then the config/env value."""
-        return _credential(CREDENTIAL_NAME, self.llm.api_key_file, self.llm.api_key)
+        return credential(CREDENTIAL_NAME, self.llm.api_key_file, self.llm.api_key, "llm.api_key")
 
     def memory_token(self) -> str | None:
         """The Chroma server token: credential `memory_token`, then memory.auth_token_file, then the value."""
-        return _credential(MEMORY_CREDENTIAL_NAME, self.memory.auth_token_file, self.memory.auth_token)
+        return credential(
+            MEMORY_CREDENTIAL_NAME, self.memory.auth_token_file, self.memory.auth_token, "memory.auth_token"
+        )
 
     def secrets(self) -> list[str]:
         """Every secret value in force: redacted from logs, check output, prompts and memory.
@@ -242,13 +249,13 @@ class Settings(BaseSettings):
         key = None
         try:
             key = self.api_key()
-        except OSError:
+        except (OSError, CredentialError):  # load_config refused a malformed one; it changed since
             key = None
         if key:
             out.append(key)
         try:
             token = self.memory_token()  # also from the credential or the token file
-        except OSError:
+        except (OSError, CredentialError):
             token = None
         if token:
             out.append(token)
@@ -271,20 +278,6 @@ def _secret_values(value: Any, depth: int = 0) -> list[str]:
     if isinstance(value, list | tuple):
         return [s for v in value for s in _secret_values(v, depth + 1)]
     return []
-
-
-def _credential(name: str, file: Path | None, value: SecretStr | None) -> str | None:
-    """A secret from the systemd credential dir, else a file, else the config/env value.
-
-    An empty credential or file (install.sh's placeholder) is "not set here": the next source counts.
-    """
-    cred = os.environ.get("CREDENTIALS_DIRECTORY")
-    for path in (Path(cred) / name if cred else None, file):
-        if path is not None and path.is_file():
-            text = path.read_text().strip()
-            if text:
-                return text
-    return value.get_secret_value() if value else None
 
 
 # ---------------------------------------------------------------------------------------
@@ -320,24 +313,23 @@ def find_config(explicit: str | os.PathLike[str] | None) -> Path | None:
     return None
 
 
-def _read_yaml(path: Path) -> tuple[dict[str, Any], str]:
-    try:
-        return read_yaml(path)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
-
-
 def load_config(
     path: str | os.PathLike[str] | None = None,
     *,
     overrides: dict[str, Any] | None = None,
 ) -> Settings:
-    """Load, validate and resolve the config. Raises ConfigError with a one-line message."""
+    """Load, validate and resolve the config. Raises ConfigError with a one-line message, whatever fails
+    (`autod.config.loadguard`): never another exception, so every caller exits 78 or refuses a reload."""
     cfg_path = find_config(path)
+    with config_errors(cfg_path):
+        return _load(cfg_path, overrides)
+
+
+def _load(cfg_path: Path | None, overrides: dict[str, Any] | None) -> Settings:
     data: dict[str, Any] = {}
     text = ""
     if cfg_path is not None:
-        data, text = _read_yaml(cfg_path)
+        data, text = read_yaml(cfg_path)
         _only_listed_modes(data)
     if overrides:
         data = {**data, **overrides}
@@ -364,14 +356,19 @@ def load_config(
     try:
         settings: Settings = _Loaded(**data)
     except ValidationError as exc:
-        raise ConfigError(format_error(cfg_path, text, exc, Settings.model_fields)) from None
+        hidden = raw_secrets(data) + raw_secrets({k.lower(): v for k, v in os.environ.items()})
+        raise ConfigError(format_error(cfg_path, text, exc, Settings.model_fields, hidden)) from None
     except (ValueError, TypeError) as exc:  # env values that fail to parse as JSON, etc.
         said = env_json_error(exc, Settings.model_fields)
         if said is not None:
             raise ConfigError(said) from None
+        if not env_keys(Settings.model_fields):
+            raise  # no AUTOD_ override is set: not the environment's fault (the guard names the file)
         where = str(cfg_path) if cfg_path else "<environment>"
         raise ConfigError(f"{where}: {type(exc).__name__}: invalid value in environment") from None
-    return _resolve(settings, cfg_path)
+    settings = _resolve(settings, cfg_path)
+    check_credentials((settings.api_key, settings.memory_token, settings.notify.secrets), cfg_path, text)
+    return settings
 
 
 def _resolve(settings: Settings, cfg_path: Path | None) -> Settings:

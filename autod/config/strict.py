@@ -1,4 +1,5 @@
-"""Typos are errors: the YAML is read strictly (a key given twice, an indentation slip said plainly)
+"""Typos are errors: the YAML is read strictly (a key given twice, a key that is not a name, nesting past
+any real config's, an indentation slip: each said plainly with its line; `autod.config.yamlshape`)
 and an AUTOD_ variable shaped like a config override that names no section is refused, not ignored."""
 
 from __future__ import annotations
@@ -11,34 +12,13 @@ from typing import Any
 
 import yaml
 
+from autod.config.errors import ConfigError
+from autod.config.yamlshape import depth_problem, node_problem
+
 # AUTOD_ variables that are not config overrides: read by the CLI, the units or the test suite.
 NOT_OVERRIDES = frozenset({"AUTOD_CONFIG", "AUTOD_INSTANCE"})
 
 _MAX_NODES = 100_000  # far above any real config; stops alias bombs before validation walks them
-
-
-def _duplicate_key(root: yaml.Node | None) -> tuple[int, str] | None:
-    """The line and message of the first key a mapping gives twice (YAML would keep the last silently)."""
-    stack: list[tuple[yaml.Node, str]] = [(root, "")] if root is not None else []
-    walked: set[int] = set()  # an alias is the same node again: each is looked at once (no loop, no bomb)
-    while stack:
-        node, where = stack.pop()
-        if id(node) in walked:
-            continue
-        walked.add(id(node))
-        if isinstance(node, yaml.MappingNode):
-            seen: dict[str, int] = {}
-            for key_node, value in node.value:
-                if not isinstance(key_node, yaml.ScalarNode) or key_node.tag.endswith(":merge"):
-                    continue
-                name, line = f"{where}{key_node.value}", key_node.start_mark.line + 1
-                if key_node.value in seen:
-                    return line, f"{name}: given twice (first on line {seen[key_node.value]})"
-                seen[key_node.value] = line
-                stack.append((value, f"{name}."))
-        elif isinstance(node, yaml.SequenceNode):
-            stack.extend((item, f"{where[:-1]}[{i}].") for i, item in enumerate(node.value))
-    return None
 
 
 _PLAIN = (
@@ -65,26 +45,29 @@ def plain_yaml_problem(exc: yaml.YAMLError) -> str:
 
 
 def read_yaml(path: Path) -> tuple[dict[str, Any], str]:
-    """The config file as a mapping and its text; ConfigError-ready ValueError messages on failure."""
+    """The config file as a mapping and its text; ConfigError naming the file (and line) on failure."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise ValueError(f"{path}: config file not found") from None
+        raise ConfigError(f"{path}: config file not found") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{path}: cannot read config: {type(exc).__name__}") from None
+        raise ConfigError(f"{path}: cannot read config: {type(exc).__name__}") from None
+    deep = depth_problem(text)  # before anything builds the document recursively
+    if deep is not None:
+        raise ConfigError(f"{path}:{deep[0]}: {deep[1]}: {deep[2]}")
     try:
-        twice = _duplicate_key(yaml.compose(text, Loader=yaml.SafeLoader))
-        if twice is not None:
-            raise ValueError(f"{path}:{twice[0]}: {twice[1]}")
+        shape = node_problem(yaml.compose(text, Loader=yaml.SafeLoader))
+        if shape is not None:
+            raise ConfigError(f"{path}:{shape[0]}: {shape[1]}: {shape[2]}")
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
-        raise ValueError(f"{where}: YAML syntax error: {plain_yaml_problem(exc)}") from None
+        raise ConfigError(f"{where}: YAML syntax error: {plain_yaml_problem(exc)}") from None
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise ValueError(f"{path}:1: the config must be a mapping of keys to values")
+        raise ConfigError(f"{path}:1: the config must be a mapping of keys to values")
     _check_aliases(path, data)
     return data, text
 
@@ -97,10 +80,10 @@ def _check_aliases(path: Path, data: Any) -> None:
         node, above = stack.pop()
         seen += 1
         if seen > _MAX_NODES:
-            raise ValueError(f"{path}: YAML aliases expand to over {_MAX_NODES} values")
+            raise ConfigError(f"{path}: YAML aliases expand to over {_MAX_NODES} values")
         if isinstance(node, dict | list):
             if id(node) in above:
-                raise ValueError(f"{path}: a YAML anchor is used inside itself (recursive alias)")
+                raise ConfigError(f"{path}: a YAML anchor is used inside itself (recursive alias)")
             children = node.values() if isinstance(node, dict) else node
             stack.extend((child, above | {id(node)}) for child in children)
 

@@ -70,14 +70,28 @@ def _spaced(form: str) -> str:
     return sep.join(re.escape(c) if c.isalnum() else f"(?:{re.escape(c)})++" for c in form)
 
 
+_SHORT = {"\n": "n", "\r": "r", "\t": "t", "\b": "b", "\f": "f", "\v": "v", "\0": "0", "\a": "a"}
+
+
 def _escaped(secret: str) -> str:
     """The secret with any of its characters written as a JSON, HTML or XML escape (`\\u002B`, `&#43;`,
-    `&#x2B;`, `\\/`): how a server quoting a request back in an error body writes it."""
+    `&#x2B;`, `\\/`): how a server quoting a request back in an error body writes it; or as Python's
+    repr writes it, of the text or of its UTF-8 bytes (`\\n`, `\\x0a`, `\\xc3\\xa9`, `\\U0001f511`):
+    how an exception quoting a header (`Illegal header value b'Bearer ...'`) writes it."""
     def one(c: str) -> str:
         n = ord(c)
         alts = [("\\\\?" if not c.isalnum() else "") + re.escape(c), f"&#0*{n};", f"&#[xX]0*(?i:{n:x});"]
         if n <= 0xFFFF:
             alts.append(f"\\\\u(?i:{n:04x})")
+        else:  # Python's \\U0001f511, JSON's surrogate pair
+            hi, lo = 0xD800 + ((n - 0x10000) >> 10), 0xDC00 + ((n - 0x10000) & 0x3FF)
+            alts += [f"\\\\U(?i:{n:08x})", f"\\\\u(?i:{hi:04x})\\\\u(?i:{lo:04x})"]
+        if c in _SHORT:
+            alts.append(f"\\\\{_SHORT[c]}")
+        if n < 0x100 and (n >= 0x80 or not c.isalnum()):
+            alts.append(f"\\\\x(?i:{n:02x})")
+        if n >= 0x80:
+            alts.append("".join(f"\\\\x(?i:{b:02x})" for b in c.encode()))
         return "(?:" + "|".join(alts) + ")"
     return "".join(one(c) for c in secret)
 

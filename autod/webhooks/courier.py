@@ -21,6 +21,7 @@ import httpx
 import structlog
 
 from autod.backoff import Backoff
+from autod.config.credfile import CredentialError
 from autod.config.outputs import Webhook, read_secret
 from autod.config.settings import Settings
 from autod.webhooks.outbox import Item, Outbox
@@ -118,7 +119,12 @@ class Courier:
 
     async def _post(self, client: httpx.AsyncClient, hook: Webhook, item: Item) -> str | None:
         """POST one notification; None when the receiver took it (2xx), else why not (no secret in it)."""
-        url = hook.url or read_secret(hook.url_env, hook.url_credential)
+        try:
+            url = hook.url or read_secret(hook.url_env, hook.url_credential)
+            wants_token = bool(hook.token_env or hook.token_credential)
+            token = read_secret(hook.token_env, hook.token_credential) if wants_token else None
+        except CredentialError as exc:  # names the credential, never its content
+            return f"not sent: {exc}"
         if not url:
             where = (
                 f"environment variable {hook.url_env}"
@@ -133,7 +139,6 @@ class Courier:
             "X-Autod-Event": item.event,
         }
         if hook.token_env or hook.token_credential:
-            token = read_secret(hook.token_env, hook.token_credential)
             if not token:
                 return "no token: its environment variable or credential is not set"
             headers[hook.token_header] = f"{hook.token_prefix}{token}"

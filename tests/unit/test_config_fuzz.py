@@ -2,7 +2,10 @@
 
 Inputs start from the shipped config/autod.yaml and are mutated: keys renamed or dropped, values
 replaced by other types, lines re-indented, duplicated or cut, random bytes spliced in; plus wholly
-random text and bytes. A secret planted in llm.api_key never shows in an error message. A few
+random text and bytes; and hostile YAML spliced in at a random place: a value nested thousands deep, a
+number of thousands of digits, a NUL, a date that does not exist, an odd tag; a key that is a date, a
+number, a boolean, a list or the secret itself. A secret planted in llm.api_key never shows in an error
+message, and every error names the file. A few
 generated files also go through `autod config check` (exit 0 or 78, no traceback).
 """
 
@@ -113,6 +116,39 @@ def mutate_text(text: str, rng: random.Random, junk: bytes) -> bytes:
     return "".join(lines).encode()
 
 
+HOSTILE_VALUES = st.one_of(
+    st.integers(1, 3000).map(lambda n: "[" * n + "]" * n),
+    st.integers(1, 3000).map(lambda n: "{a: " * n + "1" + "}" * n),
+    st.integers(1, 6000).map(lambda n: "9" * n),
+    st.integers(1, 6000).map(lambda n: "-0x" + "f" * n),
+    st.sampled_from(['"a\\0b"', '"/tmp/x\\0"', "!!binary aGVsbG8=", "2001-12-14", "2001-13-45", ".nan",
+                     "-.inf", "!!set {a, b}", "!!timestamp 2001-12-14", "0o777", "!!float 1e999",
+                     "!!int 0b1010", "2001-12-14 25:61:61", "!!omap [a: 1]", "!!pairs [a: 1]", "[*x]",
+                     "!!python/none ''"]),
+)
+HOSTILE_KEYS = st.one_of(
+    st.sampled_from(["2001-12-14", "on", "off", "yes", "~", "7", "1.5", "0x10", '"a\\0b"', "[a, b]", "{a: 1}",
+                     SECRET, "<<", "!!binary aGk=", ".inf", "2001-13-45"]),
+    st.integers(1, 6000).map(lambda n: "9" * n),
+)
+_VALUE, _KEY = "zzhostilevaluezz", "zzhostilekeyzz"
+
+
+def splice(doc: dict[str, Any], rng: random.Random, value: str, key: str) -> bytes:
+    """The doc as YAML with a hostile value put at a random path, or a random key replaced by a hostile
+    one: both written as YAML text, which no dumper would produce."""
+    path = rng.choice(paths_of(doc))
+    parent: Any = doc
+    for p in path[:-1]:
+        parent = parent[p]
+    if isinstance(parent, dict) and rng.random() < 0.5:
+        parent[_KEY] = parent.pop(path[-1])
+    else:
+        parent[path[-1]] = _VALUE
+    text = yaml.safe_dump(doc, sort_keys=False, width=10**6)
+    return text.replace(f"{_KEY}:", f"{key}:").replace(_VALUE, value).encode()
+
+
 def load_bytes(tmp_path: Path, data: bytes) -> None:
     """load_config either succeeds or raises ConfigError without the secret; anything else fails."""
     path = tmp_path / "fuzz.yaml"
@@ -124,6 +160,7 @@ def load_bytes(tmp_path: Path, data: bytes) -> None:
         assert SECRET not in message and SECRET[:12] not in message, message
         assert "Traceback" not in message
         assert "\n" not in message, message  # one line for the operator
+        assert message.startswith(str(path)), message  # names the file (and line and field when known)
 
 
 @pytest.fixture(autouse=True)
@@ -163,6 +200,16 @@ def test_textually_mangled_config_loads_or_raises_only_config_error(tmp_path_fac
 @given(data=st.one_of(st.binary(max_size=512), st.text(max_size=512).map(str.encode)))
 def test_random_bytes_load_or_raise_only_config_error(tmp_path_factory, data):
     load_bytes(tmp_path_factory.mktemp("fuzz"), data)
+
+
+@pytest.mark.slow
+@FUZZ_HEAVY
+@given(seed=st.integers(0, 2**32 - 1), value=HOSTILE_VALUES, key=HOSTILE_KEYS)
+def test_hostile_yaml_at_a_random_place_loads_or_raises_only_a_config_error_naming_the_file(
+    tmp_path_factory, seed, value, key
+):
+    tmp = tmp_path_factory.mktemp("fuzz")
+    load_bytes(tmp, splice(base_doc(tmp), random.Random(seed), value, key))
 
 
 def test_wrong_typed_secret_neighbour_does_not_echo_the_key(tmp_path):
@@ -209,6 +256,8 @@ def test_cli_config_check_exits_0_or_78_on_generated_files(tmp_path):
         doc = mutate_tree(base_doc(tmp_path), rng, rng.choice([None, -1, "x", [1], {"a": SECRET}, SECRET]))
         cases.append(yaml.safe_dump(doc).encode())
     cases.append(mutate_text(yaml.safe_dump(base_doc(tmp_path)), rng, b"\xff\x00:\n  - ["))
+    for value, key in (("[" * 5000 + "]" * 5000, SECRET), ("9" * 5000, "2001-12-14"), ('"a\\0b"', "on")):
+        cases.append(splice(base_doc(tmp_path), rng, value, key))
     codes = []
     env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOD_") and k != "CREDENTIALS_DIRECTORY"}
     for i, data in enumerate(cases):

@@ -344,3 +344,24 @@ def test_an_encoded_secret_that_starts_another_s_encoding_never_leaves_its_rest(
     short, long_ = "abcdefgh", "abcdefghij"
     pat = secretforms.pattern([short, long_])
     assert pat is not None and pat.sub("*", "x " + long_.encode().hex() + " y") == "x * y"
+
+
+@pytest.mark.parametrize(
+    "spell",
+    [
+        lambda s: repr(b"Bearer " + s.encode()),  # httpx/h11: Illegal header value b'Bearer KEY\n...'
+        repr,
+        ascii,  # \xe9 for é, \U0001f511 past the BMP
+        lambda s: __import__("json").dumps(s),  # \n, \u00e9, a surrogate pair past the BMP
+        lambda s: repr(s.encode()),  # UTF-8 bytes: \xc3\xa9
+    ],
+    ids=["header-bytes-repr", "repr", "ascii", "json", "bytes-repr"],
+)
+def test_a_secret_with_a_line_break_or_non_ascii_is_redacted_as_repr_and_json_escape_it(spell) -> None:
+    from autod.safety import secretforms
+
+    for secret in ("probeCkey0123456789\n# rotated 2024-01-01", "clé-0123456789\t\U0001f511end"):
+        pat = secretforms.pattern([secret])
+        assert pat is not None
+        shown = pat.sub("***", f"said: {spell(secret)}")
+        assert "0123456789" not in shown and "***" in shown, shown
