@@ -61,13 +61,15 @@ CHANGED_SOURCES_MEANS = (
 )
 
 
-async def sources_and_outputs(name: str, cwd: Path, changed: list[str]) -> tuple[list[str], list[str]]:
-    """Part what a check changed into the source it must not touch and its harmless output."""
+async def sources_and_outputs(name: str, cwd: Path, changed: list[str],
+                              created: frozenset[str] = frozenset()) -> tuple[list[str], list[str]]:
+    """Part what a check changed into the source it must not touch and its harmless output (`created`:
+    what a candidate's run created, source unless git ignores it, autod.checks.planted)."""
     if UNTOLD in changed:
         log.warning("check.changed_files", check=name, files=[UNTOLD], count=1, means=CHANGED_SOURCES_MEANS,
                     decided_by="size")
         return [UNTOLD], []
-    split = await asyncio.to_thread(sourcefiles.classify, cwd, changed)
+    split = await asyncio.to_thread(sourcefiles.classify, cwd, changed, created)
     if split.sources:
         # A check that fixes files by itself (ruff with `fix = true`) edits behind autod's journal.
         log.warning("check.changed_files", check=name, files=split.sources[:20], count=len(split.sources),

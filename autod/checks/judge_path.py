@@ -43,6 +43,10 @@ _mro = type.__dict__["__mro__"].__get__
 _instance_dict = object.__getattribute__
 _CACHED = getattr(__import__("functools"), "cached_property", None)
 _TYPES = {}  # node id -> the type of the item collected under it
+_PATH = {}  # label -> what a test's call went through at configure time (`keep_path`)
+_bool = bool
+_SLOT = type(os.stat_result.st_mode)  # a slot's member descriptor: it reads the slot, no code of it
+_sys_modules = __import__("sys").modules
 _realpath, _join, _relpath = os.path.realpath, os.path.join, os.path.relpath
 
 
@@ -172,13 +176,31 @@ def _origin(value):
         where = code.co_filename
         if _WS and where.startswith(_join(_WS, "")):
             where = _relpath(where, _WS)
-        return "function " + where + ":" + _str(_getattr(code, "co_qualname", code.co_name))
+        qual = _str(_getattr(code, "co_qualname", code.co_name))
+        return "function " + where + ":" + qual + ("" if _bound_there(value, qual) else " (a twin)")
     if kind is _MODULE:
         inner = value.__dict__
         return "module " + _str(_dict_get(inner, "__name__")) + " " + _str(_dict_get(inner, "__file__"))
     if _issubclass(kind, type):  # read through `type`'s own descriptors: no class's code runs
         return "class " + _str(_type_module(value)) + "." + _str(_type_qualname(value))
     return "a " + _str(_type_module(kind)) + "." + _str(_type_qualname(kind))
+
+
+def _bound_there(fn, qual):
+    """Whether a module-level function is the one its module binds at its name, in the module compiled
+    from its file: a twin (a second `add` compiled in `calc.py`, or code compiled under a borrowed file
+    name) has the same file and qualified name, and a test made to call it reads as the run before."""
+    if "." in qual:
+        return True  # a method or a nested function: told by its file and qualified name
+    modules = _sys_modules
+    if not plain(modules):
+        return False
+    module = _dict_get(modules, _str(_getattr(fn, "__module__", "")))
+    inner = _getattr(module, "__dict__", None) if _type(module) is _MODULE else None
+    if _type(inner) is not dict or not plain(inner) or _dict_get(inner, qual) is not fn:
+        return False
+    where, file = fn.__code__.co_filename, _dict_get(inner, "__file__")
+    return _type(file) is _str and (file == where or _realpath(file) == _realpath(where))
 
 
 def test_function(item):
@@ -236,14 +258,85 @@ def standing(item):
     fn = fn.__func__ if _type(fn) is _METHOD else fn
     if _type(fn) is _FUNCTION and (_type(fn.__globals__) is not dict or not plain(fn.__globals__)):
         out.append("the module of the test " + nodeid + " holds a name that is not a str")
-    spaces = [_own(cls) for cls in _mro(kind)]
+    return out + _shadows(item, own, "the test " + nodeid)
+
+
+def _shadows(obj, own, who):
+    """Labels of `obj`'s own attributes (its `__dict__`, `own`) that stand in place of its class's code
+    (a `cached_property` keeps its value there: its own)."""
+    spaces = [_own(cls) for cls in _mro(_type(obj))]
     if not _all(_map(plain, spaces)):
-        return ["the class of the test " + nodeid + " cannot be read"]
+        return ["the class of " + who + " cannot be read"]
+    out = []
     for key in _list(own):
         for space in spaces:
             if key in space:
                 value = space[key]
                 if (_CACHED is None or _type(value) is not _CACHED) and is_code(value):
-                    out.append("the test " + nodeid + " has its own " + key)
+                    out.append(who + " has its own " + key)
                 break
+    return out
+
+
+def _own_dict(obj):
+    """An object's own `__dict__` when it is a plain one (no code of it run), else None."""
+    try:
+        own = _instance_dict(obj, "__dict__")
+    except Exception:
+        return None
+    return own if _type(own) is dict and plain(own) else None
+
+
+def _call_path(config):
+    """The runner's objects every test's call goes through, by label, read from their own
+    `__dict__`s: the hook relay the config and the plugin manager hand out, the manager's hook
+    executor, and each hook on a test's way with its executor."""
+    def held(obj, name):  # from its own `__dict__`, or its slot (pluggy's hook callers have slots)
+        if obj is None:
+            return None
+        own = _own_dict(obj)
+        if own is not None and name in own:
+            return own[name]
+        for space in _map(_own, _mro(_type(obj))):
+            slot = space[name] if plain(space) and name in space else None
+            if _type(slot) is _SLOT:
+                try:
+                    return slot.__get__(obj, _type(obj))
+                except AttributeError:
+                    return None
+        return None
+
+    manager = held(config, "pluginmanager")
+    relay = held(manager, "hook")
+    out = {"the config's hook relay": held(config, "hook"), "the plugin manager's hook relay": relay,
+           "the plugin manager's hook executor": held(manager, "_inner_hookexec")}
+    for name in HOOKS:
+        caller = held(relay, name)
+        out["the caller of " + name] = caller
+        out["the executor of " + name] = held(caller, "_hookexec")
+    return out, (config, manager, held(config, "_session") or held(config, "session"))
+
+
+def keep_path(config):
+    """Keep what a test's call goes through (`moved` compares): at `pytest_configure`."""
+    _PATH.clear()
+    _PATH.update(_call_path(config)[0])
+
+
+def moved(config):
+    """(label, foreign) of each object on every test's call path that is not the one kept at
+    configure time (`config.hook = relay`, a hook caller's `_hookexec` swapped: no class, hook
+    implementation or function changed), and each of the config's, the plugin manager's and the
+    session's own attributes in place of their class's code."""
+    now, owners = _call_path(config)
+    out = []
+    for label, was in _list(_PATH.items()):
+        if _dict_get(now, label) is not was:
+            out.append(("what a test's call goes through moved: " + label, _bool(_CHANGED)))
+    for who, obj in zip(("the config", "the plugin manager", "the session"), owners, strict=True):
+        own = _own_dict(obj) if obj is not None else {}
+        if own is None:
+            out.append(("the attributes of " + who + " cannot be read", True))
+            continue
+        out.extend((label, True) for label in _shadows(obj, own, who))
     return out

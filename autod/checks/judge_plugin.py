@@ -33,11 +33,11 @@ import sys
 
 if __name__ == "autod_verdicts":  # as a check loads it: its parts sit beside it in autod's lib/
     from autod_path import HOOKS, collected, every_hook, hooked, is_code, name_of, plain, ran, standing  # noqa: I001
-    from autod_path import test_function
+    from autod_path import keep_path, moved, test_function
     from autod_wire import _json, _mac, _take_key, _tell
 else:  # as autod's own module (autod.checks.pertest's tests write records with it)
     from autod.checks.judge_path import HOOKS, collected, every_hook, hooked, is_code, name_of, plain, ran  # noqa: I001
-    from autod.checks.judge_path import standing, test_function
+    from autod.checks.judge_path import keep_path, moved, standing, test_function
     from autod.checks.judge_wire import _json, _mac, _take_key, _tell
 
 _RANK = {"passed": 0, "xpassed": 1, "xfailed": 2, "skipped": 3, "failed": 4, "error": 5}
@@ -164,6 +164,8 @@ def _watch(manager, item, every=False):
         _change(label, foreign)
     for label in standing(item) if item is not None else ():
         _change(label, True)
+    for label, foreign in moved(item.config) if item is not None else ():
+        _change(label, foreign)
     if item is not None and _str(item.nodeid) in _state["functions"]:
         now = test_function(item)
         if now is not _state["functions"][_str(item.nodeid)]:
@@ -290,6 +292,7 @@ def pytest_plugin_registered(plugin, manager):
 
 def pytest_configure(config):
     _state["worker"] = _hasattr(config, "workerinput")
+    keep_path(config)
 
 
 def pytest_runtest_logreport(report):

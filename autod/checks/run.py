@@ -293,8 +293,7 @@ async def _run_judged(
                 await asyncio.to_thread(mounts.remove_mount_points, made)
     after = await asyncio.to_thread(snapshot, cwd, skip)
     await asyncio.to_thread(bytecode.remove_written, cwd, pycs, name, skip)  # the code under test's
-    if pertest.CANDIDATE_FILES.get():  # and what a candidate's run created for later runs to load
-        await asyncio.to_thread(planted.remove_created, cwd, before, after, name)
+    await asyncio.to_thread(planted.after_run, cwd, before, after, name, in_place=mount_at is None)
     return _Finished(fin, before, after), None
 
 
@@ -324,11 +323,12 @@ async def _result(
     changed, outputs = changed_files(before, after), []
     if changed and not check.fixer:
         # a copy of the workspace (mount_at) has the real tree's paths: ask the real tree's git
-        changed, outputs = await sources_and_outputs(name, mount_at or cwd, changed)
-    planted = runs_code(changed + outputs, settings) if mount_at is None else []
-    if planted:
+        made = planted.created(before, after)  # a candidate's: source unless ignored
+        changed, outputs = await sources_and_outputs(name, mount_at or cwd, changed, made)
+    runners = runs_code(changed + outputs, settings) if mount_at is None else []
+    if runners:
         # The sandbox kept them in the workspace, but the operator's own tools will run them later.
-        log.error("check.wrote_code_runners", check=name, files=planted[:20],
+        log.error("check.wrote_code_runners", check=name, files=runners[:20],
                   fix="review and remove them: they make tools run code outside the sandbox")
     return CheckResult(
         name=name,

@@ -74,14 +74,17 @@ def loaded_later(path: str) -> bool:
             or any(glob_match(g, path) for g in RUNNER_GLOBS))
 
 
-def fallback(paths: Sequence[str], why: str) -> Split:
-    """Without git: what Python would load is source, the rest output."""
-    sources = [p for p in paths if loaded_later(p)]
+def fallback(paths: Sequence[str], why: str, created: frozenset[str] = frozenset()) -> Split:
+    """Without git: what Python would load, and what a candidate's check created, is source; the rest
+    output."""
+    sources = [p for p in paths if loaded_later(p) or p in created]
     return Split(sources, [p for p in paths if p not in set(sources)], f"no git: {why}")
 
 
-def by_rule(paths: Sequence[str], tracked: set[str], ignored: set[str]) -> Split:
-    """The rule above, given what git tracks and which of the untracked paths it ignores."""
+def by_rule(paths: Sequence[str], tracked: set[str], ignored: set[str],
+            created: frozenset[str] = frozenset()) -> Split:
+    """The rule above, given what git tracks and which of the untracked paths it ignores (`created`:
+    what a candidate's check created, source unless ignored, autod.checks.planted)."""
     suffixes: dict[str, set[str]] = {}  # directory -> suffixes of the tracked files in it
     for t in tracked:
         suffixes.setdefault(_parent(t), set()).add(_suffix(t))
@@ -92,6 +95,9 @@ def by_rule(paths: Sequence[str], tracked: set[str], ignored: set[str]) -> Split
             continue
         if p in ignored:
             outputs.append(p)
+            continue
+        if p in created:
+            sources.append(p)
             continue
         here = suffixes.get(_parent(p))
         sfx = _suffix(p)
@@ -106,14 +112,15 @@ def _git(workspace: Path, *args: str, input: bytes | None = None) -> subprocess.
     return gitsafe.run(workspace, *args, input=input, timeout=GIT_TIMEOUT_S)
 
 
-def classify(workspace: Path, paths: Sequence[str]) -> Split:
-    """Part `paths` (relative to `workspace`) into source and output (blocking: run it in a thread)."""
+def classify(workspace: Path, paths: Sequence[str], created: frozenset[str] = frozenset()) -> Split:
+    """Part `paths` (relative to `workspace`) into source and output (blocking: run it in a thread);
+    `created`: what a candidate's check created, source unless git ignores it."""
     if not paths:
         return Split()
     try:
         listed = _git(workspace, "ls-files", "-z", "--cached")
         if listed.returncode != 0:
-            return fallback(paths, "not a git repository")
+            return fallback(paths, "not a git repository", created)
         tracked = {p for p in listed.stdout.decode("utf-8", "surrogateescape").split("\0") if p}
         untracked = [p for p in paths if p not in tracked]
         ignored: set[str] = set()
@@ -121,10 +128,10 @@ def classify(workspace: Path, paths: Sequence[str]) -> Split:
             data = "\0".join(untracked).encode("utf-8", "surrogateescape") + b"\0"
             checked = _git(workspace, "check-ignore", "-z", "--stdin", input=data)
             if checked.returncode not in (0, 1):  # 1: none of them is ignored
-                return fallback(paths, f"git check-ignore exited {checked.returncode}")
+                return fallback(paths, f"git check-ignore exited {checked.returncode}", created)
             ignored = {p for p in checked.stdout.decode("utf-8", "surrogateescape").split("\0") if p}
     except subprocess.TimeoutExpired:
-        return fallback(paths, f"git took longer than {GIT_TIMEOUT_S:g}s")
+        return fallback(paths, f"git took longer than {GIT_TIMEOUT_S:g}s", created)
     except OSError as exc:  # git missing, or a repository config gitsafe refuses (GitRefused)
-        return fallback(paths, f"{type(exc).__name__}: {str(exc)[:200]}")
-    return by_rule(paths, tracked, ignored)
+        return fallback(paths, f"{type(exc).__name__}: {str(exc)[:200]}", created)
+    return by_rule(paths, tracked, ignored, created)

@@ -1,16 +1,20 @@
 """What a candidate's check creates for later runs to load is source, and is taken away.
 
-A probe of the seventh session planted, from the code under test while its check ran, a file Python
-or pytest loads on a later run where the change report called it output: `tests/conftest.py` beside a
-`tests/.gitignore` naming both, `tests/test_zz/conftest.py` in a new directory, and a package
-`src/calc/__init__.py` that shadows `src/calc.py` and runs its text with the fix. The candidate was
-rolled back, the files stayed, and every later run of the plain bug was `fixed`. Now such a file is a
-changed source whatever git says (autod.checks.sourcefiles) and a candidate's run removes what it
-created of them (autod.checks.planted): the next run of the bug fails as it should.
+Probes of the seventh session planted, from the code under test while its check ran, what a later
+run loads: `tests/conftest.py` beside a `tests/.gitignore` naming both, `tests/test_zz/conftest.py` in a
+new directory, a package `src/calc/__init__.py` that shadows `src/calc.py`, a root `pyproject.toml`
+whose `pythonpath` and `-p` load a plugin from a planted zip, a `tests/test_a.txt` pytest collects as a
+doctest, and the test file itself rewritten in place. The candidate was rolled back, what it wrote
+stayed, and every later run of the plain bug was `fixed`. Now what a candidate's run created is a
+changed source unless git ignores it, and what Python or pytest loads is one wherever it lies
+(autod.checks.planted, autod.checks.sourcefiles): such a candidate never passes, so never reaches the
+operator's tree through the mirror; verified in place, what it wrote is named in an error, never
+deleted.
 """
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -131,7 +135,16 @@ def add(a, b):
 def mul(a, b):
     return a * b
 """
+def _attack(name: str) -> str:
+    return (Path(__file__).parent / "judge_attacks" / f"attack_{name}.txt").read_text()
+
+
 ATTACKS = {
+    "a pyproject.toml whose pythonpath and -p load a plugin from a planted zip":
+        (_attack("persist_ini_zip"), ["pyproject.toml", "tests/helpers.zip"]),
+    "tests/test_a.txt, which pytest collects as a doctest":
+        (_attack("plant_doctest_txt"), ["tests/test_a.txt"]),
+    "tests/test_calc.py rewritten in place, its times put back": (_attack("poison_testfile"), []),
     "tests/conftest.py beside a tests/.gitignore naming both":
         (IGNORED, ["tests/conftest.py", "tests/.gitignore"]),
     "tests/test_zz/conftest.py in a new directory": (NEW_DIRECTORY, ["tests/test_zz/conftest.py"]),
@@ -145,15 +158,20 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, CheckResu
 
 
 @pytest.mark.parametrize("what", sorted(ATTACKS))
-def test_a_file_a_candidates_check_plants_for_later_runs_is_source_and_taken_away(workspace, what):
+def test_what_a_candidates_check_plants_for_later_runs_is_source_and_named_never_deleted(workspace, what):
+    """Verified in place (as here): the candidate is rolled back, what it created is a changed source
+    and left in the tree (a file that appeared during the run may be the operator's), named in an error
+    (autod.checks.planted); on the mirror it is removed (tests/unit/test_planted.py)."""
     repo, base = workspace
     code, files = ATTACKS[what]
-    with planted(repo, code):
-        after = candidate_check(repo, ("src/calc.py",))
-    assert decide([after], Before(1, FAILING, {"tests": base})).status is not Status.FIXED
-    assert set(files) <= set(after.changed), (after.changed, after.output[-800:])
-    assert [f for f in files if (repo / f).exists()] == []
-    follow = candidate_check(repo, ("src/calc.py",))  # the plain bug, run next
-    assert follow.tests is not None and follow.tests.outcomes.get(TEST_ID) == "failed", follow.output[-800:]
-    for before in ({"tests": base}, {}):
-        assert decide([follow], Before(1, FAILING, before)).status is Status.ROLLED_BACK
+    try:
+        with planted(repo, code):
+            after = candidate_check(repo, ("src/calc.py",))
+        assert decide([after], Before(1, FAILING, {"tests": base})).status is Status.ROLLED_BACK
+        assert decide([after], Before(1, FAILING, {})).status is Status.ROLLED_BACK
+        assert set(files) <= set(after.changed), (after.changed, after.output[-800:])
+        assert [f for f in files if not (repo / f).exists()] == []  # never deleted in the operator's tree
+    finally:
+        for f in files:
+            (repo / f).unlink(missing_ok=True)
+        subprocess.run(["git", "-C", str(repo), "checkout", "-q", "--", "tests"], check=True)

@@ -11,6 +11,11 @@ session, the lab notebook), each in variants.
 - A value that runs code when read but is not callable (a descriptor with `__get__` only) put on a
   pytest class: the runner comparison judged only callables and three descriptor types.
 
+A fourth probe of the session added: a second, right `add` compiled in `calc.py` bound into the test
+module (it reads as the same file and qualified name: now told apart by what the module binds),
+`config.hook` wrapped (what `item.ihook` resolves to) and one hook caller's `_hookexec` swapped (now
+the objects a test's call goes through are kept at configure time and compared around each call).
+
 Each is first shown potent (the failing test recorded passed and the verdict `fixed` when what the
 recorder names for it is left out) and then rolled back."""
 
@@ -107,7 +112,15 @@ class _Stand:
 
 setattr(_py.Function, {attribute!r}, _Stand())
 '''
+def _attack(name: str) -> str:
+    return (Path(__file__).parent / "judge_attacks" / f"attack_{name}.txt").read_text()
+
+
 ATTACKS = {
+    "a twin add compiled in calc.py bound into the test module (a run before to compare with)":
+        (_attack("twin_setup"), "ran"),
+    "config.hook, what item.ihook resolves to, wrapped": (_attack("ihook_relay"), "runner"),
+    "one hook caller's executor swapped": (_attack("hookexec_caller"), "runner"),
     "a str-subclass key in the test module rebinds add while the digest reads 'locals'":
         (POISON.format(module="test_calc", name="locals"), "ran"),
     "a str-subclass key in the test module rebinds add when pytest reads 'setup_function'":
@@ -123,7 +136,7 @@ def blind(run: CheckResult, what: str) -> CheckResult:
     nothing named of what stood in for its code."""
     assert run.tests is not None
     kept = frozenset(x for x in run.tests.runner if "has its own" not in x and "holds a name" not in x
-                     and "is now a" not in x and ".obj" not in x)
+                     and "is now a" not in x and ".obj" not in x and "goes through moved" not in x)
     tests = dataclasses.replace(run.tests, runner=kept, foreign=run.tests.foreign & kept)
     return dataclasses.replace(run, tests=dataclasses.replace(tests, ran={}) if what == "ran" else tests)
 
@@ -137,13 +150,14 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, CheckResu
 def test_what_stands_in_for_a_tests_code_is_never_fixed(workspace, what: str) -> None:
     repo, base = workspace
     code, control = ATTACKS[what]
-    with planted(repo, code + TAIL):
+    with planted(repo, code if "def add" in code else code + TAIL):
         after = candidate_check(repo, ("src/calc.py",))
     assert after.tests is not None, after.output[-1500:]
     if after.tests.outcomes.get(TEST_ID) == "passed":  # else defused where it struck: a digest that
         # reads no name in a namespace holding such a key never runs its `__eq__` (potent on the old code)
         blinded = decide([blind(after, control)], Before(1, FAILING, {"tests": blind(base, control)}))
         assert blinded.status is Status.FIXED, what
-    for before in ({"tests": base}, {}):
+    # a twin reads like the function it stands for: only a run before tells them apart (SECURITY.md)
+    for before in ({"tests": base},) if "twin" in what else ({"tests": base}, {}):
         decision = decide([after], Before(1, FAILING, before))
         assert decision.status is Status.ROLLED_BACK, (what, before.keys(), decision.reason)

@@ -7,6 +7,7 @@ import functools
 import json
 import os
 import random
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -213,7 +214,7 @@ def test_an_origin_is_told_by_kind_and_place_never_by_what_a_thing_says_of_itsel
     monkeypatch.setattr(path, "_WS", str(tmp_path))
     ns: dict = {}
     exec(compile("def f():\n    def g():\n        pass\n    return g\n", str(tmp_path / "m.py"), "exec"), ns)
-    assert path._origin(ns["f"]) == "function m.py:f"
+    assert path._origin(ns["f"]) == "function m.py:f (a twin)"  # no module binds it
     assert path._origin(ns["f"]()) == "function m.py:f.<locals>.g"
     assert path._origin(os) == f"module os {os.__file__}"
     assert path._origin(type(os)("fake")) == "module fake None"
@@ -226,7 +227,28 @@ def test_an_origin_is_told_by_kind_and_place_never_by_what_a_thing_says_of_itsel
     lying = Meta("Lying", (), {"__module__": "calc", "__qualname__": "add"})
     assert path._origin(lying) == "class calc.add"
     monkeypatch.setattr(path, "_WS", "")
-    assert path._origin(ns["f"]) == f"function {tmp_path / 'm.py'}:f"
+    assert path._origin(ns["f"]) == f"function {tmp_path / 'm.py'}:f (a twin)"
+
+
+def test_a_function_is_the_one_its_module_binds_or_a_twin(tmp_path, monkeypatch):
+    """A second `add` compiled in `calc.py` (kept aside, or compiled under the file's name) has the
+    same file and qualified name as the module's `add`: told apart by what the module binds."""
+    import importlib.util
+
+    src = tmp_path / "calc_twin_mod.py"
+    src.write_text("def add(a, b):\n    return a + b\n_twin = add\n\ndef add(a, b):\n    return a - b\n")
+    spec = importlib.util.spec_from_file_location("calc_twin_mod", src)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "calc_twin_mod", module)
+    spec.loader.exec_module(module)
+    monkeypatch.setattr(path, "_WS", str(tmp_path))
+    assert path._origin(module.add) == "function calc_twin_mod.py:add"
+    assert path._origin(module._twin) == "function calc_twin_mod.py:add (a twin)"
+    borrowed: dict = {"__name__": "calc_twin_mod"}
+    exec(compile("def add(a, b):\n    return a + b\n", str(src), "exec"), borrowed)
+    assert path._origin(borrowed["add"]) == "function calc_twin_mod.py:add (a twin)"
+    module.add = module._twin  # the module binds the right one: that is what everyone calls
+    assert path._origin(module._twin) == "function calc_twin_mod.py:add"
 
 
 def test_every_name_a_test_reads_counts_whatever_sorts_before_it(tmp_path):
