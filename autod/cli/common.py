@@ -19,6 +19,12 @@ def _out(text: str, *, file: Any = None) -> None:
     print(termsafe.line(logs.redact_text(text)), file=file)
 
 
+def _block(text: str) -> None:
+    """Print lines for a human (a table, memory's hits), terminal-safe and redacted as `_out` is: what
+    memory holds was written before every write was redacted (autod.memory.resilient)."""
+    print(termsafe.block(logs.redact_text(text)))
+
+
 def _die(msg: str, code: int) -> int:
     _out(f"autod: {msg}", file=sys.stderr)
     return code

@@ -8,10 +8,19 @@ import asyncio
 import sys
 from typing import Any
 
-from autod.cli.common import _ask, _die, _emit, _offline, _operator_settings, _out, _settings, _warnings
+from autod.cli.common import (
+    _ask,
+    _block,
+    _die,
+    _emit,
+    _offline,
+    _operator_settings,
+    _out,
+    _settings,
+    _warnings,
+)
 from autod.cli.view import ago, quarantine_lines, status_lines
 from autod.config.settings import Settings
-from autod.safety import termsafe
 
 FOLLOW_LINES = 10  # `autod logs -f` starts from the last lines, as `tail -f` does
 READ_LINES = 50
@@ -185,11 +194,11 @@ def cmd_memory(args: argparse.Namespace) -> int:
     from autod.memory.report import format_hits, format_stats
 
     if args.memory_cmd == "stats":
-        print(termsafe.block(format_stats(resp["stats"])))
+        _block(format_stats(resp["stats"]))
     elif args.memory_cmd == "search":
         rows = resp["hits"]
         hits = [Recalled(h["id"], Tier(h["tier"]), h["text"], h["score"], h["metadata"]) for h in rows]
-        print(termsafe.block(format_hits(hits)))
+        _block(format_hits(hits))
     else:
         verb = "would remove" if resp.get("dry_run") else "removed"
         _out(f"{verb}: " + ", ".join(f"{t} {n}" for t, n in resp["removed"].items()))

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from pydantic import SecretStr
 
+from autod.config.bounded import CREDENTIAL_CAP, read_bounded
 from autod.linebreaks import lines_of
 
 __all__ = ["CredentialError", "credential", "header_problem", "read_credential"]
@@ -46,7 +47,7 @@ def read_credential(path: Path) -> str | None:
     not one line of header-safe text. OSError (unreadable) is the caller's."""
     if not path.is_file():
         return None
-    data = path.read_bytes()
+    data = read_bounded(path, CREDENTIAL_CAP)
     try:
         text = data.decode("utf-8").strip()
     except UnicodeDecodeError:

@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from autod.config.bounded import CONFIG_CAP, read_bounded
 from autod.config.keynames import shown_key
 
 
@@ -59,7 +60,7 @@ def _key_lines(text: str) -> dict[tuple[Any, ...], int]:
 def key_lines(path: Path) -> dict[tuple[Any, ...], int]:
     """Line of each key path in a config file ({} when it cannot be read): for errors found after loading."""
     try:
-        return _key_lines(path.read_text(encoding="utf-8"))
+        return _key_lines(read_bounded(path, CONFIG_CAP).decode("utf-8"))
     except (OSError, UnicodeDecodeError):
         return {}
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from autod.config.bounded import CONFIG_CAP, read_bounded
 from autod.config.settings import Settings, find_config
 
 _TOP_LEVEL = re.compile(r"^(workspace|state_dir)\s*:\s*(?P<value>[^#\n]*?)\s*(#.*)?$", re.MULTILINE)
@@ -21,7 +22,7 @@ _TOP_LEVEL = re.compile(r"^(workspace|state_dir)\s*:\s*(?P<value>[^#\n]*?)\s*(#.
 
 def _top_level(path: Path) -> dict[str, str]:
     try:
-        text = path.read_text(encoding="utf-8")[:1_000_000]
+        text = read_bounded(path, CONFIG_CAP).decode("utf-8")
     except (OSError, UnicodeDecodeError):
         return {}
     try:

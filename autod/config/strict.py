@@ -12,6 +12,7 @@ from typing import Any
 
 import yaml
 
+from autod.config.bounded import CONFIG_CAP, read_bounded
 from autod.config.errors import ConfigError
 from autod.config.yamlshape import depth_problem, node_problem
 
@@ -47,10 +48,12 @@ def plain_yaml_problem(exc: yaml.YAMLError) -> str:
 def read_yaml(path: Path) -> tuple[dict[str, Any], str]:
     """The config file as a mapping and its text; ConfigError naming the file (and line) on failure."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_bounded(path, CONFIG_CAP).decode("utf-8")
     except FileNotFoundError:
         raise ConfigError(f"{path}: config file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config: {exc.strerror or type(exc).__name__}") from None
+    except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: cannot read config: {type(exc).__name__}") from None
     deep = depth_problem(text)  # before anything builds the document recursively
     if deep is not None:

@@ -189,8 +189,7 @@ class ResilientMemory:
         item_id = uuid.uuid4().hex
         try:
             # ts=now: when it was accepted; the observation batching and a lesson's age count from it
-            seq, dropped = await asyncio.to_thread(self._spool.append, kind, item_id, text,
-                                                   clean_metadata(metadata, now), success=success, ts=now)
+            seq, dropped = await asyncio.to_thread(self._append, kind, item_id, text, metadata, success, now)
         except (sqlite3.Error, OSError) as exc:  # a full disk must not fail the cycle that writes
             self._dropped[kind] = self._dropped.get(kind, 0) + 1
             log.error("memory.spool_failed", tier=kind, error=f"{type(exc).__name__}: {exc}")
@@ -203,6 +202,13 @@ class ResilientMemory:
         if kind != "n0" or self._spool.pending()["n0"] in (1, BATCH_ITEMS):
             self._writer.kick()
         return item_id, seq
+
+    def _append(self, kind: str, item_id: str, text: str, metadata: dict[str, Any], success: bool | None,
+                now: float) -> tuple[int, dict[str, int]]:
+        """Spool one item, redacted here whoever wrote it (off the loop): memory is recalled into prompts
+        and printed by `autod memory search`, and a rejection's reason had quoted the API key into it."""
+        return self._spool.append(kind, item_id, logs.redact_text(text),
+                                  clean_metadata(logs.redact_tree(metadata), now), success=success, ts=now)
 
     def _spool_full(self, dropped: dict[str, int]) -> None:
         for kind, n in dropped.items():

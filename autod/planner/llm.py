@@ -55,6 +55,9 @@ DEFAULT_MODE_TOKENS = 2000  # reply cap of a mode missing from llm.max_tokens_by
 # more characters than any token of a real vocabulary holds (the longest are runs of one character:
 # spaces, "=" or "-" rules): a reply longer than its cap times this was not written by the model
 MAX_CHARS_PER_TOKEN = 64
+# and never more than this, whatever llm.max_tokens says (it may be 200,000): a bound on what one parse
+# holds the GIL for may not be an operator's setting. A fix's reply is a definition or a few edits.
+MAX_REPLY_CHARS = 256 * 1024
 
 
 class LLMPlanner:
@@ -344,11 +347,11 @@ def _within_cap(reply: Completion, max_tokens: int) -> None:
     """PlanInvalid for a reply longer than `max_tokens` tokens can write. Reading its code is one
     `ast.parse`, which holds the GIL for the whole call: 2.7 MB of one-token lines from a server held it
     for 5 s, so `autod status` waited and the cycle missed its deadline."""
-    limit = max_tokens * MAX_CHARS_PER_TOKEN
+    limit = min(max_tokens * MAX_CHARS_PER_TOKEN, MAX_REPLY_CHARS)
     longest = max(len(c.content) for c in [reply, *reply.others])
     if longest > limit:
         raise PlanInvalid(f"the reply holds {longest} characters, more than {max_tokens} tokens can write"
-                          f" ({MAX_CHARS_PER_TOKEN} a token): not read")
+                          f" ({MAX_CHARS_PER_TOKEN} a token) or autod reads ({MAX_REPLY_CHARS}): not read")
 
 
 def _choices(reply: Completion, max_tokens: int, read: Callable[[str], Plan]) -> PlanResult:

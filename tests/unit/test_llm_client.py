@@ -342,6 +342,11 @@ def test_a_reply_longer_than_its_token_cap_can_write_is_never_parsed(monkeypatch
     server = Server(primary=[completion(honest)])
     assert run(make(server, max_tokens=cap)[0]).plan.summary == PLAN["summary"]  # long, not too long
     assert parsed == [len(honest)]
+    # a cap the operator raised (llm.max_tokens up to 200,000) does not raise what autod parses
+    huge = json.dumps(PLAN) + "\n" * planner_llm.MAX_REPLY_CHARS
+    server = Server(primary=[completion(huge)])
+    exc = fails(make(server, max_tokens=100_000)[0], PlanInvalid)
+    assert "or autod reads" in exc.reason and parsed == [len(honest)]
 
 
 # -- garbled replies ------------------------------------------------------------------
