@@ -11,11 +11,10 @@ gone, so a retry would queue behind it. Every one-choice request is therefore as
 streamed reply autod ends itself, autod.planner.earlystop). A request for several choices is not
 streamed (their chunks interleave). Only one request is in flight per endpoint, and after one was
 abandoned the next first waits for the server to answer a cheap probe (`GET /models`, which
-llama-cpp-python serves only when the model is free) or, when it cannot be probed, for
-`request_timeout_s`.
+llama-cpp-python serves only when the model is free) or, when it cannot be probed, `request_timeout_s`.
 
-A suspect's greedy reply may be begun with its definition's head (`llm.prefill`,
-autod.planner.prefill): that request goes to /completions, and the head is read as the reply's start.
+A suspect's greedy reply may be begun with its definition's head (`llm.prefill`): that request goes
+to /completions, and the head is read as the reply's start (autod.planner.prefill).
 """
 
 from __future__ import annotations
@@ -153,8 +152,9 @@ class Endpoint:
             given = opening if rendered is not None else ""
             status, ctype, data, read = await self._send(body, deadline, fmt, watch, given)
             tally.spend("model", (asyncio.get_running_loop().time() - started) * 1000)
-            if record is not None:  # a streamed reply as the text the model wrote (and why it was ended)
-                record(exchange(self.url, body, status, said(ctype, data, read), started, messages, given))
+            if record is not None:  # the reply as written, redacted off the loop (megabytes: seconds)
+                await asyncio.to_thread(record, exchange(self.url, body, status, said(ctype, data, read),
+                                                         started, messages, given))
             if 200 <= status < 300:
                 if not free:
                     self._formats = self._formats[i:]  # the refused ones are never sent again

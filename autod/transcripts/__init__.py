@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 import re
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -140,9 +141,15 @@ class Transcript:
         self._prompts: set[str] = set()
         self._bytes = 0
         self._cut = False
+        self._lock = threading.Lock()  # an exchange is added from a worker thread (its redaction is long)
 
     def add(self, entry: dict[str, Any]) -> None:
-        """Record one entry (redacted now; an exchange's messages are stored once and referred to)."""
+        """Record one entry (redacted now; an exchange's messages are stored once and referred to); from
+        the event loop or a worker thread."""
+        with self._lock:
+            self._add(entry)
+
+    def _add(self, entry: dict[str, Any]) -> None:
         entry = dict(entry)
         entry.setdefault("t", round(time.time(), 3))
         messages = entry.pop("messages", None)
