@@ -15,9 +15,11 @@ that could not be parsed, as a syntax error does.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from dataclasses import asdict, fields
+from pathlib import Path
 from typing import Any
 
 from autod.localize.modules import Definition, Module, parse_module
@@ -26,7 +28,7 @@ __all__ = ["ASIDE_BYTES", "TIMEOUT_S", "from_json", "parse_aside", "to_json"]
 
 ASIDE_BYTES = 256 * 1024  # under it a parse holds the GIL ~0.5 s at worst (one-token lines)
 TIMEOUT_S = 60.0
-_MAX_OUTPUT = 64 * 2**20
+_MAX_OUTPUT = 16 * 2**20  # bytes of a summary: the child sends none longer, the daemon reads none
 
 
 def parse_aside(rel: str, text: str, names: tuple[str, ...]) -> Module:
@@ -36,7 +38,7 @@ def parse_aside(rel: str, text: str, names: tuple[str, ...]) -> Module:
     failed = Module(rel, names, "", n_lines=text.count("\n") + 1)
     try:
         done = subprocess.run([sys.executable, "-P", "-m", "autod.localize.aside"], input=payload,
-                              capture_output=True, timeout=TIMEOUT_S, check=False)
+                              capture_output=True, timeout=TIMEOUT_S, check=False, env=_env())
     except subprocess.TimeoutExpired:
         failed.error = f"parse took over {TIMEOUT_S:g}s"
         return failed
@@ -51,6 +53,15 @@ def parse_aside(rel: str, text: str, names: tuple[str, ...]) -> Module:
     except (ValueError, TypeError, KeyError):
         failed.error = "parse failed (unreadable summary)"
         return failed
+
+
+def _env() -> dict[str, str]:
+    """The daemon's environment with its own autod first on the import path: the child must parse with
+    the daemon's code, not another autod the interpreter would find (a source checkout run from
+    `sys.path`, an older install)."""
+    root = str(Path(__file__).resolve().parents[2])
+    rest = os.environ.get("PYTHONPATH", "")
+    return {**os.environ, "PYTHONPATH": root + (os.pathsep + rest if rest else "")}
 
 
 def to_json(mod: Module) -> dict[str, Any]:
@@ -73,7 +84,10 @@ def from_json(data: dict[str, Any]) -> Module:
 def _main() -> int:
     request = json.loads(sys.stdin.buffer.read())
     mod = parse_module(request["rel"], request["text"], tuple(request["names"]))
-    sys.stdout.write(json.dumps(to_json(mod)))
+    out = json.dumps(to_json(mod))
+    if len(out) > _MAX_OUTPUT:  # a summary can be ~65 times its source (long call chains): not sent
+        return 3
+    sys.stdout.write(out)
     return 0
 
 

@@ -88,3 +88,21 @@ def test_a_child_that_fails_or_runs_too_long_gives_a_module_that_could_not_be_re
     monkeypatch.setattr(sys, "executable", "/bin/false")
     failed = aside.parse_aside("m.py", text, ("m",))
     assert failed.defs == {} and failed.error is not None and "exit 1" in failed.error
+
+
+def test_a_summary_far_larger_than_its_module_is_never_sent():
+    """Long call chains make a summary ~65 times its source (a probe: 16.8 MB from 255 KB): the child
+    sends none over its cap, so the daemon never holds one."""
+    line = "def f{}():\n    " + ".".join(["a" * 40 + "()"] * 45) + "\n"
+    body = "".join(line.format(i) for i in range(600_000 // len(line)))
+    mod = aside.parse_aside("m.py", body, ("m",))
+    assert mod.error == "parse failed (exit 3)" and mod.defs == {}
+
+
+def test_the_child_parses_with_the_daemons_own_autod():
+    import os
+
+    import autod
+
+    first = aside._env()["PYTHONPATH"].split(os.pathsep)[0]
+    assert Path(first) == Path(autod.__file__).resolve().parents[1]
