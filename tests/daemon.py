@@ -256,3 +256,17 @@ def fixed_through(tmp_path: Path, calc_repo: Path, llm: dict[str, Any]) -> tuple
     assert record["status"] == "fixed", record
     assert (calc_repo / "src" / "calc.py").read_text() == CALC_BUGGY.replace("a - b", "a + b")
     return daemon, record
+
+
+def one_fix(tmp_path: Path, repo: Path, llm: Any, reply: str) -> dict[str, Any]:
+    """`autod run` on `repo` with the code reply form, the scripted server answering `reply` once and
+    one attempt a cycle: the first cycle's reflection, the daemon stopped."""
+    llm.push_text(reply)
+    cfg = base_config(repo, llm={"reply_form": "code", "base_url": llm.base_url, "prefill": "none"},
+                      modes={"auto-debug": {"enabled": True, "max_attempts_per_cycle": 1}})
+    d = start_autod(tmp_path, cfg)
+    try:
+        (r,) = d.wait_reflections(1)
+    finally:
+        assert d.stop() == 0
+    return r

@@ -15,7 +15,7 @@ import os
 import stat
 from pathlib import Path
 
-__all__ = ["CONFIG_CAP", "CREDENTIAL_CAP", "read_bounded"]
+__all__ = ["CONFIG_CAP", "CREDENTIAL_CAP", "read_bounded", "read_upto"]
 
 CONFIG_CAP = 4 << 20  # bytes of a config file (the example config is ~20 KB)
 CREDENTIAL_CAP = 64 << 10  # bytes of a credential file (a key is one line)
@@ -31,16 +31,23 @@ def read_bounded(path: Path, cap: int) -> bytes:
             raise OSError(errno.EINVAL, "not a regular file", str(path))
         if st.st_size > cap:
             raise OSError(errno.EFBIG, f"over {cap} bytes", str(path))
-        chunks: list[bytes] = []
-        left = cap + 1  # one byte past the cap tells a file that grew while it was read
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        if left <= 0:
+        data = read_upto(fd, cap)
+        if len(data) > cap:
             raise OSError(errno.EFBIG, f"over {cap} bytes", str(path))
-        return b"".join(chunks)
+        return data
     finally:
         os.close(fd)
+
+
+def read_upto(fd: int, cap: int) -> bytes:
+    """At most `cap + 1` bytes from `fd`: one byte past the cap tells a file that grew while it was read
+    (autod.safety.saferead reads the workspace's files with it too)."""
+    chunks: list[bytes] = []
+    left = cap + 1
+    while left > 0:
+        chunk = os.read(fd, min(left, 1 << 20))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)

@@ -24,6 +24,8 @@ import os
 import stat
 from pathlib import Path
 
+from autod.config.bounded import read_upto
+
 __all__ = ["UnsafeRead", "exists_regular", "read_untrusted", "read_untrusted_head", "read_untrusted_text"]
 
 _FLAGS = (os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK
@@ -42,15 +44,7 @@ def read_untrusted(path: str | os.PathLike[str], *, cap: int) -> bytes:
         st = os.fstat(fd)
         if st.st_size > cap:
             raise UnsafeRead(errno.EFBIG, f"{st.st_size} bytes, over the {cap}-byte cap", str(path))
-        chunks: list[bytes] = []
-        left = cap + 1  # one byte past the cap tells a file that grew while it was read
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        data = b"".join(chunks)
+        data = read_upto(fd, cap)
         if len(data) > cap:
             raise UnsafeRead(errno.EFBIG, f"grew past the {cap}-byte cap while read", str(path))
         return data

@@ -6,7 +6,7 @@ was rolled back: "tests that failed before did not pass, they are now test_parse
 from __future__ import annotations
 
 import pytest
-from daemon import CALC_BUGGY, CALC_TEST, base_config, make_repo, start_autod
+from daemon import CALC_BUGGY, CALC_TEST, make_repo, one_fix
 
 pytestmark = pytest.mark.slow
 
@@ -19,13 +19,7 @@ def test_a_failing_test_named_like_a_credential_is_fixed(tmp_path, scripted_llm,
                         f"@pytest.mark.parametrize('line', [{ident!r}])\n"
                         "def test_parse(line):\n    assert add(2, 3) == 5\n")
     repo = make_repo(tmp_path / "repo", {"src/calc.py": CALC_BUGGY, "tests/test_calc.py": test})
-    scripted_llm.push_text(f"add subtracts.\n\n### src/calc.py · add\n```python\n{FIXED_ADD}```\n")
-    cfg = base_config(repo, llm={"reply_form": "code", "base_url": scripted_llm.base_url, "prefill": "none"},
-                      modes={"auto-debug": {"enabled": True, "max_attempts_per_cycle": 1}})
-    d = start_autod(tmp_path, cfg)
-    try:
-        (r,) = d.wait_reflections(1)
-    finally:
-        assert d.stop() == 0
+    reply = f"add subtracts.\n\n### src/calc.py · add\n```python\n{FIXED_ADD}```\n"
+    r = one_fix(tmp_path, repo, scripted_llm, reply)
     assert r["status"] == "fixed", r
     assert "return a + b" in (repo / "src" / "calc.py").read_text()

@@ -6,7 +6,7 @@ left the old body as dead code after the new one, and the candidate was kept `fi
 from __future__ import annotations
 
 import pytest
-from daemon import CALC_TEST, base_config, make_repo, start_autod
+from daemon import CALC_TEST, make_repo, one_fix
 
 pytestmark = pytest.mark.slow
 
@@ -23,14 +23,8 @@ def test_a_fix_in_a_module_with_page_breaks_replaces_the_definition_and_nothing_
     repo = make_repo(tmp_path / "repo", {"tests/test_calc.py": CALC_TEST})
     (repo / "src").mkdir()
     (repo / "src" / "calc.py").write_bytes(buggy.encode())
-    scripted_llm.push_text(f"add subtracts.\n\n### src/calc.py · add\n```python\n{FIXED_ADD}```\n")
-    cfg = base_config(repo, llm={"reply_form": "code", "base_url": scripted_llm.base_url, "prefill": "none"},
-                      modes={"auto-debug": {"enabled": True, "max_attempts_per_cycle": 1}})
-    d = start_autod(tmp_path, cfg)
-    try:
-        (r,) = d.wait_reflections(1)
-    finally:
-        assert d.stop() == 0
+    reply = f"add subtracts.\n\n### src/calc.py · add\n```python\n{FIXED_ADD}```\n"
+    r = one_fix(tmp_path, repo, scripted_llm, reply)
     start = buggy.index("def add")
     end = buggy.index(f"{ending}{ending}{ending}def mul") + len(ending)
     expected = buggy[:start] + FIXED_ADD.replace("\n", ending) + buggy[end:]
