@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from daemon import base_config, make_repo, start_autod
+from daemon import make_repo, one_fix
 
 from autod.checks.digest import CONTEXT
 
@@ -43,14 +43,7 @@ def test_the_prompt_shows_the_failing_lines_not_the_long_function_pytest_printed
     fixed = buggy.replace("if total >= 0:", "if total < 0:")
     repo = make_repo(tmp_path / "repo", {"src/__init__.py": "", "src/calc.py": buggy,
                                          "tests/test_calc.py": CALC_TEST})
-    scripted_llm.push_text(f"### src/calc.py · total_of\n```python\n{fixed}```\n")
-    cfg = base_config(repo, llm={"reply_form": "code", "base_url": scripted_llm.base_url, "prefill": "none"},
-                      modes={"auto-debug": {"enabled": True, "max_attempts_per_cycle": 1}})
-    d = start_autod(tmp_path, cfg)
-    try:
-        (r,) = d.wait_reflections(1)
-    finally:
-        assert d.stop() == 0
+    r = one_fix(tmp_path, repo, scripted_llm, f"### src/calc.py · total_of\n```python\n{fixed}```\n")
     prompt = scripted_llm.requests[0]["messages"][-1]["content"]
     failure = re.search(r"## Failure output\n(`{3,})\n(.*?)\n\1\n", prompt, re.S)
     assert failure is not None, prompt[:2000]
