@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 SMALL, LARGE = 2_000, 32_000  # characters
 BOUND = 64  # the growth from SMALL to LARGE that linear work stays under
+STEP_BOUND = 16  # over four times the length: linear work grows 4-fold, quadratic 16-fold
 
 
 def cpu_cost(work: Callable[[], object]) -> int:
@@ -56,3 +57,16 @@ def growth_of(small: Callable[[], object], large: Callable[[], object], bound: f
             break
         ratio = min(ratio, per_call(large, tries=2) / per_call(small))
     return ratio
+
+
+def climb(work_at: Callable[[int], Callable[[], object]]) -> float:
+    """The growth of `work_at(n)` from SMALL to LARGE characters, climbed in steps of four times the
+    length: work that grows too fast is caught at SMALL or at a quarter of LARGE, in milliseconds (a
+    cubic pattern at LARGE takes hours). Past a step, the growth to LARGE is told as the square of the
+    step's (the same power of the length)."""
+    ratio = growth_of(work_at(SMALL // 4), work_at(SMALL), STEP_BOUND)
+    if ratio < STEP_BOUND:
+        ratio = growth_of(work_at(SMALL), work_at(4 * SMALL), STEP_BOUND)
+    if ratio >= STEP_BOUND:
+        return ratio * ratio
+    return growth_of(work_at(SMALL), work_at(LARGE))

@@ -12,16 +12,14 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from adversarial import build, shapes
-from cputime import BOUND, LARGE, SMALL, growth_of
+from adversarial import Shape, build, shapes
+from cputime import BOUND, LARGE, SMALL, climb
 
 import autod
-
-MID = 4 * SMALL
-STEP_BOUND = 16  # over four times the length: linear work grows 4-fold, quadratic 16-fold
 
 # A pattern that only ever meets bounded, trusted text may be exempted here, by name, with the reason
 # and the call site that bounds it. None is: every pattern found is held to linear time.
@@ -78,26 +76,18 @@ def test_the_patterns_are_found() -> None:
 
 
 def worst_growth(pattern: re.Pattern) -> tuple[float, str | bytes]:
-    """The largest growth from SMALL to LARGE over the pattern's shapes (the first one past BOUND).
-
-    Each shape climbs to LARGE in steps of four times the length (linear work grows 4-fold, quadratic
-    16-fold): a quadratic pattern is caught in milliseconds, and a cubic one before it takes hours. Past
-    a step, the growth to LARGE is told as the square of the step's (the same power of the length)."""
+    """The largest growth from SMALL to LARGE over the pattern's shapes (the first one past BOUND)."""
     as_bytes = isinstance(pattern.pattern, bytes)
     worst: tuple[float, str | bytes] = (0.0, "")
     for shape in shapes(pattern):
-        text = {size: build(shape, size, as_bytes) for size in (SMALL // 4, SMALL, MID, LARGE)}
-        work = {size: (lambda t=t: list(pattern.finditer(t))) for size, t in text.items()}
-        ratio = growth_of(work[SMALL // 4], work[SMALL], STEP_BOUND)
-        if ratio < STEP_BOUND:
-            ratio = growth_of(work[SMALL], work[MID], STEP_BOUND)
-        if ratio >= STEP_BOUND:
-            ratio *= ratio  # quadratic over four times the length: its square over sixteen times
-        else:
-            ratio = growth_of(work[SMALL], work[LARGE])
-        small = text[SMALL]
+
+        def work_at(size: int, shape: Shape = shape) -> Callable[[], object]:
+            text = build(shape, size, as_bytes)
+            return lambda: list(pattern.finditer(text))
+
+        ratio = climb(work_at)
         if ratio > worst[0]:
-            worst = (ratio, small)
+            worst = (ratio, build(shape, SMALL, as_bytes))
         if ratio >= BOUND:
             break  # one shape is enough to fail; the others would only add minutes
     return worst
