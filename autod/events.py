@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import re
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
@@ -68,7 +68,26 @@ class Event(BaseModel):
         return mode if isinstance(mode, str) else None
 
 
-_NORMALISERS: list[tuple[re.Pattern[str], str]] = [
+_WIN_TEMP_REST = re.compile(r"[^:'\")]+")
+
+
+def _win_temp(m: re.Match[str]) -> str:
+    r"""A Windows temp path (`C:\Users\x\AppData\Local\Temp\tmpab12`) as `<tmp>`, in a run of non-blanks
+    from its first drive on: what `[A-Za-z]:\\[^\s]*\\Temp\\[^\s:'")]+` replaced (up to the last
+    `\Temp\` of the run with a name after it), read once from each end. That pattern tried every drive
+    of a run to the run's end: a line of `A:\a` repeated was quadratic. A later drive of the run never
+    matched where the first did not."""
+    run = m.group()
+    end = len(run)
+    while (at := run.rfind("\\Temp\\", 3, end)) >= 0:
+        rest = _WIN_TEMP_REST.match(run, at + 6)
+        if rest:
+            return "<tmp>" + run[rest.end() :]
+        end = at + 5  # an earlier `\Temp\`, which may share this one's first backslash
+    return run
+
+
+_NORMALISERS: list[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]]] = [
     # ISO timestamps and clock times
     (re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?"), "<ts>"),
     (re.compile(r"\b\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\b"), "<ts>"),
@@ -77,7 +96,7 @@ _NORMALISERS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"\b[0-9a-f]{12,}\b"), "<hex>"),
     # temp paths
     (re.compile(r"(?:/private)?/(?:tmp|var/folders|var/tmp)/[^\s:'\")]+"), "<tmp>"),
-    (re.compile(r"[A-Za-z]:\\[^\s]*\\Temp\\[^\s:'\")]+"), "<tmp>"),
+    (re.compile(r"[A-Za-z]:\\\S*+"), _win_temp),
     # line/column numbers: file.py:12:3, line 12, (12, 3)
     (re.compile(r"(?<=:)\d+(?=(?::\d+)?(?::|\b))"), "<n>"),
     (re.compile(r"\bline \d+"), "line <n>"),

@@ -38,8 +38,8 @@ from autod.linebreaks import lines_of
 __all__ = ["Span", "find_definition", "name_of", "normalise_symbol", "parse_new_source", "replace_definition"]
 
 LONG_DEFINITION = 60  # lines; a rewrite of a longer one must keep at least half of them
-# as long a fence as the prompt's (autod.planner.fences), closed by one as long
-_FENCE = re.compile(r"^\s*(`{3,})[\w+-]*[ \t]*\r?\n(.*?)\r?\n?[ \t]*\1\s*$", re.DOTALL)
+# as long a fence as the prompt's (autod.planner.fences), closed by one as long at the text's end
+_FENCE_OPEN = re.compile(r"^\s*+(`{3,}+)[\w+-]*+[ \t]*+\r?\n")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _Def = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
 
@@ -224,8 +224,14 @@ def _join(lines: list[str], span: Span, block: str) -> str:
 
 
 def _unfence(code: str) -> str:
-    m = _FENCE.match(code)
-    code = m.group(2) if m else code
+    """The code inside a fence that opens the text and closes it (blanks around it aside), without the
+    line break and blanks before the closing fence; else the text. Read from both ends: a lazy body
+    that looked for the closing fence after every character scanned each run of blanks again from each
+    of its characters (2.8 s for 20,000 blanks)."""
+    m = _FENCE_OPEN.match(code)
+    close = len(code.rstrip()) - len(m.group(1)) if m else -1
+    if m and close >= m.end() and code.startswith(m.group(1), close):
+        code = code[m.end() : close].rstrip(" \t").removesuffix("\n").removesuffix("\r")
     return code.strip("\r\n")
 
 

@@ -44,7 +44,10 @@ from autod.linebreaks import lines_of
 
 __all__ = ["digest"]
 
-_BANNER = re.compile(r"^={3,} ?(.*?) ?={3,}$")  # `==== FAILURES ====`, `==== 3 failed in 0.1s ====`
+# `==== FAILURES ====`, `==== 3 failed in 0.1s ====`: the name runs to the line's last character that
+# is not `=` (the lazy `(.*?) ?={3,}$` it replaces tried the closing run from every `=` of a long run:
+# cubic, 4 s for a 20K line); a line of `=` alone is a banner with no name
+_BANNER = re.compile(r"^={3,}+ ?+((?:.*[^=\n])?) ?={3,}+$|^={6,}+$")
 _HEADER = re.compile(r"^_{3,} (.{1,300}?) _{3,}$")  # `____ test_add_int[memory] ____`
 _SEPARATOR = re.compile(r"^(?:_ ){5,}_?\s*$")  # between the frames of one failure
 _CAPTURED = re.compile(r"^-{3,} (?:Captured|captured) .{0,80}-{3,}$")
@@ -128,9 +131,14 @@ def _pick(blocks: list[tuple[str, list[str]]]) -> list[int]:
     return sorted(picked)
 
 
-def _is_block_banner(line: str) -> bool:
+def _banner_name(line: str) -> str | None:
+    """The name of a `=== name ===` banner line, stripped; None for another line."""
     m = _BANNER.match(line) if line.startswith("===") else None
-    return bool(m) and m.group(1).strip() in _BLOCKS
+    return (m.group(1) or "").strip() if m else None
+
+
+def _is_block_banner(line: str) -> bool:
+    return _banner_name(line) in _BLOCKS
 
 
 def _sections(lines: list[str]) -> tuple[list[tuple[str, list[str]]], list[str]]:
@@ -142,10 +150,10 @@ def _sections(lines: list[str]) -> tuple[list[tuple[str, list[str]]], list[str]]
     last: dict[str, int] = {}
     names: dict[int, str] = {}
     for i, line in enumerate(lines):
-        m = _BANNER.match(line) if line.startswith("===") else None
-        if m:
-            names[i] = m.group(1).strip()
-            last[names[i]] = i
+        name = _banner_name(line)
+        if name is not None:
+            names[i] = name
+            last[name] = i
     blocks: list[tuple[str, list[str]]] = []
     summary: list[str] = []
     where = ""  # the section a line is in: FAILURES, ERRORS, summary, or another (dropped)

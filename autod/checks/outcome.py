@@ -45,7 +45,7 @@ from autod.verdict import Status
 __all__ = ["Before", "Decision", "Status", "broken", "changed_sources", "count_failures",
            "counted_failures", "decide", "failing_tests"]
 
-_PYTEST_COUNTS = re.compile(r"(\d+) (failed|errors?)\b")
+_PYTEST_COUNTS = re.compile(r"(?<!\d)(\d++) (failed|errors?)\b")  # from a number's first digit only: linear
 _PYTEST_SUMMARY = re.compile(
     r"(?<!=)=+ [^\n]{0,200}\b(passed|failed|errors?|skipped|no tests ran)\b[^\n]{0,200} in [\d.]+m?s", re.I
 )

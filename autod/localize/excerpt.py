@@ -8,7 +8,7 @@ from autod.linebreaks import lines_of
 
 # pytest's progress lines (`tests/x.py ..F..s   [ 42%]`, `....F..`), bare percentage markers,
 # timing lines (`==== 3 failed, 5 passed in 0.12s ====`, `Ran 3 tests in 0.001s`), session headers.
-_PROGRESS = re.compile(r"^(?:\S+\.py\s+)?[.FEsxXp]+\s*(?:\[\s*\d{1,3}%\])?\s*$")
+_PROGRESS = re.compile(r"^(?:\S+\.py\s+)?[.FEsxXp]++\s*+(?:\[\s*\d{1,3}%\])?\s*+$")  # possessive: linear
 _PERCENT = re.compile(r"^\s*\[\s*\d{1,3}%\]\s*$")
 _NOISE = re.compile(
     r"^(?:=+ (?:test session starts|warnings summary|short test summary info)? ?=*"

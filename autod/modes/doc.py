@@ -46,9 +46,9 @@ _GOOGLE_SECTION = re.compile(
     r"^(\s*)(?:Args|Arguments|Parameters|Params|Keyword Args|Keyword Arguments)\s*:\s*$"
 )
 _NUMPY_SECTION = re.compile(r"^(\s*)(?:Parameters|Keyword Arguments)\s*$")
-_GOOGLE_ITEM = re.compile(r"^(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:")
+_GOOGLE_ITEM = re.compile(r"^(\*{0,2}\w+)\s*+(?:\([^)]*\))?\s*+:")  # possessive blanks: linear
 _NUMPY_ITEM = re.compile(r"^(\*{0,2}\w+(?:\s*,\s*\*{0,2}\w+)*)\s*(?::.*)?$")
-_SPHINX_PARAM = re.compile(r":param\s+(?:[^:]*\s)?\*{0,2}(\w+)\s*:")
+_SPHINX_PARAM = re.compile(r":param(?=\s)[^:]*?(?<=\s)\*{0,2}(\w+)\s*+:")  # the last name before `:`: linear
 
 
 def _docstring_node(node: ast.AST) -> ast.Expr | None:

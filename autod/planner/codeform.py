@@ -43,7 +43,7 @@ from autod.linebreaks import lines_of
 from autod.plan import Edit, Plan
 from autod.planner import fences, marks
 from autod.planner.parse import extract_json, parse_plan, strip_thinking
-from autod.planner.placing import SEARCH_RE, Header, edits_for, known_path
+from autod.planner.placing import Header, edits_for, known_path, search_sections
 
 __all__ = ["parse_code_reply", "quoted_code"]
 
@@ -124,7 +124,7 @@ def parse_code_reply(
                 edits.extend(Edit(path=path, search=s, replace=r) for s, r in pairs)
             continue
         body = marks.unmark(body)
-        has_markers = bool(SEARCH_RE.search(body))
+        has_markers = bool(search_sections(body))
         if lang not in fences.CODE_LANGS and not has_markers and header is None:
             continue  # a shell line, a traceback, a diff the model quoted: not an edit
         if header is not None:

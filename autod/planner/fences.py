@@ -32,7 +32,9 @@ from autod.planner import marks
 __all__ = ["CODE_LANGS", "Block", "blocks", "fence_for", "fenced"]
 
 CODE_LANGS = frozenset({"", "python", "py", "python3", "py3"})
-_OPENER = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*([^\n]*?)[ \t]*$")
+# the info string runs to the line's last non-blank (a lazy one tried the trailing blanks from each of
+# its characters: quadratic in a run of blanks)
+_OPENER = re.compile(r"^[ \t]*+(`{3,}+|~{3,}+)[ \t]*+((?:[^\n]*[^ \t\n])?)[ \t]*$")
 _BACKTICKS = re.compile(r"`{3,}")
 _BARE = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*$")
 PARSE_BUDGET = 16  # characters parsed while looking for a block's end, per character of the reply

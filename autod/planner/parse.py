@@ -15,7 +15,10 @@ MAX_REASON = 300
 _EXCERPT = 120  # characters of the reply a reason may quote, at most
 _MAX_FAILED_STARTS = 2000  # bounds the scan of a huge reply full of stray braces
 
-_FENCE = re.compile(r"```[ \t]*(?:json|JSON|javascript|js)?[ \t]*\r?\n?(.*?)```", re.DOTALL)
+# possessive up to the body: the greedy blanks, once given back, were scanned to the reply's end again
+# for each split of a run of them (cubic: one fence and 20,000 blanks stalled the loop); the first
+# reading is the one that matched anyway (the body runs to the next fence whatever came before it)
+_FENCE = re.compile(r"```[ \t]*+(?:json|JSON|javascript|js)?+[ \t]*+\r?+\n?+(.*?)```", re.DOTALL)
 # Reasoning models (qwen3, deepseek-r1) think aloud first; braces in there are not the plan.
 _THINK = re.compile(r"\A\s*<think>.*?(?:</think>|\Z)", re.DOTALL)
 # strict=False: a raw newline or tab inside a string (what a small model writes in a code string

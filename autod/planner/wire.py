@@ -49,13 +49,15 @@ _REFUSAL_STATUSES = (400, 413, 422, 500)
 # supported with this model. Use 'max_completion_tokens' instead."; pydantic: "Extra inputs ...").
 _REFUSED_WORDS = ("unsupported", "not supported", "unrecognized", "unknown", "extra inputs", "not permitted")
 _ERROR_SCAN_BYTES = 16 * 1024
+# possessive runs, and a number read from its first digit only: a run of blanks or digits is not
+# scanned again from each of its characters (an error body is the server's, untrusted)
 _LIMIT = re.compile(
     r"(?:maximum context length is|context window of|context length of|context size(?: is)?"
-    r"|n_ctx\W+)\s*(\d+)",
+    r"|n_ctx\W++)\s*+(\d+)",
     re.IGNORECASE,
 )
 _PROMPT = re.compile(
-    r"(\d+) in the messages|request has (\d+) input tokens|n_prompt_tokens\W+(\d+)"
+    r"(?<!\d)(\d++) in the messages|request has (\d+) input tokens|n_prompt_tokens\W++(\d+)"
     r"|requested tokens \((\d+)\)|prompt is too long: (\d+)",
     re.IGNORECASE,
 )

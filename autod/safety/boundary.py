@@ -346,7 +346,8 @@ def check_chain(workspace: Path, rel: str) -> None:
             raise PlanRejected(f"{rel}: not a regular file")
 
 
-_QUOTED_PAIR = re.compile(r'^"a/((?:[^"\\]|\\.)*)" "b/((?:[^"\\]|\\.)*)"$')
+# possessive: a name's characters and escapes have one reading, kept without a backtracking entry each
+_QUOTED_PAIR = re.compile(r'^"a/((?:[^"\\]++|\\.)*+)" "b/((?:[^"\\]++|\\.)*+)"$')
 
 
 def _diff_paths(rest: str) -> list[str]:

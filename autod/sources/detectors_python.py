@@ -210,8 +210,12 @@ def _pytest(lines: list[str]) -> Iterator[Found]:
         )
 
 
+# The message is the shortest text the code leaves: one character, or ending in a non-blank (the code's
+# blanks start after it), or else all of the line. Tried only there, the tail is not scanned again from
+# every blank of a long run (quadratic: 0.8 s for 20K characters). The same matches as `.+?`.
 _MYPY = re.compile(
-    r"^(?P<path>[^\s:][^:]*\.pyi?):(?P<line>\d+):(?:\d+:)? error: (?P<msg>.+?)(?:\s+\[(?P<code>[\w-]+)\])?$"
+    r"^(?P<path>[^\s:][^:]*\.pyi?):(?P<line>\d++):(?:\d++:)? error: (?P<msg>.(?:.*?\S)??|.++)"
+    r"(?:\s+\[(?P<code>[\w-]++)\])?$"
 )
 
 

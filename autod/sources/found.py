@@ -28,8 +28,13 @@ class Found:
 ESLINT_PATH = re.compile(
     r"^(?P<path>(?:[A-Za-z]:)?[^\s:]*[\w-]\.(?:js|jsx|ts|tsx|mjs|cjs|mts|cts|vue|svelte|astro))\s*$"
 )
+# The message is the shortest text the rule and the blanks after it leave, and that text ends where a
+# run of blanks begins: so it is empty or ends in a non-blank (`(?:.*?\S)??`), and the tail is tried
+# once per run of blanks, not from every blank in it (a line of 16,000 blanks was 16,000 scans of
+# them: 13.6 s for 20K characters, the event loop stalled). The same matches as the plain `.*?`.
 ESLINT_MSG = re.compile(
-    r"^\s+(?P<line>\d+):(?P<col>\d+)\s+(?P<sev>error|warning)\s+(?P<msg>.*?)(?:\s{2,}(?P<rule>[\w@/.-]+))?\s*$"
+    r"^\s++(?P<line>\d++):(?P<col>\d++)\s++(?P<sev>error|warning)\s++(?P<msg>(?:.*?\S)??)"
+    r"(?:\s{2,}(?P<rule>[\w@/.-]++))?\s*$"
 )
 
 # the `--> path:line:col` line under a ruff or rustc message

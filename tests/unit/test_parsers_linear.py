@@ -3,32 +3,18 @@ binary, mixed encodings), never a time that grows with the square of a line."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 import pytest
+from cputime import LARGE, SMALL, cpu_cost
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from autod.localize.frames import parse_frames, parse_test_ids
 from autod.sources.parsers import parse_failures, parse_locations, scan_bytes
 
-SMALL, LARGE = 2_000, 32_000  # characters; linear work grows 16-fold between them, quadratic 256-fold
 # runs of path-ish characters that once made a location pattern backtrack from every start position
 UNITS = ["a", "a.", "/", "1", "x.py", "a-", "_", 'File "a', "a(", " a.py:", "E", "a:1", "::", "é"]
-
-
-def cpu_cost(work: Callable[[], object]) -> int:
-    """The least CPU time of this thread over a few runs (other processes on the machine do not count)."""
-    best = None
-    for _ in range(5):
-        t0 = time.thread_time_ns()
-        work()
-        spent = time.thread_time_ns() - t0
-        best = spent if best is None else min(best, spent)
-        if best > 10**9:
-            break  # a second of CPU is measured well enough once
-    return max(best or 0, 200_000)  # below 0.2 ms a clock tick would decide the ratio
 
 
 def growth(parse: Callable[[str], object], unit: str, prefix: str = "") -> float:
