@@ -85,6 +85,14 @@ EQUIVALENT: dict[str, str] = {
     " in every run, so digests compare alike",
     "autod/safety/secretforms.py::_escaped: 0xFFFF -> 65536": "U+10000 gets a five-digit `\\u` form that"
     " no JSON writes (it escapes astral characters as a surrogate pair): an alternative that never matches",
+    "autod/checks/judge_path.py::moved: strict=True -> strict=False": "the labels and the owners are"
+    " three each, always: zip stops at the same place either way",
+    "autod/safety/secretforms.py::_escaped: n - 0x10000 -> n + 65536 #2": "the low surrogate keeps the low"
+    " ten bits, and the two differ by 0x20000, a multiple of 0x400: the same surrogate",
+    "autod/safety/secretforms.py::_escaped: n >= 0x80 -> n > 128": "for U+0080, the one character the two"
+    " tell apart, `not c.isalnum()` holds as well (a control character): its `\\x80` form is added"
+    " either way",
+    "autod/safety/secretforms.py::_escaped: 0x80 -> 129": "as above: U+0080 is not alphanumeric",
     "autod/safety/secretforms.py::cut_tail: len(s) - 1 -> len(s) + 1": "the longer starts are the whole"
     " secret, which the pattern replaced before: the same starts are tried after them",
     "autod/checks/heard.py::judged: _RANK[said] > _RANK[outcome] -> _RANK[said] >= _RANK[outcome]":

@@ -276,3 +276,14 @@ def test_a_failing_test_whose_id_reads_like_a_credential_is_fixed_when_it_passes
     other = "tests/test_p.py::test_parse[other]"
     d = decide([result(report({tid: "passed", other: "failed"}))], Before(1, stored, runs))
     assert d.status is not Status.FIXED
+
+
+def test_a_stored_id_stands_for_the_run_ids_that_redact_to_it_and_no_others():
+    from autod.checks.outcome import _live
+
+    real, other = "t::p[AKIAIOSFODNN7EXAMPLE]", "t::q[sk-test-abcdefgh1234]"
+    runs = report({real: "failed", other: "passed", "t::plain": "failed"})
+    stored = frozenset({"t::p[***]", "t::plain"})
+    assert _live(stored, runs) == {real, "t::plain"}
+    assert _live(frozenset({"t::plain"}), runs) == {"t::plain"}
+    assert _live(frozenset({"t::gone"}), runs, None) == {"t::gone"}  # named by no run: kept as it is

@@ -329,3 +329,160 @@ def test_an_items_own_attribute_in_place_of_its_class_code_is_named_and_its_own_
     del item.runtest
     item.__class__ = _Other
     assert path.standing(item) == ["the test tests/test_x.py::test_a is now a _Other"]
+
+
+def test_a_digest_reads_no_name_in_a_test_module_holding_a_key_that_is_not_a_str(tmp_path):
+    g: dict = {"add": os.path.join}
+    exec(compile("def test_x():\n    assert add\n", str(tmp_path / "t.py"), "exec"), g)
+    plain_digest = path.ran(SimpleNamespace(obj=g["test_x"]))
+    g[_Counted("zz")] = 0
+    _Counted.calls = 0
+    unreadable = "a test module whose namespace cannot be read by name"
+    assert path.ran(SimpleNamespace(obj=g["test_x"])) == unreadable
+    assert _Counted.calls == 0 and plain_digest != unreadable
+
+
+def test_a_module_the_test_reads_that_holds_such_a_key_is_named_and_later_names_still_count(tmp_path):
+    import types
+
+    poisoned = types.ModuleType("aaa_mod")
+    poisoned.__dict__[_Counted("x")] = 0
+    g: dict = {"aaa_mod": poisoned, "zzz": os.path.join}
+    exec(compile("def test_x():\n    assert aaa_mod.x and zzz\n", str(tmp_path / "t.py"), "exec"), g)
+    _Counted.calls = 0
+    first = path.ran(SimpleNamespace(obj=g["test_x"]))
+    assert _Counted.calls == 0
+    g["zzz"] = os.path.split  # a name read after the unreadable module still counts
+    assert path.ran(SimpleNamespace(obj=g["test_x"])) != first
+    del poisoned.__dict__[next(k for k in poisoned.__dict__ if type(k) is _Counted)]
+    poisoned.x = 1
+    assert path.ran(SimpleNamespace(obj=g["test_x"])) not in (first, None)
+
+
+def test_a_function_is_bound_there_by_its_files_real_path_not_its_spelling(tmp_path, monkeypatch):
+    import importlib.util
+
+    src = tmp_path / "real_dir" / "bound_mod.py"
+    src.parent.mkdir()
+    src.write_text("def add(a, b):\n    return a + b\n")
+    (tmp_path / "link_dir").symlink_to(src.parent)
+    spec = importlib.util.spec_from_file_location("bound_mod", src)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "bound_mod", module)
+    spec.loader.exec_module(module)
+    assert path._bound_there(module.add, "add")  # the same spelling
+    module.__file__ = str(tmp_path / "link_dir" / "bound_mod.py")
+    assert path._bound_there(module.add, "add")  # another spelling of the same file
+    module.__file__ = str(tmp_path / "other.py")
+    assert not path._bound_there(module.add, "add")  # another file
+    module.__file__ = None
+    assert not path._bound_there(module.add, "add")
+    module.__file__ = str(src)
+    monkeypatch.setitem(sys.modules, _Counted("bound_mod2"), module)
+    _Counted.calls = 0
+    assert not path._bound_there(module.add, "add") and _Counted.calls == 0  # sys.modules unreadable
+
+
+class _Slotted:
+    __slots__ = ("nodeid",)
+
+    def runtest(self):
+        return None
+
+
+def test_an_item_whose_attributes_or_module_cannot_be_read_by_name_is_named(tmp_path):
+    slotted = _Slotted()
+    slotted.nodeid = "t::slots"
+    assert path.standing(slotted) == ["the attributes of the test t::slots cannot be read"]
+    item = _Item()
+    item.__dict__[_Counted("k")] = 1
+    assert path.standing(item) == ["the attributes of the test tests/test_x.py::test_a cannot be read"]
+    g: dict = {}
+    exec(compile("def test_a():\n    pass\n", str(tmp_path / "t.py"), "exec"), g)
+    clean = _Item()
+    clean.obj = g["test_a"]
+    assert path.standing(clean) == []
+    g[_Counted("k")] = 1
+    said = "the module of the test tests/test_x.py::test_a holds a name that is not a str"
+    assert path.standing(clean) == [said]
+
+
+def test_a_class_that_holds_such_a_key_cannot_be_read_and_the_nearest_class_decides(monkeypatch):
+    monkeypatch.setattr(path, "_TYPES", {})  # none collected: the types are not compared here
+    odd = type("Odd", (_Item,), {_Counted("k"): 1})
+    item = odd()
+    item.runtest = lambda: None
+    assert path.standing(item) == ["the class of the test tests/test_x.py::test_a cannot be read"]
+
+    class Data(_Item):
+        runtest = 3  # data in the nearest class: an attribute of the instance stands for nothing
+
+    item = Data()
+    item.runtest = 4
+    assert path.standing(item) == []
+
+
+class _Caller:
+    __slots__ = ("_hookexec",)
+
+
+class _Manager:
+    def register(self):
+        return None
+
+
+def _config() -> SimpleNamespace:
+    relay = SimpleNamespace()
+    for name in path.HOOKS:
+        caller = _Caller()
+        caller._hookexec = print
+        setattr(relay, name, caller)
+    manager = _Manager()
+    manager.hook = relay
+    manager._inner_hookexec = len
+    return SimpleNamespace(pluginmanager=manager, hook=relay, _session=SimpleNamespace())
+
+
+@pytest.mark.parametrize("how", ["relay", "executor", "caller", "slot", "shadow", "unreadable"])
+def test_what_a_tests_call_goes_through_is_kept_at_configure_and_each_move_named(how):
+    config = _config()
+    path.keep_path(config)
+    assert path.moved(config) == []
+    manager, relay = config.pluginmanager, config.hook
+    if how == "relay":
+        config.hook = SimpleNamespace(**vars(relay))
+        want = "what a test's call goes through moved: the config's hook relay"
+    elif how == "executor":
+        manager._inner_hookexec = max
+        want = "what a test's call goes through moved: the plugin manager's hook executor"
+    elif how == "caller":
+        relay.pytest_pyfunc_call = _Caller()
+        want = "what a test's call goes through moved: the caller of pytest_pyfunc_call"
+    elif how == "slot":
+        relay.pytest_runtest_call._hookexec = repr
+        want = "what a test's call goes through moved: the executor of pytest_runtest_call"
+    elif how == "shadow":
+        manager.register = lambda: None
+        want = "the plugin manager has its own register"
+    else:
+        manager.__dict__[_Counted("k")] = 1
+        want = "the attributes of the plugin manager cannot be read"
+    labels = [label for label, _ in path.moved(config)]
+    assert want in labels, labels
+
+
+class _Session:
+    def gethookproxy(self, where):
+        return None
+
+
+def test_the_objects_that_hold_the_call_path_are_read_whole_and_what_stands_in_is_foreign():
+    config = _config()
+    session = _Session()
+    config._session = session
+    path.keep_path(config)
+    config.pluginmanager.__dict__[_Counted("k")] = 1  # unreadable: the others are still looked at
+    session.gethookproxy = lambda where: None
+    moved = dict(path.moved(config))  # (and what the unreadable manager held reads as moved)
+    assert moved["the attributes of the plugin manager cannot be read"] is True
+    assert moved["the session has its own gethookproxy"] is True

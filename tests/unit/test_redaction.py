@@ -365,3 +365,34 @@ def test_a_secret_with_a_line_break_or_non_ascii_is_redacted_as_repr_and_json_es
         assert pat is not None
         shown = pat.sub("***", f"said: {spell(secret)}")
         assert "0123456789" not in shown and "***" in shown, shown
+
+
+@pytest.mark.parametrize(("char", "spelled"), [
+    ("\U0001f511", "\\ud83d\\udd11"),  # JSON's surrogate pair
+    ("\U00010000", "\\ud800\\udc00"),  # the first astral character
+    ("\U00010000", "\\U00010000"),  # Python's repr
+    ("\x80", "\\xc2\\x80"),  # the first character UTF-8 writes in two bytes, as bytes' repr shows it
+    ("\x80", "\\x80"),  # and as str's repr
+    ("+", "\\x2b"),  # punctuation as \\x
+    ("\xff", "\\xff"),
+])
+def test_each_character_of_a_secret_is_found_in_each_escape_at_the_edges_of_its_range(char, spelled):
+    from autod.safety import secretforms
+
+    secret = f"abcdef{char}ghijkl"
+    pat = secretforms.pattern([secret])
+    assert pat is not None and pat.sub("*", f"x abcdef{spelled}ghijkl y") == "x * y"
+
+
+@pytest.mark.parametrize(("char", "spelled"), [
+    ("\u0100", "\\x100"),  # past U+00FF there is no \\x form: this is \\x10 and a 0
+    ("\u2014", "\\x2014"),
+    ("A", "\\x41"),  # a letter is never written as \\x by repr
+])
+def test_what_no_repr_writes_is_not_taken_for_a_secret(char, spelled):
+    from autod.safety import secretforms
+
+    secret = f"abcdef{char}ghijkl"
+    pat = secretforms.pattern([secret])
+    text = f"x abcdef{spelled}ghijkl y"
+    assert pat is not None and pat.sub("*", text) == text
