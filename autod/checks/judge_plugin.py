@@ -22,8 +22,9 @@ recorder depends on nothing it could change with plain Python (autod.checks.seal
 - What it holds until then the code under test could rewrite, so it also tells autod each phase, each
   raising call and each runner change the moment it hears them, on the channel autod handed the check
   (`_tell`, in autod.checks.judge_wire; autod.checks.heard judges a session by what it told).
-- Before and after each test's call it names the hook implementations on a test's way to its verdict
-  and a test whose function was swapped (`_watch`, autod.checks.judge_path), as runner changes.
+- Before and after each test's call it names the hook implementations on a test's way to its verdict,
+  a test whose function was swapped, what stands in for the item's own code, and what the call goes
+  through if it moved since `pytest_configure` (`_watch`, autod.checks.judge_path), as runner changes.
 """
 
 import hashlib
