@@ -44,6 +44,7 @@ GUARDS: dict[str, tuple[str, ...]] = {
     "autod/safety/boundary.py": ("test_boundary.py", "test_protected_files.py", "test_edits.py"),
     "autod/safety/protected.py": ("test_protected_files.py",),
     "autod/safety/saferead.py": ("test_saferead.py",),
+    "autod/config/bounded.py": ("test_config_bounded.py", "test_saferead.py"),
     "autod/safety/secretforms.py": ("test_redaction.py",),
     "autod/safety/filemodes.py": ("test_filemodes.py",),
     "autod/safety/termsafe.py": ("test_termsafe.py",),
@@ -80,9 +81,6 @@ EQUIVALENT: dict[str, str] = {
     "autod/checks/judge_path.py::hooked: known[0] is not fn -> known[0] is fn": "every callable whose id is"
     " in _KNOWN is kept there, so the one found is always fn: naming it again gives the same name",
     "autod/checks/judge_path.py::hooked: 0 -> 1": "as above: the name is recomputed every time, the same",
-    "autod/checks/judge_path.py::ran: _type(inner) is dict and a in inner -> _type(inner) is dict or a in"
-    " inner": "a module's namespace is always a dict: every name the test reads then gets a label, the same"
-    " in every run, so digests compare alike",
     "autod/safety/secretforms.py::_escaped: 0xFFFF -> 65536": "U+10000 gets a five-digit `\\u` form that"
     " no JSON writes (it escapes astral characters as a surrogate pair): an alternative that never matches",
     "autod/checks/judge_path.py::moved: strict=True -> strict=False": "the labels and the owners are"
@@ -120,9 +118,18 @@ EQUIVALENT: dict[str, str] = {
     _B + "Boundary.resolve: self._own(path) or self._own(Path(os.path.realpath(path))) -> self._own(path)"
     " and self._own(Path(os.path.realpath(path)))": "check_chain refused every symlink on the path and `..`"
     " is refused: the path is its own real path (the second look is there for a race)",
-    _S + "read_untrusted: left > 0 -> left >= 0": "at 0 the loop reads zero bytes, gets b'' and stops",
-    _S + "read_untrusted: 1 -> 2 #2": "the size of one read (1 or 2 MiB), not how much is read",
-    _S + "read_untrusted: 20 -> 21": "the size of one read (1 or 2 MiB), not how much is read",
+    "autod/config/bounded.py::read_upto: left > 0 -> left >= 0": "at 0 the loop reads zero bytes, gets b''"
+    " and stops",
+    "autod/config/bounded.py::read_upto: 1 -> 2": "two bytes past the cap read instead of one: any byte"
+    " past it is refused either way",
+    "autod/config/bounded.py::read_upto: 1 -> 2 #2": "the size of one read (1 or 2 MiB), not how much is"
+    " read",
+    "autod/config/bounded.py::read_bounded: os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC -> os.O_NONBLOCK |"
+    " os.O_CLOEXEC": "O_RDONLY is 0",
+    "autod/config/bounded.py::read_bounded: os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC -> os.O_RDONLY |"
+    " os.O_NONBLOCK": "the descriptor is closed before the read returns: only a process started by another"
+    " thread in that instant could inherit it, which no test can arrange",
+    "autod/config/bounded.py::read_upto: 20 -> 21": "the size of one read (1 or 2 MiB), not how much is read",
     _S + '_kind: return "not a plain file" -> return None': "unreachable: every file type but a regular"
     " file and a symlink (which O_NOFOLLOW refuses before) is named above",
     _SF + "_base64_cores: 3 -> 4": "alignment 3 is alignment 0 four characters later: the same core",
