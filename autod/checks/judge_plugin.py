@@ -77,7 +77,7 @@ _RUNNER_ROOTS = ("pytest", "_pytest", "pluggy", "unittest", "builtins", "importl
                  "_frozen_importlib_external",  # the import system: the guard's bytecode rule lives there
                  "autod_wire", "autod_path")  # what the record is written and autod told with
 _MISSING = object()
-_FUNCTION, _type, _callable = type(_take_key), type, callable
+_FUNCTION, _type = type(_take_key), type
 _map, _zip, _id, _any = map, zip, id, any
 _code_of = operator.attrgetter("__code__")
 _DESCRIPTORS = (staticmethod, classmethod, property)
