@@ -11,6 +11,8 @@ bench cache, as bench_reallib's do).
 
     python bench/bench_truefix.py                     # every bug (~5-10 min on 2 cores)
     python bench/bench_truefix.py --per-library 3     # the first 3 bugs of each library
+    python bench/bench_truefix.py --corpus            # bench_corpus's 92 bugs in twelve more libraries
+    python bench/bench_truefix.py --corpus held_out   # its held-out half (dev: the other)
 """
 
 from __future__ import annotations
@@ -32,9 +34,11 @@ for extra in (ROOT, BENCH):
     if str(extra) not in sys.path:
         sys.path.insert(0, str(extra))
 
+import corpus_seed  # noqa: E402
+import reallib_seed  # noqa: E402
 from bench_reallib import check_for  # noqa: E402
 from reallib_e2e import make_repo  # noqa: E402
-from reallib_seed import LIBRARIES, extract, load_bugs  # noqa: E402
+from reallib_seed import extract  # noqa: E402
 
 from autod.checks.outcome import Before, decide  # noqa: E402
 from autod.checks.pertest import CANDIDATE_FILES  # noqa: E402
@@ -56,8 +60,8 @@ def before_the_controls(run: CheckResult) -> CheckResult:
     return dataclasses.replace(run, tests=tests)
 
 
-async def one(work: Path, pristine: Path, bug: dict[str, Any]) -> dict[str, Any]:
-    lib = LIBRARIES[bug["library"]]
+async def one(work: Path, pristine: Path, bug: dict[str, Any], libraries: dict[str, Any]) -> dict[str, Any]:
+    lib = libraries[bug["library"]]
     repo = make_repo(work, pristine, bug)
     check = CheckConfig(**check_for(lib))
     start = time.monotonic()
@@ -79,15 +83,15 @@ async def one(work: Path, pristine: Path, bug: dict[str, Any]) -> dict[str, Any]
             "seconds": round(time.monotonic() - start, 1)}
 
 
-async def run(bugs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+async def run(bugs: list[dict[str, Any]], libraries: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-truefix-") as tmp:
         work = Path(tmp)
-        pristine = {name: extract(LIBRARIES[name], work / f"src-{name}")
+        pristine = {name: extract(libraries[name], work / f"src-{name}")
                     for name in dict.fromkeys(b["library"] for b in bugs)}
         for i, bug in enumerate(bugs, 1):
             try:
-                row = await one(work, pristine[bug["library"]], bug)
+                row = await one(work, pristine[bug["library"]], bug, libraries)
             except Exception as exc:  # a bug whose tree cannot be made: named, not counted
                 row = {"bug": bug["id"], "library": bug["library"], "error": f"{type(exc).__name__}: {exc}"}
             rows.append(row)
@@ -100,20 +104,28 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--per-library", type=int, default=0, help="the first N bugs of each library")
     ap.add_argument("--only", nargs="*", default=[], help="bug ids")
+    ap.add_argument("--corpus", nargs="?", const="all", choices=("all", "dev", "held_out"),
+                    help="bench_corpus's bugs (bench/corpus_bugs.json, twelve more libraries) in place of "
+                         "bench_reallib's six; dev or held_out for one half")
     args = ap.parse_args(argv)
-    bugs = load_bugs()
+    if args.corpus:
+        libraries = corpus_seed.LIBRARIES
+        bugs = corpus_seed.load_bugs(None if args.corpus == "all" else args.corpus)
+    else:
+        libraries, bugs = reallib_seed.LIBRARIES, reallib_seed.load_bugs()
     if args.only:
         bugs = [b for b in bugs if b["id"] in args.only]
     if args.per_library:
         seen: Counter[str] = Counter()
         bugs = [b for b in bugs if (seen.update([b["library"]]) or seen[b["library"]] <= args.per_library)]
-    rows = asyncio.run(run(bugs))
+    rows = asyncio.run(run(bugs, libraries))
     judged = [r for r in rows if "status" in r]
     per_library: dict[str, Counter[str]] = {}
     for r in judged:
         per_library.setdefault(r["library"], Counter())[r["status"]] += 1
     out = {
         "bench": "truefix",
+        "corpus": args.corpus or "reallib",
         "bugs": len(rows),
         "judged": len(judged),
         "fixed": sum(r["status"] == "fixed" for r in judged),

@@ -57,19 +57,21 @@ def changed_files(before: Mapping[str, object] | None, after: Mapping[str, objec
 CHANGED_SOURCES_MEANS = (
     "a fix verified by this check is rolled back, because autod cannot tell the check's change from"
     " its own: make the check read-only (run fixing commands as `fixer: true` checks); if these files"
-    " are build output, add them to .gitignore"
+    " are the check's own output, name them in the check's `outputs` globs (or .gitignore, for files"
+    " Python does not load)"
 )
 
 
-async def sources_and_outputs(name: str, cwd: Path, changed: list[str],
-                              created: frozenset[str] = frozenset()) -> tuple[list[str], list[str]]:
+async def sources_and_outputs(name: str, cwd: Path, changed: list[str], created: frozenset[str] = frozenset(),
+                              globs: Sequence[str] = ()) -> tuple[list[str], list[str]]:
     """Part what a check changed into the source it must not touch and its harmless output (`created`:
-    what a candidate's run created, source unless git ignores it, autod.checks.planted)."""
+    what a candidate's run created, source unless git ignores it, autod.checks.planted; `globs`: the
+    check's declared `outputs`)."""
     if UNTOLD in changed:
         log.warning("check.changed_files", check=name, files=[UNTOLD], count=1, means=CHANGED_SOURCES_MEANS,
                     decided_by="size")
         return [UNTOLD], []
-    split = await asyncio.to_thread(sourcefiles.classify, cwd, changed, created)
+    split = await asyncio.to_thread(sourcefiles.classify, cwd, changed, created, globs)
     if split.sources:
         # A check that fixes files by itself (ruff with `fix = true`) edits behind autod's journal.
         log.warning("check.changed_files", check=name, files=split.sources[:20], count=len(split.sources),

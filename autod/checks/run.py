@@ -324,7 +324,7 @@ async def _result(
     if changed and not check.fixer:
         # a copy of the workspace (mount_at) has the real tree's paths: ask the real tree's git
         made = planted.created(before, after)  # a candidate's: source unless ignored
-        changed, outputs = await sources_and_outputs(name, mount_at or cwd, changed, made)
+        changed, outputs = await sources_and_outputs(name, mount_at or cwd, changed, made, check.outputs)
     runners = runs_code(changed + outputs, settings) if mount_at is None else []
     if runners:
         # The sandbox kept them in the workspace, but the operator's own tools will run them later.

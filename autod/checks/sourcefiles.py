@@ -23,6 +23,13 @@ hooks, filters or fsmonitor, each call under a deadline):
 
 Without git (not a repository, git missing, or slower than its deadline) tracked and untracked cannot
 be told apart: a changed file Python would load is source, anything else is output.
+
+The operator's word (`checks.<name>.outputs`, globs): a project whose own check generates Python
+(a parser's tables, an extension built in place) into a directory git ignores would otherwise have
+every run counted as changing its source, and every fix rolled back. A file a check's `outputs` globs
+name is output, unless git tracks it (a fix's own files never hide there) or it is pytest's
+configuration or entry points or a `.gitignore` (`never_declared`: those decide what the tests are and
+how they are judged, whoever declares them).
 """
 
 from __future__ import annotations
@@ -74,22 +81,39 @@ def loaded_later(path: str) -> bool:
             or any(glob_match(g, path) for g in RUNNER_GLOBS))
 
 
-def fallback(paths: Sequence[str], why: str, created: frozenset[str] = frozenset()) -> Split:
-    """Without git: what Python would load, and what a candidate's check created, is source; the rest
-    output."""
-    sources = [p for p in paths if loaded_later(p) or p in created]
+def never_declared(path: str) -> bool:
+    """Whether no `outputs` glob can make the file output: pytest's configuration and entry points,
+    and a `.gitignore`."""
+    pure = PurePosixPath(path)
+    return pure.name == ".gitignore" or any(glob_match(g, path) for g in RUNNER_GLOBS)
+
+
+def declared(path: str, globs: Sequence[str]) -> bool:
+    """Whether the operator named the file as a check's output (`checks.<name>.outputs`)."""
+    return bool(globs) and any(glob_match(g, path) for g in globs) and not never_declared(path)
+
+
+def fallback(paths: Sequence[str], why: str, created: frozenset[str] = frozenset(),
+             globs: Sequence[str] = ()) -> Split:
+    """Without git: what Python would load, and what a candidate's check created, is source unless the
+    check's `outputs` name it; the rest output."""
+    sources = [p for p in paths if (loaded_later(p) or p in created) and not declared(p, globs)]
     return Split(sources, [p for p in paths if p not in set(sources)], f"no git: {why}")
 
 
 def by_rule(paths: Sequence[str], tracked: set[str], ignored: set[str],
-            created: frozenset[str] = frozenset()) -> Split:
+            created: frozenset[str] = frozenset(), globs: Sequence[str] = ()) -> Split:
     """The rule above, given what git tracks and which of the untracked paths it ignores (`created`:
-    what a candidate's check created, source unless ignored, autod.checks.planted)."""
+    what a candidate's check created, source unless ignored, autod.checks.planted; `globs`: the
+    check's declared `outputs`)."""
     suffixes: dict[str, set[str]] = {}  # directory -> suffixes of the tracked files in it
     for t in tracked:
         suffixes.setdefault(_parent(t), set()).add(_suffix(t))
     sources, outputs = [], []
     for p in paths:
+        if p not in tracked and declared(p, globs):
+            outputs.append(p)
+            continue
         if p in tracked or loaded_later(p):
             sources.append(p)
             continue
@@ -112,15 +136,17 @@ def _git(workspace: Path, *args: str, input: bytes | None = None) -> subprocess.
     return gitsafe.run(workspace, *args, input=input, timeout=GIT_TIMEOUT_S)
 
 
-def classify(workspace: Path, paths: Sequence[str], created: frozenset[str] = frozenset()) -> Split:
+def classify(workspace: Path, paths: Sequence[str], created: frozenset[str] = frozenset(),
+             globs: Sequence[str] = ()) -> Split:
     """Part `paths` (relative to `workspace`) into source and output (blocking: run it in a thread);
-    `created`: what a candidate's check created, source unless git ignores it."""
+    `created`: what a candidate's check created, source unless git ignores it; `globs`: the check's
+    declared `outputs`."""
     if not paths:
         return Split()
     try:
         listed = _git(workspace, "ls-files", "-z", "--cached")
         if listed.returncode != 0:
-            return fallback(paths, "not a git repository", created)
+            return fallback(paths, "not a git repository", created, globs)
         tracked = {p for p in listed.stdout.decode("utf-8", "surrogateescape").split("\0") if p}
         untracked = [p for p in paths if p not in tracked]
         ignored: set[str] = set()
@@ -128,10 +154,10 @@ def classify(workspace: Path, paths: Sequence[str], created: frozenset[str] = fr
             data = "\0".join(untracked).encode("utf-8", "surrogateescape") + b"\0"
             checked = _git(workspace, "check-ignore", "-z", "--stdin", input=data)
             if checked.returncode not in (0, 1):  # 1: none of them is ignored
-                return fallback(paths, f"git check-ignore exited {checked.returncode}", created)
+                return fallback(paths, f"git check-ignore exited {checked.returncode}", created, globs)
             ignored = {p for p in checked.stdout.decode("utf-8", "surrogateescape").split("\0") if p}
     except subprocess.TimeoutExpired:
-        return fallback(paths, f"git took longer than {GIT_TIMEOUT_S:g}s", created)
+        return fallback(paths, f"git took longer than {GIT_TIMEOUT_S:g}s", created, globs)
     except OSError as exc:  # git missing, or a repository config gitsafe refuses (GitRefused)
-        return fallback(paths, f"{type(exc).__name__}: {str(exc)[:200]}", created)
-    return by_rule(paths, tracked, ignored, created)
+        return fallback(paths, f"{type(exc).__name__}: {str(exc)[:200]}", created, globs)
+    return by_rule(paths, tracked, ignored, created, globs)

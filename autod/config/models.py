@@ -221,7 +221,22 @@ class CheckConfig(Strict):
         " when it passed before (empty: every candidate runs it)",
     )
 
+    outputs: Globs = Field(
+        default_factory=list,
+        description="workspace globs of files this check generates (even Python it loads later, in a"
+        " git-ignored directory): never counted as a change of the source; tracked files, pytest's"
+        " configuration and conftest files, and .gitignore stay source whatever this says",
+    )
+
     _sandbox = field_validator("sandbox", mode="before")(lambda v: yaml_off(v))
+
+    @field_validator("outputs")
+    @classmethod
+    def _relative(cls, v: list[str]) -> list[str]:
+        for i, g in enumerate(v):
+            if g.startswith("/") or ".." in g.split("/") or "\\" in g:
+                raise ValueError(f"glob {i + 1}: relative to the workspace, without '..' or backslashes")
+        return v
 
     @field_validator("env")
     @classmethod

@@ -117,3 +117,13 @@ def test_llm_reply_form_is_code_by_default_json_when_asked_and_anything_else_nam
     assert load_config(write(tmp_path, "workspace: WS\nllm:\n  reply_form: json\n")).llm.reply_form == "json"
     msg = error(tmp_path, "workspace: WS\nllm:\n  model: m\n  reply_form: yaml\n")
     assert msg.startswith(f"{tmp_path}/autod.yaml:4: llm.reply_form:") and "'code' or 'json'" in msg
+
+
+def test_a_check_s_outputs_are_workspace_globs_and_a_bad_one_names_its_line(tmp_path):
+    ok = "workspace: WS\nchecks:\n  t:\n    run: pytest\n    outputs: [src/_gen/**, '*.so']\n"
+    assert load_config(write(tmp_path, ok)).checks["t"].outputs == ["src/_gen/**", "*.so"]
+    for bad in ["/etc/**", "../other/*.py", "src/../../x", "a\\\\b"]:
+        text = f"workspace: WS\nchecks:\n  t:\n    run: pytest\n    outputs: [ok/*, {bad!r}]\n"
+        msg = error(tmp_path, text)
+        assert msg.startswith(f"{tmp_path}/autod.yaml:5: checks.t.outputs:"), msg
+        assert "glob 2: relative to the workspace" in msg and bad not in msg

@@ -10,12 +10,16 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from autod.checks.run import CheckResult, run_check
-from autod.checks.sourcefiles import classify, fallback
+from autod.checks.sourcefiles import by_rule, classify, fallback
 from autod.config.settings import CheckConfig
 from autod.modes import Verification
 from autod.modes.verifying import unjournaled
+from autod.safety.boundary import glob_match
+from autod.safety.protected import RUNNER_GLOBS
 
 
 def repo(root: Path) -> Path:
@@ -103,3 +107,58 @@ def test_a_verification_fails_on_changed_source_only_and_says_what_it_means():
     v = unjournaled(Verification("fixed", [dirty]))
     assert v.status == "rolled_back"
     assert "passed but check tests changed source files" in v.reason and "src/calc.py" in v.reason
+
+
+def test_what_a_check_declares_as_its_output_is_output_even_python_it_loads_later(tmp_path):
+    """A project whose check generates a module into a git-ignored directory: without `outputs`, every
+    run changes its source (and every fix rolls back); with it, the generated files are output."""
+    ws = repo(tmp_path)
+    (ws / ".gitignore").write_text("htmlcov/\n.coverage\nsrc/pkg/_gen/\n")
+    made = ["src/pkg/_gen/tables.py", "src/pkg/_gen/__init__.py", "src/pkg/_speedups.so"]
+    assert classify(ws, made).sources == made
+    split = classify(ws, made, globs=["src/pkg/_gen/**", "src/pkg/*.so"])
+    assert split.sources == [] and split.outputs == made
+    assert fallback(made, "no git", globs=["src/pkg/_gen/**", "src/pkg/*.so"]).sources == []
+    # a candidate's run created them: output all the same (the mirror removes them after the run)
+    assert classify(ws, made, frozenset(made), globs=["src/pkg/_gen/**", "*.so"]).sources == []
+
+
+_PART = st.text("abcxyz_", min_size=1, max_size=6)
+_NEVER = [g for g in RUNNER_GLOBS if not any(c in g for c in "*?[")] + [".gitignore"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(st.lists(_PART, max_size=3), _PART, st.sampled_from([".py", ".so", ".txt", ""]),
+                       st.booleans()), min_size=1, max_size=12),
+    st.lists(st.tuples(st.lists(_PART, max_size=3), st.sampled_from(_NEVER)), max_size=4),
+    st.sampled_from([["**"], ["*"], ["**/*"], ["*.py", "*.so", "*.txt"]]),
+    st.booleans(),
+)
+def test_no_output_glob_hides_a_tracked_file_pytest_s_configuration_or_a_gitignore(files, runner, globs,
+                                                                                    with_git):
+    """Whatever the operator's `outputs` globs say (here: everything), a file git tracks, pytest's
+    configuration and entry points and a `.gitignore` stay source; every other file they match is
+    output, with git and without."""
+    paths, tracked = [], set()
+    for dirs, stem, sfx, is_tracked in files:
+        p = "/".join([*dirs, stem + sfx])
+        if p not in paths:
+            paths.append(p)
+            if is_tracked:
+                tracked.add(p)
+    never = ["/".join([*dirs, name]) for dirs, name in runner]
+    paths += [p for p in never if p not in paths]
+    matched = {p for p in paths if any(glob_match(g, p) for g in globs)}
+    if with_git:
+        def split_by(g):
+            return by_rule(paths, tracked, set(paths) - tracked, frozenset(paths), g)
+        must = {p for p in paths if p in tracked or p in never}
+    else:
+        def split_by(g):
+            return fallback(paths, "no git", frozenset(paths), g)
+        must = {p for p in paths if p in never}
+    undeclared = set(split_by(()).sources)
+    split = split_by(globs)
+    assert set(split.sources) == (must & undeclared) | (undeclared - matched)
+    assert set(split.outputs) == set(paths) - set(split.sources)
