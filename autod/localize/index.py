@@ -2,8 +2,14 @@
 
 Each module is parsed once per (path, mtime, size) (`autod.localize.modules`; a big one by a child
 process, `autod.localize.aside`) and kept in a process-wide cache; building is blocking (call it off
-the event loop) and bounded in files, bytes and time. Every read goes through
+the event loop) and bounded in files, source bytes, summary bytes and time. Every read goes through
 the Boundary, so the index never holds a file a prompt may not show.
+
+Memory is bounded by what the summaries hold (`modules.weight`), not by the source: ordinary code
+summarises to about twice its size, but a file of many one-line definitions to 15-35 times (a probe:
+64 MB of such source, within the source cap, would have held ~4 GB, past the service's MemoryMax).
+An index stops at `max_summary` bytes (incomplete, saying so), and the cache kept across cycles
+drops its least recently used modules past `CACHE_BYTES`.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autod.localize import aside
-from autod.localize.modules import Definition, Module, parse_module
+from autod.localize.modules import Definition, Module, parse_module, weight
 from autod.paths import GENERATED_DIRS, NOT_SOURCE_DIRS
 from autod.safety.boundary import Boundary
 from autod.walk import walk
@@ -25,7 +31,9 @@ from autod.walk import walk
 __all__ = ["Definition", "Index", "Module", "build_index", "module_names"]
 
 SKIP_DIRS = NOT_SOURCE_DIRS | GENERATED_DIRS
-CACHE_MODULES = 20_000  # parsed modules kept across cycles (a few kB each)
+CACHE_MODULES = 20_000  # parsed modules kept across cycles ...
+CACHE_BYTES = 256 * 2**20  # ... and their summaries' estimated bytes (modules.weight)
+MAX_SUMMARY = 256 * 2**20  # one index's summaries, estimated
 
 
 @dataclass
@@ -61,8 +69,9 @@ class Index:
 
 # -- building ---------------------------------------------------------------------------------
 
-_cache: OrderedDict[tuple[str, str], tuple[int, int, Module]] = OrderedDict()
+_cache: OrderedDict[tuple[str, str], tuple[int, int, Module, int]] = OrderedDict()
 _cache_lock = threading.Lock()
+_cache_bytes = 0  # the weights of what _cache holds
 
 
 def build_index(
@@ -71,13 +80,16 @@ def build_index(
     first: Iterable[str] = (),
     max_files: int = 5000,
     max_bytes: int = 64 * 2**20,
+    max_summary: int | None = None,
     timeout_s: float = 20.0,
 ) -> Index:
-    """Index the workspace's Python files (those in `first` before any other). Blocking."""
+    """Index the workspace's Python files (those in `first` before any other), within `max_bytes` of
+    source and `max_summary` estimated bytes of summaries (None: MAX_SUMMARY). Blocking."""
     root = boundary.workspace
     index = Index(root)
     deadline = time.monotonic() + timeout_s
-    used = 0
+    limit = MAX_SUMMARY if max_summary is None else max_summary
+    used = held = 0
     seen: set[str] = set()
     for rel in _ordered(root, boundary, first):
         if rel in seen:
@@ -89,12 +101,17 @@ def build_index(
         if time.monotonic() > deadline:
             index.complete, index.why_incomplete = False, f"indexing took over {timeout_s:g}s"
             break
-        mod, size = _module(root, boundary, rel)
+        mod, size, w = _module(root, boundary, rel)
         if mod is None:
             continue
         used += size
+        held += w
         if used > max_bytes:
             index.complete, index.why_incomplete = False, f"more than {max_bytes // 2**20} MB of source"
+            break
+        if held > limit:
+            index.complete = False
+            index.why_incomplete = f"its summaries past {limit / 2**20:g} MB (many small definitions)"
             break
         index.add(mod)
     return index
@@ -120,31 +137,38 @@ def _ordered(root: Path, boundary: Boundary, first: Iterable[str]) -> Iterable[s
                 yield (here / name).relative_to(root).as_posix()
 
 
-def _module(root: Path, boundary: Boundary, rel: str) -> tuple[Module | None, int]:
+def _module(root: Path, boundary: Boundary, rel: str) -> tuple[Module | None, int, int]:
+    """(the module, its source's bytes, its summary's estimated bytes); None when it cannot be read."""
+    global _cache_bytes
     path = root / rel
     try:
         st = os.lstat(path)
     except OSError:
-        return None, 0
+        return None, 0, 0
     key = (str(root), rel)
     with _cache_lock:
         hit = _cache.get(key)
         if hit is not None and hit[0] == st.st_mtime_ns and hit[1] == st.st_size:
             _cache.move_to_end(key)
-            return hit[2], st.st_size
+            return hit[2], st.st_size, hit[3]
     if boundary.readable(rel) != rel:
-        return None, 0
+        return None, 0, 0
     text = boundary.read_text(rel)
     if text is None:
-        return None, 0
+        return None, 0, 0
     names = module_names(root, rel)
     big = len(text) > aside.ASIDE_BYTES  # its parse would hold the GIL for seconds: a child reads it
     mod = aside.parse_aside(rel, text, names) if big else parse_module(rel, text, names)
+    w = weight(mod)
     with _cache_lock:
-        _cache[key] = (st.st_mtime_ns, st.st_size, mod)
-        while len(_cache) > CACHE_MODULES:
-            _cache.popitem(last=False)
-    return mod, st.st_size
+        old = _cache.pop(key, None)
+        if old is not None:
+            _cache_bytes -= old[3]
+        _cache[key] = (st.st_mtime_ns, st.st_size, mod, w)
+        _cache_bytes += w
+        while len(_cache) > 1 and (len(_cache) > CACHE_MODULES or _cache_bytes > CACHE_BYTES):
+            _cache_bytes -= _cache.popitem(last=False)[1][3]
+    return mod, st.st_size, w
 
 
 def module_names(root: Path, rel: str) -> tuple[str, ...]:

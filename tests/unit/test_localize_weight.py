@@ -1,0 +1,135 @@
+"""The index's memory is bounded by what its summaries hold, not by the source's bytes or file count.
+
+Ordinary code summarises to about twice its size, but many one-line definitions to 15-35 times: a
+host probe estimated ~4 GB held for 64 MB of such source, within the index's source cap and past the
+service's MemoryMax. `modules.weight` estimates a summary's bytes; an index stops at its summary budget
+and the cache kept across cycles at its own."""
+
+from __future__ import annotations
+
+import ast
+import random
+import tracemalloc
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from autod.localize import index
+from autod.localize.modules import parse_module, weight
+from autod.safety.boundary import Boundary
+
+STDLIB = Path(ast.__file__).parent
+
+
+def _constants(rng: random.Random) -> str:
+    return "".join(f"A{k} = B{rng.randrange(99)}.c{k}\n" for k in range(rng.randrange(2000, 6000)))
+
+
+def _one_liners(rng: random.Random) -> str:
+    return "".join(f"def g{k}(): a{k % 7}()\n" for k in range(rng.randrange(2000, 6000)))
+
+
+def _callers(rng: random.Random) -> str:
+    calls = rng.randrange(5, 40)
+    return "".join(f"def f{k}(x):\n" + "".join(f"    x.m{i}.n{k}(y{i})\n" for i in range(calls))
+                   for k in range(rng.randrange(100, 400)))
+
+
+def _nested_classes(rng: random.Random) -> str:
+    out = []
+    for d in range(rng.randrange(10, 60)):
+        out += ["    " * d + f"class C{d}(B{d}, m.M):", "    " * (d + 1) + "x = " + " + ".join(
+            f"a.b{i}" for i in range(rng.randrange(1, 40)))]
+    return "\n".join(out) + "\n"
+
+
+def _imports(rng: random.Random) -> str:
+    return "".join(f"from pkg{k}.sub import name{k} as n{k}\nimport mod{k}\n"
+                   for k in range(rng.randrange(500, 3000)))
+
+
+def _locals(rng: random.Random) -> str:
+    return "".join(f"def h{k}():\n    x = Foo{k}()\n    y = mod.f\n    return x.run(y) & x\n"
+                   for k in range(rng.randrange(300, 2000)))
+
+
+SHAPES: dict[str, Callable[[random.Random], str]] = {
+    f.__name__[1:]: f for f in (_constants, _one_liners, _callers, _nested_classes, _imports, _locals)
+}
+REAL = ["argparse.py", "typing.py", "json/decoder.py", "inspect.py", "email/_header_value_parser.py",
+        "asyncio/base_events.py", "tarfile.py"]
+
+
+def _held(text: str) -> tuple[int, int]:
+    """(what tracemalloc sees the parsed summary hold, its estimate)."""
+    tracemalloc.start()
+    try:
+        mod = parse_module("pkg/m.py", text, ("pkg.m", "m"))
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return held, weight(mod)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(2))
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_the_estimate_is_within_a_factor_of_two_of_what_a_generated_module_holds(shape: str, seed: int):
+    held, estimate = _held(SHAPES[shape](random.Random(seed)))
+    assert held / 2 <= estimate <= held * 2, (shape, held, estimate)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", REAL)
+def test_the_estimate_is_within_a_factor_of_two_of_what_real_code_holds(name: str):
+    held, estimate = _held((STDLIB / name).read_text(encoding="utf-8"))
+    assert held / 2 <= estimate <= held * 2, (name, held, estimate)
+
+
+def _workspace(root: Path, files: int) -> Path:
+    """`files` modules of 3,000 one-line functions each (~70 kB of source, ~1.7 MB of summary)."""
+    root.mkdir(parents=True)
+    for i in range(files):
+        (root / f"m{i:02d}.py").write_text("".join(f"def g{i}_{k}(): a{k % 7}()\n" for k in range(3000)))
+    return root
+
+
+def test_an_index_stops_at_its_summary_budget_and_says_why(tmp_path, monkeypatch):
+    monkeypatch.setattr(index, "_cache", type(index._cache)())
+    ws = _workspace(tmp_path / "ws", 12)
+    boundary = Boundary(ws, tmp_path / "state", [])
+    whole = index.build_index(boundary)
+    assert whole.complete and len(whole.modules) == 12
+    weights = [weight(whole.modules[f"m{i:02d}.py"]) for i in range(12)]
+    source = sum((ws / f"m{i:02d}.py").stat().st_size for i in range(12))
+    assert sum(weights) > 10 * source  # the shape the budget is for
+    budget = sum(weights[:5]) + weights[5] // 2
+    cut = index.build_index(boundary, max_summary=budget)
+    assert not cut.complete and "summaries past" in cut.why_incomplete
+    assert sorted(cut.modules) == [f"m{i:02d}.py" for i in range(5)]
+    assert sum(weight(m) for m in cut.modules.values()) <= budget
+    # the files a failure names come first, and are what a cut index keeps
+    first = index.build_index(boundary, first=["m11.py", "m10.py"], max_summary=weights[11] + weights[10])
+    assert sorted(first.modules) == ["m10.py", "m11.py"]
+
+
+def test_the_cache_keeps_within_its_bytes_dropping_the_least_recently_used(tmp_path, monkeypatch):
+    monkeypatch.setattr(index, "_cache", type(index._cache)())
+    monkeypatch.setattr(index, "_cache_bytes", 0)
+    ws = _workspace(tmp_path / "ws", 10)
+    boundary = Boundary(ws, tmp_path / "state", [])
+    one = weight(index.build_index(boundary).modules["m00.py"])
+    monkeypatch.setattr(index, "_cache", type(index._cache)())
+    monkeypatch.setattr(index, "_cache_bytes", 0)
+    monkeypatch.setattr(index, "CACHE_BYTES", int(one * 3.5))
+    built = index.build_index(boundary)
+    assert built.complete and len(built.modules) == 10  # the index itself is whole
+    kept = [rel for _, rel in index._cache]
+    assert kept == ["m07.py", "m08.py", "m09.py"]  # the last three read
+    assert index._cache_bytes == sum(v[3] for v in index._cache.values()) <= index.CACHE_BYTES
+    # a changed file replaces its entry: counted once
+    (ws / "m09.py").write_text("def only(): pass\n")
+    index.build_index(boundary, first=["m09.py"], max_files=1)
+    assert index._cache_bytes == sum(v[3] for v in index._cache.values()) <= index.CACHE_BYTES
+    assert "only" in index._cache[(str(ws), "m09.py")][2].defs
