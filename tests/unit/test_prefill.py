@@ -64,6 +64,8 @@ def _skeleton(node: ast.stmt) -> str:
     return ast.dump(node)
 
 
+@pytest.mark.slow
+@pytest.mark.early
 def test_a_head_ends_where_the_body_s_first_statement_begins_for_every_definition_of_real_libraries():
     seen = with_head = 0
     for where, code in definitions():

@@ -94,6 +94,7 @@ def worst_growth(pattern: re.Pattern) -> tuple[float, str | bytes]:
 
 
 @pytest.mark.slow
+@pytest.mark.early
 @pytest.mark.parametrize("name", sorted(set(PATTERNS) - set(EXEMPT)))
 def test_matching_time_grows_linearly(name: str) -> None:
     ratio, text = worst_growth(PATTERNS[name])

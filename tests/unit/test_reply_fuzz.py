@@ -110,6 +110,7 @@ def library_files(name: str) -> list[Path]:
 
 
 @pytest.mark.slow
+@pytest.mark.early
 def test_every_definition_of_real_libraries_parses_back_to_its_one_change():
     counts: dict[str, int] = {}
     fenced: dict[str, int] = {}
