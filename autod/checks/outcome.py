@@ -37,6 +37,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from autod import fsnames
+from autod.checks import renumbered
 from autod.checks.pertest import FAILING, PerTestReport
 from autod.checks.run import CheckResult
 from autod.logs import redact_text
@@ -115,6 +116,8 @@ def _by_tests(r: CheckResult, prior: CheckResult | None, before: Before) -> Deci
         return Decision(Status.ROLLED_BACK, f"check {r.name} reported no test results (exit {r.exit_code}):"
                         " the run ended before pytest could report, which proves nothing")
     was = prior.tests if prior is not None else None
+    if was is not None:  # tests pytest numbered by a set's order, which a process's addresses decide
+        after = renumbered.align(was, after)
     reached = sorted(after.runner - was.runner if was is not None else after.foreign)
     if reached:
         return Decision(Status.ROLLED_BACK, f"check {r.name}: the test runner itself changed during the run"
@@ -171,7 +174,9 @@ def _failing_before(name: str, was: PerTestReport | None, before: Before) -> fro
 def _live(ids: frozenset[str], *reports: PerTestReport | None) -> frozenset[str]:
     """The test ids as the runs name them: an id read from a failure event's stored output was redacted
     there (`test_parse[AKIA...]` became `test_parse[***]`, never run under that name, so a right fix
-    was rolled back), so one no run names stands for each id of the runs that redacts to it."""
+    was rolled back), so one no run names stands for each id of the runs that redacts to it; and one
+    an earlier run numbered differently stands for the test the runs number otherwise
+    (autod.checks.renumbered)."""
     known = {t for report in reports if report is not None for t in report.outcomes}
     strange = ids - known
     if not strange:
@@ -181,7 +186,8 @@ def _live(ids: frozenset[str], *reports: PerTestReport | None) -> frozenset[str]
         said = redact_text(t)
         if said != t and said in strange:
             shown.setdefault(said, set()).add(t)
-    return frozenset(t for t in ids if t not in shown).union(*shown.values())
+    live = frozenset(t for t in ids if t not in shown).union(*shown.values())
+    return renumbered.known_as(live, known)  # an earlier run's numbering of the same tests
 
 
 def _ids(ids: Sequence[str]) -> str:
