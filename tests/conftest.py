@@ -17,6 +17,19 @@ os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 scripted_llm = pytest.fixture(scripted_llm_fixture)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Before the workers start: autod's bytecode, written once. Every Python the suite starts imports
+    autod (hundreds of `autod run`s; every check's pytest loads autod's recorder in its sandbox), and
+    with PYTHONDONTWRITEBYTECODE set, as on CI's machines, none of them writes what it compiled, so
+    each compiled autod's modules from source again. The import system still reads bytecode that is
+    there (and recompiles any whose source changed since)."""
+    if hasattr(config, "workerinput"):
+        return
+    import compileall
+
+    compileall.compile_dir(str(Path(__file__).resolve().parents[1] / "autod"), quiet=1)
+
+
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     """`-n auto` (pyproject): three workers per usable CPU. Most of the suite waits (on daemons starting,
     cycles, deadlines it tests): on two idle cores the suite used 64 % of them with two workers per CPU
