@@ -6,8 +6,8 @@ the event loop) and bounded in files, source bytes, summary bytes and time. Ever
 the Boundary, so the index never holds a file a prompt may not show.
 
 Memory is bounded by what the summaries hold (`modules.weight`), not by the source: ordinary code
-summarises to about twice its size, but a file of many one-line definitions to 15-35 times (a probe:
-64 MB of such source, within the source cap, would have held ~4 GB, past the service's MemoryMax).
+summarises to about twice its size, but a file of many one-line definitions to 15-35 times: 64 MB of
+such source, within the source cap, would have held ~2 GB, near the service's MemoryMax with its checks.
 An index stops at `max_summary` bytes (incomplete, saying so), and the cache kept across cycles
 drops its least recently used modules past `CACHE_BYTES`.
 """

@@ -76,8 +76,9 @@ class Module:
 
 # What CPython holds for a summary, in bytes (its object graph, sys.getsizeof, on 3.11; tests/unit/
 # test_localize_weight.py): a definition's object and its fields, a name in one of its tuples, a (name,
-# line) pair, an import. The summary is 15-35 times its source for ordinary code, so the index and its
-# cache are bounded by this estimate, not by the source's bytes or the number of files.
+# line) pair, an import. A summary is about twice its source for ordinary code and 15-35 times for
+# many one-line definitions, so the index and its cache are bounded by this estimate, not by the
+# source's bytes or the number of files.
 DEF_BYTES = 560
 NAME_BYTES = 57  # a str object's own size (plus its characters) and its slot in a tuple
 PAIR_BYTES = 72

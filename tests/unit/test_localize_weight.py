@@ -23,17 +23,17 @@ STDLIB = Path(ast.__file__).parent
 
 
 def _constants(rng: random.Random) -> str:
-    return "".join(f"A{k} = B{rng.randrange(99)}.c{k}\n" for k in range(rng.randrange(2000, 6000)))
+    return "".join(f"A{k} = B{rng.randrange(99)}.c{k}\n" for k in range(rng.randrange(500, 1500)))
 
 
 def _one_liners(rng: random.Random) -> str:
-    return "".join(f"def g{k}(): a{k % 7}()\n" for k in range(rng.randrange(2000, 6000)))
+    return "".join(f"def g{k}(): a{k % 7}()\n" for k in range(rng.randrange(500, 1500)))
 
 
 def _callers(rng: random.Random) -> str:
     calls = rng.randrange(5, 40)
     return "".join(f"def f{k}(x):\n" + "".join(f"    x.m{i}.n{k}(y{i})\n" for i in range(calls))
-                   for k in range(rng.randrange(100, 400)))
+                   for k in range(rng.randrange(40, 120)))
 
 
 def _nested_classes(rng: random.Random) -> str:
@@ -46,12 +46,12 @@ def _nested_classes(rng: random.Random) -> str:
 
 def _imports(rng: random.Random) -> str:
     return "".join(f"from pkg{k}.sub import name{k} as n{k}\nimport mod{k}\n"
-                   for k in range(rng.randrange(500, 3000)))
+                   for k in range(rng.randrange(200, 800)))
 
 
 def _locals(rng: random.Random) -> str:
     return "".join(f"def h{k}():\n    x = Foo{k}()\n    y = mod.f\n    return x.run(y) & x\n"
-                   for k in range(rng.randrange(300, 2000)))
+                   for k in range(rng.randrange(100, 500)))
 
 
 SHAPES: dict[str, Callable[[random.Random], str]] = {
@@ -104,10 +104,10 @@ def test_the_estimate_is_within_a_factor_of_two_of_what_real_code_holds(name: st
 
 
 def _workspace(root: Path, files: int) -> Path:
-    """`files` modules of 3,000 one-line functions each (~70 kB of source, ~1.7 MB of summary)."""
+    """`files` modules of 1,000 one-line functions each (~22 kB of source, ~0.7 MB of summary)."""
     root.mkdir(parents=True)
     for i in range(files):
-        (root / f"m{i:02d}.py").write_text("".join(f"def g{i}_{k}(): a{k % 7}()\n" for k in range(3000)))
+        (root / f"m{i:02d}.py").write_text("".join(f"def g{i}_{k}(): a{k % 7}()\n" for k in range(1000)))
     return root
 
 
