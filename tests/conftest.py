@@ -22,8 +22,10 @@ def pytest_configure(config: pytest.Config) -> None:
     autod (hundreds of `autod run`s; every check's pytest loads autod's recorder in its sandbox), and
     with PYTHONDONTWRITEBYTECODE set, as on CI's machines, none of them writes what it compiled, so
     each compiled autod's modules from source again. The import system still reads bytecode that is
-    there (and recompiles any whose source changed since)."""
-    if hasattr(config, "workerinput"):
+    there (and recompiles any whose source changed since). Not in a worker, not where Python writes
+    bytecode itself, and not in a check autod runs on this checkout (config/autod.yaml): there no
+    module of the workspace is read from bytecode, and what a run writes is removed after it."""
+    if hasattr(config, "workerinput") or not sys.dont_write_bytecode or "_AUTOD_JUDGE_WS" in os.environ:
         return
     import compileall
 
