@@ -126,6 +126,10 @@ class LocalizeConfig(Strict):
     )
     index_max_files: int = Field(5000, ge=10, le=200_000, description="Python files the AST index reads")
     index_max_mb: int = Field(64, ge=1, le=4096, description="MB of source the AST index reads, at most")
+    index_max_summary_mb: int = Field(
+        256, ge=16, le=16384, description="MiB the AST index's summaries may hold (about twice the source"
+        " for ordinary code, 15-35x for many one-line definitions); also what is kept across cycles"
+    )
     index_timeout_s: float = Field(20, gt=0, le=600, description="time the AST index may take to build")
     need_max: int = Field(8, ge=0, le=32, description="definitions a plan may ask for by name, once a cycle")
     focus_definitions: int = Field(

@@ -134,6 +134,7 @@ async def localize(
         first=first,
         max_files=cfg.index_max_files,
         max_bytes=cfg.index_max_mb * 2**20,
+        max_summary=cfg.index_max_summary_mb * 2**20,
         timeout_s=cfg.index_timeout_s,
     )
     if not index.complete:

@@ -8,8 +8,8 @@ the Boundary, so the index never holds a file a prompt may not show.
 Memory is bounded by what the summaries hold (`modules.weight`), not by the source: ordinary code
 summarises to about twice its size, but a file of many one-line definitions to 15-35 times: 64 MB of
 such source, within the source cap, would have held ~2 GB, near the service's MemoryMax with its checks.
-An index stops at `max_summary` bytes (incomplete, saying so), and the cache kept across cycles
-drops its least recently used modules past `CACHE_BYTES`.
+An index stops at `max_summary` bytes (`localize.index_max_summary_mb`; incomplete, saying so), and
+the cache kept across cycles drops its least recently used modules past `CACHE_BYTES` or that cap.
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ __all__ = ["Definition", "Index", "Module", "build_index", "module_names"]
 
 SKIP_DIRS = NOT_SOURCE_DIRS | GENERATED_DIRS
 CACHE_MODULES = 20_000  # parsed modules kept across cycles ...
-CACHE_BYTES = 256 * 2**20  # ... and their summaries' estimated bytes (modules.weight)
-MAX_SUMMARY = 256 * 2**20  # one index's summaries, estimated
+CACHE_BYTES = 256 * 2**20  # ... and their summaries' estimated bytes (modules.weight), or an index's cap
+MAX_SUMMARY = 256 * 2**20  # one index's summaries, estimated (`localize.index_max_summary_mb`)
 
 
 @dataclass
@@ -101,7 +101,7 @@ def build_index(
         if time.monotonic() > deadline:
             index.complete, index.why_incomplete = False, f"indexing took over {timeout_s:g}s"
             break
-        mod, size, w = _module(root, boundary, rel)
+        mod, size, w = _module(root, boundary, rel, max(CACHE_BYTES, limit))
         if mod is None:
             continue
         used += size
@@ -137,8 +137,9 @@ def _ordered(root: Path, boundary: Boundary, first: Iterable[str]) -> Iterable[s
                 yield (here / name).relative_to(root).as_posix()
 
 
-def _module(root: Path, boundary: Boundary, rel: str) -> tuple[Module | None, int, int]:
-    """(the module, its source's bytes, its summary's estimated bytes); None when it cannot be read."""
+def _module(root: Path, boundary: Boundary, rel: str, keep: int) -> tuple[Module | None, int, int]:
+    """(the module, its source's bytes, its summary's estimated bytes); None when it cannot be read. The
+    cache keeps `keep` estimated bytes at most (as much as an index may hold, at least CACHE_BYTES)."""
     global _cache_bytes
     path = root / rel
     try:
@@ -166,7 +167,7 @@ def _module(root: Path, boundary: Boundary, rel: str) -> tuple[Module | None, in
             _cache_bytes -= old[3]
         _cache[key] = (st.st_mtime_ns, st.st_size, mod, w)
         _cache_bytes += w
-        while len(_cache) > 1 and (len(_cache) > CACHE_MODULES or _cache_bytes > CACHE_BYTES):
+        while len(_cache) > 1 and (len(_cache) > CACHE_MODULES or _cache_bytes > keep):
             _cache_bytes -= _cache.popitem(last=False)[1][3]
     return mod, st.st_size, w
 

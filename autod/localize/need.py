@@ -70,6 +70,7 @@ async def answer_need(
         boundary,
         max_files=cfg.index_max_files,
         max_bytes=cfg.index_max_mb * 2**20,
+        max_summary=cfg.index_max_summary_mb * 2**20,
         timeout_s=cfg.index_timeout_s,
     )
     return await asyncio.to_thread(_render, index, boundary, names, budget_tokens)

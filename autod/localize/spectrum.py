@@ -183,6 +183,7 @@ async def spectrum_for(env: RerunEnv, check_name: str, output: str) -> Spectrum 
             boundary,
             max_files=cfg.index_max_files,
             max_bytes=cfg.index_max_mb * 2**20,
+            max_summary=cfg.index_max_summary_mb * 2**20,
             timeout_s=cfg.index_timeout_s,
         )
         found = await asyncio.to_thread(scores, index, boundary, doc)

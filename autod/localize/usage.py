@@ -30,6 +30,7 @@ async def callers_text(
         first=[p for p, _ in targets],
         max_files=cfg.index_max_files,
         max_bytes=cfg.index_max_mb * 2**20,
+        max_summary=cfg.index_max_summary_mb * 2**20,
         timeout_s=cfg.index_timeout_s,
     )
 

@@ -135,17 +135,20 @@ def test_the_cache_keeps_within_its_bytes_dropping_the_least_recently_used(tmp_p
     monkeypatch.setattr(index, "_cache_bytes", 0)
     ws = _workspace(tmp_path / "ws", 10)
     boundary = Boundary(ws, tmp_path / "state", [])
-    one = weight(index.build_index(boundary).modules["m00.py"])
+    one = weight(index.build_index(boundary, first=["m00.py"], max_files=1).modules["m00.py"])
     monkeypatch.setattr(index, "_cache", type(index._cache)())
     monkeypatch.setattr(index, "_cache_bytes", 0)
-    monkeypatch.setattr(index, "CACHE_BYTES", int(one * 3.5))
-    built = index.build_index(boundary)
-    assert built.complete and len(built.modules) == 10  # the index itself is whole
+    monkeypatch.setattr(index, "CACHE_BYTES", int(one * 2.5))  # below what one index may hold ...
+    cap = int(one * 3.5)  # ... so the cache keeps as much as that, and no more
+    built = index.build_index(boundary, max_summary=cap)
+    assert sorted(built.modules) == ["m00.py", "m01.py", "m02.py"] and not built.complete
     kept = [rel for _, rel in index._cache]
-    assert kept == ["m07.py", "m08.py", "m09.py"]  # the last three read
-    assert index._cache_bytes == sum(v[3] for v in index._cache.values()) <= index.CACHE_BYTES
+    assert kept == ["m01.py", "m02.py", "m03.py"]  # the fourth, read and over the cap, pushed out the first
+    assert index._cache_bytes == sum(v[3] for v in index._cache.values()) <= cap
+    index.build_index(boundary, first=["m09.py"], max_files=1, max_summary=cap)
+    assert [rel for _, rel in index._cache] == ["m02.py", "m03.py", "m09.py"]
     # a changed file replaces its entry: counted once
     (ws / "m09.py").write_text("def only(): pass\n")
-    index.build_index(boundary, first=["m09.py"], max_files=1)
-    assert index._cache_bytes == sum(v[3] for v in index._cache.values()) <= index.CACHE_BYTES
+    index.build_index(boundary, first=["m09.py"], max_files=1, max_summary=cap)
+    assert index._cache_bytes == sum(v[3] for v in index._cache.values()) <= cap
     assert "only" in index._cache[(str(ws), "m09.py")][2].defs
