@@ -26,6 +26,7 @@ from autod.planner import (
     PlanResult,
     TokenUsage,
     estimated_tokens,
+    point,
     prefill,
     prompt_chars,
     splice,
@@ -220,6 +221,10 @@ class LLMPlanner:
         if code and request.n == 1 and request.watch is not None and await endpoint.prefills():
             if request.temperature == 0:
                 opening = await asyncio.to_thread(prefill.opening, request.watch.code)  # a parse: off loop
+                if opening and watch is not None:  # a long one: which line first (autod.planner.point)
+                    messages, opening, watch = await point.legs(
+                        endpoint, messages, usage, deadline, watch, opening, self._cfg.point_lines,
+                        seed=request.seed, record=request.record)
             elif watch is not None and prefill.chatml(messages, "") is not None:  # the watch ends leg one
                 # a sampled reply: given its docstring once it has written its signature unchanged
                 span = await asyncio.to_thread(splice.docstring_lines, watch.code)

@@ -1,0 +1,138 @@
+"""The greedy draw of a long definition asked in two legs: which line, then the code from that line.
+
+A focused prompt asks for one definition back, fixed (autod.modes.debug), and the greedy reply of a
+small model is mostly the definition copied: on the held-out libraries two of every three generated
+tokens went on replies that gave a definition back unchanged (echoes), each one copied from its head
+(autod.planner.prefill gives that) down to the last line the failing tests ran (autod.planner.earlystop
+ends it there). A copy of forty lines costs forty lines whether it holds a change or not.
+
+So where a greedy reply would have to generate more than `min_lines` lines, the model is first asked
+for the line it holds to be wrong: the same prompt, its answer begun with `ASK` and a code fence, one
+line generated (leg one, a few tokens). That line is found in the definition (`named`); the reply is
+then begun with the definition up to it (the server reads that text ~7 times faster than it writes
+it), and the model writes from the named line on, watched as every greedy reply is, with the named line
+and the one after it as the last it must see: a reply that gives them back unchanged is an echo after
+two lines, and one that changes them is ended once it is back on the definition's lines
+(`earlystop.RESYNC`). A leg one that names no line of the definition, or names one that is not
+unique, leaves the draw as it was (begun with the head).
+
+What it gives up: a change the greedy reply would have made elsewhere than at the named line. The
+samples are asked whole, as before, and the pointed question (autod.candidates.reask) still follows
+an echo.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import difflib
+import textwrap
+from typing import TYPE_CHECKING, Any, Protocol
+
+import structlog
+
+from autod import pyast
+from autod.linebreaks import lines_of
+from autod.planner.fences import fence_for
+
+if TYPE_CHECKING:
+    from autod.planner import TokenUsage
+    from autod.planner.earlystop import Watched
+    from autod.planner.wire import Completion
+
+log = structlog.get_logger(__name__)
+
+__all__ = ["ASK", "FOLLOW", "LEG_ONE_TOKENS", "ask", "begun", "legs", "named", "statement_end"]
+
+ASK = "The line that makes the test fail:\n"
+FOLLOW = "Write the complete fixed definition, with that line corrected."
+MAX_SAID_CHARS = 400  # of leg one's line, given back in leg two
+LEG_ONE_TOKENS = 96  # one line of code; longer is not a line of this definition
+NEAR = 0.75  # a line written with a change of its own is still named (the likeliest fix is a small one)
+
+
+def ask(code: str) -> str:
+    """Leg one's answer start: `ASK` and a fence as the prompt fences `code`."""
+    return f"{ASK}{fence_for(code)}python\n"
+
+
+def named(said: str, code: str) -> int | None:
+    """The index of the line of `code` that leg one's reply names: the line it wrote, stripped, found once
+    in the definition; else the one line most like it (a ratio of `NEAR` or more, no other as close);
+    None when it names none, or the blank."""
+    line = said.split("\n", 1)[0].strip()
+    if not line or line.startswith(("```", "~~~")):
+        return None
+    lines = [ln.strip() for ln in lines_of(code.strip("\n"))]
+    exact = [i for i, ln in enumerate(lines) if ln == line]
+    if exact:
+        return exact[0] if len(exact) == 1 else None
+    scored = sorted(((difflib.SequenceMatcher(None, ln, line, autojunk=False).ratio(), i)
+                     for i, ln in enumerate(lines) if ln), reverse=True)
+    if not scored or scored[0][0] < NEAR or (len(scored) > 1 and scored[1][0] == scored[0][0]):
+        return None
+    return scored[0][1]
+
+
+def begun(code: str, at: int) -> str:
+    """Leg two's answer start: the block's fence and `code`'s lines before line `at`, as written."""
+    lines = lines_of(code.strip("\n"))
+    return f"{fence_for(code)}python\n" + "".join(f"{ln}\n" for ln in lines[:at])
+
+
+class Completes(Protocol):
+    """The endpoint's one request (autod.planner.endpoint.Endpoint.complete)."""
+
+    async def complete(self, messages: list[dict[str, str]], max_tokens: int, usage: TokenUsage,
+                       deadline: float, paths: tuple[str, ...] | None = None,
+                       temperature: float | None = None, **kw: Any) -> Completion: ...
+
+
+async def legs(endpoint: Completes, messages: list[dict[str, str]], usage: TokenUsage, deadline: float,
+               watch: Watched, opening: str, min_lines: int, **kw: Any
+               ) -> tuple[list[dict[str, str]], str, Watched]:
+    """The greedy reply's messages, start and watch: unchanged (`opening`, begun with the head) unless
+    more than `min_lines` lines would be generated from there; then leg one asks which line, and leg two
+    is the conversation with that answer and `FOLLOW`, its reply begun with the definition up to the
+    named line and watched through the named statement and the line after it. `kw`: the request's seed
+    and record."""
+    code = watch.code
+    total = len(lines_of(code.strip("\n")))
+    given = max(0, len(lines_of(opening)) - 1)  # the opening's lines after its fence
+    span = min(total, watch.must_see or total) - given
+    if min_lines <= 0 or span <= min_lines:
+        return messages, opening, watch
+    start = ask(code)
+    reply = await endpoint.complete(messages, LEG_ONE_TOKENS, usage, deadline, None, 0.0, free=True,
+                                    stop=("\n",), opening=start, **kw)
+    said = reply.content.removeprefix(start).split("\n", 1)[0]
+    at = named(said, code)
+    log.info("llm.line_named", line=at, lines=total, span=span, tokens=reply.completion_tokens)
+    if at is None:
+        return messages, opening, watch
+    fence = fence_for(code)
+    answer = f"{start}{said.rstrip()[:MAX_SAID_CHARS]}\n{fence}"
+    conversation = [*messages, {"role": "assistant", "content": answer}, {"role": "user", "content": FOLLOW}]
+    end = min(total, statement_end(code, at) + 1)
+    return conversation, begun(code, at), dataclasses.replace(watch, must_see=end)
+
+
+def statement_end(code: str, at: int) -> int:
+    """How many lines of `code` reach through the statement that line `at` (0-based) is part of: a simple
+    statement to its last line, a compound one through its header (an `if`'s whole condition, not its
+    body); `at + 1` where the code does not parse."""
+    try:
+        tree = pyast.parse(textwrap.dedent(code.strip("\n")))
+    except (SyntaxError, ValueError):
+        return at + 1
+    line, end = at + 1, at + 1
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.stmt) or not node.lineno <= line <= (node.end_lineno or 0):
+            continue
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.stmt):
+            if line < body[0].lineno:  # in the header: through its last line
+                end = max(line, body[0].lineno - 1)
+        else:  # a simple statement holding the line: the innermost is the last one walked
+            end = node.end_lineno
+    return end

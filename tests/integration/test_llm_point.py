@@ -1,0 +1,104 @@
+"""A long suspect's greedy draw in two legs (`llm.point_lines`), against a loopback server that continues
+the answer it is given, as a model does: the server is asked which line first, then writes the code
+from that line alone, and the plan read is the whole definition with the change."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import structlog
+
+TESTS = Path(__file__).resolve().parents[1]
+if str(TESTS) not in sys.path:
+    sys.path.insert(0, str(TESTS))
+
+from llmserver import ScriptedLLM, scripted_llm_fixture  # noqa: E402
+from test_llm_prefill import plan, reply  # noqa: E402
+
+from autod.events import Event, EventKind  # noqa: E402
+from autod.planner import PlanRequest, point  # noqa: E402
+from autod.planner.earlystop import Watched  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+llm = pytest.fixture(scripted_llm_fixture)
+
+CODE = '''def checksum(values, *, seed=0):
+    """A rolling checksum of `values`.
+
+    ```pycon
+    >>> checksum([1, 2])
+    5
+    ```
+    """
+    total = seed
+    for i, v in enumerate(values):
+        total = total * 31 + v
+        total &= 0xFFFFFFFF
+        if total < 0:
+            total = -total
+        if i % 1000 == 0:
+            total ^= i
+        if v is None:
+            raise ValueError("no value")
+    total += len(values) + 1
+    return total'''
+SLIP = "    total += len(values) + 1"
+FIXED = CODE.replace(SLIP, "    total += len(values)")
+AT = CODE.split("\n").index(SLIP)
+
+
+def request(code: str) -> PlanRequest:
+    event = Event(source="check:tests", kind=EventKind.CHECK_FAILED, summary="tests failed", fingerprint="f")
+    messages = [{"role": "system", "content": "You fix bugs."},
+                {"role": "user", "content": f"The bug is in `checksum`:\n\n````python\n{code}\n````\n"}]
+    return PlanRequest(mode="auto-debug", event=event, messages=messages, form="code", temperature=0.0,
+                       paths=("src/sums.py",), symbols={"src/sums.py": ("checksum",)}, watch=Watched(code))
+
+
+def test_the_line_is_asked_first_and_the_code_is_written_from_it(llm: ScriptedLLM):
+    llm.push_text(f"{point.ASK}````python\n{SLIP}\n")  # leg one: the line, then the stop sequence
+    llm.push_text(reply(FIXED))  # leg two: answered from the named line on
+    with structlog.testing.capture_logs() as logs:
+        (result,) = plan(llm.base_url, request(CODE), prefill="chatml")
+    assert llm.paths == ["/v1/completions", "/v1/completions"]
+    one, two = (r["prompt"] for r in llm.requests)
+    assert one.endswith(f"<|im_start|>assistant\n{point.ASK}````python\n")
+    assert llm.requests[0]["stop"] == ["\n"] and llm.requests[0]["max_tokens"] == point.LEG_ONE_TOKENS
+    assert two.endswith("<|im_start|>assistant\n" + point.begun(CODE, AT))
+    assert next(e for e in logs if e["event"] == "llm.line_named")["line"] == AT
+    # what was generated in leg two: the named line, and the two after it until back on the definition
+    rest = reply(FIXED)[len(point.begun(CODE, AT)):]
+    head = CODE.split("\n    total = seed")[0]
+    assert llm.streams[-1]["of"] <= len(rest) // 7 + 4 < (len(reply(FIXED)) - len(head)) // 7
+    (edit,) = result.plan.edits
+    assert edit.symbol == "checksum" and edit.replace.strip("\n") == FIXED
+
+
+def test_an_echo_from_the_named_line_is_ended_two_lines_on_and_read_as_no_change(llm: ScriptedLLM):
+    llm.push_text(f"{point.ASK}````python\n        total &= 0xFFFFFFFF\n")
+    llm.push_text(reply(CODE))
+    (result,) = plan(llm.base_url, request(CODE), prefill="chatml")
+    assert len(llm.requests) == 2 and result.ended == "echo" and not result.plan.edits
+
+
+def test_a_short_definition_or_the_setting_off_is_asked_in_one_leg(llm: ScriptedLLM):
+    llm.push_text(reply(FIXED))
+    llm.push_text(reply(FIXED))
+    first, second = plan(llm.base_url, request(CODE), request(CODE), prefill="chatml", point_lines=40)
+    head = CODE.split("\n    total = seed")[0]
+    assert len(llm.requests) == 2 and all(r["prompt"].endswith(f"{head}\n") for r in llm.requests)
+    assert first.plan.edits and second.plan.edits
+    llm.push_text(reply(FIXED))
+    (third,) = plan(llm.base_url, request(CODE), prefill="chatml", point_lines=0)
+    assert len(llm.requests) == 3 and third.plan.edits
+
+
+def test_a_first_leg_that_names_no_line_leaves_the_draw_begun_with_the_head(llm: ScriptedLLM):
+    llm.push_text(f"{point.ASK}````python\nprint('the loop never ends')\n")
+    llm.push_text(reply(FIXED))
+    (result,) = plan(llm.base_url, request(CODE), prefill="chatml")
+    head = CODE.split("\n    total = seed")[0]
+    assert llm.requests[1]["prompt"].endswith(f"````python\n{head}\n") and result.plan.edits
