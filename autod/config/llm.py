@@ -77,7 +77,7 @@ class LLMConfig(Strict):
         "(autod.planner.splice); none asks every reply whole (YAML's off reads as none)"
     )
     point_lines: int = Field(
-        8, ge=0, le=100_000, description="a greedy reply that would generate more lines than this (of "
+        24, ge=0, le=100_000, description="a greedy reply that would generate more lines than this (of "
         "a suspect's body, to the last line the failing tests ran) is asked in two legs: the line the "
         "model holds wrong, then the code from that line (autod.planner.point); 0: never"
     )

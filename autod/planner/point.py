@@ -8,17 +8,21 @@ ends it there). A copy of forty lines costs forty lines whether it holds a chang
 
 So where a greedy reply would have to generate more than `min_lines` lines, the model is first asked
 for the line it holds to be wrong: the same prompt, its answer begun with `ASK` and a code fence, one
-line generated (leg one, a few tokens). That line is found in the definition (`named`); the reply is
-then begun with the definition up to it (the server reads that text ~7 times faster than it writes
-it), and the model writes from the named line on, watched as every greedy reply is, with the named line
-and the one after it as the last it must see: a reply that gives them back unchanged is an echo after
-two lines, and one that changes them is ended once it is back on the definition's lines
-(`earlystop.RESYNC`). A leg one that names no line of the definition, or names one that is not
-unique, leaves the draw as it was (begun with the head).
+line generated (leg one, a few tokens). That line is found in the definition (`named`: the line it
+wrote, or the one line most like it, since a model often writes the line already fixed). Leg two goes
+on with the conversation: leg one's answer, `FOLLOW`, and an answer begun with the definition up to
+the named line (the server reads that text ~7 times faster than it writes it). The model writes from
+the named line on, watched as every greedy reply is (autod.planner.earlystop), and must see only the
+named statement (an `if` through its condition) and the line after it: a reply that gives them back
+unchanged is an echo a few lines on, and one that changes them is ended once it is back on the
+definition's lines. A leg one that names no line of the definition, or one found twice, leaves the
+draw as it was (begun with the head).
 
-What it gives up: a change the greedy reply would have made elsewhere than at the named line. The
-samples are asked whole, as before, and the pointed question (autod.candidates.reask) still follows
-an echo.
+What it gives up: a change the greedy reply would have made elsewhere than from the named line on,
+a missing statement above it among them. A short definition is therefore asked whole: on the held-out
+bench a 16-line definition whose fix inserts a guard at its top was fixed by its whole greedy reply
+and not by two legs (the model named its last line). The samples are asked whole, as before, and the
+pointed question (autod.candidates.reask) still follows an echo.
 """
 
 from __future__ import annotations

@@ -62,7 +62,7 @@ def test_the_line_is_asked_first_and_the_code_is_written_from_it(llm: ScriptedLL
     llm.push_text(f"{point.ASK}````python\n{SLIP}\n")  # leg one: the line, then the stop sequence
     llm.push_text(reply(FIXED))  # leg two: answered from the named line on
     with structlog.testing.capture_logs() as logs:
-        (result,) = plan(llm.base_url, request(CODE), prefill="chatml")
+        (result,) = plan(llm.base_url, request(CODE), prefill="chatml", point_lines=8)
     assert llm.paths == ["/v1/completions", "/v1/completions"]
     one, two = (r["prompt"] for r in llm.requests)
     assert one.endswith(f"<|im_start|>assistant\n{point.ASK}````python\n")
@@ -80,14 +80,14 @@ def test_the_line_is_asked_first_and_the_code_is_written_from_it(llm: ScriptedLL
 def test_an_echo_from_the_named_line_is_ended_two_lines_on_and_read_as_no_change(llm: ScriptedLLM):
     llm.push_text(f"{point.ASK}````python\n        total &= 0xFFFFFFFF\n")
     llm.push_text(reply(CODE))
-    (result,) = plan(llm.base_url, request(CODE), prefill="chatml")
+    (result,) = plan(llm.base_url, request(CODE), prefill="chatml", point_lines=8)
     assert len(llm.requests) == 2 and result.ended == "echo" and not result.plan.edits
 
 
-def test_a_short_definition_or_the_setting_off_is_asked_in_one_leg(llm: ScriptedLLM):
+def test_a_definition_shorter_than_the_default_or_the_setting_off_is_asked_in_one_leg(llm: ScriptedLLM):
     llm.push_text(reply(FIXED))
     llm.push_text(reply(FIXED))
-    first, second = plan(llm.base_url, request(CODE), request(CODE), prefill="chatml", point_lines=40)
+    first, second = plan(llm.base_url, request(CODE), request(CODE), prefill="chatml")  # the default: 24
     head = CODE.split("\n    total = seed")[0]
     assert len(llm.requests) == 2 and all(r["prompt"].endswith(f"{head}\n") for r in llm.requests)
     assert first.plan.edits and second.plan.edits
@@ -99,6 +99,6 @@ def test_a_short_definition_or_the_setting_off_is_asked_in_one_leg(llm: Scripted
 def test_a_first_leg_that_names_no_line_leaves_the_draw_begun_with_the_head(llm: ScriptedLLM):
     llm.push_text(f"{point.ASK}````python\nprint('the loop never ends')\n")
     llm.push_text(reply(FIXED))
-    (result,) = plan(llm.base_url, request(CODE), prefill="chatml")
+    (result,) = plan(llm.base_url, request(CODE), prefill="chatml", point_lines=8)
     head = CODE.split("\n    total = seed")[0]
     assert llm.requests[1]["prompt"].endswith(f"````python\n{head}\n") and result.plan.edits
