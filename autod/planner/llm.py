@@ -219,12 +219,16 @@ class LLMPlanner:
         # the greedy draw's reply starts with the definition's head where the server takes it
         opening = ""
         if code and request.n == 1 and request.watch is not None and await endpoint.prefills():
-            if request.temperature == 0:
-                opening = await asyncio.to_thread(prefill.opening, request.watch.code)  # a parse: off loop
-                if opening and watch is not None:  # a long one: which line first (autod.planner.point)
-                    messages, opening, watch = await point.legs(
-                        endpoint, messages, usage, deadline, watch, opening, self._cfg.point_lines,
-                        seed=request.seed, record=request.record)
+            head = await asyncio.to_thread(prefill.opening, request.watch.code)  # a parse: off the loop
+            pointed = None
+            if head and watch is not None:  # a long one: which line first (autod.planner.point)
+                pointed = await point.legs(endpoint, messages, usage, deadline, watch, head,
+                                           self._cfg.point_lines, temperature=request.temperature,
+                                           seed=request.seed, record=request.record)
+            if pointed is not None:
+                messages, opening, watch = pointed
+            elif request.temperature == 0:
+                opening = head
             elif watch is not None and prefill.chatml(messages, "") is not None:  # the watch ends leg one
                 # a sampled reply: given its docstring once it has written its signature unchanged
                 span = await asyncio.to_thread(splice.docstring_lines, watch.code)

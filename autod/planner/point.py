@@ -93,27 +93,28 @@ class Completes(Protocol):
 
 
 async def legs(endpoint: Completes, messages: list[dict[str, str]], usage: TokenUsage, deadline: float,
-               watch: Watched, opening: str, min_lines: int, **kw: Any
-               ) -> tuple[list[dict[str, str]], str, Watched]:
-    """The greedy reply's messages, start and watch: unchanged (`opening`, begun with the head) unless
-    more than `min_lines` lines would be generated from there; then leg one asks which line, and leg two
-    is the conversation with that answer and `FOLLOW`, its reply begun with the definition up to the
-    named line and watched through the named statement and the line after it. `kw`: the request's seed
-    and record."""
+               watch: Watched, opening: str, min_lines: int, *, temperature: float | None = 0.0, **kw: Any
+               ) -> tuple[list[dict[str, str]], str, Watched] | None:
+    """Leg two's messages, start and watch; None (ask as before) unless more than `min_lines` lines would
+    be generated from `opening` (the head) on and leg one, asked at `temperature` (a sampled draw names
+    its line by sampling too), names a line of the definition. Leg two is the conversation with leg
+    one's answer and `FOLLOW`, its reply begun with the definition up to the named line and watched
+    through the named statement and the line after it. `kw`: the request's seed and record."""
     code = watch.code
     total = len(lines_of(code.strip("\n")))
     given = max(0, len(lines_of(opening)) - 1)  # the opening's lines after its fence
     span = min(total, watch.must_see or total) - given
     if min_lines <= 0 or span <= min_lines:
-        return messages, opening, watch
+        return None
     start = ask(code)
-    reply = await endpoint.complete(messages, LEG_ONE_TOKENS, usage, deadline, None, 0.0, free=True,
+    reply = await endpoint.complete(messages, LEG_ONE_TOKENS, usage, deadline, None, temperature, free=True,
                                     stop=("\n",), opening=start, **kw)
     said = reply.content.removeprefix(start).split("\n", 1)[0]
     at = named(said, code)
-    log.info("llm.line_named", line=at, lines=total, span=span, tokens=reply.completion_tokens)
+    log.info("llm.line_named", line=at, lines=total, span=span, tokens=reply.completion_tokens,
+             temperature=temperature)
     if at is None:
-        return messages, opening, watch
+        return None
     fence = fence_for(code)
     answer = f"{start}{said.rstrip()[:MAX_SAID_CHARS]}\n{fence}"
     conversation = [*messages, {"role": "assistant", "content": answer}, {"role": "user", "content": FOLLOW}]

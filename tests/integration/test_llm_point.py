@@ -102,3 +102,14 @@ def test_a_first_leg_that_names_no_line_leaves_the_draw_begun_with_the_head(llm:
     (result,) = plan(llm.base_url, request(CODE), prefill="chatml", point_lines=8)
     head = CODE.split("\n    total = seed")[0]
     assert llm.requests[1]["prompt"].endswith(f"````python\n{head}\n") and result.plan.edits
+
+
+def test_a_sampled_draw_names_its_line_by_sampling_and_writes_from_it_at_its_temperature(llm: ScriptedLLM):
+    llm.push_text(f"{point.ASK}````python\n{SLIP}\n")
+    llm.push_text(reply(FIXED))
+    sampled = PlanRequest(**{**request(CODE).__dict__, "temperature": 0.8, "seed": 7})
+    (result,) = plan(llm.base_url, sampled, prefill="chatml", point_lines=8)
+    assert llm.paths == ["/v1/completions", "/v1/completions"]
+    assert [(r["temperature"], r["seed"]) for r in llm.requests] == [(0.8, 7), (0.8, 7)]
+    assert llm.requests[1]["prompt"].endswith("<|im_start|>assistant\n" + point.begun(CODE, AT))
+    assert result.plan.edits[0].replace.strip("\n") == FIXED
