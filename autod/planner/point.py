@@ -28,6 +28,7 @@ pointed question (autod.candidates.reask) still follows an echo.
 from __future__ import annotations
 
 import ast
+import asyncio
 import dataclasses
 import difflib
 import textwrap
@@ -50,7 +51,7 @@ __all__ = ["ASK", "FOLLOW", "LEG_ONE_TOKENS", "ask", "begun", "legs", "named", "
 
 ASK = "The line that makes the test fail:\n"
 FOLLOW = "Write the complete fixed definition, with that line corrected."
-MAX_SAID_CHARS = 400  # of leg one's line, given back in leg two
+MAX_SAID_CHARS = 400  # a line written with a change is matched to the definition's up to this long
 LEG_ONE_TOKENS = 96  # one line of code; longer is not a line of this definition
 NEAR = 0.75  # a line written with a change of its own is still named (the likeliest fix is a small one)
 
@@ -71,8 +72,16 @@ def named(said: str, code: str) -> int | None:
     exact = [i for i, ln in enumerate(lines) if ln == line]
     if exact:
         return exact[0] if len(exact) == 1 else None
-    scored = sorted(((difflib.SequenceMatcher(None, ln, line, autojunk=False).ratio(), i)
-                     for i, ln in enumerate(lines) if ln), reverse=True)
+    if len(line) > MAX_SAID_CHARS:  # the match below is quadratic in the lengths: never on a reply's worth
+        return None
+    scored = []
+    for i, ln in enumerate(lines):
+        if not ln or len(ln) > MAX_SAID_CHARS:
+            continue
+        match = difflib.SequenceMatcher(None, ln, line, autojunk=False)
+        if match.real_quick_ratio() >= NEAR and match.quick_ratio() >= NEAR:  # upper bounds, cheap
+            scored.append((match.ratio(), i))
+    scored.sort(reverse=True)
     if not scored or scored[0][0] < NEAR or (len(scored) > 1 and scored[1][0] == scored[0][0]):
         return None
     return scored[0][1]
@@ -110,16 +119,20 @@ async def legs(endpoint: Completes, messages: list[dict[str, str]], usage: Token
     reply = await endpoint.complete(messages, LEG_ONE_TOKENS, usage, deadline, None, temperature, free=True,
                                     stop=("\n",), opening=start, **kw)
     said = reply.content.removeprefix(start).split("\n", 1)[0]
-    at = named(said, code)
+    at, end = await asyncio.to_thread(_placed, said, code)  # a match and a parse: off the loop
     log.info("llm.line_named", line=at, lines=total, span=span, tokens=reply.completion_tokens,
              temperature=temperature)
     if at is None:
         return None
     fence = fence_for(code)
-    answer = f"{start}{said.rstrip()[:MAX_SAID_CHARS]}\n{fence}"
+    answer = f"{start}{said.rstrip()}\n{fence}"
     conversation = [*messages, {"role": "assistant", "content": answer}, {"role": "user", "content": FOLLOW}]
-    end = min(total, statement_end(code, at) + 1)
-    return conversation, begun(code, at), dataclasses.replace(watch, must_see=end)
+    return conversation, begun(code, at), dataclasses.replace(watch, must_see=min(total, end + 1))
+
+
+def _placed(said: str, code: str) -> tuple[int | None, int]:
+    at = named(said, code)
+    return at, (statement_end(code, at) if at is not None else 0)
 
 
 def statement_end(code: str, at: int) -> int:

@@ -188,3 +188,12 @@ def test_the_named_statement_is_seen_whole_a_compound_one_through_its_header(at,
 
 def test_code_that_does_not_parse_is_seen_through_the_named_line():
     assert point.statement_end("def f(:\n    return (\n", 1) == 2
+
+
+def test_a_reply_s_worth_of_text_names_nothing_and_a_long_line_is_named_only_as_written():
+    long = "    x = '" + "ab" * 400 + "'"
+    code = f"def f():\n{long}\n    return x\n"
+    assert point.named(long, code) == 1  # found as written, however long
+    assert point.named(long[:-3] + "c'", code) is None  # not matched by likeness past MAX_SAID_CHARS
+    assert point.named("x" * 50_000, code) is None
+    assert point.named("    return x" + " " * 5000, code) == 2  # trailing blanks are not the line's
