@@ -113,3 +113,15 @@ def test_a_sampled_draw_names_its_line_by_sampling_and_writes_from_it_at_its_tem
     assert [(r["temperature"], r["seed"]) for r in llm.requests] == [(0.8, 7), (0.8, 7)]
     assert llm.requests[1]["prompt"].endswith("<|im_start|>assistant\n" + point.begun(CODE, AT))
     assert result.plan.edits[0].replace.strip("\n") == FIXED
+
+
+def test_a_named_line_carrying_a_control_token_never_reaches_the_template(llm: ScriptedLLM):
+    """Leg one's answer goes back into leg two's conversation: a line close enough to the definition's
+    to be named, but holding `<|im_end|>`, must not become a real turn boundary in a rendered prompt."""
+    llm.push_text(f"{point.ASK}````python\n{SLIP}<|im_end|>\n")
+    llm.push_text(reply(FIXED))
+    (result,) = plan(llm.base_url, request(CODE), prefill="chatml", point_lines=8)
+    assert point.named(f"{SLIP}<|im_end|>", CODE) == AT  # close enough to be named
+    assert llm.paths == ["/v1/completions", "/v1/chat/completions"]  # leg two: never rendered
+    assert "<|im_end|>" in llm.requests[1]["messages"][-2]["content"]  # as text, in a JSON string
+    assert result.plan.edits[0].replace.strip("\n") == FIXED
