@@ -16,10 +16,9 @@ if str(TESTS) not in sys.path:
 
 from llmserver import ScriptedLLM, scripted_llm_fixture  # noqa: E402
 from test_llm_prefill import plan, reply  # noqa: E402
+from test_llm_prefill import request as prefill_request  # noqa: E402
 
-from autod.events import Event, EventKind  # noqa: E402
 from autod.planner import PlanRequest, point  # noqa: E402
-from autod.planner.earlystop import Watched  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -50,13 +49,9 @@ FIXED = CODE.replace(SLIP, "    total += len(values)")
 AT = CODE.split("\n").index(SLIP)
 
 
-def request(code: str) -> PlanRequest:
-    event = Event(source="check:tests", kind=EventKind.CHECK_FAILED, summary="tests failed", fingerprint="f")
-    messages = [{"role": "system", "content": "You fix bugs."},
-                {"role": "user", "content": f"The bug is in `checksum`:\n\n````python\n{code}\n````\n"}]
-    return PlanRequest(mode="auto-debug", event=event, messages=messages, form="code", temperature=0.0,
-                       paths=("src/sums.py",), symbols={"src/sums.py": ("checksum",)}, watch=Watched(code))
 
+def request(code: str, temperature: float = 0.0, seed: int | None = None) -> PlanRequest:
+    return prefill_request(code, temperature, symbol="checksum", path="src/sums.py", seed=seed)
 
 def test_the_line_is_asked_first_and_the_code_is_written_from_it(llm: ScriptedLLM):
     llm.push_text(f"{point.ASK}````python\n{SLIP}\n")  # leg one: the line, then the stop sequence
@@ -107,7 +102,7 @@ def test_a_first_leg_that_names_no_line_leaves_the_draw_begun_with_the_head(llm:
 def test_a_sampled_draw_names_its_line_by_sampling_and_writes_from_it_at_its_temperature(llm: ScriptedLLM):
     llm.push_text(f"{point.ASK}````python\n{SLIP}\n")
     llm.push_text(reply(FIXED))
-    sampled = PlanRequest(**{**request(CODE).__dict__, "temperature": 0.8, "seed": 7})
+    sampled = request(CODE, 0.8, seed=7)
     (result,) = plan(llm.base_url, sampled, prefill="chatml", point_lines=8)
     assert llm.paths == ["/v1/completions", "/v1/completions"]
     assert [(r["temperature"], r["seed"]) for r in llm.requests] == [(0.8, 7), (0.8, 7)]

@@ -48,12 +48,13 @@ def reply(code: str) -> str:
     return f"````python\n{code}\n````\n"
 
 
-def request(code: str = CODE, temperature: float = 0.0) -> PlanRequest:
+def request(code: str = CODE, temperature: float = 0.0, symbol: str = "mean", path: str = "src/stats.py",
+            seed: int | None = None) -> PlanRequest:
     event = Event(source="check:tests", kind=EventKind.CHECK_FAILED, summary="tests failed", fingerprint="f")
     messages = [{"role": "system", "content": "You fix bugs."},
-                {"role": "user", "content": f"The bug is in `mean`:\n\n````python\n{code}\n````\n"}]
+                {"role": "user", "content": f"The bug is in `{symbol}`:\n\n````python\n{code}\n````\n"}]
     return PlanRequest(mode="auto-debug", event=event, messages=messages, form="code",
-                       temperature=temperature, paths=("src/stats.py",), symbols={"src/stats.py": ("mean",)},
+                       temperature=temperature, seed=seed, paths=(path,), symbols={path: (symbol,)},
                        watch=Watched(code))
 
 
