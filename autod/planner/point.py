@@ -152,5 +152,5 @@ def statement_end(code: str, at: int) -> int:
             if line < body[0].lineno:  # in the header: through its last line
                 end = max(line, body[0].lineno - 1)
         else:  # a simple statement holding the line: the innermost is the last one walked
-            end = node.end_lineno
+            end = node.end_lineno or line
     return end
