@@ -1,4 +1,4 @@
-"""The greedy draw of a long definition asked in two legs: which line, then the code from that line.
+"""A long definition asked in two legs: which line, then the code from that line.
 
 A focused prompt asks for one definition back, fixed (autod.modes.debug), and the greedy reply of a
 small model is mostly the definition copied: on the held-out libraries two of every three generated
@@ -18,11 +18,15 @@ unchanged is an echo a few lines on, and one that changes them is ended once it 
 definition's lines. A leg one that names no line of the definition, or one found twice, leaves the
 draw as it was (begun with the head).
 
+A sampled draw of such a definition (one choice a request) names its line by sampling and is written
+from it at its own temperature: each sample tries a line for a few tokens, where a whole sample of a
+long definition was its dearest draw and mostly a copy. A request for several choices is asked whole.
+
 What it gives up: a change the greedy reply would have made elsewhere than from the named line on,
 a missing statement above it among them. A short definition is therefore asked whole: on the held-out
 bench a 16-line definition whose fix inserts a guard at its top was fixed by its whole greedy reply
-and not by two legs (the model named its last line). The samples are asked whole, as before, and the
-pointed question (autod.candidates.reask) still follows an echo.
+and not by two legs (the model named its last line). The pointed question (autod.candidates.reask)
+still follows an echo, asked the same way.
 """
 
 from __future__ import annotations
