@@ -40,13 +40,18 @@ def reply(code: str) -> str:
     return f"````python\n{code}````\n"
 
 
-def run(tmp_path, scripted_llm, marker: str, prefill: str | None = "chatml") -> tuple[dict, str]:
+def run(tmp_path, scripted_llm, marker: str, prefill: str | None = "chatml", first: tuple[str, ...] = (),
+        **settings: object) -> tuple[dict, str]:
+    """One `autod run` on the buggy `mean` until its fix lands; `first`: replies scripted before the fix's,
+    `settings`: more `llm` settings."""
     buggy = STATS.format(marker=marker)
     fixed = buggy.replace("(len(values) + 1)", "len(values)")
     repo = make_repo(tmp_path / "repo", {"src/__init__.py": "", "src/stats.py": buggy,
                                          "tests/test_stats.py": STATS_TEST})
+    for text in first:
+        scripted_llm.push_text(text)
     scripted_llm.push_text(reply(fixed))  # the greedy draw: the fix, whether begun with the head or not
-    llm = {"reply_form": "code", "base_url": scripted_llm.base_url}
+    llm = {"reply_form": "code", "base_url": scripted_llm.base_url, **settings}
     if prefill is not None:  # None: autod's default (auto)
         llm["prefill"] = prefill
     cfg = base_config(repo, ranked=True, llm=llm,
