@@ -77,9 +77,10 @@ class LLMConfig(Strict):
         "(autod.planner.splice); none asks every reply whole (YAML's off reads as none)"
     )
     point_lines: int = Field(
-        24, ge=0, le=100_000, description="a greedy reply that would generate more lines than this (of "
-        "a suspect's body, to the last line the failing tests ran) is asked in two legs: the line the "
-        "model holds wrong, then the code from that line (autod.planner.point); 0: never"
+        24, ge=0, le=100_000, description="a suspect's one-choice reply that would generate more lines "
+        "than this (of its body, to the last line the failing tests ran) is asked in two legs, greedy or "
+        "sampled: the line the model holds wrong, then the code from that line (autod.planner.point); "
+        "0: never"
     )
     context_tokens: int | None = Field(
         None, ge=512, le=10_000_000,
