@@ -18,7 +18,7 @@ import structlog
 
 from autod import logs
 from autod.act.judges import Judges, editable_paths
-from autod.candidates.fits import streamed_tokens
+from autod.candidates.fits import written_tokens
 from autod.candidates.reask import pointed_messages
 from autod.errors import ContextTooLong, CycleError, LLMUnavailable
 from autod.linebreaks import lines_of
@@ -119,16 +119,18 @@ class Asker:
         stream (the code form): from the end of its head (decorators, signature, docstring: given to a
         greedy reply, and a sample's docstring too, where the server takes the answer's start,
         autod.planner.prefill) through the last line the failing tests ran in it, where the early stop
-        ends them (autod.candidates.fits prices a draw's seconds by it); else all of it."""
+        ends them, or, for a long one, what its two legs write (`llm.point_lines`, autod.planner.point);
+        else all of it. The order and the deadline price a draw by it (autod.candidates.fits)."""
         out = []
+        streamed = self.form == "code"
+        pointing = self.settings.llm.point_lines if streamed else 0
         for f in self.focused:
             if f.get("read_by"):
                 continue
             code, ran_to, given = f.get("code") or "", f.get("ran_to") or "", f.get("head_lines") or ""
-            streamed = self.form == "code"
             ran = int(ran_to) if ran_to.isdigit() and streamed else 0
             head = int(given) if given.isdigit() and streamed else 0
-            out.append(streamed_tokens(code, ran, CHARS_PER_TOKEN, head))
+            out.append(written_tokens(code, ran, CHARS_PER_TOKEN, head, pointing))
         return out
 
     @property

@@ -14,7 +14,9 @@ prompt last) times the seconds a reply token takes on this server, measured on i
 it, where the drawer says (`suspect_replies`, `streamed_tokens`): its head (signature, docstring) is
 given to it where the server takes the answer's start (autod.planner.prefill), and a streamed reply is
 ended once it is past the last line the failing tests ran (autod.planner.earlystop), so a method with a
-100-line docstring the failing tests leave early is not priced as if all of it were written back. A
+100-line docstring the failing tests leave early is not priced as if all of it were written back; a
+long one asked in two legs (autod.planner.point) is priced at the few lines they write. The order
+prices its draws the same way (`written_tokens`, `order.Sizes.written`). A
 draw expected to take longer than the time left is passed over for the next one in the plan that is
 expected to finish (a short suspect's sample before the wide prompt); when none is, the cycle ends
 there, at its deadline's reason, with the server free.
@@ -35,11 +37,14 @@ import structlog
 from autod.candidates import order
 from autod.candidates.reask import View
 from autod.candidates.replans import Planned
+from autod.planner import point
 
-__all__ = ["Seconds", "bring_forward", "expected_ms", "in_time", "pricer", "streamed_tokens"]
+__all__ = ["POINTED_LINES", "Seconds", "bring_forward", "expected_ms", "in_time", "pricer", "streamed_tokens",
+           "written_tokens"]
 
 log = structlog.get_logger("autod.candidates")
 
+POINTED_LINES = 4  # lines a draw in two legs generates: leg one's, then the named statement and two more
 Seconds = Callable[[str], float | None]  # a view -> the seconds one draw of it is expected to take
 
 
@@ -51,18 +56,12 @@ def pricer(planned: Planned | None, drawer: object, last: str) -> Seconds | None
     if planned is None or not isinstance(write_s, float) or write_s <= 0:
         return None
     sizes = planned[0]
-    sizes = order.Sizes(sizes.suspects, sizes.values, sizes.wide, order.ratio_of(drawer))
-    replies = getattr(drawer, "suspect_replies", None) or ()
+    written = sizes.written or getattr(drawer, "suspect_replies", None) or ()  # what is written of each
+    sizes = order.Sizes(sizes.suspects, sizes.values, sizes.wide, order.ratio_of(drawer), written)
 
     def seconds(view: str) -> float | None:
         tokens = order.draw_tokens(sizes, view, last)
-        if tokens is None:
-            return None
-        kind, _, number = view.partition(":")
-        k = int(number) if kind in ("focused", "pointed") and number.isdigit() else 0
-        if 1 <= k <= min(len(replies), len(sizes.suspects)):  # what is written of it, not all of it
-            tokens -= sizes.suspects[k - 1][0] - min(replies[k - 1], sizes.suspects[k - 1][0])
-        return tokens * write_s
+        return None if tokens is None else tokens * write_s
 
     return seconds
 
@@ -83,6 +82,21 @@ def streamed_tokens(code: str, ran_to: int, chars_per_token: float, given: int =
     lines = code.split("\n")
     upto = min(len(lines), ran_to + 1) if ran_to > 0 else len(lines)
     return int(sum(len(ln) + 1 for ln in lines[min(given, upto):upto]) / chars_per_token)
+
+
+def written_tokens(code: str, ran_to: int, chars_per_token: float, given: int = 0, point_lines: int = 0
+                   ) -> int:
+    """What a draw of the suspect `code` generates, in generated tokens' time: `streamed_tokens`, or,
+    where it is asked in two legs (more than `point_lines` lines to write from its head, 0: never;
+    autod.planner.point), leg one's line, leg two's `POINTED_LINES` from the named line (the named
+    statement, the line after, a line more), the second request's own part, and the definition read
+    again up to the named line (half of it, expected) at `order.READ_PER_GENERATED`."""
+    lines = point.span(code, given, ran_to + 1 if ran_to > 0 else 0)
+    if point_lines <= 0 or lines <= point_lines:
+        return streamed_tokens(code, ran_to, chars_per_token, given)
+    per_line = len(code) / max(1, len(code.split("\n"))) / chars_per_token
+    reread = len(code) / chars_per_token / 2 * order.READ_PER_GENERATED
+    return int(POINTED_LINES * per_line + order.REQUEST_TOKENS + reread)
 
 
 def bring_forward(views: list[View], start: int, seconds: Seconds | None, left_s: float) -> bool:

@@ -22,9 +22,11 @@ the fix missed (the search stops at a fix), so the whole order is known before t
   libraries (docs/PERFORMANCE.md), 38 on the old six's bugs the oracle fixes, before the focused
   view (docs/lab/performance-history.md).
   `WIDE_SHOWN`: how often the wide prompt holds the buggy definition at all (held-out: 44 of 48).
-- **Cost**, in generated tokens' time: the reply (a suspect's definition written back, echo or fix; a
-  value's assignment; a wide reply, which writes back the definition it changes: the odds-weighted
-  length of the places it may be) plus the prompt's own part read when the server last read another
+- **Cost**, in generated tokens' time: the reply (what a suspect's draw generates of its definition,
+  echo or fix: from the end of its head, which the server is given, to where the early stop ends it,
+  or its two legs for a long one, `Sizes.written`, autod.candidates.fits; a value's assignment; a wide
+  reply, which writes back the definition it changes: the odds-weighted length of the places it may
+  be) plus the prompt's own part read when the server last read another
   prompt (a server that keeps the prompt it last read serves the rest from its cache), plus a fixed
   part per request. A prompt token costs `Sizes.read_per_generated` of a generated one: the server's
   own ratio as its streamed replies measured it (autod.planner.pace), and until they have,
@@ -112,16 +114,26 @@ class Sizes:
     wide: int  # the wide prompt's tokens
     # a prompt token's time in generated tokens' time: the server's, measured (autod.planner.pace)
     read_per_generated: float = READ_PER_GENERATED
+    # per suspect: what a draw of it generates, where the drawer knows (its head given, the early stop,
+    # two legs: autod.candidates.fits.written_tokens); missing: the definition, whole
+    written: Sequence[int] = ()
+
+    def writes(self, k: int) -> int:
+        """The tokens a draw of the kth suspect (from 1) generates: `written`'s, never more than the
+        definition's."""
+        code = self.suspects[k - 1][0]
+        return min(code, self.written[k - 1]) if k <= len(self.written) else code
 
 
 @dataclass
 class _Place:
     view: str
     odds: float
-    reply: int  # tokens a draw generates
+    reply: int  # tokens of what a draw writes back: its definition (a wide reply writes it whole)
     read: int  # tokens of its prompt's own part
     looks: int  # draws it may still get
     per_read: float = READ_PER_GENERATED  # a prompt token's time in generated tokens'
+    written: int | None = None  # tokens a draw of it generates (None: `reply`, all of it)
     done: int = 0
     echo: float = GREEDY_ECHO * ECHO_AFTER_ECHO + (1 - GREEDY_ECHO) * ECHO_AFTER_CHANGE
     idle: int = 0  # its sampled draws made that proposed nothing new (each drawn again: no look)
@@ -144,7 +156,8 @@ class _Place:
     def draw_cost(self, last: str) -> float:
         """A look here, in generated tokens' time: its prompt's own part unless the server read it last;
         a sampled look, the draws that give the code back (redrawn) included."""
-        c = REQUEST_TOKENS + self.reply + (0 if last == self.view else self.read * self.per_read)
+        made = self.reply if self.written is None else self.written
+        c = REQUEST_TOKENS + made + (0 if last == self.view else self.read * self.per_read)
         if self.done == 0 or self.view.startswith("value:"):
             return c
         return c / (1 - min(self.share(), MAX_ECHO))
@@ -173,7 +186,7 @@ def replan(sizes: Sizes, per: int, wide_n: int, done: Sequence[Done],
     view, its sampled draws that proposed nothing new (None: not counted; each suspect's share is then
     the prior's). With nothing learnt from them it is the plan's own rest."""
     per_read = sizes.read_per_generated
-    places = [_Place(f"focused:{k}", prior(k), code, read, per, per_read)
+    places = [_Place(f"focused:{k}", prior(k), code, read, per, per_read, sizes.writes(k))
               for k, (code, read) in enumerate(sizes.suspects, 1) if per > 0]
     places += [_Place(f"value:{j}", VALUE_PRIOR, tokens, tokens, 1, per_read)
                for j, tokens in enumerate(sizes.values, 1) if per > 0]
@@ -239,7 +252,7 @@ def draw_tokens(sizes: Sizes, view: str, last: str) -> float | None:
         if not 1 <= k <= len(table):
             return None
         size = table[k - 1]
-        reply, read = (size, size) if isinstance(size, int) else size
+        reply, read = (size, size) if isinstance(size, int) else (sizes.writes(k), size[1])
     else:
         return None
     return REQUEST_TOKENS + reply + (0 if same else read * sizes.read_per_generated)

@@ -9,6 +9,7 @@ its pointed question in place of its next sample (autod.candidates.reask).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 
 import structlog
@@ -16,7 +17,7 @@ import structlog
 from autod.candidates import order
 from autod.candidates.reask import View, reask
 
-__all__ = ["Planned", "replan_rest"]
+__all__ = ["Planned", "log_plan", "replan_rest"]
 
 log = structlog.get_logger("autod.candidates")
 
@@ -29,7 +30,7 @@ def replan_rest(planned: Planned, ratio: float, views: list[View], start: int, l
     reading priced at `ratio`; logged (`candidates.replan`) when it changed. `after`: the view whose
     draw prompted it; `echoed`: whether that draw gave the code back (None: a sampled draw)."""
     sizes, per, n, first = planned
-    sizes = order.Sizes(sizes.suspects, sizes.values, sizes.wide, ratio)
+    sizes = dataclasses.replace(sizes, read_per_generated=ratio)
     rest = order.replan(sizes, per, n, looked, idle)
     before = views[start:]
     views[start:] = [(v, first and greedy) for v, greedy in rest]
@@ -43,3 +44,13 @@ def replan_rest(planned: Planned, ratio: float, views: list[View], start: int, l
         log.info("candidates.replan", after=after, echoed=echoed, idle=sum(idle.values()),
                  draws=" ".join(f"{v}{'*' if t else ''}" for v, t in views[start:]),
                  read_per_generated=round(sizes.read_per_generated, 4))
+
+
+def log_plan(views: list[View], ratio: float, planned: Planned | None) -> None:
+    """The first attempt's plan (`candidates.plan`), as a bench fitting the order reads it: its draws
+    (`*`: at temperature 0), the server's reading ratio, and what a draw of each suspect was priced to
+    write (`writes`, in tokens; None when the sizes were not known)."""
+    sizes = planned[0] if planned is not None else None
+    writes = " ".join(str(sizes.writes(k)) for k in range(1, len(sizes.suspects) + 1)) if sizes else None
+    log.info("candidates.plan", draws=" ".join(f"{v}{'*' if t else ''}" for v, t in views),
+             read_per_generated=round(ratio, 4), writes=writes)

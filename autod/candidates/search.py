@@ -44,7 +44,7 @@ from autod.candidates.compare import SAME_CODE, change_key, same_code, symptom_p
 from autod.candidates.fits import expected_ms, in_time
 from autod.candidates.parts import parts
 from autod.candidates.reask import echoed, reask
-from autod.candidates.replans import Planned, replan_rest
+from autod.candidates.replans import Planned, log_plan, replan_rest
 from autod.candidates.replay import Replay
 from autod.config.settings import CandidatesConfig
 from autod.errors import BudgetExhausted, CycleError, PlanInvalid, PlanRejected
@@ -137,7 +137,9 @@ class CandidateSearch:
             suspects, values = max(1, focused.suspects), focused.value_suspects
             s_sizes, v_sizes, wide = focused.suspect_sizes, focused.value_sizes, focused.wide_tokens
             if len(s_sizes) >= suspects and len(v_sizes) >= values and wide > 0:
-                sizes = order.Sizes(s_sizes[:suspects], v_sizes[:values], wide, order.ratio_of(self.drawer))
+                written = list(getattr(focused, "suspect_replies", None) or ())[:suspects]  # of each
+                sizes = order.Sizes(s_sizes[:suspects], v_sizes[:values], wide, order.ratio_of(self.drawer),
+                                    written)
                 looks = order.plan(sizes, per, self.cfg.n)
                 self._planned = (sizes, per, self.cfg.n, first)
             else:  # the sizes not known
@@ -159,8 +161,7 @@ class CandidateSearch:
                 return result
         views = self.views(number) if self.drawer is not None else []  # no prompt yet: replays alone
         if number == 1 and views:  # the plan, as a bench fitting the order reads it (`*`: at temperature 0)
-            log.info("candidates.plan", draws=" ".join(f"{v}{'*' if t else ''}" for v, t in views),
-                     read_per_generated=round(order.ratio_of(self.drawer), 4))
+            log_plan(views, order.ratio_of(self.drawer), self._planned)
         drawn = 0
         # a sampled draw that proposes nothing new (no edit: an echo of the prompt, prose alone; the
         # code copied back as it is; a change already tried) tells nothing about the fixes near the

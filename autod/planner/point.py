@@ -51,13 +51,21 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger(__name__)
 
-__all__ = ["ASK", "FOLLOW", "LEG_ONE_TOKENS", "ask", "begun", "legs", "named", "statement_end"]
+__all__ = ["ASK", "FOLLOW", "LEG_ONE_TOKENS", "ask", "begun", "legs", "named", "span", "statement_end"]
 
 ASK = "The line that makes the test fail:\n"
 FOLLOW = "Write the complete fixed definition, with that line corrected."
 MAX_SAID_CHARS = 400  # a line written with a change is matched to the definition's up to this long
 LEG_ONE_TOKENS = 96  # one line of code; longer is not a line of this definition
 NEAR = 0.75  # a line written with a change of its own is still named (the likeliest fix is a small one)
+
+
+def span(code: str, given: int, must_see: int) -> int:
+    """How many lines a reply begun with `code`'s first `given` lines (its head) generates before the
+    early stop may end it: through line `must_see` (0: the last). Two legs are asked where this exceeds
+    `llm.point_lines`, and a draw is priced by it (autod.candidates.fits)."""
+    total = len(lines_of(code.strip("\n")))
+    return min(total, must_see or total) - given
 
 
 def ask(code: str) -> str:
@@ -116,15 +124,15 @@ async def legs(endpoint: Completes, messages: list[dict[str, str]], usage: Token
     code = watch.code
     total = len(lines_of(code.strip("\n")))
     given = max(0, len(lines_of(opening)) - 1)  # the opening's lines after its fence
-    span = min(total, watch.must_see or total) - given
-    if min_lines <= 0 or span <= min_lines:
+    written = span(code, given, watch.must_see)
+    if min_lines <= 0 or written <= min_lines:
         return None
     start = ask(code)
     reply = await endpoint.complete(messages, LEG_ONE_TOKENS, usage, deadline, None, temperature, free=True,
                                     stop=("\n",), opening=start, **kw)
     said = reply.content.removeprefix(start).split("\n", 1)[0]
     at, end = await asyncio.to_thread(_placed, said, code)  # a match and a parse: off the loop
-    log.info("llm.line_named", line=at, lines=total, span=span, tokens=reply.completion_tokens,
+    log.info("llm.line_named", line=at, lines=total, span=written, tokens=reply.completion_tokens,
              temperature=temperature)
     if at is None:
         return None

@@ -337,3 +337,42 @@ def test_the_search_leaves_a_suspect_whose_sample_repeats_its_greedy_change(tmp_
     assert now[:3] == [("focused:1", True), ("focused:1", False), ("focused:2", True)], now
     assert before.index(("focused:2", True)) == 8, before  # three looks and their four redraws first
     assert len(now) <= len(before)
+
+
+def test_a_suspect_is_priced_at_what_its_draw_writes_and_a_wide_reply_at_its_definition():
+    """`Sizes.written`: what a draw of each suspect generates (its head given, the early stop, two legs
+    for a long one). A long first suspect whose draw writes a few lines is asked before a short helper
+    and before the wide prompt; priced as its copy it waited for both."""
+    copied = Sizes([(100, 100), (100, 100), (1500, 1500)], [], 6000)
+    written = Sizes([(100, 100), (100, 100), (1500, 1500)], [], 6000, written=[100, 100, 60])
+    assert "focused:3" not in {v for v, _ in plan(copied, 4, 4)}
+    looks = plan(written, 4, 4)
+    assert looks.index(("focused:3", True)) < looks.index(("wide", True))
+    assert written.writes(3) == 60 and copied.writes(3) == 1500
+    assert Sizes([(50, 50)], [], 900, written=[400]).writes(1) == 50  # never more than the definition
+    rng = random.Random(11)
+    for _ in range(300):  # written = the definition: the plan is the copy's, to the draw
+        sizes = generated(rng)
+        same = Sizes(sizes.suspects, sizes.values, sizes.wide, written=[c for c, _ in sizes.suspects])
+        partial = Sizes(sizes.suspects, sizes.values, sizes.wide, written=[c for c, _ in sizes.suspects][:1])
+        per, n = rng.randint(1, 4), rng.randint(1, 4)
+        assert plan(same, per, n) == plan(sizes, per, n) == plan(partial, per, n)
+        # a draw cheaper to write is never asked later: its first look moves up or stays
+        k = rng.randint(1, len(sizes.suspects))
+        cheaper = [c for c, _ in sizes.suspects]
+        cheaper[k - 1] = max(1, cheaper[k - 1] // 10)
+        before, after = plan(sizes, per, n), plan(Sizes(sizes.suspects, sizes.values, sizes.wide,
+                                                        written=cheaper), per, n)
+        first = (f"focused:{k}", True)
+        if first in before:
+            assert first in after and after.index(first) <= before.index(first)
+
+
+def test_the_search_plans_with_what_the_drawer_says_each_suspect_s_draw_writes(tmp_path):
+    plans = [whole(f"return a * {k}") for k in range(30)]
+    drawer = ViewDrawer(*plans, suspects=3, sizes=((100, 100), (100, 100), (1500, 1500)), wide=6000)
+    copied = search(tmp_path, drawer, Judge({}), n=4, focused=4).views(1)
+    drawer.suspect_replies = [100, 100, 60]  # type: ignore[attr-defined]
+    written = search(tmp_path, drawer, Judge({}), n=4, focused=4).views(1)
+    assert "focused:3" not in {v for v, _ in copied}
+    assert written.index(("focused:3", True)) < written.index(("wide", True))

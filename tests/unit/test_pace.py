@@ -97,10 +97,37 @@ def test_a_suspect_s_reply_is_priced_through_the_last_line_its_failing_tests_ran
     focused = [{"code": code, "ran_to": "3", "head_lines": "1"}, {"code": code, "ran_to": ""},
                {"read_by": "1", "blocks": "A = 1"}]
     lines = code.split("\n")  # the signature given (a head of one line), then lines 2 to 4 written
+    settings = SimpleNamespace(llm=SimpleNamespace(point_lines=0))  # never in two legs
     for form, first in (("code", sum(len(x) + 1 for x in lines[1:4])), ("json", len(code) + 1)):
-        asker = SimpleNamespace(focused=focused, form=form)
+        asker = SimpleNamespace(focused=focused, form=form, settings=settings)
         replies = Asker.suspect_replies.fget(asker)  # type: ignore[attr-defined]
         assert replies == [int(first / CPT), int((len(code) + 1) / CPT)], form  # a value group is no suspect
+
+
+def test_a_long_suspect_asked_in_two_legs_is_priced_at_what_they_write_not_at_its_copy():
+    from types import SimpleNamespace
+
+    from autod.candidates import fits
+    from autod.candidates.asker import Asker
+    from autod.planner import CHARS_PER_TOKEN as CPT
+
+    code = "def f(x):\n" + "".join(f"    y{i} = x + {i}\n" for i in range(30)) + "    return y0\n"
+    short = "def g(x):\n    return x\n"
+    shown = ((code, ""), (code, "3"), (short, ""))
+    focused = [{"code": c, "ran_to": ran, "head_lines": "1"} for c, ran in shown]
+    for point_lines, form in ((24, "code"), (0, "code"), (24, "json"), (40, "code")):
+        settings = SimpleNamespace(llm=SimpleNamespace(point_lines=point_lines))
+        asker = SimpleNamespace(focused=focused, form=form, settings=settings)
+        replies = Asker.suspect_replies.fget(asker)  # type: ignore[attr-defined]
+        whole = fits.streamed_tokens(code, 0, CPT, 1 if form == "code" else 0)
+        if point_lines == 24 and form == "code":  # 31 lines to write: two legs, a few lines' worth
+            assert replies[0] == fits.written_tokens(code, 0, CPT, 1, 24) < whole / 2
+        else:  # asked whole (never in two legs, the JSON form, no longer than the setting)
+            assert replies[0] == whole, (point_lines, form)
+        # 3 lines to write: asked whole at any setting; a short definition likewise
+        streamed = form == "code"
+        assert replies[1:] == [fits.streamed_tokens(code, 3 if streamed else 0, CPT, int(streamed)),
+                               fits.streamed_tokens(short, 0, CPT, int(streamed))]
 
 
 def test_speeds_kept_by_an_earlier_run_price_the_first_plan_and_three_fresh_readings_outvote_them():
