@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -57,10 +58,19 @@ def definition(base: str, opening: str) -> str | None:
     return base[at + 1 : end] if end >= 0 else None
 
 
-def probe(url: str, base: str, code: str, bug: dict[str, Any] | None, form: str) -> dict[str, Any]:
+def name_of(code: str) -> str:
+    """The name the definition binds (its first `def` or `class` line's), "" when none."""
+    found = re.search(r"^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+(\w+)", code, re.M)
+    return found.group(1) if found else ""
+
+
+def probe(url: str, base: str, code: str, bug: dict[str, Any] | None, form: str,
+          asked: str | None = None, above: int = 0) -> dict[str, Any]:
     lines = code.split("\n")
     slip = ((bug or {}).get("new") or [""])[0].strip()
     start = point.ask(code)
+    if asked is not None:  # another question: `{name}` the definition's name
+        start = asked.replace("{name}", name_of(code)).replace("\\n", "\n") + start[len(point.ASK):]
     said, t1, s1 = complete(url, base + start, point.LEG_ONE_TOKENS, ["\n"])
     at = point.named(said, code)
     row: dict[str, Any] = {"lines": len(lines), "said": said.strip()[:120], "named": at, "slip_shown": bool(
@@ -73,10 +83,14 @@ def probe(url: str, base: str, code: str, bug: dict[str, Any] | None, form: str)
     if form == "conversation":
         lead = (f"{base}{start}{said.rstrip()}\n{fence}<|im_end|>\n"
                 f"<|im_start|>user\n{point.FOLLOW}<|im_end|>\n{ANSWER}")
-    text, t2, s2 = complete(url, lead + point.begun(code, at), 100, [f"\n{fence}"])
-    written = text.split("\n")
+    from_line = max(0, at - above)  # leg two begun `above` lines before the named one
+    text, t2, s2 = complete(url, lead + point.begun(code, from_line), 100, [f"\n{fence}"])
+    written = text.split("\n")[at - from_line:]
+    row["above_changed"] = [w.rstrip() for w in text.split("\n")[: at - from_line]] != [
+        ln.rstrip() for ln in lines[from_line:at]]
     old = ((bug or {}).get("old") or [""])[0].strip()
-    row.update(leg2_tokens=t2, leg2_s=round(s2, 1), changed=written[0].strip() != lines[at].strip(),
+    first = [w.strip() for w in written[:1]]
+    row.update(leg2_tokens=t2, leg2_s=round(s2, 1), changed=first != [lines[at].strip()],
                restored=bool(slip) and any(w.strip() == old for w in written[:4]))
     return row
 
@@ -86,6 +100,9 @@ def main() -> int:
     ap.add_argument("dir", type=Path)
     ap.add_argument("--llm", required=True, metavar="URL")
     ap.add_argument("--form", choices=("code", "conversation"), default="conversation")
+    ap.add_argument("--ask", default=None, help="leg one's question in place of point.ASK ({name}: the "
+                    "definition's name; \\n: a line break)")
+    ap.add_argument("--above", type=int, default=0, help="begin leg two this many lines above the named one")
     args = ap.parse_args()
     known, rows = bugs(), []
     for path in sorted(args.dir.glob("*.trace.jsonl")):
@@ -101,7 +118,8 @@ def main() -> int:
             if code is None or base in seen:
                 continue
             seen.add(base)
-            row = {"bug": bug_id, **probe(args.llm.rstrip("/"), base, code, known.get(bug_id), args.form)}
+            row = {"bug": bug_id, **probe(args.llm.rstrip("/"), base, code, known.get(bug_id), args.form,
+                                          args.ask, args.above)}
             rows.append(row)
             print(json.dumps(row), flush=True)
     named = [r for r in rows if r["named"] is not None]
@@ -110,6 +128,7 @@ def main() -> int:
                                   "slip_shown": sum(1 for r in rows if r["slip_shown"]),
                                   "named_slip": sum(1 for r in rows if r["named_slip"]),
                                   "restored": sum(1 for r in named if r["restored"]),
+                                  "above_changed": sum(1 for r in named if r.get("above_changed")),
                                   "leg1_tokens": sum(r["leg1_tokens"] for r in rows), "form": args.form}}))
     return 0
 

@@ -134,6 +134,15 @@ class Asker:
         return out
 
     @property
+    def one_choice(self) -> bool:
+        """Whether a suspect's or a value group's draws are asked one choice a request: in the code form
+        with `llm.stop_early`, a one-choice reply is streamed and watched (its head given, ended once it
+        cannot change the fix, a long one asked in two legs: autod.planner.earlystop, .prefill, .point),
+        all of which a request for several choices forgoes, each choice written whole; a server that
+        keeps the prompt it last read serves the next one-choice request's from its cache."""
+        return self.form == "code" and self.settings.llm.stop_early
+
+    @property
     def read_per_generated(self) -> float | None:
         """A prompt token's time in generated tokens' on the planner's server, as its streamed replies
         measured it (autod.planner.pace); None until they have, or for a planner with no server."""

@@ -179,9 +179,11 @@ class CandidateSearch:
                 log.info("candidates.budget_spent", drawn=drawn)
                 break
             view, first = views[drawn]
-            # the sampled draws of this view that follow one another: asked in one request
+            # the sampled draws of this view that follow one another: asked in one request, unless the
+            # drawer asks a suspect's one choice a request (watched replies: Asker.one_choice)
             same = next((j for j, v in enumerate(views[drawn:]) if v != (view, False)), len(views) - drawn)
-            want = 1 if first or self._takes_n is False else max(1, same)
+            single = view != "wide" and getattr(self.drawer, "one_choice", False) is True
+            want = 1 if first or single or self._takes_n is False else max(1, same)
             # a draw that repeats a tried change (or the code as it is) says the model's distribution
             # for this prompt is too peaked to explore at this temperature: its next draws are sampled
             # warmer (a little, capped)

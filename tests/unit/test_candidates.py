@@ -361,6 +361,30 @@ def test_a_server_that_takes_n_gets_each_views_rest_in_one_request(tmp_path):
     assert [c.view for c in found.candidates] == ["focused:1"] * 3 + ["wide"] * 3
 
 
+
+def test_a_drawer_whose_replies_are_watched_gets_a_suspects_samples_one_choice_a_request(tmp_path):
+    """A request for several choices forgoes the early stop, the head given and the two legs: the
+    first sampled batch of a cycle on a server that answers one choice (llama.cpp) was a whole copy."""
+    plans = [whole(f"return a * {k}") for k in range(6)]
+    drawer = ViewDrawer(*plans, choices=3)
+    drawer.one_choice = True  # type: ignore[attr-defined]
+    found = asyncio.run(search(tmp_path, drawer, Judge({}), n=3, focused=3).attempt(1))
+    assert [(a.get("view", "wide"), a["n"]) for a in drawer.asked] == [
+        ("focused:1", 1), ("focused:1", 1), ("focused:1", 1), ("wide", 1), ("wide", 2)]  # the wide, batched
+    assert [c.seed for c in found.candidates] == [10, 11, 12, 10, 11, 12]
+
+
+def test_the_asker_asks_one_choice_a_request_where_its_replies_are_watched():
+    from types import SimpleNamespace
+
+    from autod.candidates.asker import Asker
+
+    for form, stop_early, want in (("code", True, True), ("code", False, False), ("json", True, False)):
+        settings = SimpleNamespace(llm=SimpleNamespace(stop_early=stop_early))
+        asker = SimpleNamespace(form=form, settings=settings)
+        assert Asker.one_choice.fget(asker) is want  # type: ignore[attr-defined]
+
+
 VALUES = "WIDTH = 8\nFLAG = False\nNAME = 'x'\n\n\ndef add(a, b):\n    return a - b\n"
 ALL_CHANGED = Plan(summary="three values", edits=[
     Edit(path="calc.py", symbol=name, replace=line)
