@@ -8,7 +8,13 @@ either with the code alone (`--form code`) or, as autod asks it, with the conver
 leg one's answer (`--form conversation`). Prints one JSON line per prompt (the line named, whether it
 is the seeded slip, whether leg two changed the named line or wrote the original) and a summary.
 
-    python bench/point_probe.py DIR --llm http://127.0.0.1:8087/v1 [--form code|conversation]
+    python bench/point_probe.py DIR [DIR ...] --llm http://127.0.0.1:8087/v1 [--form code|conversation]
+        [--ask "The line of `{name}` that makes the test fail:\\n"] [--above 1] [--min-lines 24]
+
+`--ask` tries another question for leg one (`{name}`: the definition's name), `--above N` begins leg
+two N lines above the named one (`above_changed`: it rewrote one of those), `--min-lines` keeps the
+definitions autod would ask in two legs. Traces of runs made before `llm.point_lines` give the
+prompts as asked whole.
 
 A measurement for choosing a design, run once before building it; it needs a ChatML model on a
 server with /v1/completions (the traces' prompts are rendered ChatML).
@@ -97,15 +103,17 @@ def probe(url: str, base: str, code: str, bug: dict[str, Any] | None, form: str,
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("dir", type=Path)
+    ap.add_argument("dir", type=Path, nargs="+", help="kept bench runs' directories")
     ap.add_argument("--llm", required=True, metavar="URL")
     ap.add_argument("--form", choices=("code", "conversation"), default="conversation")
     ap.add_argument("--ask", default=None, help="leg one's question in place of point.ASK ({name}: the "
                     "definition's name; \\n: a line break)")
     ap.add_argument("--above", type=int, default=0, help="begin leg two this many lines above the named one")
+    ap.add_argument("--min-lines", type=int, default=0, help="only definitions longer than this many lines "
+                    "(autod asks two legs of those longer than `llm.point_lines`)")
     args = ap.parse_args()
     known, rows = bugs(), []
-    for path in sorted(args.dir.glob("*.trace.jsonl")):
+    for path in sorted(p for d in args.dir for p in d.glob("*.trace.jsonl")):
         bug_id, seen = path.name.split(".")[0], set()
         for line in path.read_text().splitlines():
             req = json.loads(line).get("request") or {}
@@ -115,7 +123,8 @@ def main() -> int:
             cut = prompt.rindex(ANSWER) + len(ANSWER)
             base, opening = prompt[:cut], prompt[cut:]
             code = definition(base, opening) if opening.startswith(("```", "~~~")) else None
-            if code is None or base in seen:
+            short = code is None or len(code.split("\n")) <= args.min_lines
+            if short or base in seen or point.FOLLOW in base:  # a leg two's conversation: not a question
                 continue
             seen.add(base)
             row = {"bug": bug_id, **probe(args.llm.rstrip("/"), base, code, known.get(bug_id), args.form,

@@ -39,12 +39,15 @@ from autod.candidates.reask import View
 from autod.candidates.replans import Planned
 from autod.planner import point
 
-__all__ = ["POINTED_LINES", "Seconds", "bring_forward", "expected_ms", "in_time", "pricer", "streamed_tokens",
-           "written_tokens"]
+__all__ = ["MISSED", "POINTED_LINES", "Seconds", "bring_forward", "expected_ms", "in_time", "pricer",
+           "streamed_tokens", "written_tokens"]
 
 log = structlog.get_logger("autod.candidates")
 
 POINTED_LINES = 4  # lines a draw in two legs generates: leg one's, then the named statement and two more
+# the share of leg ones that name no line of the definition, whose draw is then asked whole: 3 of the 17
+# long definitions' greedy prompts of two held-out runs (bench/point_probe.py --min-lines 24)
+MISSED = 3 / 17
 Seconds = Callable[[str], float | None]  # a view -> the seconds one draw of it is expected to take
 
 
@@ -88,15 +91,19 @@ def written_tokens(code: str, ran_to: int, chars_per_token: float, given: int = 
                    ) -> int:
     """What a draw of the suspect `code` generates, in generated tokens' time: `streamed_tokens`, or,
     where it is asked in two legs (more than `point_lines` lines to write from its head, 0: never;
-    autod.planner.point), leg one's line, leg two's `POINTED_LINES` from the named line (the named
-    statement, the line after, a line more), the second request's own part, and the definition read
-    again up to the named line (half of it, expected) at `order.READ_PER_GENERATED`."""
+    autod.planner.point), the expected price of them: leg one's line, then either (`MISSED` of the
+    time: it named no line of the definition) the draw asked as before, or leg two's `POINTED_LINES`
+    from the named line (the named statement, the line after, a line more), its request's own part,
+    and the definition read again up to the named line (half of it, expected) at
+    `order.READ_PER_GENERATED`."""
+    whole = streamed_tokens(code, ran_to, chars_per_token, given)
     lines = point.span(code, given, ran_to + 1 if ran_to > 0 else 0)
     if point_lines <= 0 or lines <= point_lines:
-        return streamed_tokens(code, ran_to, chars_per_token, given)
+        return whole
     per_line = len(code) / max(1, len(code.split("\n"))) / chars_per_token
     reread = len(code) / chars_per_token / 2 * order.READ_PER_GENERATED
-    return int(POINTED_LINES * per_line + order.REQUEST_TOKENS + reread)
+    two = (POINTED_LINES - 1) * per_line + reread
+    return int(per_line + order.REQUEST_TOKENS + MISSED * whole + (1 - MISSED) * two)
 
 
 def bring_forward(views: list[View], start: int, seconds: Seconds | None, left_s: float) -> bool:

@@ -7,20 +7,21 @@ tokens went on replies that gave a definition back unchanged (echoes), each one 
 ends it there). A copy of forty lines costs forty lines whether it holds a change or not.
 
 So where a greedy reply would have to generate more than `min_lines` lines, the model is first asked
-for the line it holds to be wrong: the same prompt, its answer begun with `ASK` and a code fence, one
-line generated (leg one, a few tokens). That line is found in the definition (`named`: the line it
-wrote, or the one line most like it, since a model often writes the line already fixed). Leg two goes
-on with the conversation: leg one's answer, `FOLLOW`, and an answer begun with the definition up to
-the named line (the server reads that text ~7 times faster than it writes it). The model writes from
-the named line on, watched as every greedy reply is (autod.planner.earlystop), and must see only the
-named statement (an `if` through its condition) and the line after it: a reply that gives them back
-unchanged is an echo a few lines on, and one that changes them is ended once it is back on the
-definition's lines. A leg one that names no line of the definition, or one found twice, leaves the
-draw as it was (begun with the head).
+for the line it holds to be wrong: the same prompt, its answer begun with `ASK` (the definition named)
+and a code fence, one line generated (leg one, a few tokens). That line is found in the definition
+(`named`: the line it wrote, or the one line most like it, since a model often writes the line already
+fixed). Leg two goes on with the conversation: leg one's answer, `FOLLOW`, and an answer begun with
+the definition up to the named line (the server reads that text ~7 times faster than it writes it).
+The model writes from the named line on, watched as every greedy reply is (autod.planner.earlystop),
+and must see only the named statement (an `if` through its condition) and the line after it: a reply
+that gives them back unchanged is an echo a few lines on, and one that changes them is ended once it
+is back on the definition's lines. A leg one that names no line of the definition, or one found
+twice, leaves the draw as it was (begun with the head).
 
 A sampled draw of such a definition (one choice a request) names its line by sampling and is written
 from it at its own temperature: each sample tries a line for a few tokens, where a whole sample of a
-long definition was its dearest draw and mostly a copy. A request for several choices is asked whole.
+long definition was its dearest draw and mostly a copy. A request for several choices is asked whole
+(a suspect's samples are asked one choice a request: autod.candidates.asker, `one_choice`).
 
 What it gives up: a change the greedy reply would have made elsewhere than from the named line on,
 a missing statement above it among them. A short definition is therefore asked whole: on the held-out
@@ -35,6 +36,7 @@ import ast
 import asyncio
 import dataclasses
 import difflib
+import re
 import textwrap
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -51,9 +53,11 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger(__name__)
 
-__all__ = ["ASK", "FOLLOW", "LEG_ONE_TOKENS", "ask", "begun", "legs", "named", "span", "statement_end"]
+__all__ = ["ASK", "FOLLOW", "LEG_ONE_TOKENS", "UNNAMED", "ask", "begun", "legs", "name_of", "named",
+           "question", "span", "statement_end"]
 
-ASK = "The line that makes the test fail:\n"
+ASK = "The line of `{name}` that makes the test fail:\n"  # leg one's question, the definition named
+UNNAMED = "The line that makes the test fail:\n"  # ... of a definition whose name is not found
 FOLLOW = "Write the complete fixed definition, with that line corrected."
 MAX_SAID_CHARS = 400  # a line written with a change is matched to the definition's up to this long
 LEG_ONE_TOKENS = 96  # one line of code; longer is not a line of this definition
@@ -68,9 +72,30 @@ def span(code: str, given: int, must_see: int) -> int:
     return min(total, must_see or total) - given
 
 
+_NAMED = re.compile(r"[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+(\w+)")
+
+
+def name_of(code: str) -> str:
+    """The name `code` defines: its first line past blanks and decorators, a `def` or `class` line's;
+    "" when that line is neither (an assignment, a decorator over several lines)."""
+    for line in lines_of(code):
+        if line.strip() and not line.lstrip().startswith("@"):
+            found = _NAMED.match(line)
+            return found.group(1) if found else ""
+    return ""
+
+
+def question(code: str) -> str:
+    """Leg one's question: `ASK` naming the definition (without its name, a small model answered with
+    a test's `assert` from the failure output in 8 of 17 long definitions' prompts; with it, in 3), or
+    `UNNAMED` where the name is not found."""
+    name = name_of(code)
+    return ASK.format(name=name) if name else UNNAMED
+
+
 def ask(code: str) -> str:
-    """Leg one's answer start: `ASK` and a fence as the prompt fences `code`."""
-    return f"{ASK}{fence_for(code)}python\n"
+    """Leg one's answer start: the question and a fence as the prompt fences `code`."""
+    return f"{question(code)}{fence_for(code)}python\n"
 
 
 def named(said: str, code: str) -> int | None:

@@ -12,15 +12,16 @@ from autod.planner import point
 pytestmark = pytest.mark.slow
 
 SLIP = "    return sum(values) / (len(values) + 1)"
+ASKED = point.ASK.format(name="mean")  # leg one's question names the definition
 
 
 def test_the_draw_names_its_line_then_is_written_from_it_and_the_fix_lands(tmp_path, scripted_llm,
                                                                           real_bwrap):
-    leg_one = f"{point.ASK}````python\n{SLIP}\n"  # the line; then the fix, answered from the named line on
+    leg_one = f"{ASKED}````python\n{SLIP}\n"  # the line; then the fix, answered from the named line on
     r, buggy = run(tmp_path, scripted_llm, "", first=(leg_one,), point_lines=1)
     assert scripted_llm.paths[:2] == ["/v1/completions", "/v1/completions"]
     one, two = (b["prompt"] for b in scripted_llm.requests[:2])
-    assert one.endswith(f"<|im_start|>assistant\n{point.ASK}````python\n")
+    assert one.endswith(f"<|im_start|>assistant\n{ASKED}````python\n")
     at = buggy.strip("\n").split("\n").index(SLIP)
     assert two.endswith("<|im_start|>assistant\n" + point.begun(buggy, at))
     assert f"{point.FOLLOW}<|im_end|>" in two  # the conversation went on from leg one's answer

@@ -47,6 +47,7 @@ CODE = '''def checksum(values, *, seed=0):
 SLIP = "    total += len(values) + 1"
 FIXED = CODE.replace(SLIP, "    total += len(values)")
 AT = CODE.split("\n").index(SLIP)
+ASKED = point.ASK.format(name="checksum")  # leg one's question names the definition
 
 
 
@@ -54,13 +55,13 @@ def request(code: str, temperature: float = 0.0, seed: int | None = None) -> Pla
     return prefill_request(code, temperature, symbol="checksum", path="src/sums.py", seed=seed)
 
 def test_the_line_is_asked_first_and_the_code_is_written_from_it(llm: ScriptedLLM):
-    llm.push_text(f"{point.ASK}````python\n{SLIP}\n")  # leg one: the line, then the stop sequence
+    llm.push_text(f"{ASKED}````python\n{SLIP}\n")  # leg one: the line, then the stop sequence
     llm.push_text(reply(FIXED))  # leg two: answered from the named line on
     with structlog.testing.capture_logs() as logs:
         (result,) = plan(llm.base_url, request(CODE), prefill="chatml", point_lines=8)
     assert llm.paths == ["/v1/completions", "/v1/completions"]
     one, two = (r["prompt"] for r in llm.requests)
-    assert one.endswith(f"<|im_start|>assistant\n{point.ASK}````python\n")
+    assert one.endswith(f"<|im_start|>assistant\n{ASKED}````python\n")
     assert llm.requests[0]["stop"] == ["\n"] and llm.requests[0]["max_tokens"] == point.LEG_ONE_TOKENS
     assert two.endswith("<|im_start|>assistant\n" + point.begun(CODE, AT))
     assert next(e for e in logs if e["event"] == "llm.line_named")["line"] == AT
@@ -73,7 +74,7 @@ def test_the_line_is_asked_first_and_the_code_is_written_from_it(llm: ScriptedLL
 
 
 def test_an_echo_from_the_named_line_is_ended_two_lines_on_and_read_as_no_change(llm: ScriptedLLM):
-    llm.push_text(f"{point.ASK}````python\n        total &= 0xFFFFFFFF\n")
+    llm.push_text(f"{ASKED}````python\n        total &= 0xFFFFFFFF\n")
     llm.push_text(reply(CODE))
     (result,) = plan(llm.base_url, request(CODE), prefill="chatml", point_lines=8)
     assert len(llm.requests) == 2 and result.ended == "echo" and not result.plan.edits
@@ -92,7 +93,7 @@ def test_a_definition_shorter_than_the_default_or_the_setting_off_is_asked_in_on
 
 
 def test_a_first_leg_that_names_no_line_leaves_the_draw_begun_with_the_head(llm: ScriptedLLM):
-    llm.push_text(f"{point.ASK}````python\nprint('the loop never ends')\n")
+    llm.push_text(f"{ASKED}````python\nprint('the loop never ends')\n")
     llm.push_text(reply(FIXED))
     (result,) = plan(llm.base_url, request(CODE), prefill="chatml", point_lines=8)
     head = CODE.split("\n    total = seed")[0]
@@ -100,7 +101,7 @@ def test_a_first_leg_that_names_no_line_leaves_the_draw_begun_with_the_head(llm:
 
 
 def test_a_sampled_draw_names_its_line_by_sampling_and_writes_from_it_at_its_temperature(llm: ScriptedLLM):
-    llm.push_text(f"{point.ASK}````python\n{SLIP}\n")
+    llm.push_text(f"{ASKED}````python\n{SLIP}\n")
     llm.push_text(reply(FIXED))
     sampled = request(CODE, 0.8, seed=7)
     (result,) = plan(llm.base_url, sampled, prefill="chatml", point_lines=8)
@@ -113,7 +114,7 @@ def test_a_sampled_draw_names_its_line_by_sampling_and_writes_from_it_at_its_tem
 def test_a_named_line_carrying_a_control_token_never_reaches_the_template(llm: ScriptedLLM):
     """Leg one's answer goes back into leg two's conversation: a line close enough to the definition's
     to be named, but holding `<|im_end|>`, must not become a real turn boundary in a rendered prompt."""
-    llm.push_text(f"{point.ASK}````python\n{SLIP}<|im_end|>\n")
+    llm.push_text(f"{ASKED}````python\n{SLIP}<|im_end|>\n")
     llm.push_text(reply(FIXED))
     (result,) = plan(llm.base_url, request(CODE), prefill="chatml", point_lines=8)
     assert point.named(f"{SLIP}<|im_end|>", CODE) == AT  # close enough to be named

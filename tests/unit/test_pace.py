@@ -111,16 +111,16 @@ def test_a_long_suspect_asked_in_two_legs_is_priced_at_what_they_write_not_at_it
     from autod.candidates.asker import Asker
     from autod.planner import CHARS_PER_TOKEN as CPT
 
-    code = "def f(x):\n" + "".join(f"    y{i} = x + {i}\n" for i in range(30)) + "    return y0\n"
+    code = "def f(x):\n" + "".join(f"    y{i} = x + {i}\n" for i in range(80)) + "    return y0\n"
     short = "def g(x):\n    return x\n"
     shown = ((code, ""), (code, "3"), (short, ""))
     focused = [{"code": c, "ran_to": ran, "head_lines": "1"} for c, ran in shown]
-    for point_lines, form in ((24, "code"), (0, "code"), (24, "json"), (40, "code")):
+    for point_lines, form in ((24, "code"), (0, "code"), (24, "json"), (100, "code")):
         settings = SimpleNamespace(llm=SimpleNamespace(point_lines=point_lines))
         asker = SimpleNamespace(focused=focused, form=form, settings=settings)
         replies = Asker.suspect_replies.fget(asker)  # type: ignore[attr-defined]
         whole = fits.streamed_tokens(code, 0, CPT, 1 if form == "code" else 0)
-        if point_lines == 24 and form == "code":  # 31 lines to write: two legs, a few lines' worth
+        if point_lines == 24 and form == "code":  # 81 lines: two legs (or, missed, all of it)
             assert replies[0] == fits.written_tokens(code, 0, CPT, 1, 24) < whole / 2
         else:  # asked whole (never in two legs, the JSON form, no longer than the setting)
             assert replies[0] == whole, (point_lines, form)

@@ -40,6 +40,28 @@ def test_the_property_below_runs_over_many_definitions_of_many_libraries():
     assert len(CASES) > 500 and len({n for n, *_ in CASES}) >= 12
 
 
+def test_leg_one_names_the_definition_it_asks_about_for_every_definition_of_many_libraries():
+    """The question names the definition as it is defined (decorated, async, a method's bare name); over
+    every function of the modules above, the name is the one the code defines, and the question holds
+    nothing but that name and the fixed text."""
+    seen = 0
+    for _name, qual, code in CASES:
+        own = qual.rsplit(".", 1)[-1]
+        first = next(ln for ln in code.split("\n") if ln.strip() and not ln.lstrip().startswith("@"))
+        if not first.lstrip().startswith(("def ", "async def ", "class ")):
+            assert point.name_of(code) in ("", own), qual  # a decorator over several lines: no name, or its
+            continue
+        seen += 1
+        assert point.name_of(code) == own, qual
+        assert point.question(code) == point.ASK.format(name=own)
+        assert point.ask(code).startswith(point.question(code)) and point.ask(code).endswith("python\n")
+    assert seen > 500
+    for code in ("X = 1", "", "\n\n", "@decorator(\n    arg)\ndef f():\n    pass", "lambda: 0"):
+        assert point.question(code) == point.UNNAMED, code
+    assert point.name_of("\n\n@a\n@b.c(1)\nasync  def  g(x):\n    pass") == "g"
+    assert point.name_of("class K(Base):\n    x = 1") == "K"
+
+
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_a_line_written_as_the_definition_has_it_is_named_there_however_indented(seed):
     rng = random.Random(seed)
