@@ -11,7 +11,8 @@ is the seeded slip, whether leg two changed the named line or wrote the original
     python bench/point_probe.py DIR [DIR ...] --llm http://127.0.0.1:8087/v1 [--form code|conversation]
         [--ask "The line of `{name}` that makes the test fail:\\n"] [--above 1] [--min-lines 24]
 
-`--ask` tries another question for leg one (`{name}`: the definition's name), `--above N` begins leg
+`--ask` tries another question for leg one (`{name}`: the definition's name, `{symbol}`: the name the
+prompt asks about, a method's with its class; the default is autod's), `--above N` begins leg
 two N lines above the named one (`above_changed`: it rewrote one of those), `--min-lines` keeps the
 definitions autod would ask in two legs. Traces of runs made before `llm.point_lines` give the
 prompts as asked whole.
@@ -64,19 +65,16 @@ def definition(base: str, opening: str) -> str | None:
     return base[at + 1 : end] if end >= 0 else None
 
 
-def name_of(code: str) -> str:
-    """The name the definition binds (its first `def` or `class` line's), "" when none."""
-    found = re.search(r"^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+(\w+)", code, re.M)
-    return found.group(1) if found else ""
-
-
 def probe(url: str, base: str, code: str, bug: dict[str, Any] | None, form: str,
           asked: str | None = None, above: int = 0) -> dict[str, Any]:
     lines = code.split("\n")
     slip = ((bug or {}).get("new") or [""])[0].strip()
     start = point.ask(code)
-    if asked is not None:  # another question: `{name}` the definition's name
-        start = asked.replace("{name}", name_of(code)).replace("\\n", "\n") + start[len(point.ASK):]
+    if asked is not None:  # another question: `{name}` the definition's name, `{symbol}` the prompt's
+        symbol = re.findall(r"fixed definition of `([^`]+)`", base)
+        asked = asked.replace("{symbol}", symbol[-1] if symbol else point.name_of(code))
+        fence = start[len(point.question(code)):]
+        start = asked.replace("{name}", point.name_of(code)).replace("\\n", "\n") + fence
     said, t1, s1 = complete(url, base + start, point.LEG_ONE_TOKENS, ["\n"])
     at = point.named(said, code)
     row: dict[str, Any] = {"lines": len(lines), "said": said.strip()[:120], "named": at, "slip_shown": bool(
