@@ -86,9 +86,9 @@ def name_of(code: str) -> str:
 
 
 def question(code: str) -> str:
-    """Leg one's question: `ASK` naming the definition (without its name, a small model answered with
-    a test's `assert` from the failure output in 8 of 17 long definitions' prompts; with it, in 3), or
-    `UNNAMED` where the name is not found."""
+    """Leg one's question: `ASK` naming the definition (without its name, a small model named no line
+    of it in 8 of 17 long definitions' prompts, mostly quoting a test's `assert` from the failure
+    output; with it, in 3), or `UNNAMED` where the name is not found."""
     name = name_of(code)
     return ASK.format(name=name) if name else UNNAMED
 
