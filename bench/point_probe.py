@@ -104,8 +104,8 @@ def main() -> int:
     ap.add_argument("dir", type=Path, nargs="+", help="kept bench runs' directories")
     ap.add_argument("--llm", required=True, metavar="URL")
     ap.add_argument("--form", choices=("code", "conversation"), default="conversation")
-    ap.add_argument("--ask", default=None, help="leg one's question in place of point.ASK ({name}: the "
-                    "definition's name; \\n: a line break)")
+    ap.add_argument("--ask", default=None, help="leg one's question in place of autod's ({name}: the "
+                    "definition's name; {symbol}: the prompt's; \\n: a line break)")
     ap.add_argument("--above", type=int, default=0, help="begin leg two this many lines above the named one")
     ap.add_argument("--min-lines", type=int, default=0, help="only definitions longer than this many lines "
                     "(autod asks two legs of those longer than `llm.point_lines`)")

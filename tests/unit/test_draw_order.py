@@ -339,7 +339,7 @@ def test_the_search_leaves_a_suspect_whose_sample_repeats_its_greedy_change(tmp_
     assert len(now) <= len(before)
 
 
-def test_a_suspect_is_priced_at_what_its_draw_writes_and_a_wide_reply_at_its_definition():
+def test_a_suspect_is_priced_at_what_its_draw_writes_never_more_than_its_definition():
     """`Sizes.written`: what a draw of each suspect generates (its head given, the early stop, two legs
     for a long one). A long first suspect whose draw writes a few lines is asked before a short helper
     and before the wide prompt; priced as its copy it waited for both."""
