@@ -341,8 +341,9 @@ def test_the_search_leaves_a_suspect_whose_sample_repeats_its_greedy_change(tmp_
 
 def test_a_suspect_is_priced_at_what_its_draw_writes_never_more_than_its_definition():
     """`Sizes.written`: what a draw of each suspect generates (its head given, the early stop, two legs
-    for a long one). A long first suspect whose draw writes a few lines is asked before a short helper
-    and before the wide prompt; priced as its copy it waited for both."""
+    for a long one). A long third suspect whose draw writes a few lines is asked before the wide prompt;
+    priced as its copy it was left to the wide prompt. Never priced above its definition; the same
+    plan where it writes all of it; a suspect made cheaper never asked later."""
     copied = Sizes([(100, 100), (100, 100), (1500, 1500)], [], 6000)
     written = Sizes([(100, 100), (100, 100), (1500, 1500)], [], 6000, written=[100, 100, 60])
     assert "focused:3" not in {v for v, _ in plan(copied, 4, 4)}
