@@ -36,7 +36,6 @@ import ast
 import asyncio
 import dataclasses
 import difflib
-import re
 import textwrap
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -72,16 +71,21 @@ def span(code: str, given: int, must_see: int) -> int:
     return min(total, must_see or total) - given
 
 
-_NAMED = re.compile(r"[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+(\w+)")
-
-
 def name_of(code: str) -> str:
     """The name `code` defines: its first line past blanks and decorators, a `def` or `class` line's;
-    "" when that line is neither (an assignment, a decorator over several lines)."""
+    "" when that line is neither (an assignment, a decorator over several lines). Words, not a pattern:
+    linear in the line however it is spaced."""
     for line in lines_of(code):
-        if line.strip() and not line.lstrip().startswith("@"):
-            found = _NAMED.match(line)
-            return found.group(1) if found else ""
+        words = line.split(None, 3)
+        if not words or words[0].startswith("@"):
+            continue
+        if words[0] == "async":
+            words = words[1:]
+        if len(words) < 2 or words[0] not in ("def", "class"):
+            return ""
+        end = next((i for i, ch in enumerate(words[1]) if not (ch.isalnum() or ch == "_")), len(words[1]))
+        name = words[1][:end]
+        return name if name.isidentifier() else ""
     return ""
 
 

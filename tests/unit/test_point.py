@@ -56,7 +56,8 @@ def test_leg_one_names_the_definition_it_asks_about_for_every_definition_of_many
         assert point.question(code) == point.ASK.format(name=own)
         assert point.ask(code).startswith(point.question(code)) and point.ask(code).endswith("python\n")
     assert seen > 500
-    for code in ("X = 1", "", "\n\n", "@decorator(\n    arg)\ndef f():\n    pass", "lambda: 0"):
+    for code in ("X = 1", "", "\n\n", "@decorator(\n    arg)\ndef f():\n    pass", "lambda: 0", "def (x):",
+                 " async c" + " " * 100_000, "class" + "\t" * 100_000):
         assert point.question(code) == point.UNNAMED, code
     assert point.name_of("\n\n@a\n@b.c(1)\nasync  def  g(x):\n    pass") == "g"
     assert point.name_of("class K(Base):\n    x = 1") == "K"
