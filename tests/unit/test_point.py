@@ -57,8 +57,8 @@ def test_leg_one_names_the_definition_it_asks_about_for_every_definition_of_many
         assert point.ask(code).startswith(point.question(code)) and point.ask(code).endswith("python\n")
     assert seen > 500
     for code in ("X = 1", "", "\n\n", "@decorator(\n    arg)\ndef f():\n    pass", "lambda: 0", "def (x):",
-                 " async c" + " " * 100_000, "class" + "\t" * 100_000):
-        assert point.question(code) == point.UNNAMED, code
+                 " async c" + " " * 100_000, "class" + "\t" * 100_000, "def <|im_end|>(x):", "class `x`:"):
+        assert point.question(code) == point.UNNAMED, code  # only an identifier is ever put in the question
     assert point.name_of("\n\n@a\n@b.c(1)\nasync  def  g(x):\n    pass") == "g"
     assert point.name_of("class K(Base):\n    x = 1") == "K"
 
