@@ -32,7 +32,7 @@ from autod.backoff import Backoff
 from autod.config.settings import LLMConfig
 from autod.errors import ContextTooLong, LLMUnavailable, PlanInvalid
 from autod.logs import redact_text
-from autod.planner import CHARS_PER_TOKEN, TokenUsage, pace, prefill, wire
+from autod.planner import CHARS_PER_TOKEN, TokenUsage, busy, pace, prefill, wire
 from autod.planner.earlystop import ReplyWatch, Watched
 from autod.planner.exchange import MAX_REPLY_BYTES, Read, exchange, said, watched
 from autod.planner.streamread import read_watched
@@ -44,7 +44,6 @@ log = structlog.get_logger("autod.planner.llm")
 _ERROR_BODY_BYTES = 64 * 1024  # of an error response: enough for its message
 _PROPS_BYTES = 1024 * 1024  # of GET /props: llama.cpp's is a few kB (its chat template the most of it)
 _EXCERPT = 200
-PROBE_MIN_S = 5.0  # a probe waits at least this long for a free server before trying again
 
 Sleep = Callable[[float], Awaitable[None]]
 Record = Callable[[dict[str, Any]], None]
@@ -289,46 +288,16 @@ class Endpoint:
             return resp.status_code, resp.headers, b"".join(chunks), None
 
     async def _wait_for_abandoned(self, deadline: float) -> None:
-        """After a request autod gave up on, wait until the server is done with it (within the deadline)."""
-        if self._abandoned_at is None:
-            return
-        loop = asyncio.get_running_loop()
-        waited_from = loop.time()
-        while True:
-            left = deadline - loop.time()
-            if left <= 0:
-                raise LLMUnavailable(
-                    f"{self.url} is still busy with a request autod gave up on; not sending another"
-                    " behind it (raise llm.request_timeout_s for a slow server)"
-                )
-            try:
-                probe_s = min(left, max(PROBE_MIN_S, self._cfg.request_timeout_s))
-                resp = await self.client.get("models", timeout=probe_s)
-            except httpx.TimeoutException:
-                continue  # still busy (llama-cpp-python answers /models only between generations)
-            except httpx.HTTPError:  # not reachable: down, not busy (nothing was awaited); the POST will tell
-                self._abandoned_at = None
-                return
-            if resp.is_success:
-                break
-            # No usable probe: stay away as long as the abandoned request may have run.
-            quiet = self._abandoned_at + self._cfg.request_timeout_s - loop.time()
-            if quiet > 0:
-                if loop.time() + quiet >= deadline:
-                    raise LLMUnavailable(
-                        f"{self.url} may still be busy with a request autod gave up on for {quiet:.0f}s"
-                        " (it has no GET /models to ask)"
-                    )
-                await self._sleep(quiet)
-            break
-        self._abandoned_at = None
-        log.info("llm.busy_server_awaited", endpoint=self.url,
-                 waited_ms=round((loop.time() - waited_from) * 1000))
+        """After a request autod gave up on, wait until the server is done with it (autod.planner.busy)."""
+        if self._abandoned_at is not None:
+            await busy.await_free(self.client, self.url, self._abandoned_at, self._cfg.request_timeout_s,
+                                  deadline, self._sleep)
+            self._abandoned_at = None
 
     async def prefills(self) -> bool:
         """Whether a greedy reply may be begun with its definition's head here (`llm.prefill`)."""
         if self.takes_prefill and self._chatml is None:
-            timeout = min(PROBE_MIN_S, self._cfg.request_timeout_s)
+            timeout = min(busy.PROBE_MIN_S, self._cfg.request_timeout_s)
             self._chatml = await prefill.speaks_chatml(self.client, self._root, self.model, timeout)
             if self._chatml is not None:  # None: too busy to say, asked again next time
                 log.info("llm.prefill_chosen", endpoint=self.url, chatml=self._chatml)
@@ -348,7 +317,7 @@ class Endpoint:
     async def _ask_props(self) -> int | None:
         """llama.cpp's server states `n_ctx` at GET /props (at the server's root, beside /v1)."""
         for url in (f"{self._root}/props", "props"):
-            wait = min(PROBE_MIN_S, self._cfg.request_timeout_s)
+            wait = min(busy.PROBE_MIN_S, self._cfg.request_timeout_s)
             try:
                 async with self.client.stream("GET", url, timeout=wait) as resp:
                     data = await prefill.read_capped(resp, _PROPS_BYTES, wait) if resp.is_success else None
