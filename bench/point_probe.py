@@ -9,13 +9,14 @@ leg one's answer (`--form conversation`). Prints one JSON line per prompt (the l
 is the seeded slip, whether leg two changed the named line or wrote the original) and a summary.
 
     python bench/point_probe.py DIR [DIR ...] --llm http://127.0.0.1:8087/v1 [--form code|conversation]
-        [--ask "The line of `{name}` that makes the test fail:\\n"] [--above 1] [--min-lines 24]
+        [--ask "The line of `{name}` that makes the test fail:\\n"] [--above 1] [--min-lines 24] [--grammar]
 
 `--ask` tries another question for leg one (`{name}`: the definition's name, `{symbol}`: the name the
-prompt asks about, a method's with its class; the default is autod's), `--above N` begins leg
-two N lines above the named one (`above_changed`: it rewrote one of those), `--min-lines` keeps the
-definitions autod would ask in two legs. Traces of runs made before `llm.point_lines` give the
-prompts as asked whole.
+prompt asks about, a method's with its class; the default is autod's), `--above N` begins leg two N
+lines above the named one (`above_changed`: it rewrote one of those), `--min-lines` keeps the
+definitions autod would ask in two legs, `--grammar` holds leg one to the definition's lines
+(autod.planner.linechoice, as autod asks a server that takes a grammar). Traces of runs made before
+`llm.point_lines` give the prompts as asked whole.
 
 A measurement for choosing a design, run once before building it; it needs a ChatML model on a
 server with /v1/completions (the traces' prompts are rendered ChatML).
@@ -36,7 +37,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from autod.planner import point  # noqa: E402
+from autod.planner import linechoice, point  # noqa: E402
 
 ANSWER = "<|im_start|>assistant\n"
 
@@ -48,10 +49,13 @@ def bugs() -> dict[str, dict[str, Any]]:
     return out
 
 
-def complete(url: str, prompt: str, max_tokens: int, stop: list[str]) -> tuple[str, int, float]:
+def complete(url: str, prompt: str, max_tokens: int, stop: list[str], grammar: str | None = None
+             ) -> tuple[str, int, float]:
     t = time.monotonic()
-    r = httpx.post(f"{url}/completions", json={"prompt": prompt, "max_tokens": max_tokens, "temperature": 0,
-                                               "stop": stop, "seed": 1}, timeout=900).json()
+    body = {"prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "stop": stop, "seed": 1}
+    if grammar:
+        body["grammar"] = grammar
+    r = httpx.post(f"{url}/completions", json=body, timeout=900).json()
     return r["choices"][0]["text"], r["usage"]["completion_tokens"], time.monotonic() - t
 
 
@@ -66,7 +70,7 @@ def definition(base: str, opening: str) -> str | None:
 
 
 def probe(url: str, base: str, code: str, bug: dict[str, Any] | None, form: str,
-          asked: str | None = None, above: int = 0) -> dict[str, Any]:
+          asked: str | None = None, above: int = 0, held: bool = False) -> dict[str, Any]:
     lines = code.split("\n")
     slip = ((bug or {}).get("new") or [""])[0].strip()
     start = point.ask(code)
@@ -75,7 +79,8 @@ def probe(url: str, base: str, code: str, bug: dict[str, Any] | None, form: str,
         asked = asked.replace("{symbol}", symbol[-1] if symbol else point.name_of(code))
         fence = start[len(point.question(code)):]
         start = asked.replace("{name}", point.name_of(code)).replace("\\n", "\n") + fence
-    said, t1, s1 = complete(url, base + start, point.LEG_ONE_TOKENS, ["\n"])
+    grammar = linechoice.gbnf(lines) if held else None
+    said, t1, s1 = complete(url, base + start, point.LEG_ONE_TOKENS, ["\n"], grammar)
     at = point.named(said, code)
     row: dict[str, Any] = {"lines": len(lines), "said": said.strip()[:120], "named": at, "slip_shown": bool(
         slip) and slip in (ln.strip() for ln in lines), "named_slip": at is not None and bool(slip)
@@ -107,6 +112,8 @@ def main() -> int:
     ap.add_argument("--ask", default=None, help="leg one's question in place of autod's ({name}: the "
                     "definition's name; {symbol}: the prompt's; \\n: a line break)")
     ap.add_argument("--above", type=int, default=0, help="begin leg two this many lines above the named one")
+    ap.add_argument("--grammar", action="store_true", help="hold leg one to the definition's lines "
+                    "(autod.planner.linechoice; a server that takes `grammar`: llama.cpp's)")
     ap.add_argument("--min-lines", type=int, default=0, help="only definitions longer than this many lines "
                     "(autod asks two legs of those longer than `llm.point_lines`)")
     args = ap.parse_args()
@@ -126,7 +133,7 @@ def main() -> int:
                 continue
             seen.add(base)
             row = {"bug": bug_id, **probe(args.llm.rstrip("/"), base, code, known.get(bug_id), args.form,
-                                          args.ask, args.above)}
+                                          args.ask, args.above, args.grammar)}
             rows.append(row)
             print(json.dumps(row), flush=True)
     named = [r for r in rows if r["named"] is not None]

@@ -20,6 +20,7 @@ real server autod meets:
     "sse": true                   every answer streamed as SSE chunks, whatever `stream` says
     "token_param": "max_completion_tokens"   OpenAI reasoning models: 400 to `max_tokens`
     "refuse_stop": true           OpenAI reasoning models: 400 "Unsupported parameter: 'stop'"
+    "refuse_grammar": true        OpenAI: 400 "Unrecognized request argument supplied: grammar"
     "context_limit": N            400 context_length_exceeded (OpenAI's body) when the prompt
                                   (4 characters a token) plus the reply cap passes N tokens
     "props_n_ctx": N              GET /props answers llama.cpp's
@@ -75,7 +76,7 @@ from typing import Any
 
 BEHAVIOURS = (
     "sse", "token_param", "context_limit", "single_slot", "props_n_ctx", "chars_per_token", "honour_n",
-    "refuse_stop", "no_completions", "vocab", "chunk_s", "read_s_per_token",
+    "refuse_stop", "refuse_grammar", "no_completions", "vocab", "chunk_s", "read_s_per_token",
 )
 CHAT = "/v1/chat/completions"
 NOTHING_TO_DO: dict[str, Any] = {"summary": "nothing to do", "edits": [], "verify": [], "report": None}
@@ -101,6 +102,14 @@ MAX_TOKENS_REFUSAL = {
         "type": "invalid_request_error",
         "param": "max_tokens",
         "code": "unsupported_parameter",
+    }
+}
+GRAMMAR_REFUSAL = {  # OpenAI's answer to a parameter it does not know
+    "error": {
+        "message": "Unrecognized request argument supplied: grammar",
+        "type": "invalid_request_error",
+        "param": None,
+        "code": None,
     }
 }
 STOP_REFUSAL = {
@@ -130,6 +139,7 @@ class ScriptedLLM:
         self.props_asked = 0  # GET /props answered "endless" or "trickle"
         self.honour_n = False
         self.refuse_stop = False
+        self.refuse_grammar = False
         # streamed replies (`stream: true`): seconds between chunks, and per reply how many content
         # chunks were sent and whether the client left before the end (a generation ended early)
         self.chunk_s = 0.0
@@ -270,6 +280,8 @@ class ScriptedLLM:
             return {"status": 400, "body": json.dumps(MAX_TOKENS_REFUSAL)}
         if self.refuse_stop and "stop" in body:
             return {"status": 400, "body": json.dumps(STOP_REFUSAL)}
+        if self.refuse_grammar and "grammar" in body:
+            return {"status": 400, "body": json.dumps(GRAMMAR_REFUSAL)}
         fmt = body.get("response_format")
         if self._refuse_schema and isinstance(fmt, dict) and fmt.get("type") == "json_schema":
             refusal = LLAMA_CPP_PYTHON_REFUSAL if self._refuse_schema == "500" else REFUSAL

@@ -88,6 +88,9 @@ class Asker:
         self.extra_messages: list[dict[str, str]] = []
         # the mode's narrower views of the same failure, one per suspect (Sections.focused)
         self.focused: list[dict[str, str]] = list(context.focused or [])
+        # per suspect (path, symbol): the lines its draws' leg one named and leg two wrote back unchanged;
+        # its later draws may not name them (autod.planner.point, autod.planner.linechoice)
+        self.echoed: dict[tuple[str, str], list[str]] = {}
 
     @property
     def form(self) -> str:
@@ -224,7 +227,7 @@ class Asker:
             stop=tuple(self.mode.stop),
             n=n,
             record=self.record,
-            watch=watched(suspect, context) if self.form == "code" and not group else None,
+            watch=self._watch(suspect, context) if self.form == "code" and not group else None,
         )
         breaker = self.breaker
         try:
@@ -237,6 +240,8 @@ class Asker:
             raise
         if breaker is not None:
             breaker.success()
+        if suspect is not None and result.named and result.ended == "echo":  # named, and changed nothing
+            self.echoed.setdefault(_key(suspect), []).append(result.named)
         self.r.tokens["prompt"] += result.tokens.prompt
         self.r.tokens["completion"] += result.tokens.completion
         log.info("plan.planned", summary=result.plan.summary[:300], edits=len(result.plan.edits),
@@ -249,6 +254,11 @@ class Asker:
             for reason in result.invalid:
                 self.record({"kind": "invalid", "seed": seed, "reason": reason})
         return result
+
+    def _watch(self, suspect: dict[str, str] | None, context: dict[str, str]) -> Watched | None:
+        watch = watched(suspect, context)
+        tried = self.echoed.get(_key(suspect)) if suspect is not None else None
+        return dataclasses.replace(watch, tried=tuple(tried)) if watch is not None and tried else watch
 
     def messages_for(self, context: dict[str, str], *, pointed: bool = False) -> list[dict[str, str]]:
         """The mode's messages for `context`; `pointed`: with the question a suspect is asked again after a
@@ -344,6 +354,10 @@ class Asker:
             log.warning("cycle.context_shrunk", reason=exc.reason[:300], budget_tokens=budget)
             smaller_request = dataclasses.replace(request, messages=self.messages_for(smaller))
             return await self.planner.plan(smaller_request)
+
+
+def _key(suspect: dict[str, str]) -> tuple[str, str]:
+    return suspect.get("path", ""), suspect.get("symbol", "")
 
 
 async def _window(planner: ServerPlanner) -> int | None:

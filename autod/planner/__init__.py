@@ -80,6 +80,7 @@ class PlanResult:
     alternatives: list[Plan] = field(default_factory=list)
     invalid: list[str] = field(default_factory=list)
     ended: str = ""  # why a watched reply was ended early (autod.planner.earlystop), if it was
+    named: str = ""  # the line a long definition's leg one named, stripped (autod.planner.point), if any
 
     @property
     def choices(self) -> int:

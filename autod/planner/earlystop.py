@@ -52,6 +52,9 @@ class Watched:
     # `first` unchanged, and its content is then those lines and lines first..end-1, for the planner
     # to ask the rest with that as the answer's start
     splice: tuple[int, int] | None = None
+    # stripped lines of `code` a long definition's leg one may not name (autod.planner.point): an earlier
+    # draw of the same suspect named each and wrote it back unchanged (autod.candidates.asker)
+    tried: tuple[str, ...] = ()
 
 
 def _indent(line: str) -> str:

@@ -87,6 +87,7 @@ class Endpoint:
         self.takes_n: bool | None = None
         self.takes_stop = True  # until the server refuses `stop` (then the code form goes without it)
         self.takes_stream_usage = True  # until it refuses `stream_options` (then counted by chunk)
+        self.takes_grammar = True  # until a request's `grammar` is refused (leg one then asked freely)
         # until /completions is refused (autod.planner.prefill); auto: the server's tokenizer asked once
         self.takes_prefill = cfg.prefill != "none"
         self._chatml: bool | None = True if cfg.prefill == "chatml" else None
@@ -120,6 +121,7 @@ class Endpoint:
         stop: Sequence[str] = (),
         watch: Watched | None = None,
         opening: str = "",
+        grammar: str | None = None,
     ) -> wire.Completion:
         """One chat completion (with retries). Raises LLMUnavailable, ContextTooLong, or PlanInvalid.
 
@@ -129,7 +131,9 @@ class Endpoint:
         response_format at all (a reply in the code form), whatever format the server takes; `stop`:
         stop sequences; `watch`: the definition a one-choice reply rewrites, streamed and ended as soon
         as the rest cannot change the fix (autod.planner.earlystop); `opening`: the answer's start, given
-        to the model where the server takes it (`llm.prefill`), and part of the reply read either way.
+        to the model where the server takes it (`llm.prefill`), and part of the reply read either way;
+        `grammar`: a GBNF grammar the reply is held to, sent with a begun reply (/completions) until the
+        server refuses it (autod.planner.linechoice).
         """
         heat = self._cfg.temperature if temperature is None else temperature
         switched_param = False
@@ -147,6 +151,8 @@ class Endpoint:
                         if opening and free and choices == 1 and self.takes_prefill else None)
             if rendered is not None:
                 body = prefill.completions_body(body, rendered)
+                if grammar and self.takes_grammar:
+                    body["grammar"] = grammar
             started = asyncio.get_running_loop().time()
             given = opening if rendered is not None else ""
             status, ctype, data, read = await self._send(body, deadline, fmt, watch, given)
@@ -183,6 +189,11 @@ class Endpoint:
             if body.get("stream_options") and wire.refuses_param(status, data, "stream_options"):
                 log.warning("llm.stream_options_refused", endpoint=self.url, status=status)
                 self.takes_stream_usage = False
+                continue
+            if body.get("grammar") and wire.refuses_grammar(status, data):  # asked again without it
+                log.warning("llm.grammar_refused", endpoint=self.url, status=status,
+                            error=self._excerpt(data))
+                self.takes_grammar = False
                 continue
             if given and status in (400, 404, 405, 422, 501):  # no /completions, or not this body
                 log.warning("llm.prefill_refused", endpoint=self.url, status=status,

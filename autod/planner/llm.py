@@ -217,7 +217,7 @@ class LLMPlanner:
         shown = await asyncio.to_thread(quoted_code, request.messages) if code else frozenset()  # parses
         watch = request.watch if code and request.n == 1 and self._cfg.stop_early else None
         # the greedy draw's reply starts with the definition's head where the server takes it
-        opening = ""
+        opening, named = "", ""
         if code and request.n == 1 and request.watch is not None and await endpoint.prefills():
             head = await asyncio.to_thread(prefill.opening, request.watch.code)  # a parse: off the loop
             pointed = None
@@ -226,7 +226,7 @@ class LLMPlanner:
                                            self._cfg.point_lines, temperature=request.temperature,
                                            seed=request.seed, record=request.record)
             if pointed is not None:
-                messages, opening, watch = pointed
+                messages, opening, watch, named = pointed
             elif request.temperature == 0:
                 opening = head
             elif watch is not None and prefill.chatml(messages, "") is not None:  # the watch ends leg one
@@ -289,7 +289,8 @@ class LLMPlanner:
                 log.info("llm.reply_cut_off", endpoint=endpoint.url, max_tokens=max_tokens)
                 continue
             try:
-                return PlanResult(await asyncio.to_thread(read, reply.content), ended=reply.stopped_early)
+                return PlanResult(await asyncio.to_thread(read, reply.content), ended=reply.stopped_early,
+                                  named=named)
             except PlanInvalid as exc:
                 if repaired:
                     raise PlanInvalid(f"invalid plan after a repair round: {exc.reason}") from None

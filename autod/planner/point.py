@@ -43,6 +43,7 @@ import structlog
 
 from autod import pyast
 from autod.linebreaks import lines_of
+from autod.planner import linechoice
 from autod.planner.fences import fence_for
 
 if TYPE_CHECKING:
@@ -52,7 +53,7 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger(__name__)
 
-__all__ = ["ASK", "FOLLOW", "LEG_ONE_TOKENS", "UNNAMED", "ask", "begun", "legs", "name_of", "named",
+__all__ = ["ASK", "FOLLOW", "LEG_ONE_TOKENS", "UNNAMED", "ask", "begun", "held", "legs", "name_of", "named",
            "question", "span", "statement_end"]
 
 ASK = "The line of `{name}` that makes the test fail:\n"  # leg one's question, the definition named
@@ -139,17 +140,19 @@ class Completes(Protocol):
 
     async def complete(self, messages: list[dict[str, str]], max_tokens: int, usage: TokenUsage,
                        deadline: float, paths: tuple[str, ...] | None = None,
-                       temperature: float | None = None, **kw: Any) -> Completion: ...
+                       temperature: float | None = None, *, grammar: str | None = None, **kw: Any
+                       ) -> Completion: ...
 
 
 async def legs(endpoint: Completes, messages: list[dict[str, str]], usage: TokenUsage, deadline: float,
                watch: Watched, opening: str, min_lines: int, *, temperature: float | None = 0.0, **kw: Any
-               ) -> tuple[list[dict[str, str]], str, Watched] | None:
-    """Leg two's messages, start and watch; None (ask as before) unless more than `min_lines` lines would
-    be generated from `opening` (the head) on and leg one, asked at `temperature` (a sampled draw names
-    its line by sampling too), names a line of the definition. Leg two is the conversation with leg
-    one's answer and `FOLLOW`, its reply begun with the definition up to the named line and watched
-    through the named statement and the line after it. `kw`: the request's seed and record."""
+               ) -> tuple[list[dict[str, str]], str, Watched, str] | None:
+    """Leg two's messages, start and watch, and the line named (stripped); None (ask as before) unless
+    more than `min_lines` lines would be generated from `opening` (the head) on and leg one, asked at
+    `temperature` (a sampled draw names its line by sampling too), names a line of the definition. Leg
+    two is the conversation with leg one's answer and `FOLLOW`, its reply begun with the definition up
+    to the named line and watched through the named statement and the line after it. Leg one is held to
+    the lines `held` offers where the server takes a grammar. `kw`: the request's seed and record."""
     code = watch.code
     total = len(lines_of(code.strip("\n")))
     given = max(0, len(lines_of(opening)) - 1)  # the opening's lines after its fence
@@ -157,18 +160,28 @@ async def legs(endpoint: Completes, messages: list[dict[str, str]], usage: Token
     if min_lines <= 0 or written <= min_lines:
         return None
     start = ask(code)
+    grammar = await asyncio.to_thread(held, code, watch)  # the lines it may name (a server that takes it)
     reply = await endpoint.complete(messages, LEG_ONE_TOKENS, usage, deadline, None, temperature, free=True,
-                                    stop=("\n",), opening=start, **kw)
+                                    stop=("\n",), opening=start, grammar=grammar, **kw)
     said = reply.content.removeprefix(start).split("\n", 1)[0]
     at, end = await asyncio.to_thread(_placed, said, code)  # a match and a parse: off the loop
     log.info("llm.line_named", line=at, lines=total, span=written, tokens=reply.completion_tokens,
-             temperature=temperature)
+             temperature=temperature, held=grammar is not None, tried=len(watch.tried))
     if at is None:
         return None
     fence = fence_for(code)
     answer = f"{start}{said.rstrip()}\n{fence}"
     conversation = [*messages, {"role": "assistant", "content": answer}, {"role": "user", "content": FOLLOW}]
-    return conversation, begun(code, at), dataclasses.replace(watch, must_see=min(total, end + 1))
+    line = lines_of(code.strip("\n"))[at].strip()
+    return conversation, begun(code, at), dataclasses.replace(watch, must_see=min(total, end + 1)), line
+
+
+def held(code: str, watch: Watched) -> str | None:
+    """Leg one's grammar (autod.planner.linechoice): one of the definition's lines through the last the
+    failing tests ran (and the one after it, `must_see`), less those the suspect's earlier draws named and
+    wrote back unchanged (`tried`); None where fewer than two are left."""
+    lines = lines_of(code.strip("\n"))
+    return linechoice.gbnf(lines[: watch.must_see] if watch.must_see else lines, watch.tried)
 
 
 def _placed(said: str, code: str) -> tuple[int | None, int]:

@@ -286,6 +286,14 @@ def refuses_param(status: int, data: bytes, name: str) -> bool:
     return any(f"{q}{name}{q}" in text for q in ("'", '"', "`")) and any(w in text for w in _REFUSED_WORDS)
 
 
+def refuses_grammar(status: int, data: bytes) -> bool:
+    """The server refuses a request's `grammar`: a 400/413/422/500 whose error names it, in any form
+    (OpenAI's "Unrecognized request argument supplied: grammar", a grammar its parser would not take)."""
+    if status not in _REFUSAL_STATUSES or is_context_overflow(status, data):
+        return False
+    return "grammar" in _error_text(data).lower()
+
+
 def is_context_overflow(status: int, data: bytes) -> bool:
     """The prompt (with the reply's token cap) does not fit the model's context window."""
     if status not in _REFUSAL_STATUSES:

@@ -4,8 +4,14 @@ from the named line, and the fix lands as a user would see it."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
-from test_e2e_prefill import run
+from test_e2e_prefill import STATS, run
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
+from test_linechoice import offered  # the reader that follows llama.cpp's grammar parser
 
 from autod.planner import point
 
@@ -26,3 +32,21 @@ def test_the_draw_names_its_line_then_is_written_from_it_and_the_fix_lands(tmp_p
     assert two.endswith("<|im_start|>assistant\n" + point.begun(buggy, at))
     assert f"{point.FOLLOW}<|im_end|>" in two  # the conversation went on from leg one's answer
     assert r["candidates"][0]["view"] == "focused:1" and r["candidates"][0]["outcome"] == "fixed"
+
+
+def test_a_line_named_and_written_back_unchanged_is_not_offered_to_the_suspects_next_draw(
+    tmp_path, scripted_llm, real_bwrap
+):
+    """The first draw names `if not values:` and writes it back unchanged (an echo, ended two lines on);
+    the suspect's next draw (the pointed question) is held to its other lines, names the slip and
+    fixes it."""
+    guard = "    if not values:"
+    leg_two_echo = f"````python\n{STATS.format(marker='')}````\n"  # continued from the named line, as it was
+    legs = (f"{ASKED}````python\n{guard}\n", leg_two_echo, f"{ASKED}````python\n{SLIP}\n")
+    r, _ = run(tmp_path, scripted_llm, "", first=legs, candidates={"focused": 2}, point_lines=1)
+    grammars = [b.get("grammar") for b in scripted_llm.requests]
+    one, _, three, _ = scripted_llm.requests[:4]
+    assert offered(one["grammar"]).count(guard.strip()) == 1
+    assert guard.strip() not in offered(three["grammar"]) and SLIP.strip() in offered(three["grammar"])
+    assert grammars[1] is None and grammars[3] is None  # leg two is free
+    assert [c["outcome"] for c in r["candidates"]][-1] == "fixed" and r["candidates"][0]["outcome"] != "fixed"

@@ -41,9 +41,9 @@ def reply(code: str) -> str:
 
 
 def run(tmp_path, scripted_llm, marker: str, prefill: str | None = "chatml", first: tuple[str, ...] = (),
-        **settings: object) -> tuple[dict, str]:
+        candidates: dict | None = None, **settings: object) -> tuple[dict, str]:
     """One `autod run` on the buggy `mean` until its fix lands; `first`: replies scripted before the fix's,
-    `settings`: more `llm` settings."""
+    `candidates`: candidate settings over the test's, `settings`: more `llm` settings."""
     buggy = STATS.format(marker=marker)
     fixed = buggy.replace("(len(values) + 1)", "len(values)")
     repo = make_repo(tmp_path / "repo", {"src/__init__.py": "", "src/stats.py": buggy,
@@ -55,7 +55,7 @@ def run(tmp_path, scripted_llm, marker: str, prefill: str | None = "chatml", fir
     if prefill is not None:  # None: autod's default (auto)
         llm["prefill"] = prefill
     cfg = base_config(repo, ranked=True, llm=llm,
-                      candidates={"n": 1, "seed": 40, "focused": 1},
+                      candidates={"n": 1, "seed": 40, "focused": 1, **(candidates or {})},
                       modes={"auto-debug": {"enabled": True, "max_attempts_per_cycle": 1}})
     cfg["checks"]["tests"]["run"] = cfg["checks"]["tests"]["run"].replace(" tests", " tests/test_stats.py")
     d = start_autod(tmp_path, cfg)

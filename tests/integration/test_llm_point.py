@@ -11,14 +11,16 @@ import pytest
 import structlog
 
 TESTS = Path(__file__).resolve().parents[1]
-if str(TESTS) not in sys.path:
-    sys.path.insert(0, str(TESTS))
+for where in (TESTS, TESTS / "unit"):
+    if str(where) not in sys.path:
+        sys.path.insert(0, str(where))
 
 from llmserver import ScriptedLLM, scripted_llm_fixture  # noqa: E402
 from test_llm_prefill import plan, reply  # noqa: E402
 from test_llm_prefill import request as prefill_request  # noqa: E402
 
 from autod.planner import PlanRequest, point  # noqa: E402
+from autod.planner.earlystop import Watched  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -121,3 +123,50 @@ def test_a_named_line_carrying_a_control_token_never_reaches_the_template(llm: S
     assert llm.paths == ["/v1/completions", "/v1/chat/completions"]  # leg two: never rendered
     assert "<|im_end|>" in llm.requests[1]["messages"][-2]["content"]  # as text, in a JSON string
     assert result.plan.edits[0].replace.strip("\n") == FIXED
+
+
+def _offered(body: dict) -> list[str]:
+    from test_linechoice import offered  # the reader that follows llama.cpp's grammar parser
+
+    return offered(body["grammar"])
+
+
+def test_leg_one_is_held_to_the_definitions_lines_and_leg_two_is_free(llm: ScriptedLLM):
+    """A server that takes `grammar` (llama.cpp's) samples only one of the definition's own lines: a
+    test's `assert` or another definition's line can no longer be named, so the draw never goes back
+    to the whole copy for that reason."""
+    llm.push_text(f"{ASKED}````python\n{SLIP}\n")
+    llm.push_text(reply(FIXED))
+    with structlog.testing.capture_logs() as logs:
+        (result,) = plan(llm.base_url, request(CODE), prefill="chatml", point_lines=8)
+    one, two = llm.requests
+    lines = [ln.strip() for ln in CODE.split("\n") if ln.strip()]
+    assert _offered(one) == list(dict.fromkeys(lines)) and "grammar" not in two
+    assert next(e for e in logs if e["event"] == "llm.line_named")["held"] is True
+    assert result.named == SLIP.strip() and result.plan.edits
+
+
+def test_a_line_named_and_written_back_unchanged_is_not_offered_again(llm: ScriptedLLM):
+    tried = "total &= 0xFFFFFFFF"
+    llm.push_text(f"{ASKED}````python\n{SLIP}\n")
+    llm.push_text(reply(FIXED))
+    again = request(CODE)
+    again.watch = Watched(CODE, tried=(tried, "return total"))
+    plan(llm.base_url, again, prefill="chatml", point_lines=8)
+    offered = _offered(llm.requests[0])
+    assert tried not in offered and "return total" not in offered and SLIP.strip() in offered
+
+
+def test_a_server_that_refuses_the_grammar_is_asked_again_without_it_and_never_sent_it_again(
+    llm: ScriptedLLM,
+):
+    llm.behave(refuse_grammar=True)  # OpenAI: "Unrecognized request argument supplied: grammar"
+    for _ in range(2):
+        llm.push_text(f"{ASKED}````python\n{SLIP}\n")
+        llm.push_text(reply(FIXED))
+    with structlog.testing.capture_logs() as logs:
+        first, second = plan(llm.base_url, request(CODE), request(CODE), prefill="chatml", point_lines=8)
+    assert ["grammar" in r for r in llm.requests] == [True, False, False, False, False]
+    assert llm.paths == ["/v1/completions"] * 5  # the begun reply (prefill) is kept
+    assert [e["event"] for e in logs].count("llm.grammar_refused") == 1
+    assert first.plan.edits and second.plan.edits

@@ -157,11 +157,13 @@ def legs(said: str, watch: Watched, min_lines: int = 8, temperature: float = 0.0
 
 @pytest.mark.parametrize("temperature", [0.0, 0.8])
 def test_a_long_reply_is_asked_which_line_first_then_begun_just_before_it(temperature):
-    (messages, opening, watch), ep = legs("    total += xs[7]\n", Watched(LONG), temperature=temperature)
+    got, ep = legs("    total += xs[7]\n", Watched(LONG), temperature=temperature)
+    messages, opening, watch, line = got
     ((max_tokens, heat, kw),) = ep.calls
     assert max_tokens == point.LEG_ONE_TOKENS and heat == temperature and kw["stop"] == ("\n",)
     assert kw["opening"] == point.ask(LONG) and kw["free"] and kw["seed"] == 1
     assert opening == point.begun(LONG, 9) and watch.must_see == 11 and watch.code == LONG
+    assert line == "total += xs[7]" and kw["grammar"] == point.held(LONG, Watched(LONG))
     # leg two: the conversation goes on from leg one's answer
     assert messages == [*ASKED, {"role": "assistant", "content": f"{point.ask(LONG)}    total += xs[7]\n```"},
                         {"role": "user", "content": point.FOLLOW}]
@@ -175,7 +177,7 @@ def test_only_a_reply_longer_than_the_setting_to_the_last_line_that_matters_is_a
     got, ep = legs("    return total", Watched(LONG, must_see), min_lines)
     assert bool(ep.calls) is asked
     if asked:
-        messages, opening, watch = got
+        messages, opening, watch, _ = got
         assert len(messages) == 3 and (opening, watch.must_see) == (point.begun(LONG, 22), 23)
     else:
         assert got is None
