@@ -1,12 +1,14 @@
 """Leg one's answer held to the definition's own lines: a grammar of its lines, for servers that take one.
 
 Leg one (autod.planner.point) asks which line of a long definition makes the test fail. Asked freely,
-a small model named no line of it in 3 of 17 prompts (it quoted a test's `assert` from the failure
-output, or a line of another definition the prompt shows), and each such draw went back to the whole
-copy, the dearest draw there is. llama.cpp's servers (llama-cpp-python and llama-server) take a
-`grammar` (GBNF) with a request and sample only what it allows; a grammar whose one rule is "one of
-these lines" makes that miss impossible, and leaves out what a suspect's earlier draws already named
-(`tried`), so a later sample of the same suspect tries another line instead of writing the same echo.
+a small model named no line of it in 5 of 18 prompts of four held-out libraries (it quoted a test's
+`assert` from the failure output, or a line of another definition the prompt shows), and each such
+draw went back to the whole copy, the dearest draw there is. llama.cpp's servers (llama-cpp-python and
+llama-server) take a `grammar` (GBNF) with a request and sample only what it allows; held to "one of
+these lines", the same model named one in all 18, the same line as asked freely in the 13 that had
+named one (bench/point_probe.py --grammar). The grammar also leaves out what a suspect's earlier
+draws named and wrote back unchanged (`tried`), so a later draw of the same suspect tries another line
+instead of writing the same echo.
 
 The lines are the definition's text, which is the workspace's and so untrusted: each becomes a GBNF
 string literal in which every character but printable ASCII is written as an escape (`\\"`, `\\\\`,
@@ -24,7 +26,7 @@ from collections.abc import Iterable
 __all__ = ["MAX_CHOICES", "choices", "gbnf", "literal"]
 
 MAX_CHOICES = 400  # lines offered at most (a longer definition is not shown whole in a prompt anyway)
-MAX_LINE_CHARS = 400  # a line longer than this is not offered (autod.planner.point matches no longer)
+MAX_LINE_CHARS = 400  # a longer line is not offered (a data or minified line, not a fix's; a big grammar)
 
 
 def literal(text: str) -> str | None:

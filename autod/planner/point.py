@@ -37,6 +37,7 @@ import asyncio
 import dataclasses
 import difflib
 import textwrap
+from collections import Counter
 from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
@@ -179,9 +180,12 @@ async def legs(endpoint: Completes, messages: list[dict[str, str]], usage: Token
 def held(code: str, watch: Watched) -> str | None:
     """Leg one's grammar (autod.planner.linechoice): one of the definition's lines through the last the
     failing tests ran (and the one after it, `must_see`), less those the suspect's earlier draws named and
-    wrote back unchanged (`tried`); None where fewer than two are left."""
+    wrote back unchanged (`tried`) and those it holds twice (`named` could not place them, and the draw
+    would go whole); None where fewer than two are left."""
     lines = lines_of(code.strip("\n"))
-    return linechoice.gbnf(lines[: watch.must_see] if watch.must_see else lines, watch.tried)
+    seen = Counter(ln.strip() for ln in lines)
+    twice = [text for text, times in seen.items() if times > 1]
+    return linechoice.gbnf(lines[: watch.must_see] if watch.must_see else lines, (*watch.tried, *twice))
 
 
 def _placed(said: str, code: str) -> tuple[int | None, int]:

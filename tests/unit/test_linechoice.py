@@ -188,6 +188,11 @@ def test_held_offers_the_lines_through_the_last_the_tests_ran_less_those_tried()
     assert offered(held(code, Watched(code, must_see=3)) or "") == ["def f(x):", "a = 1", "b = 2"]
     assert offered(held(code, Watched(code, must_see=3, tried=("a = 1",))) or "") == ["def f(x):", "b = 2"]
     assert held(code, Watched(code, must_see=2, tried=("a = 1",))) is None  # one left: asked freely
+    twice = "def f(x):\n    if x:\n        return 1\n    y = 2\n    if x:\n        return y\n"
+    # a line held twice (`if x:`, the second below must_see=4) cannot be placed (point.named): offered,
+    # the draw would go whole
+    assert offered(held(twice, Watched(twice)) or "") == ["def f(x):", "return 1", "y = 2", "return y"]
+    assert offered(held(twice, Watched(twice, must_see=4)) or "") == ["def f(x):", "return 1", "y = 2"]
 
 
 @settings(max_examples=400, deadline=None)
