@@ -18,7 +18,7 @@ import structlog
 
 from autod import logs
 from autod.act.judges import Judges, editable_paths
-from autod.candidates.fits import written_tokens
+from autod.candidates.fits import MISSED, written_tokens
 from autod.candidates.reask import pointed_messages
 from autod.errors import ContextTooLong, CycleError, LLMUnavailable
 from autod.linebreaks import lines_of
@@ -122,18 +122,20 @@ class Asker:
         stream (the code form): from the end of its head (decorators, signature, docstring: given to a
         greedy reply, and a sample's docstring too, where the server takes the answer's start,
         autod.planner.prefill) through the last line the failing tests ran in it, where the early stop
-        ends them, or, for a long one, what its two legs write (`llm.point_lines`, autod.planner.point);
-        else all of it. The order and the deadline price a draw by it (autod.candidates.fits)."""
+        ends them, or, for a long one, what its two legs write (`llm.point_lines`, autod.planner.point;
+        a leg one that may miss priced as `fits.MISSED` whole copies); else all of it. The order and the
+        deadline price a draw by it (autod.candidates.fits)."""
         out = []
         streamed = self.form == "code"
         pointing = self.settings.llm.point_lines if streamed else 0
+        missed = 0.0 if self.holds_lines else MISSED
         for f in self.focused:
             if f.get("read_by"):
                 continue
             code, ran_to, given = f.get("code") or "", f.get("ran_to") or "", f.get("head_lines") or ""
             ran = int(ran_to) if ran_to.isdigit() and streamed else 0
             head = int(given) if given.isdigit() and streamed else 0
-            out.append(written_tokens(code, ran, CHARS_PER_TOKEN, head, pointing))
+            out.append(written_tokens(code, ran, CHARS_PER_TOKEN, head, pointing, missed))
         return out
 
     @property
@@ -150,6 +152,12 @@ class Asker:
         """A prompt token's time in generated tokens' on the planner's server, as its streamed replies
         measured it (autod.planner.pace); None until they have, or for a planner with no server."""
         return self.planner.read_per_generated if isinstance(self.planner, ServerPlanner) else None
+
+    @property
+    def holds_lines(self) -> bool:
+        """A long suspect's leg one cannot miss on the planner's server (a grammar holds it to the
+        definition's lines, autod.planner.linechoice); False for a planner with no server."""
+        return isinstance(self.planner, ServerPlanner) and self.planner.holds_lines
 
     @property
     def write_seconds(self) -> float | None:

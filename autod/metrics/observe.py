@@ -77,6 +77,10 @@ class MeteredPlanner:
     def write_seconds(self) -> float | None:
         return self.inner.write_seconds
 
+    @property
+    def holds_lines(self) -> bool:
+        return self.inner.holds_lines
+
     async def context_window(self) -> int | None:
         return await self.inner.context_window()
 

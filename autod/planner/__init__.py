@@ -121,6 +121,11 @@ class ServerPlanner(Planner, Protocol):
         (autod.planner.pace; None: not yet)."""
         ...
 
+    @property
+    def holds_lines(self) -> bool:
+        """A long suspect's leg one is held to its definition's lines there (autod.planner.linechoice)."""
+        ...
+
     async def context_window(self) -> int | None:
         """Tokens the server's context holds (prompt and reply), when known."""
         ...

@@ -88,6 +88,7 @@ class Endpoint:
         self.takes_stop = True  # until the server refuses `stop` (then the code form goes without it)
         self.takes_stream_usage = True  # until it refuses `stream_options` (then counted by chunk)
         self.takes_grammar = True  # until a request's `grammar` is refused (leg one then asked freely)
+        self.ignores_grammar = False  # an answer seen outside the grammar it was sent (autod.planner.point)
         # until /completions is refused (autod.planner.prefill); auto: the server's tokenizer asked once
         self.takes_prefill = cfg.prefill != "none"
         self._chatml: bool | None = True if cfg.prefill == "chatml" else None
@@ -98,6 +99,12 @@ class Endpoint:
             transport=transport,
             follow_redirects=False,
         )
+
+    @property
+    def holds_lines(self) -> bool:
+        """Leg one's answer is held to the definition's lines here: the server takes a grammar and has not
+        been seen answering outside one (autod.planner.linechoice)."""
+        return self.takes_grammar and not self.ignores_grammar
 
     @property
     def busy(self) -> bool:

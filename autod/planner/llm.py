@@ -175,6 +175,11 @@ class LLMPlanner:
         return self._first().pace.read_per_generated()
 
     @property
+    def holds_lines(self) -> bool:
+        """A long suspect's leg one cannot miss on the server asked now (autod.planner.linechoice)."""
+        return self._first().holds_lines
+
+    @property
     def write_seconds(self) -> float | None:
         """Seconds a reply token takes on the server asked now, measured on its streamed replies
         (autod.planner.pace); None until it is."""

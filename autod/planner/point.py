@@ -55,7 +55,7 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 
 __all__ = ["ASK", "FOLLOW", "LEG_ONE_TOKENS", "UNNAMED", "ask", "begun", "held", "legs", "name_of", "named",
-           "question", "span", "statement_end"]
+           "offered", "question", "span", "statement_end"]
 
 ASK = "The line of `{name}` that makes the test fail:\n"  # leg one's question, the definition named
 UNNAMED = "The line that makes the test fail:\n"  # ... of a definition whose name is not found
@@ -137,7 +137,11 @@ def begun(code: str, at: int) -> str:
 
 
 class Completes(Protocol):
-    """The endpoint's one request (autod.planner.endpoint.Endpoint.complete)."""
+    """The endpoint's one request (autod.planner.endpoint.Endpoint.complete), and what it learnt of the
+    server's grammar (sent until refused; followed until an answer is seen outside it)."""
+
+    takes_grammar: bool
+    ignores_grammar: bool
 
     async def complete(self, messages: list[dict[str, str]], max_tokens: int, usage: TokenUsage,
                        deadline: float, paths: tuple[str, ...] | None = None,
@@ -161,10 +165,12 @@ async def legs(endpoint: Completes, messages: list[dict[str, str]], usage: Token
     if min_lines <= 0 or written <= min_lines:
         return None
     start = ask(code)
-    grammar = await asyncio.to_thread(held, code, watch)  # the lines it may name (a server that takes it)
+    lines, grammar = await asyncio.to_thread(_held, code, watch)  # the lines it may name, where held
     reply = await endpoint.complete(messages, LEG_ONE_TOKENS, usage, deadline, None, temperature, free=True,
                                     stop=("\n",), opening=start, grammar=grammar, **kw)
     said = reply.content.removeprefix(start).split("\n", 1)[0]
+    if grammar is not None and endpoint.takes_grammar and said.strip() not in lines:
+        endpoint.ignores_grammar = True  # sent, not refused, not followed (vLLM, Ollama): leg one may miss
     at, end = await asyncio.to_thread(_placed, said, code)  # a match and a parse: off the loop
     log.info("llm.line_named", line=at, lines=total, span=written, tokens=reply.completion_tokens,
              temperature=temperature, held=grammar is not None, tried=len(watch.tried))
@@ -178,14 +184,23 @@ async def legs(endpoint: Completes, messages: list[dict[str, str]], usage: Token
 
 
 def held(code: str, watch: Watched) -> str | None:
-    """Leg one's grammar (autod.planner.linechoice): one of the definition's lines through the last the
-    failing tests ran (and the one after it, `must_see`), less those the suspect's earlier draws named and
-    wrote back unchanged (`tried`) and those it holds twice (`named` could not place them, and the draw
-    would go whole); None where fewer than two are left."""
+    """Leg one's grammar (autod.planner.linechoice) of the lines `offered`; None where fewer than two are."""
+    return linechoice.gbnf(offered(code, watch))
+
+
+def offered(code: str, watch: Watched) -> list[str]:
+    """The lines leg one may name, stripped: the definition's through the last the failing tests ran (and
+    the one after it, `must_see`), less those the suspect's earlier draws named and wrote back unchanged
+    (`tried`) and those it holds twice (`named` could not place them, and the draw would go whole)."""
     lines = lines_of(code.strip("\n"))
     seen = Counter(ln.strip() for ln in lines)
     twice = [text for text, times in seen.items() if times > 1]
-    return linechoice.gbnf(lines[: watch.must_see] if watch.must_see else lines, (*watch.tried, *twice))
+    return linechoice.choices(lines[: watch.must_see] if watch.must_see else lines, (*watch.tried, *twice))
+
+
+def _held(code: str, watch: Watched) -> tuple[list[str], str | None]:
+    lines = offered(code, watch)
+    return lines, linechoice.gbnf(lines)
 
 
 def _placed(said: str, code: str) -> tuple[int | None, int]:

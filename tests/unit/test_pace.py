@@ -99,7 +99,7 @@ def test_a_suspect_s_reply_is_priced_through_the_last_line_its_failing_tests_ran
     lines = code.split("\n")  # the signature given (a head of one line), then lines 2 to 4 written
     settings = SimpleNamespace(llm=SimpleNamespace(point_lines=0))  # never in two legs
     for form, first in (("code", sum(len(x) + 1 for x in lines[1:4])), ("json", len(code) + 1)):
-        asker = SimpleNamespace(focused=focused, form=form, settings=settings)
+        asker = SimpleNamespace(focused=focused, form=form, settings=settings, holds_lines=False)
         replies = Asker.suspect_replies.fget(asker)  # type: ignore[attr-defined]
         assert replies == [int(first / CPT), int((len(code) + 1) / CPT)], form  # a value group is no suspect
 
@@ -117,17 +117,39 @@ def test_a_long_suspect_asked_in_two_legs_is_priced_at_what_they_write_not_at_it
     focused = [{"code": c, "ran_to": ran, "head_lines": "1"} for c, ran in shown]
     for point_lines, form in ((24, "code"), (0, "code"), (24, "json"), (100, "code")):
         settings = SimpleNamespace(llm=SimpleNamespace(point_lines=point_lines))
-        asker = SimpleNamespace(focused=focused, form=form, settings=settings)
+        asker = SimpleNamespace(focused=focused, form=form, settings=settings, holds_lines=False)
         replies = Asker.suspect_replies.fget(asker)  # type: ignore[attr-defined]
         whole = fits.streamed_tokens(code, 0, CPT, 1 if form == "code" else 0)
         if point_lines == 24 and form == "code":  # 81 lines: two legs (or, missed, all of it)
             assert replies[0] == fits.written_tokens(code, 0, CPT, 1, 24) < whole / 2
+            # where a grammar holds leg one to the definition's lines it cannot miss: no whole copy priced
+            held = Asker.suspect_replies.fget(SimpleNamespace(**{**vars(asker), "holds_lines": True}))
+            two_legs = fits.written_tokens(code, 0, CPT, 1, 24, missed=0.0)
+            assert held[0] == two_legs and held[1:] == replies[1:]
+            assert replies[0] - two_legs > 0.8 * fits.MISSED * whole  # the miss's whole copy, less its legs
         else:  # asked whole (never in two legs, the JSON form, no longer than the setting)
             assert replies[0] == whole, (point_lines, form)
         # 3 lines to write: asked whole at any setting; a short definition likewise
         streamed = form == "code"
         assert replies[1:] == [fits.streamed_tokens(code, 3 if streamed else 0, CPT, int(streamed)),
                                fits.streamed_tokens(short, 0, CPT, int(streamed))]
+
+
+def test_the_asker_says_leg_one_is_held_where_its_planners_server_holds_it():
+    from types import SimpleNamespace
+
+    from autod.candidates.asker import Asker
+    from autod.config.settings import LLMConfig
+    from autod.planner.llm import LLMPlanner
+
+    planner = LLMPlanner(LLMConfig(base_url="http://127.0.0.1:9/v1", reply_form="code"), None)
+    endpoint = planner._first()
+    assert Asker.holds_lines.fget(SimpleNamespace(planner=planner)) is True  # type: ignore[attr-defined]
+    endpoint.ignores_grammar = True  # an answer was seen outside the grammar sent (vLLM, Ollama)
+    assert Asker.holds_lines.fget(SimpleNamespace(planner=planner)) is False  # type: ignore[attr-defined]
+    endpoint.ignores_grammar, endpoint.takes_grammar = False, False  # refused (OpenAI)
+    assert Asker.holds_lines.fget(SimpleNamespace(planner=planner)) is False  # type: ignore[attr-defined]
+    assert Asker.holds_lines.fget(SimpleNamespace(planner=object())) is False  # type: ignore[attr-defined]
 
 
 def test_speeds_kept_by_an_earlier_run_price_the_first_plan_and_three_fresh_readings_outvote_them():

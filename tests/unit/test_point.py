@@ -134,6 +134,7 @@ def test_leg_two_reads_back_as_the_definition_or_as_exactly_the_change_at_the_na
 class Endpoint:
     def __init__(self, said: str) -> None:
         self.said, self.calls = said, []
+        self.takes_grammar, self.ignores_grammar = True, False
 
     async def complete(self, messages, max_tokens, usage, deadline, paths=None, temperature=None, **kw: Any):
         self.calls.append((max_tokens, temperature, kw))
@@ -186,6 +187,21 @@ def test_only_a_reply_longer_than_the_setting_to_the_last_line_that_matters_is_a
 def test_a_first_leg_that_names_no_line_leaves_the_draw_as_it_was():
     got, ep = legs("I think the bug is in the loop.", Watched(LONG, 0))
     assert len(ep.calls) == 1 and got is None
+
+
+@pytest.mark.parametrize("said, refused, ignores", [
+    ("    total += xs[7]\n", False, False),  # one of the lines offered: held, as llama.cpp holds it
+    ("I think the bug is in the loop.", False, True),  # outside the grammar sent: the server ignores it
+    ("    total += xs[7] + 1\n", False, True),  # placed (close enough), yet not a line offered
+    ("assert f([1]) == 1", True, False),  # the grammar was refused in that request: not sent after all
+])
+def test_a_server_seen_answering_outside_the_grammar_it_was_sent_is_known_to_ignore_it(
+    said, refused, ignores
+):
+    ep = Endpoint(said)
+    ep.takes_grammar = not refused
+    asyncio.run(point.legs(ep, ASKED, TokenUsage(), 0.0, Watched(LONG), HEAD, 8, seed=1))
+    assert ep.ignores_grammar is ignores
 
 
 STATEMENTS = '''    def g(self, a,
