@@ -265,6 +265,10 @@ class Asker:
 
     def _watch(self, suspect: dict[str, str] | None, context: dict[str, str]) -> Watched | None:
         watch = watched(suspect, context)
+        if watch is not None and logs.holds_secret(watch.code):
+            # its text would leave unredacted as the reply's start, leg two's and leg one's grammar: the
+            # reply is read whole from the redacted prompt instead
+            return None
         tried = self.echoed.get(_key(suspect)) if suspect is not None else None
         return dataclasses.replace(watch, tried=tuple(tried)) if watch is not None and tried else watch
 

@@ -20,6 +20,7 @@ to /completions, and the head is read as the reply's start (autod.planner.prefil
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
@@ -31,7 +32,7 @@ from autod import tally
 from autod.backoff import Backoff
 from autod.config.settings import LLMConfig
 from autod.errors import ContextTooLong, LLMUnavailable, PlanInvalid
-from autod.logs import redact_text
+from autod.logs import holds_secret, redact_text
 from autod.planner import CHARS_PER_TOKEN, TokenUsage, busy, pace, prefill, wire
 from autod.planner.earlystop import ReplyWatch, Watched
 from autod.planner.exchange import MAX_REPLY_BYTES, Read, exchange, said, watched
@@ -160,6 +161,9 @@ class Endpoint:
                 body = prefill.completions_body(body, rendered)
                 if grammar and self.takes_grammar:
                     body["grammar"] = grammar
+            if await asyncio.to_thread(_holds_secret, body):  # the last line of defence, at the wire
+                log.error("llm.secret_withheld", endpoint=self.url, completions=rendered is not None)
+                raise PlanInvalid("the request would have carried a configured secret; not sent")
             started = asyncio.get_running_loop().time()
             given = opening if rendered is not None else ""
             status, ctype, data, read = await self._send(body, deadline, fmt, watch, given)
@@ -380,6 +384,11 @@ class Endpoint:
         text = " ".join(secretforms.cut_tail(own.sub("***", text) if own else text, self._secrets)[:4096]
                         .split())
         return text[:_EXCERPT] + ("..." if len(text) > _EXCERPT else "") if text else "(empty body)"
+
+
+def _holds_secret(body: dict[str, Any]) -> bool:
+    """Whether a request body holds a configured secret (autod.logs: every form of each value)."""
+    return holds_secret(json.dumps(body, ensure_ascii=False))
 
 
 def _forced(fmt: str) -> list[str]:

@@ -4,6 +4,7 @@ from the named line, and the fix lands as a user would see it."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -50,3 +51,15 @@ def test_a_line_named_and_written_back_unchanged_is_not_offered_to_the_suspects_
     assert guard.strip() not in offered(three["grammar"]) and SLIP.strip() in offered(three["grammar"])
     assert grammars[1] is None and grammars[3] is None  # leg two is free
     assert [c["outcome"] for c in r["candidates"]][-1] == "fixed" and r["candidates"][0]["outcome"] != "fixed"
+
+
+def test_a_definition_holding_the_llm_key_leaves_only_redacted(tmp_path, scripted_llm, real_bwrap):
+    """The suspect's docstring holds the configured API key. The prompt is redacted, but a reply begun
+    with the definition's head, leg two's start and leg one's grammar are its raw text: such a suspect is
+    asked whole on the chat endpoint from the redacted prompt, and no request body holds the key."""
+    key = "sk-live-7c1e94b2d05a8f36"
+    r, _ = run(tmp_path, scripted_llm, f" Token: {key}.", point_lines=1, api_key=key)
+    bodies = [json.dumps(b) for b in scripted_llm.requests]
+    assert bodies and not [b for b in bodies if key in b or key[-12:] in b]
+    assert "***" in bodies[0] and set(scripted_llm.paths) == {"/v1/chat/completions"}
+    assert r["candidates"][0]["outcome"] == "fixed"

@@ -170,3 +170,21 @@ def test_a_server_that_refuses_the_grammar_is_asked_again_without_it_and_never_s
     assert llm.paths == ["/v1/completions"] * 5  # the begun reply (prefill) is kept
     assert [e["event"] for e in logs].count("llm.grammar_refused") == 1
     assert first.plan.edits and second.plan.edits
+
+
+def test_a_request_holding_a_configured_secret_is_never_sent(llm: ScriptedLLM):
+    """The last line of defence at the wire: a definition's raw text given as the reply's start, leg
+    two's start or leg one's grammar (none of which the prompt's redaction sees) would carry a configured
+    secret; the endpoint sends no body that holds one, in any of the forms the log redacts."""
+    from autod import logs
+    from autod.errors import PlanInvalid
+
+    key = "sk-live-7c1e94b2d05a8f36"
+    code = CODE.replace("A rolling checksum", f"A rolling checksum (token {key})")
+    logs.set_secrets([key])
+    try:
+        with pytest.raises(PlanInvalid, match="configured secret"):
+            plan(llm.base_url, request(code), prefill="chatml", point_lines=8)
+    finally:
+        logs.set_secrets([])
+    assert llm.requests == []
