@@ -4,6 +4,7 @@ from that line alone, and the plan read is the whole definition with the change.
 
 from __future__ import annotations
 
+import base64
 import sys
 from pathlib import Path
 
@@ -172,16 +173,19 @@ def test_a_server_that_refuses_the_grammar_is_asked_again_without_it_and_never_s
     assert first.plan.edits and second.plan.edits
 
 
-def test_a_request_holding_a_configured_secret_is_never_sent(llm: ScriptedLLM):
+KEY = "sk-live-7c1e94b2d05a8f36"  # below: as written, base64-encoded, reversed
+
+
+@pytest.mark.parametrize("form", [KEY, base64.b64encode(KEY.encode()).decode(), KEY[::-1]])
+def test_a_request_holding_a_configured_secret_is_never_sent(llm: ScriptedLLM, form: str):
     """The last line of defence at the wire: a definition's raw text given as the reply's start, leg
     two's start or leg one's grammar (none of which the prompt's redaction sees) would carry a configured
     secret; the endpoint sends no body that holds one, in any of the forms the log redacts."""
     from autod import logs
     from autod.errors import PlanInvalid
 
-    key = "sk-live-7c1e94b2d05a8f36"
-    code = CODE.replace("A rolling checksum", f"A rolling checksum (token {key})")
-    logs.set_secrets([key])
+    code = CODE.replace("A rolling checksum", f"A rolling checksum (token {form})")
+    logs.set_secrets([KEY])
     try:
         with pytest.raises(PlanInvalid, match="configured secret"):
             plan(llm.base_url, request(code), prefill="chatml", point_lines=8)
