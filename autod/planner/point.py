@@ -169,7 +169,8 @@ async def legs(endpoint: Completes, messages: list[dict[str, str]], usage: Token
     reply = await endpoint.complete(messages, LEG_ONE_TOKENS, usage, deadline, None, temperature, free=True,
                                     stop=("\n",), opening=start, grammar=grammar, **kw)
     said = reply.content.removeprefix(start).split("\n", 1)[0]
-    if grammar is not None and endpoint.takes_grammar and said.strip() not in lines:
+    whole = reply.finish_reason != "length"  # a long line cut at LEG_ONE_TOKENS proves nothing
+    if grammar is not None and endpoint.takes_grammar and whole and said.strip() not in lines:
         endpoint.ignores_grammar = True  # sent, not refused, not followed (vLLM, Ollama): leg one may miss
     at, end = await asyncio.to_thread(_placed, said, code)  # a match and a parse: off the loop
     log.info("llm.line_named", line=at, lines=total, span=written, tokens=reply.completion_tokens,

@@ -132,13 +132,14 @@ def test_leg_two_reads_back_as_the_definition_or_as_exactly_the_change_at_the_na
 
 
 class Endpoint:
-    def __init__(self, said: str) -> None:
-        self.said, self.calls = said, []
+    def __init__(self, said: str, finish_reason: str = "stop") -> None:
+        self.said, self.calls, self.finish_reason = said, [], finish_reason
         self.takes_grammar, self.ignores_grammar = True, False
 
     async def complete(self, messages, max_tokens, usage, deadline, paths=None, temperature=None, **kw: Any):
         self.calls.append((max_tokens, temperature, kw))
-        return Completion(content=kw["opening"] + self.said, finish_reason="stop", completion_tokens=9)
+        return Completion(content=kw["opening"] + self.said, finish_reason=self.finish_reason,
+                          completion_tokens=9)
 
 
 LONG = ("def f(xs):\n    total = 0\n" + "".join(f"    total += xs[{i}]\n" for i in range(20))
@@ -194,11 +195,12 @@ def test_a_first_leg_that_names_no_line_leaves_the_draw_as_it_was():
     ("I think the bug is in the loop.", False, True),  # outside the grammar sent: the server ignores it
     ("    total += xs[7] + 1\n", False, True),  # placed (close enough), yet not a line offered
     ("assert f([1]) == 1", True, False),  # the grammar was refused in that request: not sent after all
+    ("    total += x", False, False),  # cut at the token cap ("length"): a long line's start proves nothing
 ])
 def test_a_server_seen_answering_outside_the_grammar_it_was_sent_is_known_to_ignore_it(
     said, refused, ignores
 ):
-    ep = Endpoint(said)
+    ep = Endpoint(said, "length" if said == "    total += x" else "stop")
     ep.takes_grammar = not refused
     asyncio.run(point.legs(ep, ASKED, TokenUsage(), 0.0, Watched(LONG), HEAD, 8, seed=1))
     assert ep.ignores_grammar is ignores
