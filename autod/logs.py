@@ -37,7 +37,6 @@ __all__ = [
     "configure_logging",
     "flush",
     "get_logger",
-    "holds_secret",
     "redact",
     "redact_secrets",
     "redact_text",
@@ -96,11 +95,6 @@ def redact_text(text: str) -> str:
     Event payload, a prompt or memory (the daemon sets the secrets at start-up and on reload).
     """
     return _redact_text(text)
-
-
-def holds_secret(text: str) -> bool:
-    """Whether `text` holds a configured secret value, in any of the forms `redact_secrets` replaces."""
-    return _secret_re is not None and _secret_re.search(text) is not None
 
 
 def redact_secrets(text: str) -> str:

@@ -265,7 +265,7 @@ class Asker:
 
     def _watch(self, suspect: dict[str, str] | None, context: dict[str, str]) -> Watched | None:
         watch = watched(suspect, context)
-        if watch is not None and logs.holds_secret(watch.code):
+        if watch is not None and logs.redact_secrets(watch.code) != watch.code:
             # its text would leave unredacted as the reply's start, leg two's and leg one's grammar: the
             # reply is read whole from the redacted prompt instead
             return None

@@ -32,7 +32,7 @@ from autod import tally
 from autod.backoff import Backoff
 from autod.config.settings import LLMConfig
 from autod.errors import ContextTooLong, LLMUnavailable, PlanInvalid
-from autod.logs import holds_secret, redact_text
+from autod.logs import redact_secrets, redact_text
 from autod.planner import CHARS_PER_TOKEN, TokenUsage, busy, pace, prefill, wire
 from autod.planner.earlystop import ReplyWatch, Watched
 from autod.planner.exchange import MAX_REPLY_BYTES, Read, exchange, said, watched
@@ -388,7 +388,8 @@ class Endpoint:
 
 def _holds_secret(body: dict[str, Any]) -> bool:
     """Whether a request body holds a configured secret (autod.logs: every form of each value)."""
-    return holds_secret(json.dumps(body, ensure_ascii=False))
+    text = json.dumps(body, ensure_ascii=False)
+    return redact_secrets(text) != text
 
 
 def _forced(fmt: str) -> list[str]:
