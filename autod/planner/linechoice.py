@@ -67,10 +67,10 @@ def choices(lines: Iterable[str], tried: Iterable[str] = ()) -> list[str]:
     return out
 
 
-def gbnf(lines: Iterable[str], tried: Iterable[str] = ()) -> str | None:
-    """A GBNF grammar whose answer is one of `lines` (stripped, after any indentation), `tried` left
-    out; None when fewer than two lines are left to choose from (no choice to constrain)."""
-    alternatives = [q for q in (literal(text) for text in choices(lines, tried)) if q is not None]
+def gbnf(lines: Iterable[str]) -> str | None:
+    """A GBNF grammar whose answer is one of `lines` (their `choices`, after any indentation); None when
+    fewer than two are left to choose from (no choice to constrain)."""
+    alternatives = [q for q in (literal(text) for text in choices(lines)) if q is not None]
     if len(alternatives) < 2:
         return None
     # a newline ends a rule in GBNF except inside parentheses: one line each, grouped

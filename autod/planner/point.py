@@ -27,7 +27,14 @@ What it gives up: a change the greedy reply would have made elsewhere than from 
 a missing statement above it among them. A short definition is therefore asked whole: on the held-out
 bench a 16-line definition whose fix inserts a guard at its top was fixed by its whole greedy reply
 and not by two legs (the model named its last line). The pointed question (autod.candidates.reask)
-still follows an echo, asked the same way.
+still follows an echo.
+
+Where the server takes a grammar (llama.cpp's), leg one may write only one of the lines `offered`
+(autod.planner.linechoice): the definition's through the last the failing tests ran, less the lines it
+holds twice and the lines this suspect's earlier draws named and wrote back unchanged (`Watched.tried`,
+kept by the asker), so the pointed question and the samples after an echo name another line. A server
+seen answering outside the grammar it was sent is marked as ignoring it (`ignores_grammar`), and the
+draw order then prices a miss again (autod.candidates.fits, `MISSED`).
 """
 
 from __future__ import annotations
