@@ -135,7 +135,8 @@ class Asker:
             code, ran_to, given = f.get("code") or "", f.get("ran_to") or "", f.get("head_lines") or ""
             ran = int(ran_to) if ran_to.isdigit() and streamed else 0
             head = int(given) if given.isdigit() and streamed else 0
-            out.append(written_tokens(code, ran, CHARS_PER_TOKEN, head, pointing, missed))
+            out.append(written_tokens(code, ran, CHARS_PER_TOKEN, head, pointing, missed,
+                                      self.settings.llm.point_above))
         return out
 
     @property

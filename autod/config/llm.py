@@ -82,6 +82,11 @@ class LLMConfig(Strict):
         "sampled: the line the model holds wrong, then the code from that line (autod.planner.point); "
         "0: never"
     )
+    point_above: int = Field(
+        0, ge=0, le=100, description="leg two of a two-leg reply is begun this many lines above the line "
+        "leg one named, so the model may also rewrite them or put a statement before them "
+        "(autod.planner.point); 0: begun at the named line"
+    )
     context_tokens: int | None = Field(
         None, ge=512, le=10_000_000,
         description="the server's context window; null: asked (llama.cpp GET /props) or learnt from errors",

@@ -157,14 +157,15 @@ class Completes(Protocol):
 
 
 async def legs(endpoint: Completes, messages: list[dict[str, str]], usage: TokenUsage, deadline: float,
-               watch: Watched, opening: str, min_lines: int, *, temperature: float | None = 0.0, **kw: Any
-               ) -> tuple[list[dict[str, str]], str, Watched, str] | None:
+               watch: Watched, opening: str, min_lines: int, *, temperature: float | None = 0.0,
+               above: int = 0, **kw: Any) -> tuple[list[dict[str, str]], str, Watched, str] | None:
     """Leg two's messages, start and watch, and the line named (stripped); None (ask as before) unless
     more than `min_lines` lines would be generated from `opening` (the head) on and leg one, asked at
     `temperature` (a sampled draw names its line by sampling too), names a line of the definition. Leg
     two is the conversation with leg one's answer and `FOLLOW`, its reply begun with the definition up
-    to the named line and watched through the named statement and the line after it. Leg one is held to
-    the lines `held` offers where the server takes a grammar. `kw`: the request's seed and record."""
+    to the named line (`above` lines before it, not above the head) and watched through the named
+    statement and the line after it. Leg one is held to the lines `held` offers where the server takes a
+    grammar. `kw`: the request's seed and record."""
     code = watch.code
     total = len(lines_of(code.strip("\n")))
     given = max(0, len(lines_of(opening)) - 1)  # the opening's lines after its fence
@@ -188,7 +189,8 @@ async def legs(endpoint: Completes, messages: list[dict[str, str]], usage: Token
     answer = f"{start}{said.rstrip()}\n{fence}"
     conversation = [*messages, {"role": "assistant", "content": answer}, {"role": "user", "content": FOLLOW}]
     line = lines_of(code.strip("\n"))[at].strip()
-    return conversation, begun(code, at), dataclasses.replace(watch, must_see=min(total, end + 1)), line
+    start_at = max(min(at, given), at - above)
+    return conversation, begun(code, start_at), dataclasses.replace(watch, must_see=min(total, end + 1)), line
 
 
 def held(code: str, watch: Watched) -> str | None:

@@ -97,7 +97,7 @@ def test_a_suspect_s_reply_is_priced_through_the_last_line_its_failing_tests_ran
     focused = [{"code": code, "ran_to": "3", "head_lines": "1"}, {"code": code, "ran_to": ""},
                {"read_by": "1", "blocks": "A = 1"}]
     lines = code.split("\n")  # the signature given (a head of one line), then lines 2 to 4 written
-    settings = SimpleNamespace(llm=SimpleNamespace(point_lines=0))  # never in two legs
+    settings = SimpleNamespace(llm=SimpleNamespace(point_lines=0, point_above=0))  # never in two legs
     for form, first in (("code", sum(len(x) + 1 for x in lines[1:4])), ("json", len(code) + 1)):
         asker = SimpleNamespace(focused=focused, form=form, settings=settings, holds_lines=False)
         replies = Asker.suspect_replies.fget(asker)  # type: ignore[attr-defined]
@@ -116,7 +116,7 @@ def test_a_long_suspect_asked_in_two_legs_is_priced_at_what_they_write_not_at_it
     shown = ((code, ""), (code, "3"), (short, ""))
     focused = [{"code": c, "ran_to": ran, "head_lines": "1"} for c, ran in shown]
     for point_lines, form in ((24, "code"), (0, "code"), (24, "json"), (100, "code")):
-        settings = SimpleNamespace(llm=SimpleNamespace(point_lines=point_lines))
+        settings = SimpleNamespace(llm=SimpleNamespace(point_lines=point_lines, point_above=0))
         asker = SimpleNamespace(focused=focused, form=form, settings=settings, holds_lines=False)
         replies = Asker.suspect_replies.fget(asker)  # type: ignore[attr-defined]
         whole = fits.streamed_tokens(code, 0, CPT, 1 if form == "code" else 0)
@@ -127,6 +127,13 @@ def test_a_long_suspect_asked_in_two_legs_is_priced_at_what_they_write_not_at_it
             two_legs = fits.written_tokens(code, 0, CPT, 1, 24, missed=0.0)
             assert held[0] == two_legs and held[1:] == replies[1:]
             assert replies[0] - two_legs > 0.8 * fits.MISSED * whole  # the miss's whole copy, less its legs
+            # leg two begun two lines higher writes them too (llm.point_above)
+            higher = SimpleNamespace(point_lines=24, point_above=2)
+            priced = Asker.suspect_replies.fget(SimpleNamespace(**{**vars(asker), "holds_lines": True,
+                                                                   "settings": SimpleNamespace(llm=higher)}))
+            line = len(code) / len(code.split("\n")) / CPT
+            assert priced[0] == fits.written_tokens(code, 0, CPT, 1, 24, 0.0, 2)
+            assert 2 * line - 1 <= priced[0] - held[0] <= 2 * line + 1
         else:  # asked whole (never in two legs, the JSON form, no longer than the setting)
             assert replies[0] == whole, (point_lines, form)
         # 3 lines to write: asked whole at any setting; a short definition likewise

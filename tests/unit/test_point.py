@@ -150,10 +150,11 @@ HEAD = "```python\ndef f(xs):\n"
 ASKED = [{"role": "user", "content": "Fix `f`."}]
 
 
-def legs(said: str, watch: Watched, min_lines: int = 8, temperature: float = 0.0) -> tuple[Any, Endpoint]:
+def legs(said: str, watch: Watched, min_lines: int = 8, temperature: float = 0.0, above: int = 0
+         ) -> tuple[Any, Endpoint]:
     ep = Endpoint(said)
     got = asyncio.run(point.legs(ep, ASKED, TokenUsage(), 0.0, watch, HEAD, min_lines,
-                                 temperature=temperature, seed=1))
+                                 temperature=temperature, above=above, seed=1))
     return got, ep
 
 
@@ -169,6 +170,21 @@ def test_a_long_reply_is_asked_which_line_first_then_begun_just_before_it(temper
     # leg two: the conversation goes on from leg one's answer
     assert messages == [*ASKED, {"role": "assistant", "content": f"{point.ask(LONG)}    total += xs[7]\n```"},
                         {"role": "user", "content": point.FOLLOW}]
+
+
+@pytest.mark.parametrize("said, above, begun_at", [
+    ("    total += xs[7]\n", 1, 8),  # one line above the named one (line 9)
+    ("    total += xs[7]\n", 3, 6),
+    ("    total += xs[0]\n", 5, 1),  # never above the head the draw was given (the signature)
+    ("def f(xs):\n", 2, 0),  # the signature named: begun at it, as without `above`
+])
+def test_leg_two_is_begun_above_the_named_line_as_set_and_watched_through_the_named_statement(
+    said, above, begun_at
+):
+    (_, opening, watch, line), _ = legs(said, Watched(LONG), above=above)
+    assert opening == point.begun(LONG, begun_at) and line == said.strip()
+    named = point.named(said, LONG)
+    assert named is not None and watch.must_see == named + 2  # the named line and the one after it
 
 
 @pytest.mark.parametrize("must_see, min_lines, asked", [(0, 8, True), (6, 8, False), (12, 8, True),
