@@ -249,7 +249,7 @@ class Asker:
             raise
         if breaker is not None:
             breaker.success()
-        if suspect is not None and result.named and result.ended == "echo":  # named, and changed nothing
+        if suspect is not None and result.named and result.plan.echoed:  # named, and changed nothing
             self.echoed.setdefault(_key(suspect), []).append(result.named)
         self.r.tokens["prompt"] += result.tokens.prompt
         self.r.tokens["completion"] += result.tokens.completion

@@ -53,6 +53,23 @@ def test_a_line_named_and_written_back_unchanged_is_not_offered_to_the_suspects_
     assert [c["outcome"] for c in r["candidates"]][-1] == "fixed" and r["candidates"][0]["outcome"] != "fixed"
 
 
+def test_the_last_line_named_and_written_back_to_the_block_s_end_is_not_offered_again(
+    tmp_path, scripted_llm, real_bwrap
+):
+    """The named line is the definition's last, so the first draw's leg two is an echo only once its
+    block closes (the watch's "closed", not "echo"); it is tried all the same, and the suspect's next draw
+    (the pointed question) is held to its other lines. It names the guard and writes it back; the draw
+    after it fixes the slip."""
+    guard = "    if not values:"
+    leg_two_echo = f"````python\n{STATS.format(marker='')}````\n"
+    legs = (f"{ASKED}````python\n{SLIP}\n", leg_two_echo, f"{ASKED}````python\n{guard}\n", leg_two_echo)
+    r, _ = run(tmp_path, scripted_llm, "", first=legs, candidates={"focused": 2}, point_lines=1)
+    one, _, three, _ = scripted_llm.requests[:4]
+    assert [c["ended"] for c in r["candidates"][:2]] == ["closed", "echo"]
+    assert SLIP.strip() in offered(one["grammar"]) and SLIP.strip() not in offered(three["grammar"])
+    assert [c["outcome"] for c in r["candidates"]][-1] == "fixed" and r["candidates"][0]["outcome"] != "fixed"
+
+
 def test_a_definition_holding_the_llm_key_leaves_only_redacted(tmp_path, scripted_llm, real_bwrap):
     """The suspect's docstring holds the configured API key. The prompt is redacted, but a reply begun
     with the definition's head, leg two's start and leg one's grammar are its raw text: such a suspect is
