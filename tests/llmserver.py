@@ -21,6 +21,10 @@ real server autod meets:
     "token_param": "max_completion_tokens"   OpenAI reasoning models: 400 to `max_tokens`
     "refuse_stop": true           OpenAI reasoning models: 400 "Unsupported parameter: 'stop'"
     "refuse_grammar": true        OpenAI: 400 "Unrecognized request argument supplied: grammar"
+    "choice_field": "structured_outputs" | "guided_choice"   vLLM from 0.12 / before 0.10.2: a
+                                  completions request holding that field is answered with the choice
+                                  the step's first line is (stripped), else with its first choice; a
+                                  request holding both fields: 400, as vLLM refuses two constraints
     "context_limit": N            400 context_length_exceeded (OpenAI's body) when the prompt
                                   (4 characters a token) plus the reply cap passes N tokens
     "props_n_ctx": N              GET /props answers llama.cpp's
@@ -76,7 +80,7 @@ from typing import Any
 
 BEHAVIOURS = (
     "sse", "token_param", "context_limit", "single_slot", "props_n_ctx", "chars_per_token", "honour_n",
-    "refuse_stop", "refuse_grammar", "no_completions", "vocab", "chunk_s", "read_s_per_token",
+    "refuse_stop", "refuse_grammar", "no_completions", "vocab", "chunk_s", "read_s_per_token", "choice_field",
 )
 CHAT = "/v1/chat/completions"
 NOTHING_TO_DO: dict[str, Any] = {"summary": "nothing to do", "edits": [], "verify": [], "report": None}
@@ -112,6 +116,14 @@ GRAMMAR_REFUSAL = {  # OpenAI's answer to a parameter it does not know
         "code": None,
     }
 }
+TWO_CONSTRAINTS = {  # vLLM's answer to two kinds of constraint in one request
+    "error": {
+        "message": "You can only use one kind of structured outputs constraint but multiple are specified",
+        "type": "BadRequestError",
+        "param": None,
+        "code": 400,
+    }
+}
 STOP_REFUSAL = {
     "error": {
         "message": "Unsupported parameter: 'stop' is not supported with this model.",
@@ -140,6 +152,7 @@ class ScriptedLLM:
         self.honour_n = False
         self.refuse_stop = False
         self.refuse_grammar = False
+        self.choice_field: str | None = None
         # streamed replies (`stream: true`): seconds between chunks, and per reply how many content
         # chunks were sent and whether the client left before the end (a generation ended early)
         self.chunk_s = 0.0
@@ -282,6 +295,8 @@ class ScriptedLLM:
             return {"status": 400, "body": json.dumps(STOP_REFUSAL)}
         if self.refuse_grammar and "grammar" in body:
             return {"status": 400, "body": json.dumps(GRAMMAR_REFUSAL)}
+        if self.choice_field and "structured_outputs" in body and "guided_choice" in body:
+            return {"status": 400, "body": json.dumps(TWO_CONSTRAINTS)}
         fmt = body.get("response_format")
         if self._refuse_schema and isinstance(fmt, dict) and fmt.get("type") == "json_schema":
             refusal = LLAMA_CPP_PYTHON_REFUSAL if self._refuse_schema == "500" else REFUSAL
@@ -309,6 +324,17 @@ def _continued(body: dict[str, Any], content: str) -> str:
         return content
     begun = prompt.rpartition("<|im_start|>assistant\n")[2]
     return content[len(begun):] if begun and content.startswith(begun) else content
+
+
+def _chosen(body: dict[str, Any], text: str, field: str | None) -> str:
+    """A completions answer held to a list of choices, as vLLM holds it: the choice the text's first line
+    is (stripped), else the first; the text as it is where the server does not take the field sent."""
+    held = body.get(field) if field else None
+    choices = held.get("choice") if isinstance(held, dict) else held
+    if not isinstance(choices, list) or not choices:
+        return text
+    first = text.split("\n", 1)[0].strip()
+    return next((c for c in choices if c.strip() == first), choices[0])
 
 
 def _choice(body: dict[str, Any], content: str | None, finish: str | None) -> dict[str, Any]:
@@ -424,7 +450,7 @@ def _handler_for(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
             llm._record(body, {k.lower(): v for k, v in self.headers.items()}, path)
             step = llm._next_step(body)
             if path == "/v1/completions" and isinstance(step.get("text"), str):
-                step = {**step, "text": _continued(body, step["text"])}
+                step = {**step, "text": _chosen(body, _continued(body, step["text"]), llm.choice_field)}
             if "hang" in step:
                 if llm._stopping.wait(float(step["hang"])):
                     return

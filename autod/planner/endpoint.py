@@ -36,6 +36,8 @@ from autod.logs import redact_secrets, redact_text
 from autod.planner import CHARS_PER_TOKEN, TokenUsage, busy, pace, prefill, wire
 from autod.planner.earlystop import ReplyWatch, Watched
 from autod.planner.exchange import MAX_REPLY_BYTES, Read, exchange, said, watched
+from autod.planner.hold import Hold
+from autod.planner.linechoice import Offer
 from autod.planner.streamread import read_watched
 from autod.planner.window import ServerWindow
 from autod.safety import safejson, secretforms
@@ -88,8 +90,7 @@ class Endpoint:
         self.takes_n: bool | None = None
         self.takes_stop = True  # until the server refuses `stop` (then the code form goes without it)
         self.takes_stream_usage = True  # until it refuses `stream_options` (then counted by chunk)
-        self.takes_grammar = True  # until a request's `grammar` is refused (leg one then asked freely)
-        self.ignores_grammar = False  # an answer seen outside the grammar it was sent (autod.planner.point)
+        self.hold = Hold(self.url)  # how leg one is held to the definition's lines here, and if it is
         # until /completions is refused (autod.planner.prefill); auto: the server's tokenizer asked once
         self.takes_prefill = cfg.prefill != "none"
         self._chatml: bool | None = True if cfg.prefill == "chatml" else None
@@ -103,9 +104,8 @@ class Endpoint:
 
     @property
     def holds_lines(self) -> bool:
-        """Leg one's answer is held to the definition's lines here: the server takes a grammar and has not
-        been seen answering outside one (autod.planner.linechoice)."""
-        return self.takes_grammar and not self.ignores_grammar
+        """Leg one's answer is held to the definition's lines here, as far as seen (autod.planner.hold)."""
+        return self.hold.held
 
     @property
     def busy(self) -> bool:
@@ -129,7 +129,7 @@ class Endpoint:
         stop: Sequence[str] = (),
         watch: Watched | None = None,
         opening: str = "",
-        grammar: str | None = None,
+        held: Offer | None = None,
     ) -> wire.Completion:
         """One chat completion (with retries). Raises LLMUnavailable, ContextTooLong, or PlanInvalid.
 
@@ -140,8 +140,8 @@ class Endpoint:
         stop sequences; `watch`: the definition a one-choice reply rewrites, streamed and ended as soon
         as the rest cannot change the fix (autod.planner.earlystop); `opening`: the answer's start, given
         to the model where the server takes it (`llm.prefill`), and part of the reply read either way;
-        `grammar`: a GBNF grammar the reply is held to, sent with a begun reply (/completions) until the
-        server refuses it (autod.planner.linechoice).
+        `held`: the lines a begun reply (/completions) is held to, sent in each spelling the server may
+        take until it refuses them (autod.planner.hold).
         """
         heat = self._cfg.temperature if temperature is None else temperature
         switched_param = False
@@ -159,8 +159,8 @@ class Endpoint:
                         if opening and free and choices == 1 and self.takes_prefill else None)
             if rendered is not None:
                 body = prefill.completions_body(body, rendered)
-                if grammar and self.takes_grammar:
-                    body["grammar"] = grammar
+                if held is not None:
+                    self.hold.put(body, held.grammar, held.lines)
             if await asyncio.to_thread(_holds_secret, body):  # the last line of defence, at the wire
                 log.error("llm.secret_withheld", endpoint=self.url, completions=rendered is not None)
                 raise PlanInvalid("the request would have carried a configured secret; not sent")
@@ -201,10 +201,9 @@ class Endpoint:
                 log.warning("llm.stream_options_refused", endpoint=self.url, status=status)
                 self.takes_stream_usage = False
                 continue
-            if body.get("grammar") and wire.refuses_grammar(status, data):  # asked again without it
+            if self.hold.sent(body) and self.hold.refused(status, data):  # asked again without them
                 log.warning("llm.grammar_refused", endpoint=self.url, status=status,
                             error=self._excerpt(data))
-                self.takes_grammar = False
                 continue
             if given and status in (400, 404, 405, 422, 501):  # no /completions, or not this body
                 log.warning("llm.prefill_refused", endpoint=self.url, status=status,

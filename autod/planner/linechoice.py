@@ -16,14 +16,15 @@ string literal in which every character but printable ASCII is written as an esc
 character or a lone surrogate (which no token decodes to) is left out. The grammar constrains the
 answer, not the question: the prompt is unchanged, and a server that ignores `grammar` (vLLM, Ollama)
 answers as it would have. One that refuses it is asked without it from then on
-(autod.planner.endpoint, `takes_grammar`).
+(autod.planner.hold). vLLM is given the same lines as a list of choices, each as the prompt shows it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
-__all__ = ["MAX_CHOICES", "choices", "gbnf", "literal"]
+__all__ = ["MAX_CHOICES", "Offer", "choices", "gbnf", "literal", "offer"]
 
 MAX_CHOICES = 400  # lines offered at most (a longer definition is not shown whole in a prompt anyway)
 MAX_LINE_CHARS = 400  # a longer line is not offered (a data or minified line, not a fix's; a big grammar)
@@ -75,3 +76,24 @@ def gbnf(lines: Iterable[str]) -> str | None:
         return None
     # a newline ends a rule in GBNF except inside parentheses: one line each, grouped
     return "root ::= [ \\t]* (\n    " + "\n  | ".join(alternatives) + "\n)\n"
+
+
+@dataclass(frozen=True)
+class Offer:
+    """The lines leg one may write, spelt for each kind of server (autod.planner.hold): a GBNF grammar
+    (llama.cpp's), and the lines as the prompt shows them, indented (vLLM's choices)."""
+
+    grammar: str
+    lines: tuple[str, ...]
+
+
+def offer(allowed: Sequence[str], shown: Sequence[str]) -> Offer | None:
+    """The `Offer` of the stripped lines `allowed` (their `choices`) of a definition whose lines are
+    `shown`; None where fewer than two can be written."""
+    grammar = gbnf(allowed)
+    if grammar is None:
+        return None
+    as_shown: dict[str, str] = {}
+    for line in shown:
+        as_shown.setdefault(line.strip(), line.rstrip())
+    return Offer(grammar, tuple(as_shown.get(text, text) for text in choices(allowed) if literal(text)))

@@ -29,12 +29,14 @@ bench a 16-line definition whose fix inserts a guard at its top was fixed by its
 and not by two legs (the model named its last line). The pointed question (autod.candidates.reask)
 still follows an echo.
 
-Where the server takes a grammar (llama.cpp's), leg one may write only one of the lines `offered`
-(autod.planner.linechoice): the definition's through the last the failing tests ran, less the lines it
-holds twice and the lines this suspect's earlier draws named and wrote back unchanged (`Watched.tried`,
-kept by the asker), so the pointed question and the samples after an echo name another line. A server
-seen answering outside the grammar it was sent is marked as ignoring it (`ignores_grammar`), and the
-draw order then prices a miss again (autod.candidates.fits, `MISSED`).
+Where the server holds it (llama.cpp by a grammar, vLLM by a list of choices: autod.planner.hold), leg
+one may write only one of the lines `offered` (autod.planner.linechoice): the definition's through the
+last the failing tests ran, less the lines it holds twice and the lines this suspect's earlier draws
+named and wrote back unchanged (`Watched.tried`, kept by the asker), so the pointed question and the
+samples after an echo name another line. An answer seen outside the lines offered moves the server to
+its next spelling of the hold, and past the last it counts as not holding leg one: the draw order then
+prices a miss again (autod.candidates.fits, `MISSED`). Leg two may be begun `llm.point_above` lines
+above the named one.
 """
 
 from __future__ import annotations
@@ -57,6 +59,8 @@ from autod.planner.fences import fence_for
 if TYPE_CHECKING:
     from autod.planner import TokenUsage
     from autod.planner.earlystop import Watched
+    from autod.planner.hold import Hold
+    from autod.planner.linechoice import Offer
     from autod.planner.wire import Completion
 
 log = structlog.get_logger(__name__)
@@ -147,12 +151,11 @@ class Completes(Protocol):
     """The endpoint's one request (autod.planner.endpoint.Endpoint.complete), and what it learnt of the
     server's grammar (sent until refused; followed until an answer is seen outside it)."""
 
-    takes_grammar: bool
-    ignores_grammar: bool
+    hold: Hold
 
     async def complete(self, messages: list[dict[str, str]], max_tokens: int, usage: TokenUsage,
                        deadline: float, paths: tuple[str, ...] | None = None,
-                       temperature: float | None = None, *, grammar: str | None = None, **kw: Any
+                       temperature: float | None = None, *, held: Offer | None = None, **kw: Any
                        ) -> Completion: ...
 
 
@@ -173,16 +176,16 @@ async def legs(endpoint: Completes, messages: list[dict[str, str]], usage: Token
     if min_lines <= 0 or written <= min_lines:
         return None
     start = ask(code)
-    lines, grammar = await asyncio.to_thread(_held, code, watch)  # the lines it may name, where held
+    lines, offer = await asyncio.to_thread(_held, code, watch)  # the lines it may name, where held
     reply = await endpoint.complete(messages, LEG_ONE_TOKENS, usage, deadline, None, temperature, free=True,
-                                    stop=("\n",), opening=start, grammar=grammar, **kw)
+                                    stop=("\n",), opening=start, held=offer, **kw)
     said = reply.content.removeprefix(start).split("\n", 1)[0]
     whole = reply.finish_reason != "length"  # a long line cut at LEG_ONE_TOKENS proves nothing
-    if grammar is not None and endpoint.takes_grammar and whole and said.strip() not in lines:
-        endpoint.ignores_grammar = True  # sent, not refused, not followed (vLLM, Ollama): leg one may miss
+    if offer is not None and endpoint.hold.taken and whole and said.strip() not in lines:
+        endpoint.hold.outside()  # sent, not refused, not followed: another spelling, or leg one may miss
     at, end = await asyncio.to_thread(_placed, said, code)  # a match and a parse: off the loop
     log.info("llm.line_named", line=at, lines=total, span=written, tokens=reply.completion_tokens,
-             temperature=temperature, held=grammar is not None, tried=len(watch.tried))
+             temperature=temperature, held=offer is not None, tried=len(watch.tried))
     if at is None:
         return None
     fence = fence_for(code)
@@ -193,9 +196,10 @@ async def legs(endpoint: Completes, messages: list[dict[str, str]], usage: Token
     return conversation, begun(code, start_at), dataclasses.replace(watch, must_see=min(total, end + 1)), line
 
 
-def held(code: str, watch: Watched) -> str | None:
-    """Leg one's grammar (autod.planner.linechoice) of the lines `offered`; None where fewer than two are."""
-    return linechoice.gbnf(offered(code, watch))
+def held(code: str, watch: Watched) -> Offer | None:
+    """What leg one is held to (autod.planner.linechoice): the lines `offered`; None where fewer than two
+    are."""
+    return _held(code, watch)[1]
 
 
 def offered(code: str, watch: Watched) -> list[str]:
@@ -208,9 +212,9 @@ def offered(code: str, watch: Watched) -> list[str]:
     return linechoice.choices(lines[: watch.must_see] if watch.must_see else lines, (*watch.tried, *twice))
 
 
-def _held(code: str, watch: Watched) -> tuple[list[str], str | None]:
+def _held(code: str, watch: Watched) -> tuple[list[str], Offer | None]:
     lines = offered(code, watch)
-    return lines, linechoice.gbnf(lines)
+    return lines, linechoice.offer(lines, lines_of(code.strip("\n")))
 
 
 def _placed(said: str, code: str) -> tuple[int | None, int]:

@@ -286,12 +286,15 @@ def refuses_param(status: int, data: bytes, name: str) -> bool:
     return any(f"{q}{name}{q}" in text for q in ("'", '"', "`")) and any(w in text for w in _REFUSED_WORDS)
 
 
-def refuses_grammar(status: int, data: bytes) -> bool:
-    """The server refuses a request's `grammar`: a 400/413/422/500 whose error names it, in any form
-    (OpenAI's "Unrecognized request argument supplied: grammar", a grammar its parser would not take)."""
+def refuses_hold(status: int, data: bytes, names: tuple[str, ...]) -> bool:
+    """The server refuses a request over how leg one is held (autod.planner.hold): a 400/413/422/500
+    whose error names one of the fields `names` or structured output / guided decoding, in any form
+    (OpenAI's "Unrecognized request argument supplied: grammar", a grammar its parser would not take,
+    vLLM's "...one kind of structured outputs constraint...")."""
     if status not in _REFUSAL_STATUSES or is_context_overflow(status, data):
         return False
-    return "grammar" in _error_text(data).lower()
+    text = _error_text(data).lower()
+    return any(name in text for name in (*names, "structured output", "guided decoding"))
 
 
 def is_context_overflow(status: int, data: bytes) -> bool:

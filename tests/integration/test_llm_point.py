@@ -173,6 +173,41 @@ def test_a_server_that_refuses_the_grammar_is_asked_again_without_it_and_never_s
     assert first.plan.edits and second.plan.edits
 
 
+def test_vllm_holds_leg_one_by_its_choice_field_and_the_grammar_it_ignores_changes_nothing(llm: ScriptedLLM):
+    """vLLM from 0.12 takes only `structured_outputs`; the lines are offered as the prompt shows them, so
+    its answer is a line of the definition, indented, and the server keeps counting as holding leg one."""
+    llm.behave(choice_field="structured_outputs")
+    llm.push_text(f"{ASKED}````python\n{SLIP.strip()}\n")  # the line written unindented: held, as shown
+    llm.push_text(reply(FIXED))
+    with structlog.testing.capture_logs() as logs:
+        (result,) = plan(llm.base_url, request(CODE), prefill="chatml", point_lines=8)
+    one = llm.requests[0]
+    shown = [ln for ln in CODE.split("\n") if ln.strip()]
+    assert one["structured_outputs"] == {"choice": list(dict.fromkeys(shown))} and "guided_choice" not in one
+    assert _offered(one) == [ln.strip() for ln in dict.fromkeys(shown)]  # and llama.cpp's grammar beside it
+    assert all(f not in llm.requests[1] for f in ("structured_outputs", "guided_choice", "grammar"))
+    assert result.named == SLIP.strip() and result.plan.edits
+    assert not [e for e in logs if e["event"] == "llm.choice_field_switched"]
+
+
+def test_an_older_vllm_is_offered_its_own_choice_field_after_an_answer_outside_the_lines(llm: ScriptedLLM):
+    """Before 0.10.2 vLLM ignores `structured_outputs` (and `grammar`): leg one wrote a test's `assert`,
+    the draw went whole, and the next leg one carries `guided_choice` alone, which holds it."""
+    llm.behave(choice_field="guided_choice")
+    llm.push_text(f"{ASKED}````python\nassert checksum([1, 2]) == 5\n")
+    llm.push_text(reply(FIXED))
+    llm.push_text(f"{ASKED}````python\nassert checksum([1, 2]) == 5\n")  # held now: the first choice
+    llm.push_text(reply(FIXED))
+    with structlog.testing.capture_logs() as logs:
+        first, _ = plan(llm.base_url, request(CODE), request(CODE), prefill="chatml", point_lines=8)
+    fields = [[f for f in ("structured_outputs", "guided_choice") if f in r] for r in llm.requests]
+    assert fields == [["structured_outputs"], [], ["guided_choice"], []]
+    assert [e["event"] for e in logs].count("llm.choice_field_switched") == 1
+    named = [e["line"] for e in logs if e["event"] == "llm.line_named"]
+    assert named == [None, 0]  # the first draw went whole (and fixed); the second was held to a line
+    assert first.plan.edits
+
+
 KEY = "sk-live-7c1e94b2d05a8f36"  # below: as written, base64-encoded, reversed
 
 

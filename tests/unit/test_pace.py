@@ -152,9 +152,9 @@ def test_the_asker_says_leg_one_is_held_where_its_planners_server_holds_it():
     planner = LLMPlanner(LLMConfig(base_url="http://127.0.0.1:9/v1", reply_form="code"), None)
     endpoint = planner._first()
     assert Asker.holds_lines.fget(SimpleNamespace(planner=planner)) is True  # type: ignore[attr-defined]
-    endpoint.ignores_grammar = True  # an answer was seen outside the grammar sent (vLLM, Ollama)
+    endpoint.hold.ignored = True  # answers were seen outside every spelling of the hold sent (Ollama)
     assert Asker.holds_lines.fget(SimpleNamespace(planner=planner)) is False  # type: ignore[attr-defined]
-    endpoint.ignores_grammar, endpoint.takes_grammar = False, False  # refused (OpenAI)
+    endpoint.hold.ignored, endpoint.hold.taken = False, False  # refused (OpenAI)
     assert Asker.holds_lines.fget(SimpleNamespace(planner=planner)) is False  # type: ignore[attr-defined]
     assert Asker.holds_lines.fget(SimpleNamespace(planner=object())) is False  # type: ignore[attr-defined]
 

@@ -11,9 +11,11 @@ from typing import Any
 
 import pytest
 from test_earlystop import MODULES, code_of, definitions, streamed
+from test_linechoice import offered
 
 from autod.planner import TokenUsage, point
 from autod.planner.earlystop import ReplyWatch, Watched
+from autod.planner.hold import Hold
 from autod.planner.wire import Completion
 
 MORE = ("click.core", "httpx._client", "_pytest.python", "pydantic.main", "apscheduler.schedulers.base")
@@ -134,7 +136,7 @@ def test_leg_two_reads_back_as_the_definition_or_as_exactly_the_change_at_the_na
 class Endpoint:
     def __init__(self, said: str, finish_reason: str = "stop") -> None:
         self.said, self.calls, self.finish_reason = said, [], finish_reason
-        self.takes_grammar, self.ignores_grammar = True, False
+        self.hold = Hold("http://127.0.0.1:9/v1")
 
     async def complete(self, messages, max_tokens, usage, deadline, paths=None, temperature=None, **kw: Any):
         self.calls.append((max_tokens, temperature, kw))
@@ -166,7 +168,7 @@ def test_a_long_reply_is_asked_which_line_first_then_begun_just_before_it(temper
     assert max_tokens == point.LEG_ONE_TOKENS and heat == temperature and kw["stop"] == ("\n",)
     assert kw["opening"] == point.ask(LONG) and kw["free"] and kw["seed"] == 1
     assert opening == point.begun(LONG, 9) and watch.must_see == 11 and watch.code == LONG
-    assert line == "total += xs[7]" and kw["grammar"] == point.held(LONG, Watched(LONG))
+    assert line == "total += xs[7]" and kw["held"] == point.held(LONG, Watched(LONG))
     # leg two: the conversation goes on from leg one's answer
     assert messages == [*ASKED, {"role": "assistant", "content": f"{point.ask(LONG)}    total += xs[7]\n```"},
                         {"role": "user", "content": point.FOLLOW}]
@@ -206,20 +208,32 @@ def test_a_first_leg_that_names_no_line_leaves_the_draw_as_it_was():
     assert len(ep.calls) == 1 and got is None
 
 
-@pytest.mark.parametrize("said, refused, ignores", [
+@pytest.mark.parametrize("said, refused, outside", [
     ("    total += xs[7]\n", False, False),  # one of the lines offered: held, as llama.cpp holds it
-    ("I think the bug is in the loop.", False, True),  # outside the grammar sent: the server ignores it
+    ("I think the bug is in the loop.", False, True),  # outside what was sent: the server ignored it
     ("    total += xs[7] + 1\n", False, True),  # placed (close enough), yet not a line offered
-    ("assert f([1]) == 1", True, False),  # the grammar was refused in that request: not sent after all
+    ("assert f([1]) == 1", True, False),  # the hold was refused in that request: not sent after all
     ("    total += x", False, False),  # cut at the token cap ("length"): a long line's start proves nothing
 ])
-def test_a_server_seen_answering_outside_the_grammar_it_was_sent_is_known_to_ignore_it(
-    said, refused, ignores
+def test_a_server_seen_answering_outside_every_spelling_of_the_hold_is_known_to_ignore_it(
+    said, refused, outside
 ):
+    """The first answer outside moves vLLM's choice field to the older spelling; the second, seen with
+    that one too, leaves none: the server counts as not holding leg one."""
     ep = Endpoint(said, "length" if said == "    total += x" else "stop")
-    ep.takes_grammar = not refused
-    asyncio.run(point.legs(ep, ASKED, TokenUsage(), 0.0, Watched(LONG), HEAD, 8, seed=1))
-    assert ep.ignores_grammar is ignores
+    ep.hold.taken = not refused
+    fields = []
+    for _ in range(2):
+        asyncio.run(point.legs(ep, ASKED, TokenUsage(), 0.0, Watched(LONG), HEAD, 8, seed=1))
+        fields.append(ep.hold.field)
+    assert fields == (["guided_choice", "guided_choice"] if outside else ["structured_outputs"] * 2)
+    assert ep.hold.ignored is outside and ep.hold.held is (outside is False and not refused)
+
+
+def test_vllm_is_offered_the_same_lines_as_the_prompt_shows_them():
+    offer = point.held(LONG, Watched(LONG, 5))
+    assert offer is not None and offer.lines == tuple(LONG.split("\n")[:5])
+    assert [ln.strip() for ln in offer.lines] == offered(offer.grammar)
 
 
 STATEMENTS = '''    def g(self, a,
