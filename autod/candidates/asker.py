@@ -19,7 +19,7 @@ import structlog
 from autod import logs
 from autod.act.judges import Judges, editable_paths
 from autod.candidates.fits import MISSED, written_tokens
-from autod.candidates.reask import pointed_messages
+from autod.candidates.reask import POINTED_LINES, pointed_messages
 from autod.errors import ContextTooLong, CycleError, LLMUnavailable
 from autod.linebreaks import lines_of
 from autod.modes import Attempt, Mode, Sections, pack, render, tokens
@@ -223,10 +223,11 @@ class Asker:
                 symbols[path] = (*symbols.get(path, ()), name)
             paths = tuple(symbols) if paths is not None else None
         context = await self.fit(suspect if suspect is not None else self.context)
+        pointed = view.startswith("pointed:") and suspect is not None
         request = PlanRequest(
             mode=self.mode.name,
             event=self.event,
-            messages=self.messages_for(context, pointed=view.startswith("pointed:") and suspect is not None),
+            messages=self.messages_for(context, pointed=pointed),
             context={**context, "attempts": [a.as_dict() for a in self.attempts]},
             paths=paths,
             temperature=temperature,
@@ -237,6 +238,7 @@ class Asker:
             n=n,
             record=self.record,
             watch=self._watch(suspect, context) if self.form == "code" and not group else None,
+            point_lines=POINTED_LINES if pointed else PlanRequest.point_lines,
         )
         breaker = self.breaker
         try:

@@ -67,6 +67,9 @@ class PlanRequest:
     # the one definition a focused prompt asks back, fixed: its reply is streamed and ended once the
     # rest cannot change the fix (autod.planner.earlystop); None: read whole
     watch: Watched | None = None
+    # asked in two legs where a reply would write more lines than this and `llm.point_lines` (0: never)
+    # (autod.planner.point): a suspect's pointed question, after an echo, at any length past one line
+    point_lines: int = 100_000
     # receives every exchange with the server, as a dict (the cycle's transcript); None: not kept
     record: Callable[[dict[str, Any]], None] | None = None
 

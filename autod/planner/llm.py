@@ -228,8 +228,8 @@ class LLMPlanner:
             pointed = None
             if head and watch is not None:  # a long one: which line first (autod.planner.point)
                 pointed = await point.legs(endpoint, messages, usage, deadline, watch, head,
-                                           self._cfg.point_lines, temperature=request.temperature,
-                                           above=self._cfg.point_above,
+                                           min(self._cfg.point_lines, request.point_lines),
+                                           temperature=request.temperature, above=self._cfg.point_above,
                                            seed=request.seed, record=request.record)
             if pointed is not None:
                 messages, opening, watch, named = pointed

@@ -70,6 +70,24 @@ def test_the_last_line_named_and_written_back_to_the_block_s_end_is_not_offered_
     assert [c["outcome"] for c in r["candidates"]][-1] == "fixed" and r["candidates"][0]["outcome"] != "fixed"
 
 
+def test_a_short_suspect_s_pointed_question_after_an_echo_is_asked_in_two_legs(tmp_path, scripted_llm,
+                                                                               real_bwrap):
+    """At the default `llm.point_lines` the 3-line body is asked whole, and its greedy reply is an echo; its
+    pointed question, which asked whole gave the same echo back, names its line first (held to the
+    definition's lines) and is written from there: the fix lands."""
+    echo = f"````python\n{STATS.format(marker='')}````\n"
+    r, buggy = run(tmp_path, scripted_llm, "", first=(echo, f"{ASKED}````python\n{SLIP}\n"),
+                   candidates={"focused": 2})
+    bodies = scripted_llm.requests[:3]
+    greedy, one, two = (b["prompt"] for b in bodies)
+    assert greedy.endswith(buggy.split("    if not values")[0]) and "grammar" not in bodies[0]
+    assert one.endswith(f"<|im_start|>assistant\n{ASKED}````python\n") and "grammar" in bodies[1]
+    at = buggy.strip("\n").split("\n").index(SLIP)
+    assert two.endswith("<|im_start|>assistant\n" + point.begun(buggy, at))
+    assert [(c["view"], c["outcome"]) for c in r["candidates"]] == [("focused:1", "no_change"),
+                                                                   ("pointed:1", "fixed")]
+
+
 def test_a_definition_holding_the_llm_key_leaves_only_redacted(tmp_path, scripted_llm, real_bwrap):
     """The suspect's docstring holds the configured API key. The prompt is redacted, but a reply begun
     with the definition's head, leg two's start and leg one's grammar are its raw text: such a suspect is
