@@ -116,21 +116,30 @@ class ControlServer:
         self._server: asyncio.Server | None = None
 
     async def start(self) -> None:
+        """Listen on `path`. The socket is bound under a name of its own in the same directory and put
+        at `path` (an atomic rename) only once it listens: a client that finds the path can connect
+        (bound but not yet listening, it would be refused, and a CLI command given as the daemon starts
+        would say it is down)."""
         self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        with contextlib.suppress(FileNotFoundError):
-            self.path.unlink()
+        new = self.path.with_name(f".{self.path.name}.{os.getpid()}.new")
+        for left in (self.path, new):  # a killed daemon's socket refuses: gone until this one listens
+            with contextlib.suppress(FileNotFoundError):
+                left.unlink()
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             old = os.umask(0o177)  # the socket is born 0600: no window where others could connect
             try:
-                with short_name(self.path) as name:
+                with short_name(new) as name:
                     sock.bind(name)
             finally:
                 os.umask(old)
-            os.chmod(self.path, 0o600)
+            os.chmod(new, 0o600)
             self._server = await asyncio.start_unix_server(self._serve, sock=sock, limit=MAX_REQUEST)
+            os.replace(new, self.path)
         except BaseException:
             sock.close()
+            with contextlib.suppress(FileNotFoundError):
+                new.unlink()
             raise
 
     async def stop(self) -> None:

@@ -178,6 +178,50 @@ def test_stop_removes_the_socket_and_start_replaces_a_stale_one(tmp_path: Path) 
     assert not path.exists()
 
 
+def test_the_socket_path_appears_only_once_it_accepts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`autod run` and then a CLI command at once: a client that finds the path must be able to connect.
+    Bound but not listening, the socket refuses (ECONNREFUSED, "the daemon is down"); every step of
+    start() between the bind and the listen is probed here for a path that exists and refuses."""
+    import autod.control.socket as control
+
+    path = tmp_path / "state" / "autod.sock"
+    refused: list[str] = []
+
+    def probe(step: str) -> None:
+        if not path.exists():
+            return
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            try:
+                s.connect(str(path))
+            except ConnectionRefusedError:
+                refused.append(step)
+
+    real_chmod, real_start = os.chmod, asyncio.start_unix_server
+
+    def chmod(target: Any, mode: int) -> None:
+        probe("chmod")
+        real_chmod(target, mode)
+
+    async def start_unix_server(*args: Any, **kw: Any) -> asyncio.Server:
+        probe("start_unix_server")
+        return await real_start(*args, **kw)
+
+    monkeypatch.setattr(control.os, "chmod", chmod)
+    monkeypatch.setattr(control.asyncio, "start_unix_server", start_unix_server)
+    path.parent.mkdir(mode=0o700)
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stale.bind(str(path))  # a socket left by a daemon that was killed: gone until the new one listens
+    stale.close()
+
+    async def body(server: ControlServer) -> dict[str, Any]:
+        return await send_raw(path, b'{"cmd": "ping"}\n')
+
+    assert serve(path, echo, body)["ok"] is True
+    assert refused == [] and sorted(p.name for p in path.parent.iterdir()) == []
+
+
 def test_socket_path_uses_the_systemd_runtime_directory_when_given(
     settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
