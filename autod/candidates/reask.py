@@ -10,11 +10,11 @@ gives no more draws (autod.candidates.order: a long one of low rank, whose draws
 the wide prompt's; or `candidates.focused: 1`) is not asked again.
 
 Asked whole, the pointed question gave the greedy reply's echo back, often token for token: 81 of 81
-pointed draws in the held-out runs of two sessions were echoes. So where the server takes the answer's
-start (autod.planner.prefill) it is asked in two legs at any length past `POINTED_LINES`
-(autod.planner.point): the line first, held to the definition's lines less those its earlier draws
-named and wrote back, then the code from that line. What the question asks ("find the line ... and
-write the complete fixed definition") is what the two legs ask.
+pointed draws in the 17 held-out runs of the tenth to twelfth sessions were echoes. So where the
+server takes the answer's start (autod.planner.prefill) it is asked in two legs at any length past
+`POINTED_LINES` (autod.planner.point): the line first, held to the definition's lines less those its
+earlier draws named and wrote back, then the code from that line. What the question asks ("find the
+line ... and write the complete fixed definition") is what the two legs ask.
 """
 
 from __future__ import annotations

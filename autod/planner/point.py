@@ -185,7 +185,8 @@ async def legs(endpoint: Completes, messages: list[dict[str, str]], usage: Token
         endpoint.hold.outside()  # sent, not refused, not followed: another spelling, or leg one may miss
     at, end = await asyncio.to_thread(_placed, said, code)  # a match and a parse: off the loop
     log.info("llm.line_named", line=at, lines=total, span=written, tokens=reply.completion_tokens,
-             temperature=temperature, held=offer is not None, tried=len(watch.tried))
+             temperature=temperature, held=offer is not None and endpoint.hold.taken,
+             tried=len(watch.tried))
     if at is None:
         return None
     fence = fence_for(code)
