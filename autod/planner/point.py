@@ -26,8 +26,9 @@ long definition was its dearest draw and mostly a copy. A request for several ch
 What it gives up: a change the greedy reply would have made elsewhere than from the named line on,
 a missing statement above it among them. A short definition is therefore asked whole: on the held-out
 bench a 16-line definition whose fix inserts a guard at its top was fixed by its whole greedy reply
-and not by two legs (the model named its last line). The pointed question (autod.candidates.reask)
-still follows an echo.
+and not by two legs (the model named its last line), and on the held-out bench at 12 lines another fix
+made by a whole greedy reply was lost. The pointed question that follows an echo
+(autod.candidates.reask) is asked in two legs at any length (`PlanRequest.point_lines`).
 
 Where the server holds it (llama.cpp by a grammar, vLLM by a list of choices: autod.planner.hold), leg
 one may write only one of the lines `offered` (autod.planner.linechoice): the definition's through the
@@ -148,8 +149,8 @@ def begun(code: str, at: int) -> str:
 
 
 class Completes(Protocol):
-    """The endpoint's one request (autod.planner.endpoint.Endpoint.complete), and what it learnt of the
-    server's grammar (sent until refused; followed until an answer is seen outside it)."""
+    """The endpoint's one request (autod.planner.endpoint.Endpoint.complete), and how the server holds leg
+    one to the lines offered, as far as seen (autod.planner.hold)."""
 
     hold: Hold
 
@@ -167,8 +168,8 @@ async def legs(endpoint: Completes, messages: list[dict[str, str]], usage: Token
     `temperature` (a sampled draw names its line by sampling too), names a line of the definition. Leg
     two is the conversation with leg one's answer and `FOLLOW`, its reply begun with the definition up
     to the named line (`above` lines before it, not above the head) and watched through the named
-    statement and the line after it. Leg one is held to the lines `held` offers where the server takes a
-    grammar. `kw`: the request's seed and record."""
+    statement and the line after it. Leg one is held to the lines `held` offers where the server holds
+    it. `kw`: the request's seed and record."""
     code = watch.code
     total = len(lines_of(code.strip("\n")))
     given = max(0, len(lines_of(opening)) - 1)  # the opening's lines after its fence
