@@ -376,6 +376,9 @@ def _completion(body: dict[str, Any], content: str, finish_reason: str, chars_pe
     return json.dumps(doc).encode()
 
 
+CHUNK_CHARS = 7  # characters of a streamed reply's content chunk (a server's token; code's are longer)
+
+
 def _sse(body: dict[str, Any], content: str, finish_reason: str) -> bytes:
     """The reply streamed like llama-cpp-python: role chunk, content deltas, finish, usage, [DONE]."""
     base = {"id": "chatcmpl-sse", "object": "chat.completion.chunk", "model": body.get("model", "scripted")}
@@ -383,8 +386,8 @@ def _sse(body: dict[str, Any], content: str, finish_reason: str) -> bytes:
     streamed = {**body, "stream": True}
     role = {"index": 0, "delta": {"role": "assistant"}, "finish_reason": None}
     chunks = [] if raw else [{**base, "choices": [role]}]
-    for i in range(0, len(content), 7):
-        chunks.append({**base, "choices": [_choice(streamed, content[i : i + 7], None)]})
+    for i in range(0, len(content), CHUNK_CHARS):
+        chunks.append({**base, "choices": [_choice(streamed, content[i : i + CHUNK_CHARS], None)]})
     chunks.append({**base, "choices": [_choice(streamed, "" if raw else None, finish_reason)]})
     # a reply cut for length ran up to the cap it was given, as a real server counts it
     done = _cap(body) if finish_reason == "length" else len(content) // 4 + 1

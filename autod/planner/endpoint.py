@@ -289,11 +289,10 @@ class Endpoint:
                     reading = ReplyWatch(watch) if watch is not None else None
                     if reading is not None and opening:
                         reading.feed(opening)  # the reply's start, as if the model had written it
-                    data, count, first = await read_watched(resp, reading, cap)
+                    data, count, first, written = await read_watched(resp, reading, cap)
                     self._abandoned_at = None
                     if first is not None:  # the prompt's new part read, then the reply written
-                        per = self.window.chars_per_token or CHARS_PER_TOKEN
-                        self.pace.observe(new_chars / per, first - sent_at, count - 1, loop.time() - first)
+                        self.pace.observe(new_chars, first - sent_at, written, loop.time() - first)
                         log.debug("llm.pace", endpoint=self.url, **self.pace.as_dict())
                     return resp.status_code, resp.headers, data, (reading, count)
                 chunks: list[bytes] = []

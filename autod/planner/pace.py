@@ -8,13 +8,18 @@ far more (not measured here). A plan priced with the wrong ratio asks a long pro
 early or too late.
 
 Every streamed reply tells both speeds. The time to its first content chunk is the prompt's new part
-read (and one token written); the time after it is the rest of the reply written, a token a chunk.
-The new part is the prompt's text past what it shares with the last prompt sent to the same server
-(a single-slot server keeps that one in its cache), in the server's own tokens (the characters a token
-held in the prompts it counted). Each reply gives one reading of each speed, if it is long enough to
-say something (`MIN_READ` new prompt tokens, `MIN_WRITTEN` tokens written): the ratio is the median of
-the last `KEEP` readings of each, once there are `ENOUGH` of each; before that the order keeps its own
-constant. A server that answers in one document (not streamed) gives no reading.
+read (and one token written); the time after it is the rest of the reply written. The new part is the
+prompt's text past what it shares with the last prompt sent to the same server (a single-slot server
+keeps that one in its cache). Both are counted in characters, and the speeds given in the unit the
+order counts every size in: a token of `CHARS_PER_TOKEN` characters (autod.candidates.asker estimates
+a definition's, a prompt's and a reply's tokens so). A server's own tokens hold more characters of
+code than of a failure's text, and its prompt count says nothing of how many characters a reply's
+tokens held: measured in its tokens, the ratio priced a prompt's characters against a reply's in two
+different units (on llama-cpp-python, 0.19 where the characters said 0.27, so reading looked a third
+cheaper than it is). Each reply gives one reading of each speed, if it is long enough to say something
+(`MIN_READ` new prompt characters, `MIN_WRITTEN` characters written after the first chunk): the ratio is
+the median of the last `KEEP` readings of each, once there are `ENOUGH` of each; before that the order
+keeps its own constant. A server that answers in one document (not streamed) gives no reading.
 
 What was measured outlives the daemon: the two medians are kept (`PaceMemory`: the state db,
 autod.runtime.windows) whenever one moves by more than `KEPT_DRIFT`, and a restart or a config
@@ -34,6 +39,7 @@ from typing import Any, NamedTuple, Protocol
 
 import structlog
 
+from autod.planner import CHARS_PER_TOKEN
 from autod.planner.window import WINDOW_MEMORY_S
 
 log = structlog.get_logger("autod.planner.llm")
@@ -42,15 +48,16 @@ __all__ = ["Pace", "PaceMemory", "ServerPace", "Speeds", "drifted", "prompt_text
 
 KEEP = 16
 ENOUGH = 2
-MIN_READ = 64  # new prompt tokens: fewer, and a request's own overhead is most of the wait
-MIN_WRITTEN = 8  # tokens written after the first
+MIN_READ = 192  # new prompt characters: fewer, and a request's own overhead is most of the wait
+MIN_WRITTEN = 24  # characters written after the first chunk
 BOUNDS = (1 / 1000, 1.0)  # a ratio outside says the measurement is wrong, not the server
 KEPT_DRIFT = 0.05  # a median that moved more than this since it was last kept is kept again
 SECONDS = (1e-6, 60.0)  # a token's seconds either way that some server could take; outside: garbage
 
 
 class Speeds(NamedTuple):
-    """A server's median seconds per prompt token read and per reply token written."""
+    """A server's median seconds per prompt token read and per reply token written, a token being
+    `CHARS_PER_TOKEN` characters either way (the order's unit)."""
 
     read_s: float
     write_s: float
@@ -83,13 +90,13 @@ class Pace:
         self._last = text
         return new
 
-    def observe(self, read_tokens: float, read_s: float, written: int, write_s: float) -> None:
-        """One streamed reply: `read_s` to its first chunk for `read_tokens` new prompt tokens, then
-        `write_s` for `written` more chunks."""
-        if read_tokens >= MIN_READ and read_s > 0:
-            self._read.append(read_s / read_tokens)
-        if written >= MIN_WRITTEN and write_s > 0:
-            self._write.append(write_s / written)
+    def observe(self, read_chars: int, read_s: float, written_chars: int, write_s: float) -> None:
+        """One streamed reply: `read_s` to its first chunk for `read_chars` new prompt characters, then
+        `write_s` for `written_chars` more characters of content."""
+        if read_chars >= MIN_READ and read_s > 0:
+            self._read.append(read_s / read_chars * CHARS_PER_TOKEN)
+        if written_chars >= MIN_WRITTEN and write_s > 0:
+            self._write.append(write_s / written_chars * CHARS_PER_TOKEN)
 
     def read_per_generated(self) -> float | None:
         """A prompt token's time in reply tokens' time, or None until measured."""

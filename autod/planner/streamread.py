@@ -24,15 +24,17 @@ __all__ = ["read_watched"]
 
 async def read_watched(
     resp: httpx.Response, watch: ReplyWatch | None, cap: int
-) -> tuple[bytes, int, float | None]:
+) -> tuple[bytes, int, float | None, int]:
     """The body of a 2xx streamed response, read until it ends or `watch` (if any) ends it, how many
-    content chunks it held (a server's stream sends a token a chunk), and the loop time the first of
-    them came (autod.planner.pace; None: none came). Raises PlanInvalid over `cap`."""
+    content chunks it held (a server's stream sends a token a chunk), the loop time the first of them
+    came (None: none came), and the characters of content after that first chunk: what was written in
+    the time from it to the end (autod.planner.pace). Raises PlanInvalid over `cap`."""
     streamed = wire.is_sse(resp.headers.get("content-type", ""), b"")
     buf = bytearray()
     done = 0  # offset in buf up to which whole lines were read
     chunks = 0
     first: float | None = None
+    written = 0  # content characters after the first chunk
     async for part in resp.aiter_bytes():
         buf += part
         if len(buf) > cap:
@@ -52,9 +54,11 @@ async def read_watched(
             chunks += 1
             if first is None:
                 first = asyncio.get_running_loop().time()
+            else:
+                written += len(delta)
             if watch is not None and watch.feed(delta):
-                return bytes(buf[:done]), chunks, first
-    return bytes(buf), chunks, first
+                return bytes(buf[:done]), chunks, first, written
+    return bytes(buf), chunks, first, written
 
 
 def _delta(line: bytes) -> str | None:

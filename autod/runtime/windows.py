@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from autod.planner import CHARS_PER_TOKEN
 from autod.planner.pace import Speeds
 from autod.planner.window import Window, plausible
 
@@ -22,6 +23,9 @@ KEY = "llm_context_tokens:"  # + Endpoint.key (url|model)
 KEEP_S = 86_400
 PACE_KEY = "llm_pace:"  # + Endpoint.key
 PACE_KEEP_S = 7 * 86_400
+# the unit the kept speeds are in: seconds a token of this many characters (autod.planner.pace); a record
+# without it was kept in the server's own tokens by an older autod, and is measured anew
+PACE_UNIT = "chars_per_token"
 
 
 class KeptWindows:
@@ -64,11 +68,14 @@ class KeptPace:
         at, read_s, write_s = doc.get("at"), doc.get("read_s"), doc.get("write_s")
         if not isinstance(at, int | float) or not 0 <= self.clock() - at < PACE_KEEP_S:
             return None
+        if doc.get(PACE_UNIT) != CHARS_PER_TOKEN:
+            return None
         if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in (read_s, write_s)):
             return None
         speeds = Speeds(float(read_s), float(write_s))  # type: ignore[arg-type]
         return speeds if speeds.plausible() else None
 
     async def keep_pace(self, key: str, speeds: Speeds) -> None:
-        doc = {"read_s": speeds.read_s, "write_s": speeds.write_s, "at": self.clock()}
+        doc = {"read_s": speeds.read_s, "write_s": speeds.write_s, "at": self.clock(),
+               PACE_UNIT: CHARS_PER_TOKEN}
         await self.state.call(self.state.set_kv, PACE_KEY + key, doc)

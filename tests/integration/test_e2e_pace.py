@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 from daemon import base_config, make_repo, start_autod
+from llmserver import CHUNK_CHARS
 from test_e2e_splice import STATS_TEST  # the same two tests of `mean`
 
 from autod.candidates.order import READ_PER_GENERATED
@@ -44,7 +45,8 @@ def test_a_restarted_daemon_prices_its_first_plan_at_the_pace_the_last_run_measu
     paces = [e for e in records if e.get("event") == "llm.pace" and e.get("readings", 0) >= 2]
     assert paces, "the first run measured no pace"
     measured = paces[-1]["read_ms_per_token"] / paces[-1]["write_ms_per_token"]
-    assert READ_S / CHUNK_S / 2 < measured < READ_S / CHUNK_S * 2, paces[-1]
+    per_char = (READ_S / 4) / (CHUNK_S / CHUNK_CHARS)  # a prompt token of 4 characters, a chunk of 7
+    assert per_char / 2 < measured < per_char * 2, paces[-1]
     asked, logged = len(scripted_llm.requests), len(records)
 
     second = start_autod(tmp_path, cfg)  # the same state dir: a restart

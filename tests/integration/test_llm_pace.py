@@ -21,7 +21,7 @@ TESTS = Path(__file__).resolve().parents[1]
 if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
-from llmserver import ScriptedLLM, scripted_llm_fixture  # noqa: E402
+from llmserver import CHUNK_CHARS, ScriptedLLM, scripted_llm_fixture  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -58,13 +58,21 @@ def measured(base_url: str, draws: int, **cfg: Any) -> float | None:
     return asyncio.run(asyncio.wait_for(go(), timeout=60))  # hang guard only
 
 
-@pytest.mark.parametrize("read_s, write_s", [(0.001, 0.01), (0.0002, 0.02)])
-def test_the_ratio_is_the_server_s_reading_against_its_writing(llm: ScriptedLLM, read_s: float,
-                                                               write_s: float):
-    llm.behave(read_s_per_token=read_s, chunk_s=write_s)
+@pytest.mark.parametrize("read_s, write_s, chars_per_token", [
+    (0.001, 0.01, 4), (0.0002, 0.02, 4),
+    (0.001, 0.01, 2),  # a tokenizer denser on the prompt than on the reply's code: its tokens differ
+])
+def test_the_ratio_is_the_server_s_reading_against_its_writing_per_character(
+        llm: ScriptedLLM, read_s: float, write_s: float, chars_per_token: float):
+    """The order prices a prompt's characters and a reply's in one unit (autod.planner.pace): the ratio is
+    the time a character of prompt takes to read against the time one of reply takes to write. Counted
+    in the server's tokens (a prompt token here holds `chars_per_token` characters, a streamed chunk
+    CHUNK_CHARS), it came out at read_s / write_s whatever the characters."""
+    llm.behave(read_s_per_token=read_s, chunk_s=write_s, chars_per_token=chars_per_token)
     for _ in range(3):
         llm.push_text(f"```python\n{FIXED}\n```\n")
     ratio = measured(llm.base_url, 3, prefill="none")
     assert ratio is not None
-    # each reply's new prompt part (its failure lines) read, then its chunks written, a chunk a token
-    assert read_s / write_s / 2 < ratio < read_s / write_s * 2, ratio
+    # each reply's new prompt part (its failure lines) read, then its chunks written
+    per_char = (read_s / chars_per_token) / (write_s / CHUNK_CHARS)
+    assert per_char / 1.6 < ratio < per_char * 1.6, (ratio, per_char)

@@ -14,10 +14,10 @@ import pytest
 from structlog.testing import capture_logs
 
 from autod.config.settings import LLMConfig
-from autod.planner import pace
+from autod.planner import CHARS_PER_TOKEN, pace
 from autod.planner.llm import LLMPlanner
 from autod.planner.pace import Speeds
-from autod.runtime.windows import PACE_KEEP_S, PACE_KEY, KeptPace
+from autod.runtime.windows import PACE_KEEP_S, PACE_KEY, PACE_UNIT, KeptPace
 from autod.stores.state import State
 
 URL = "http://127.0.0.1:9/v1"  # nothing listens: no request is made in these tests
@@ -31,7 +31,7 @@ def planner(memory: Any) -> LLMPlanner:
 
 def measure(p: LLMPlanner, read_s: float, write_s: float) -> None:
     for _ in range(pace.ENOUGH):
-        p._primary.pace.observe(1000, 1000 * read_s, 100, 100 * write_s)
+        p._primary.pace.observe(3000, 1000 * read_s, 300, 100 * write_s)  # 1,000 and 100 tokens
 
 
 def test_a_pace_measured_before_a_restart_prices_the_first_plan_after_it(tmp_path: Path):
@@ -77,7 +77,7 @@ def test_a_pace_is_kept_again_only_when_it_moved(tmp_path: Path):
         measure(p, 0.002, 0.040)
         await p._primary.pace.keep()  # the same speeds again
         for _ in range(5):  # now 1 ms and 80 ms: five against four move the medians
-            p._primary.pace.observe(1000, 1.0, 100, 8.0)
+            p._primary.pace.observe(3000, 1.0, 300, 8.0)
         await p._primary.pace.keep()
         await p.aclose()
 
@@ -102,10 +102,25 @@ def test_an_old_pace_is_not_recalled(tmp_path: Path):
     assert asyncio.run(go()) == [Speeds(0.002, 0.04), Speeds(0.002, 0.04), None]
 
 
+def test_a_pace_an_older_autod_kept_in_the_server_s_own_tokens_is_measured_anew(tmp_path: Path):
+    """An older autod kept seconds per server token, whose characters differ between a prompt and a reply
+    (autod.planner.pace): such a record, without its unit, prices nothing."""
+    state = State(tmp_path / "state.db")
+
+    async def go() -> tuple[Speeds | None, Speeds | None]:
+        memory = KeptPace(state, clock=lambda: 1_000_100.0)
+        await state.call(state.set_kv, PACE_KEY + "k", {"read_s": 0.002, "write_s": 0.04, "at": 1_000_000.0})
+        old = await memory.recall_pace("k")
+        await memory.keep_pace("k", Speeds(0.002, 0.04))
+        return old, await memory.recall_pace("k")
+
+    assert asyncio.run(go()) == (None, Speeds(0.002, 0.04))
+
+
 def garbage(rng: random.Random) -> Any:
     """A state db record of the pace that no autod wrote: the wrong shape, types or values."""
     values: list[Any] = [None, True, "0.01", [], {}, -1, 0, 1e9, math.nan, math.inf, -math.inf, 1e-12, 61.0]
-    doc: dict[str, Any] = {"read_s": 0.002, "write_s": 0.04, "at": 1_000_000.0}
+    doc: dict[str, Any] = {"read_s": 0.002, "write_s": 0.04, "at": 1_000_000.0, PACE_UNIT: CHARS_PER_TOKEN}
     for field in rng.sample(sorted(doc), rng.randint(1, 3)):
         if rng.random() < 0.15:
             del doc[field]
@@ -130,6 +145,7 @@ def test_a_pace_record_nobody_could_have_measured_is_never_believed(tmp_path: Pa
                 assert got.plausible(), (doc, got)
                 assert isinstance(doc, dict) and got == Speeds(float(doc["read_s"]), float(doc["write_s"]))
                 assert 0 <= 1_000_100.0 - doc["at"] < PACE_KEEP_S
+                assert doc[PACE_UNIT] == CHARS_PER_TOKEN
             fresh = ratio_seeded(got)
             assert fresh is None or pace.BOUNDS[0] <= fresh <= pace.BOUNDS[1]
         return believed

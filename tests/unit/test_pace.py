@@ -27,12 +27,13 @@ def test_a_prompt_s_new_part_is_what_it_does_not_share_with_the_last_one_sent():
 def test_the_ratio_is_the_median_reading_s_once_there_are_enough_of_each():
     p = Pace()
     assert p.read_per_generated() is None
-    p.observe(1000, 10.0, 200, 40.0)  # 10 ms a prompt token, 200 ms a written one
+    # in characters: 10 ms a prompt token of CHARS_PER_TOKEN (3) characters read, 200 ms one written
+    p.observe(3000, 10.0, 600, 40.0)
     assert p.read_per_generated() is None  # one reading says little
-    p.observe(500, 5.0, 100, 20.0)
+    p.observe(1500, 5.0, 300, 20.0)
     assert abs(p.read_per_generated() - 0.05) < 1e-9  # type: ignore[operator]
-    p.observe(2000, 400.0, 100, 20.0)  # one outlier (a server busy with another client) moves no median
-    p.observe(800, 8.0, 50, 10.0)
+    p.observe(6000, 400.0, 300, 20.0)  # one outlier (a server busy with another client) moves no median
+    p.observe(2400, 8.0, 150, 10.0)
     assert abs(p.read_per_generated() - 0.05) < 1e-9  # type: ignore[operator]
     assert p.as_dict() == {"read_ms_per_token": 10.0, "write_ms_per_token": 200.0, "readings": 4}
 
@@ -48,7 +49,7 @@ def test_readings_too_small_to_say_anything_are_not_kept():
 def test_a_ratio_past_what_any_server_does_is_held_at_the_bounds():
     slow_reader, fast_reader = Pace(), Pace()
     for _ in range(3):
-        slow_reader.observe(100, 100.0, 100, 1.0)  # reads slower than it writes: a measurement gone wrong
+        slow_reader.observe(300, 100.0, 300, 1.0)  # reads slower than it writes: a measurement gone wrong
         fast_reader.observe(10**6, 0.001, 100, 100.0)
     assert slow_reader.read_per_generated() == pace.BOUNDS[1]
     assert fast_reader.read_per_generated() == pace.BOUNDS[0]
@@ -79,7 +80,7 @@ def test_the_measured_ratio_reaches_the_asker_through_the_daemon_s_metered_plann
     asker = SimpleNamespace(planner=metered)
     assert Asker.read_per_generated.fget(asker) is None  # type: ignore[attr-defined]
     for _ in range(pace.ENOUGH):
-        inner._primary.pace.observe(1000, 2.0, 100, 4.0)  # 2 ms a prompt token, 40 ms a written one
+        inner._primary.pace.observe(3000, 2.0, 300, 4.0)  # 2 ms a prompt token, 40 ms a written one
     assert Asker.read_per_generated.fget(asker) == metered.read_per_generated == 0.05  # type: ignore[attr-defined]
     assert Asker.read_per_generated.fget(SimpleNamespace(planner=object())) is None  # type: ignore[attr-defined]
     # the seconds a written token takes, for pricing a draw in seconds (autod.candidates.fits)
@@ -163,10 +164,10 @@ def test_speeds_kept_by_an_earlier_run_price_the_first_plan_and_three_fresh_read
     p = Pace()
     assert p.seed(pace.Speeds(0.010, 0.200))
     assert abs(p.read_per_generated() - 0.05) < 1e-9  # type: ignore[operator]  # before any reply
-    p.observe(1000, 1.0, 100, 2.0)  # the server now reads at 1 ms and writes at 20 ms a token
-    p.observe(1000, 1.0, 100, 2.0)
+    p.observe(3000, 1.0, 300, 2.0)  # the server now reads at 1 ms and writes at 20 ms a token
+    p.observe(3000, 1.0, 300, 2.0)
     assert p.read_per_generated() != 0.05  # two against two: the medians lie between
-    p.observe(1000, 1.0, 100, 2.0)
+    p.observe(3000, 1.0, 300, 2.0)
     assert abs(p.read_per_generated() - 0.05) < 1e-9  # type: ignore[operator]  # the same ratio, ...
     assert p.speeds() == pace.Speeds(0.001, 0.02)  # ... and the fresh speeds, not the kept ones
 
