@@ -19,6 +19,7 @@ import structlog
 from autod import logs
 from autod.act.judges import Judges, editable_paths
 from autod.candidates.fits import MISSED, written_tokens
+from autod.candidates.order import ratio_of
 from autod.candidates.reask import POINTED_LINES, pointed_messages
 from autod.errors import ContextTooLong, CycleError, LLMUnavailable
 from autod.linebreaks import lines_of
@@ -136,7 +137,7 @@ class Asker:
             ran = int(ran_to) if ran_to.isdigit() and streamed else 0
             head = int(given) if given.isdigit() and streamed else 0
             out.append(written_tokens(code, ran, CHARS_PER_TOKEN, head, pointing, missed,
-                                      self.settings.llm.point_above))
+                                      self.settings.llm.point_above, ratio_of(self)))
         return out
 
     @property

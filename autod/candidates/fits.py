@@ -88,7 +88,7 @@ def streamed_tokens(code: str, ran_to: int, chars_per_token: float, given: int =
 
 
 def written_tokens(code: str, ran_to: int, chars_per_token: float, given: int = 0, point_lines: int = 0,
-                   missed: float = MISSED, above: int = 0) -> int:
+                   missed: float = MISSED, above: int = 0, ratio: float = order.READ_PER_GENERATED) -> int:
     """What a draw of the suspect `code` generates, in generated tokens' time: `streamed_tokens`, or,
     where it is asked in two legs (more than `point_lines` lines to write from its head, 0: never;
     autod.planner.point), the expected price of them: leg one's line, then either (`missed` of the
@@ -96,14 +96,14 @@ def written_tokens(code: str, ran_to: int, chars_per_token: float, given: int = 
     definition's lines, autod.planner.linechoice) the draw asked as before, or leg two's `POINTED_LINES`
     from the named line (the named statement, the line after, a line more; and the `above` lines before
     it where leg two is begun there, `llm.point_above`), its request's own part,
-    and the definition read again up to the named line (half of it, expected) at
-    `order.READ_PER_GENERATED`."""
+    and the definition read again up to the named line (half of it, expected) at `ratio`: the server's
+    reading against its writing (autod.planner.pace), `order.READ_PER_GENERATED` until measured."""
     whole = streamed_tokens(code, ran_to, chars_per_token, given)
     lines = point.span(code, given, ran_to + 1 if ran_to > 0 else 0)
     if point_lines <= 0 or lines <= point_lines:
         return whole
     per_line = len(code) / max(1, len(code.split("\n"))) / chars_per_token
-    reread = len(code) / chars_per_token / 2 * order.READ_PER_GENERATED
+    reread = len(code) / chars_per_token / 2 * ratio
     two = (POINTED_LINES - 1 + above) * per_line + reread
     return int(per_line + order.REQUEST_TOKENS + missed * whole + (1 - missed) * two)
 

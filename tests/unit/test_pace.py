@@ -143,6 +143,27 @@ def test_a_long_suspect_asked_in_two_legs_is_priced_at_what_they_write_not_at_it
                                fits.streamed_tokens(short, 0, CPT, int(streamed))]
 
 
+def test_two_legs_read_the_definition_again_at_the_server_s_measured_ratio_not_the_constant():
+    """Leg two re-reads the definition up to the named line: priced at what the server's replies
+    measured (autod.planner.pace), a slow reader makes two legs dearer than the constant said."""
+    from types import SimpleNamespace
+
+    from autod.candidates import fits, order
+    from autod.candidates.asker import Asker
+    from autod.planner import CHARS_PER_TOKEN as CPT
+
+    code = "def f(x):\n" + "".join(f"    y{i} = x + {i}\n" for i in range(80)) + "    return y0\n"
+    settings = SimpleNamespace(llm=SimpleNamespace(point_lines=24, point_above=0))
+    base = {"focused": [{"code": code, "ran_to": "", "head_lines": "1"}], "form": "code",
+            "settings": settings, "holds_lines": True}
+    priced = {ratio: Asker.suspect_replies.fget(SimpleNamespace(**base, read_per_generated=ratio))[0]  # type: ignore[attr-defined]
+              for ratio in (None, 0.3, 0.05)}
+    assert priced[None] == fits.written_tokens(code, 0, CPT, 1, 24, 0.0)  # unmeasured: the constant
+    reread = len(code) / CPT / 2
+    assert abs(priced[0.3] - priced[None] - reread * (0.3 - order.READ_PER_GENERATED)) <= 1
+    assert abs(priced[0.05] - priced[None] - reread * (0.05 - order.READ_PER_GENERATED)) <= 1
+
+
 def test_the_asker_says_leg_one_is_held_where_its_planners_server_holds_it():
     from types import SimpleNamespace
 
