@@ -3,23 +3,26 @@
 autod.candidates.order prices each draw in generated tokens' time: the reply written, plus the part of
 its prompt the server does not hold from the request before, read at `READ_PER_GENERATED` of a written
 token's time. That ratio belongs to the server, not to autod: llama-cpp-python on two CPU cores reads
-~9x faster than it writes, the same server drafting the copy (prompt lookup) ~4x, a GPU server typically
-far more (not measured here). A plan priced with the wrong ratio asks a long prompt (the wide one) too
-early or too late.
+~5x faster than it writes (0.19 over characters on the held-out benches), the same server drafting the
+copy (prompt lookup) less, a GPU server typically far more (not measured here). A plan priced with the
+wrong ratio asks a long prompt (the wide one) too early or too late.
 
 Every streamed reply tells both speeds. The time to its first content chunk is the prompt's new part
 read (and one token written); the time after it is the rest of the reply written. The new part is the
 prompt's text past what it shares with the last prompt sent to the same server (a single-slot server
-keeps that one in its cache). Both are counted in characters, and the speeds given in the unit the
-order counts every size in: a token of `CHARS_PER_TOKEN` characters (autod.candidates.asker estimates
-a definition's, a prompt's and a reply's tokens so). A server's own tokens hold more characters of
-code than of a failure's text, and its prompt count says nothing of how many characters a reply's
-tokens held: measured in its tokens, the ratio priced a prompt's characters against a reply's in two
-different units (on llama-cpp-python, 0.19 where the characters said 0.27, so reading looked a third
-cheaper than it is). Each reply gives one reading of each speed, if it is long enough to say something
-(`MIN_READ` new prompt characters, `MIN_WRITTEN` characters written after the first chunk): the ratio is
-the median of the last `KEEP` readings of each, once there are `ENOUGH` of each; before that the order
-keeps its own constant. A server that answers in one document (not streamed) gives no reading.
+keeps that one in its cache). Both are counted in characters and given in the unit the order counts
+every size in: a token of `CHARS_PER_TOKEN` characters (autod.candidates.asker estimates a
+definition's, a prompt's and a reply's tokens so). Counted in the server's tokens, as before, the two
+were in different units: the prompt's new part converted at the densest characters per token the
+window has measured (kept low so that budgets hold), a reply at a token a chunk, whatever code's tokens
+hold. On llama-cpp-python with Qwen the two happen to come out close (0.18 then, 0.19 by characters;
+the held-out runs drew much the same); a tokenizer whose prompt and reply tokens differ more had its
+prompts mispriced.
+
+Each reply gives one reading of each speed, if it is long enough to say something (`MIN_READ` new
+prompt characters, `MIN_WRITTEN` characters written after the first chunk): the ratio is the median of
+the last `KEEP` readings of each, once there are `ENOUGH` of each; before that the order keeps its own
+constant. A server that answers in one document (not streamed) gives no reading.
 
 What was measured outlives the daemon: the two medians are kept (`PaceMemory`: the state db,
 autod.runtime.windows) whenever one moves by more than `KEPT_DRIFT`, and a restart or a config
