@@ -39,6 +39,8 @@ real server autod meets:
                                   404, as a server without it
     "honour_n": true              a request with n > 1 gets n choices (each the next step), like vLLM
     "chunk_s": S                  a streamed reply's chunks S seconds apart (a model writing)
+    "end_s": S                    a streamed reply's last content chunk is followed S seconds later
+                                  by its finish (a stop token written, the server's end of a reply)
     "read_s_per_token": S         a streamed reply's first chunk waits S a prompt token (4 characters)
                                   past what the prompt shares with the last one (a server reading
                                   what its cache does not hold)
@@ -81,6 +83,7 @@ from typing import Any
 BEHAVIOURS = (
     "sse", "token_param", "context_limit", "single_slot", "props_n_ctx", "chars_per_token", "honour_n",
     "refuse_stop", "refuse_grammar", "no_completions", "vocab", "chunk_s", "read_s_per_token", "choice_field",
+    "end_s",
 )
 CHAT = "/v1/chat/completions"
 NOTHING_TO_DO: dict[str, Any] = {"summary": "nothing to do", "edits": [], "verify": [], "report": None}
@@ -156,6 +159,7 @@ class ScriptedLLM:
         # streamed replies (`stream: true`): seconds between chunks, and per reply how many content
         # chunks were sent and whether the client left before the end (a generation ended early)
         self.chunk_s = 0.0
+        self.end_s = 0.0  # seconds between a streamed reply's last content chunk and its finish
         # seconds a streamed reply waits before its first chunk per prompt token not shared with the
         # last prompt (a single-slot server reading what its cache does not hold)
         self.read_s_per_token = 0.0
@@ -397,6 +401,16 @@ def _sse(body: dict[str, Any], content: str, finish_reason: str) -> bytes:
     return "".join(lines).encode()
 
 
+def _has_content(event: bytes) -> bool:
+    """An SSE event of `_sse` carries reply text (not the role, the finish, the usage or [DONE])."""
+    try:
+        chunk = json.loads(event.decode().removeprefix("data: "))
+    except ValueError:
+        return False
+    choices = chunk.get("choices") or [{}]
+    return bool(choices[0].get("text") or (choices[0].get("delta") or {}).get("content"))
+
+
 def _plan_text(step: dict[str, Any]) -> str:
     text = json.dumps(step["plan"], indent=1)
     if step.get("fenced"):
@@ -510,6 +524,7 @@ def _handler_for(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
             reading = (len(prompt) - shared) / llm.chars_per_token * llm.read_s_per_token
             record: dict[str, Any] = {"chunks": 0, "of": len(events), "left": False}
             llm.streams.append(record)
+            last_content = max((i for i, e in enumerate(events) if _has_content(e)), default=-1)
             try:
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
@@ -518,11 +533,13 @@ def _handler_for(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
                 if reading:
                     self.wfile.flush()
                     llm._stopping.wait(reading)
-                for event in events:
+                for i, event in enumerate(events):
                     self.wfile.write(event)
                     self.wfile.flush()
                     record["chunks"] += 1
                     if pace and llm._stopping.wait(pace):
+                        break
+                    if i == last_content and llm.end_s and llm._stopping.wait(llm.end_s):
                         break
             except (BrokenPipeError, ConnectionResetError):
                 record["left"] = True

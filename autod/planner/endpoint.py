@@ -292,8 +292,10 @@ class Endpoint:
                     data, count, first, written = await read_watched(resp, reading, cap)
                     self._abandoned_at = None
                     if first is not None:  # the prompt's new part read, then the reply written
-                        self.pace.observe(new_chars, first - sent_at, written, loop.time() - first)
-                        log.debug("llm.pace", endpoint=self.url, **self.pace.as_dict())
+                        read_s, write_s = first - sent_at, loop.time() - first
+                        self.pace.observe(new_chars, read_s, written, write_s)
+                        log.debug("llm.pace", endpoint=self.url, read_chars=new_chars, written_chars=written,
+                                  read_s=round(read_s, 3), write_s=round(write_s, 3), **self.pace.as_dict())
                     return resp.status_code, resp.headers, data, (reading, count)
                 chunks: list[bytes] = []
                 size = 0

@@ -52,7 +52,9 @@ __all__ = ["Pace", "PaceMemory", "ServerPace", "Speeds", "drifted", "prompt_text
 KEEP = 16
 ENOUGH = 2
 MIN_READ = 192  # new prompt characters: fewer, and a request's own overhead is most of the wait
-MIN_WRITTEN = 24  # characters written after the first chunk
+# characters written after the first chunk: a shorter reply (a leg one, a value's one line) is mostly its
+# end (the stop token, the last chunk), and took 17-30 ms a character where longer ones took 13
+MIN_WRITTEN = 60
 BOUNDS = (1 / 1000, 1.0)  # a ratio outside says the measurement is wrong, not the server
 KEPT_DRIFT = 0.05  # a median that moved more than this since it was last kept is kept again
 SECONDS = (1e-6, 60.0)  # a token's seconds either way that some server could take; outside: garbage
