@@ -8,9 +8,10 @@ request reads only its tokens past the longest prefix it shares with the request
 token a streamed chunk. The tokens are counted with the server's own tokenizer (POST /extras/tokenize,
 llama-cpp-python; /tokenize, llama.cpp and vLLM), so the server must serve the model the runs used.
 Over a run's requests, `seconds = read_s * read + write_s * written + request_s` is fitted by least
-squares: `read_share` is the part of the model's time that went on reading prompts, the rest on
-writing replies. The draws' own records (`partial.json`) add the part of model time and of written
-tokens that went on draws that gave the code back (echoes).
+squares (`request_s` held at 0 where the fit would make it negative): `read_share` is the part of the
+model's time that went on reading prompts, the rest on writing replies. The draws' own records
+(`partial.json`) add the part of model time and of written tokens that went on draws that gave the
+code back (echoes).
 
 The echo share of written tokens is the issue's measure; on a CPU a draw's reading is as much of its
 cost, so the share of model time is printed beside it.
@@ -110,6 +111,10 @@ def run_summary(run: Path, tokenize: Tokenizer) -> dict[str, Any]:
         a = np.array([[r[0], r[1], 1.0] for r in all_requests])
         seconds = np.array([r[2] for r in all_requests])
         (read_s, write_s, request_s), *_ = np.linalg.lstsq(a, seconds, rcond=None)
+        if request_s < 0:  # no request saves time: the per-token costs alone (a long prompt is read
+            # faster a token than a short one, in larger batches, which pulls the intercept below 0)
+            (read_s, write_s), *_ = np.linalg.lstsq(a[:, :2], seconds, rcond=None)
+            request_s = 0.0
         reading = read_s * out["read"]
         out.update(read_ms_per_token=round(read_s * 1000, 2), write_ms_per_token=round(write_s * 1000, 2),
                    request_ms=round(request_s * 1000), read_per_written=round(read_s / write_s, 3),
