@@ -3,7 +3,7 @@
 autod.candidates.order prices each draw in generated tokens' time: the reply written, plus the part of
 its prompt the server does not hold from the request before, read at `READ_PER_GENERATED` of a written
 token's time. That ratio belongs to the server, not to autod: llama-cpp-python on two CPU cores reads
-~5x faster than it writes (0.19 over characters on the held-out benches), the same server drafting the
+~4x faster than it writes (0.27 over characters on the held-out benches), the same server drafting the
 copy (prompt lookup) less, a GPU server typically far more (not measured here). A plan priced with the
 wrong ratio asks a long prompt (the wide one) too early or too late.
 
@@ -20,9 +20,12 @@ the held-out runs drew much the same); a tokenizer whose prompt and reply tokens
 prompts mispriced.
 
 Each reply gives one reading of each speed, if it is long enough to say something (`MIN_READ` new
-prompt characters, `MIN_WRITTEN` characters written after the first chunk): the ratio is the median of
-the last `KEEP` readings of each, once there are `ENOUGH` of each; before that the order keeps its own
-constant. A server that answers in one document (not streamed) gives no reading.
+prompt characters, `MIN_WRITTEN` characters written after the first chunk). A reply of a few tokens
+is mostly its end (the stop token, the last chunk), a fixed cost: the leg ones and value replies that
+open every cycle made the ratio 0.19 where longer replies and a fit over whole runs say 0.27. The
+ratio is the median of the last `KEEP` readings of each, once there are `ENOUGH` of each; before that
+the order keeps its own constant. A server that answers in one document (not streamed) gives no
+reading.
 
 What was measured outlives the daemon: the two medians are kept (`PaceMemory`: the state db,
 autod.runtime.windows) whenever one moves by more than `KEPT_DRIFT`, and a restart or a config
