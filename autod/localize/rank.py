@@ -44,6 +44,11 @@ HELPER_CALLER_SCAN = 20  # a helper's callers looked at, at most
 HELPER_MARGIN = 0.1  # the call line's Ochiai over the helper's own, at least
 HELPERS_TOTAL_LINES = 90  # all the helpers this rule moves, at most
 TIE_LINES = 80  # a longer definition costs what its slice costs (autod.localize.slices.SLICE_LINES)
+# a frame's place moves back by this much times (1 - its Ochiai): the stack says where the failure went,
+# not which of its functions is wrong, and a frame every passing test runs too (an error's constructor,
+# a dispatcher) is less suspect than one only the failing tests run. At most FRAME_WEIGHT, so a frame
+# stays ahead of any function the coverage alone ranks at its own score (SPECTRUM_BASE's scale is 2.5)
+FRAME_WEIGHT = 0.5
 
 
 @dataclass
@@ -181,6 +186,7 @@ def rank(
     _data(r, hop2, base=5.0)
     if spectrum:
         _spectrum(r, index, spectrum)
+        _frames_by_spectrum(r, frame_defs, spectrum)
     for ident, weight in (remembered or {}).items():
         p = r.pieces.get(ident)
         if p is not None and p.key > MEMORY_FLOOR:
@@ -188,6 +194,21 @@ def rank(
             p.why += "; a past fix of a similar failure changed it"
     _values_follow_readers(r)
     return r.ranked()
+
+
+def _frames_by_spectrum(
+    r: Ranking, frames: Iterable[Definition], spectrum: Mapping[tuple[str, str], float]
+) -> None:
+    """Each frame's function still ranked by its frame goes back by FRAME_WEIGHT x (1 - its Ochiai), so
+    among the frames the ones the failing tests alone ran come first. A frame the coverage did not
+    record keeps its place: no evidence is not evidence of innocence. A recursive function is many
+    frames and one piece: it moves once."""
+    for ident in dict.fromkeys((d.path, d.qualname) for d in frames):
+        p, score = r.pieces.get(ident), spectrum.get(ident)
+        if p is None or score is None or p.kind == "class" or not 1.0 <= p.key < SPECTRUM_BASE:
+            continue
+        if p.why == "where the error was raised" or p.why.endswith("above the error"):
+            p.key += FRAME_WEIGHT * (1.0 - min(1.0, max(0.0, score)))
 
 
 def _callees(
