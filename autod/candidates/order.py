@@ -10,7 +10,8 @@ the fix missed (the search stops at a fix), so the whole order is known before t
 
 - **Odds** (`RANK_PRIOR`, `TAIL_PRIOR`, `VALUE_PRIOR`): how often localization's kth suspect was the
   buggy definition on the dev half of the real-library corpus (bench/bench_corpus.py `--focus-k 10`,
-  44 bugs in six libraries: rank 1 in 22, 2 in 7, 3 in 3, ranks 4 to 10 in 8 together, none in 4);
+  44 bugs in six libraries: rank 1 in 24, 2 in 6, 3 in 3, ranks 4 to 10 in 7 together, none in 4,
+  with the frames ordered by their coverage, autod.localize.rank.FRAME_WEIGHT);
   the value groups held the bug in 2 of them. The held-out half was not looked at.
 - **Detection** (`GREEDY`, `SAMPLED`, `VALUE`, `WIDE`): the oracle handed the model the buggy
   definition alone on the old six libraries' 46 bugs; its first reply (temperature 0) fixed 7 (15 %),
@@ -60,8 +61,8 @@ from dataclasses import dataclass
 
 __all__ = ["RANK_PRIOR", "Sizes", "cost", "draw_tokens", "fixed_order", "plan", "prior", "ratio_of", "replan"]
 
-RANK_PRIOR = (0.50, 0.16, 0.07)  # P(the kth suspect is the buggy definition), corpus dev half
-TAIL_PRIOR = 8 / 44 / 7  # each of ranks 4 to 10 (8 of the 44 bugs among them)
+RANK_PRIOR = (24 / 44, 6 / 44, 3 / 44)  # P(the kth suspect is the buggy definition), corpus dev half
+TAIL_PRIOR = 7 / 44 / 7  # each of ranks 4 to 10 (7 of the 44 bugs among them)
 TAIL_RANKS = 10  # past this rank, nothing measured: the wide prompt's odds
 VALUE_PRIOR = 2 / 44 / 2  # each value group (2 of 44 bugs, ~2 groups a failure)
 GREEDY = 0.15  # P(a suspect's first draw, at temperature 0, fixes the bug in it)

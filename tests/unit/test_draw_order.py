@@ -222,7 +222,7 @@ def test_the_search_plans_again_after_a_greedy_echo_and_still_puts_the_pointed_q
     """The first suspect gives its code back at temperature 0: its samples, priced as the echoes they
     mostly are, go after the second suspect's greedy draw, and its pointed question takes the place of
     its next sample. The same first reply having changed something brings its samples forward."""
-    sizes = Sizes(((30, 40), (90, 90)), [], 4000)
+    sizes = Sizes(((40, 40), (80, 80)), [], 4000)
     want = plan(sizes, 3, 1)
     assert want[:3] == [("focused:1", True), ("focused:1", False), ("focused:2", True)]
     echo = Plan(summary="Here it is.").with_quotes(1)  # the prompt's block given back
@@ -320,7 +320,7 @@ def test_the_search_leaves_a_suspect_whose_sample_repeats_its_greedy_change(tmp_
     suspect's samples were drawn again in place until their redraws ran out."""
     import autod.candidates.replans as replans
 
-    sizes = Sizes(((120, 120), (300, 300)), [], 4000)
+    sizes = Sizes(((120, 120), (240, 240)), [], 4000)
     assert plan(sizes, 4, 1)[:5] == [("focused:1", True), *[("focused:1", False)] * 3, ("focused:2", True)]
 
     def asked(learning: bool) -> list[tuple[str, bool]]:
