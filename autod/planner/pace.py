@@ -24,12 +24,11 @@ time: a request has its own overhead before the first chunk, and a reply its end
 last chunk), a fixed cost that is most of a reply of a few tokens. Taken as seconds over characters,
 the leg ones and value replies that open every cycle made the ratio 0.19 where a fit over whole runs
 says 0.27. So each side is a line, seconds = fixed + characters x per-character, fitted over the last
-`KEEP` readings robustly (`fit`: least median of squares, then least squares without its outliers,
-so a reading a busy server spoilt moves nothing; and no threshold on a reply's length: the fixed part
-is measured, not guessed), once there are `ENOUGH` of each; the slope is the speed. Readings all of
-one size cannot separate the two: then the slope is the median reading's own ratio. Before `ENOUGH`
-readings the order keeps its own constant. A server that answers in one document (not streamed)
-gives no reading.
+`KEEP` readings by Siegel's repeated median (`fit`: robust to a reading a busy server spoilt, and no
+threshold on a reply's length: the fixed part is measured, not guessed), once there are `ENOUGH` of
+each; the slope is the speed. Readings all of one size cannot separate the two: then the slope is the
+median reading's own ratio. Before `ENOUGH` readings the order keeps its own constant. A server that
+answers in one document (not streamed) gives no reading.
 
 What was measured outlives the daemon: the two speeds are kept (`PaceMemory`: the state db,
 autod.runtime.windows) whenever one moves by more than `KEPT_DRIFT`, and a restart or a config
