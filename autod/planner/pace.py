@@ -19,28 +19,25 @@ hold. On llama-cpp-python with Qwen the two happen to come out close (0.18 then,
 the held-out runs drew much the same); a tokenizer whose prompt and reply tokens differ more had its
 prompts mispriced.
 
-Each reply gives one reading of each side: (characters, seconds). Neither is only its characters'
-time: a request has its own overhead before the first chunk, and a reply its end (the stop token, the
-last chunk), a fixed cost that is most of a reply of a few tokens. Taken as seconds over characters,
-the leg ones and value replies that open every cycle made the ratio 0.19 where a fit over whole runs
-says 0.27. So each side is a line, seconds = fixed + characters x per-character, fitted over the last
-`KEEP` readings by Siegel's repeated median (`fit`: robust to a reading a busy server spoilt, and no
-threshold on a reply's length: the fixed part is measured, not guessed), once there are `ENOUGH` of
-each; the slope is the speed. Readings all of one size cannot separate the two: then the slope is the
-median reading's own ratio. Before `ENOUGH` readings the order keeps its own constant. A server that
-answers in one document (not streamed) gives no reading.
+Each reply gives one reading of each speed, if it is long enough to say something (`MIN_READ` new
+prompt characters, `MIN_WRITTEN` characters written after the first chunk). A reply of a few tokens
+is mostly its end (the stop token, the last chunk), a fixed cost: the leg ones and value replies that
+open every cycle made the ratio 0.19 where longer replies and a fit over whole runs say 0.27. The
+ratio is the median of the last `KEEP` readings of each, once there are `ENOUGH` of each; before that
+the order keeps its own constant. A server that answers in one document (not streamed) gives no
+reading.
 
-What was measured outlives the daemon: the two speeds are kept (`PaceMemory`: the state db,
+What was measured outlives the daemon: the two medians are kept (`PaceMemory`: the state db,
 autod.runtime.windows) whenever one moves by more than `KEPT_DRIFT`, and a restart or a config
-reload starts from them (`seed`) instead of the constant, so the plan made before the first reply is
-already priced at the server's speed, until `ENOUGH` fresh readings of each replace them: a server
-that was moved to other hardware is measured anew within a few replies.
+reload starts from them (`seed`) instead of the constant. They come back as `ENOUGH` readings each, so
+the plan made before the first reply is already priced at the server's speed, and three fresh
+readings outvote them: a server that was moved to other hardware is measured anew within a few
+replies.
 """
 
 from __future__ import annotations
 
 import asyncio
-import math
 import statistics
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -56,13 +53,11 @@ log = structlog.get_logger("autod.planner.llm")
 __all__ = ["Pace", "PaceMemory", "ServerPace", "Speeds", "drifted", "prompt_text", "shared_prefix"]
 
 KEEP = 16
-# readings of each before the fits are believed: a line through two or three is mostly their noise (on
-# the held-out runs' first replies, 0.09-0.51 where the whole runs say 0.26-0.28; from five, 0.23-0.38)
-ENOUGH = 5
-# two readings tell a slope when their sizes differ by at least a third of the larger: closer, and the
-# noise of the fixed part is most of the difference
-SPREAD = 3
-INLIER = 2.5  # a reading this many robust deviations off the line is an outlier (a busy server's)
+ENOUGH = 2
+MIN_READ = 192  # new prompt characters: fewer, and a request's own overhead is most of the wait
+# characters written after the first chunk: a shorter reply (a leg one, a value's one line) is mostly its
+# end (the stop token, the last chunk), and took 17-30 ms a character where longer ones took 13
+MIN_WRITTEN = 60
 BOUNDS = (1 / 1000, 1.0)  # a ratio outside says the measurement is wrong, not the server
 KEPT_DRIFT = 0.05  # a median that moved more than this since it was last kept is kept again
 SECONDS = (1e-6, 60.0)  # a token's seconds either way that some server could take; outside: garbage
@@ -90,13 +85,11 @@ class PaceMemory(Protocol):
 
 
 class Pace:
-    """One server's measured seconds per prompt token read and per reply token written, and the fixed
-    part of each (a request's overhead before its first chunk, a reply's end)."""
+    """One server's measured seconds per prompt token read and per reply token written."""
 
     def __init__(self) -> None:
-        self._read: deque[tuple[int, float]] = deque(maxlen=KEEP)  # (new prompt characters, seconds)
-        self._write: deque[tuple[int, float]] = deque(maxlen=KEEP)  # (characters written, seconds)
-        self._seeded: Speeds | None = None
+        self._read: deque[float] = deque(maxlen=KEEP)
+        self._write: deque[float] = deque(maxlen=KEEP)
         self._last = ""
 
     def sent(self, text: str) -> int:
@@ -107,12 +100,11 @@ class Pace:
 
     def observe(self, read_chars: int, read_s: float, written_chars: int, write_s: float) -> None:
         """One streamed reply: `read_s` to its first chunk for `read_chars` new prompt characters, then
-        `write_s` for `written_chars` more characters of content. A size of 0 is a reading too: the
-        fixed part alone."""
-        if read_chars >= 0 and _seconds(read_s):
-            self._read.append((read_chars, read_s))
-        if written_chars >= 0 and _seconds(write_s):
-            self._write.append((written_chars, write_s))
+        `write_s` for `written_chars` more characters of content."""
+        if read_chars >= MIN_READ and read_s > 0:
+            self._read.append(read_s / read_chars * CHARS_PER_TOKEN)
+        if written_chars >= MIN_WRITTEN and write_s > 0:
+            self._write.append(write_s / written_chars * CHARS_PER_TOKEN)
 
     def read_per_generated(self) -> float | None:
         """A prompt token's time in reply tokens' time, or None until measured."""
@@ -122,35 +114,23 @@ class Pace:
         return min(BOUNDS[1], max(BOUNDS[0], speeds.read_s / speeds.write_s))
 
     def speeds(self) -> Speeds | None:
-        """Seconds a token each way, the slopes of the fits, once there are `ENOUGH` readings of each;
-        until then what an earlier run kept (`seed`), if anything."""
-        lines = self._lines()
-        if lines is None:
-            return self._seeded
-        return Speeds(lines[0][1] * CHARS_PER_TOKEN, lines[1][1] * CHARS_PER_TOKEN)
-
-    def _lines(self) -> tuple[tuple[float, float], tuple[float, float]] | None:
+        """The medians of the readings, once there are `ENOUGH` of each."""
         if len(self._read) < ENOUGH or len(self._write) < ENOUGH:
             return None
-        read, write = fit(self._read), fit(self._write)
-        return (read, write) if read is not None and write is not None else None
+        return Speeds(statistics.median(self._read), statistics.median(self._write))
 
     def seed(self, kept: Speeds) -> bool:
-        """Start from speeds an earlier run measured, until this one has `ENOUGH` readings of each;
-        never over readings of its own. Whether it did."""
+        """Start from speeds an earlier run measured (as `ENOUGH` readings each), unless this one has
+        readings of its own already. Whether it did."""
         if self._read or self._write or not kept.plausible():
             return False
-        self._seeded = kept
+        self._read.extend([kept.read_s] * ENOUGH)
+        self._write.extend([kept.write_s] * ENOUGH)
         return True
 
     def as_dict(self) -> dict[str, Any]:
-        """What the `llm.pace` debug line shows of it: milliseconds a token each way, and each side's
-        fixed part (a request's overhead before its first chunk; a reply's end)."""
-        speeds, lines = self.speeds(), self._lines()
-        return {"read_ms_per_token": _ms(speeds.read_s) if speeds else None,
-                "write_ms_per_token": _ms(speeds.write_s) if speeds else None,
-                "read_fixed_ms": _ms(lines[0][0]) if lines else None,
-                "write_fixed_ms": _ms(lines[1][0]) if lines else None,
+        """What the `llm.pace` debug line shows of it: the median milliseconds a token each way."""
+        return {"read_ms_per_token": _ms(self._read), "write_ms_per_token": _ms(self._write),
                 "readings": min(len(self._read), len(self._write))}
 
 
@@ -221,44 +201,5 @@ def prompt_text(body: Mapping[str, Any]) -> str:
                    for m in messages if isinstance(m, Mapping)) + "<|im_start|>assistant\n"
 
 
-def fit(points: Sequence[tuple[int, float]]) -> tuple[float, float] | None:
-    """(fixed seconds, seconds a character) of the line through (characters, seconds) readings.
-
-    Least median of squares, then least squares over the readings it does not call outliers: each
-    positive slope two readings give (their sizes at least a third of the larger apart) is tried, with
-    the intercept that halves the readings, and the one whose median residual is smallest wins; the
-    readings within `INLIER` of its robust scale are then fitted by least squares. Up to half the
-    readings may be spoilt (a server busy with another client) without moving it. No two readings far
-    enough apart: the median reading's own ratio, through the origin. None when no slope is positive.
-    """
-    pts = list(points)
-    slopes = [(y2 - y1) / (x2 - x1) for i, (x1, y1) in enumerate(pts) for x2, y2 in pts[i + 1 :]
-              if abs(x2 - x1) * SPREAD >= max(x1, x2) > 0 and (y2 - y1) / (x2 - x1) > 0]
-    if not slopes:
-        ratios = [y / x for x, y in pts if x > 0]
-        slope = statistics.median(ratios) if ratios else 0.0
-        return (0.0, slope) if slope > 0 else None
-
-    def residual(b: float) -> tuple[float, float]:
-        a = statistics.median(y - b * x for x, y in pts)
-        return statistics.median(abs(y - a - b * x) for x, y in pts), a
-
-    slope = min(slopes, key=lambda b: residual(b)[0])
-    spread, fixed = residual(slope)
-    near = [(x, y) for x, y in pts if abs(y - fixed - slope * x) <= INLIER * 1.4826 * spread + 1e-9]
-    n = len(near)
-    mx, my = sum(x for x, _ in near) / n, sum(y for _, y in near) / n
-    sxx = sum((x - mx) ** 2 for x, _ in near)
-    if sxx > 0:
-        b = sum((x - mx) * (y - my) for x, y in near) / sxx
-        if b > 0:
-            slope, fixed = b, my - b * mx
-    return max(0.0, fixed), slope
-
-
-def _seconds(s: float) -> bool:
-    return isinstance(s, float | int) and math.isfinite(s) and s > 0
-
-
-def _ms(seconds: float) -> float:
-    return round(seconds * 1000, 2)
+def _ms(values: deque[float]) -> float | None:
+    return round(statistics.median(values) * 1000, 2) if values else None

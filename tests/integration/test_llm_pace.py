@@ -16,7 +16,6 @@ from autod.events import Event, EventKind
 from autod.planner import PlanRequest
 from autod.planner.earlystop import Watched
 from autod.planner.llm import LLMPlanner
-from autod.planner.pace import ENOUGH
 
 TESTS = Path(__file__).resolve().parents[1]
 if str(TESTS) not in sys.path:
@@ -75,9 +74,9 @@ def test_the_ratio_is_the_server_s_reading_against_its_writing_per_character(
     in the server's tokens (a prompt token here holds `chars_per_token` characters, a streamed chunk
     CHUNK_CHARS), it came out at read_s / write_s whatever the characters."""
     llm.behave(read_s_per_token=read_s, chunk_s=write_s, chars_per_token=chars_per_token)
-    for _ in range(ENOUGH):
+    for _ in range(3):
         llm.push_text(f"```python\n{FIXED}\n```\n")
-    ratio = measured(llm.base_url, ENOUGH, prefill="none")
+    ratio = measured(llm.base_url, 3, prefill="none")
     assert ratio is not None
     # each reply's new prompt part (its failure lines) read, then its chunks written
     per_char = (read_s / chars_per_token) / (write_s / CHUNK_CHARS)
@@ -88,7 +87,7 @@ def test_a_short_reply_s_end_does_not_pass_for_the_server_s_writing_speed(llm: S
     """A reply's end (its stop token, the server's last chunk) costs the same whatever its length: a
     reply of a few tokens (a leg one, a value's one line) is mostly its end, and as a reading of writing
     speed made reading look cheap (0.19 where longer replies said 0.27 on llama-cpp-python, at the start
-    of every cycle of the held-out benches). Each side's fixed part is measured apart from its speed."""
+    of every cycle of the held-out benches). Such replies are no reading."""
     read_s, write_s, end_s = 0.001, 0.02, 0.1
     llm.behave(read_s_per_token=read_s, chunk_s=write_s, end_s=end_s)
     for k in range(5):  # short, long, short, long, short
