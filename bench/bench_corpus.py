@@ -37,7 +37,7 @@ ROOT = BENCH.parent
 sys.path.insert(0, str(BENCH))
 
 GOAL_FOUND, GOAL_MEDIAN_TOKENS = 0.90, 8000
-SETS = ("held_out", "dev", "old")
+SETS = ("held_out", "dev", "old", "fresh")
 
 
 def log(msg: str) -> None:

@@ -352,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", "--selftest", action="store_true", help="3 bugs, default config, no model")
     ap.add_argument("--only", nargs="+", metavar="BUG",
                     help="bug ids (reallib_bugs.json; corpus_bugs.json with --corpus)")
-    ap.add_argument("--corpus", choices=("dev", "held_out"),
+    ap.add_argument("--corpus", choices=("dev", "held_out", "fresh"),
                     help="the corpus's bugs of that half (corpus_bugs.json) in place of reallib_bugs.json: "
                          "with --llm, autod and the oracle on libraries the rules were not chosen on")
     ap.add_argument("--library", nargs="+", help="only these libraries' bugs")

@@ -94,11 +94,26 @@ LIBRARIES = {
         Library("webcolors", "25.10.0", "src/webcolors", "tests",
                 "colour names and conversions over module-level tables, small helpers everywhere",
                 args="-o addopts=", env={"PYTHONPATH": "src"}),
+        # the fresh set: chosen and seeded after every localization rule was (2026-11-30), measured once
+        Library("boltons", "26.2.0", "boltons", "tests",
+                "many small utility modules: caches, iterators, data structures as dict/list subclasses",
+                args="-o addopts="),
+        Library("inflection", "0.5.1", "inflection", "test_inflection.py",
+                "one module of string inflections driven by module-level regex rule tables",
+                args="-o addopts="),
+        Library("more-itertools", "11.2.1", "more_itertools", "tests",
+                "a 5,000-line module of generator functions and iterator classes; unittest-style tests",
+                args="-o addopts="),
+        Library("toolz", "1.2.0", "toolz", "toolz/tests",
+                "functional helpers: curry as a class with descriptors, dict and sequence utilities",
+                args="-o addopts="),
     )
 }
 DEV = ("configobj", "isodate", "pathspec", "simpleeval", "voluptuous", "xmltodict")
 HELD_OUT = ("docstring-parser", "pyasn1", "pycparser", "semantic-version", "tinydb", "webcolors")
-HALF = {**dict.fromkeys(DEV, "dev"), **dict.fromkeys(HELD_OUT, "held_out")}
+# installed in autod's dev venv, so never seeded: idna (httpx needs it); jmespath's suite does not collect
+FRESH = ("boltons", "inflection", "more-itertools", "toolz")
+HALF = {**dict.fromkeys(DEV, "dev"), **dict.fromkeys(HELD_OUT, "held_out"), **dict.fromkeys(FRESH, "fresh")}
 
 
 def code_files(root: Path, lib: Library) -> list[str]:
@@ -208,7 +223,7 @@ def main() -> None:
             doc["libraries"][name] = {"version": lib.version, "sdist_sha256": sha256(sdist(lib)),
                                       **{k: v for k, v in res.items() if k != "library"}}
             log(f"{name}: kept {len(res['bugs'])} of {res['tries']} mutants run ({res['outcomes']})")
-            doc.update(seed=SEED, dev=list(DEV), held_out=list(HELD_OUT))
+            doc.update(seed=SEED, dev=list(DEV), held_out=list(HELD_OUT), fresh=list(FRESH))
             out.write_text(json.dumps(doc, indent=1) + "\n")
 
 

@@ -154,15 +154,20 @@ def run_suite(
 
 
 def failing_ids(output: str) -> list[str]:
-    """Test ids of the FAILED/ERROR lines of pytest's short summary (not a test's own log lines)."""
+    """Test ids of the FAILED/ERROR lines of pytest's short summary (not a test's own log lines); a
+    failed subtest (`SUBFAILED(a=2, b=3) tests/t.py::T::test_x - ...`, pytest 9) names its test."""
     _, banner, summary = output.rpartition("short test summary info")
     ids = []
     for ln in summary.splitlines() if banner else []:
-        if ln.startswith(("FAILED ", "ERROR ")):
-            test = ln.split(" ", 1)[1].split(" - ")[0].strip()
+        m = _SUMMARY_LINE.match(ln)
+        if m:
+            test = m.group(1).split(" - ")[0].strip()
             if "::" in test or test.endswith(".py"):
                 ids.append(test)
     return list(dict.fromkeys(ids))
+
+
+_SUMMARY_LINE = re.compile(r"(?:FAILED|ERROR|SUBFAILED(?:\(.*?\)|\[.*?\])?) (\S.*)$")
 
 
 def trace_depth(root: Path, lib: Library, rel: str, target: mutate.Target, failing: list[str],
