@@ -17,8 +17,8 @@ The digest keeps, in order:
   line); caret marks and separators out;
 - a frame already shown (the same text, memory addresses aside) as its location and `(as above)`;
   a failure whose every frame was already shown as one line naming the first that showed it;
-- the short summary's `FAILED`/`ERROR`/`SUBFAIL` lines and the final counts (with or without `-q`'s
-  missing banners), which other readers use (autod.checks.outcome);
+- the short summary's `FAILED`/`ERROR`/`SUBFAIL`/`SUBFAILED(...)` lines and the final counts (with or
+  without `-q`'s missing banners), which other readers use (autod.checks.outcome);
 
 and drops the session header, the warnings summary and other sections. What differs between two
 runs of the same failure is taken out (the duration on the counts line, an object's address in its
@@ -63,7 +63,8 @@ _DURATION = re.compile(r" in \d{1,9}(?:\.\d{1,6})?s(?: \(\d{1,4}:\d\d:\d\d\))?")
 _COUNTS = re.compile(r"\b\d+ (?:failed|passed|errors?|skipped)\b")
 # `-q` ends with the counts and no banner around them: `1 failed, 108 passed in 0.52s`
 _QUIET_COUNTS = re.compile(r"^\d+ (?:failed|passed|errors?|skipped|deselected|xfailed|xpassed)\b")
-_SUMMARY_LINES = ("FAILED ", "ERROR ", "SUBFAIL ")  # SUBFAIL: pytest-subtests' failing subtests
+# SUBFAIL: a failed subtest, `SUBFAIL path::test` (pytest-subtests) or `SUBFAILED(k=v) path::test` (pytest 9)
+_SUMMARY_LINES = ("FAILED ", "ERROR ", "SUBFAIL")
 
 LINE_CHARS = 300  # of any one line kept
 WHOLE_LISTING = 30  # source lines of a frame shown whole up to this many; past it, the lines below

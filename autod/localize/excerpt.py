@@ -36,7 +36,7 @@ def trim_failure(text: str, budget_chars: int) -> str:
     if len(clean) <= budget_chars:
         return clean
     lines = lines_of(clean)
-    summary = [ln for ln in lines if ln.startswith(("FAILED ", "ERROR ", "E   "))][-20:]
+    summary = [ln for ln in lines if ln.startswith(("FAILED ", "ERROR ", "SUBFAIL", "E   "))][-20:]
     tail = "\n".join(dict.fromkeys(summary))
     head_budget = max(200, budget_chars - len(tail) - 40)
     head = clean[:head_budget]

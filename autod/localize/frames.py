@@ -2,7 +2,8 @@
 
 Formats read: Python tracebacks (`File "x.py", line 12, in f`), pytest's long and short tracebacks
 (`x.py:12: in f`, `x.py:12: AssertionError`), `--tb=line`, and pytest's summary lines
-(`FAILED path::Class::test[param] - reason`, `ERROR path::test`, `path::test FAILED`).
+(`FAILED path::Class::test[param] - reason`, `ERROR path::test`, `path::test FAILED`, and a failed
+subtest's `SUBFAILED(k=v) path::test - reason`).
 Nothing here touches the file system: the caller decides which paths are readable.
 """
 
@@ -23,6 +24,12 @@ _PYTEST_FRAME = re.compile(
 )
 _TEST_ID = r"(?P<id>[^\s:]{1,1000}?\.py(?:::[A-Za-z_]\w{0,200}){1,4}(?:\[[^\n]{0,300}?\])?)"
 _SUMMARY = re.compile(rf"^(?:FAILED|ERROR)\s+{_TEST_ID}(?:\s+-\s.*)?\s*$")
+# a failed subtest: `SUBFAILED[msg] (k=v, ...) path::test - reason` (pytest 9, unittest's subTest and the
+# `subtests` fixture), `SUBFAIL ...` (the pytest-subtests plugin); its test's own line may say PASSED
+SUBFAILED = "SUBFAIL"
+_SUB_ID = re.compile(rf"{_TEST_ID}(?:\s+-(?:\s.*)?)?\s*$")
+_SUB_SCAN = 600  # characters of a subtest's description searched for its test's id, at most
+_SUB_TRIES = 40  # places (after a space) the id is tried at, at most: a bounded, linear read
 _VERBOSE = re.compile(rf"^{_TEST_ID}\s+(?:FAILED|ERROR)\b")
 _SECTION = re.compile(r"^_{3,} (?:ERROR at \w+ of )?(?P<name>[\w.\[\]-][^\n]{0,300}?) _{3,}\s*$")
 
@@ -76,7 +83,7 @@ def parse_test_ids(text: str, limit: int = 50) -> list[TestId]:
     seen: set[str] = set()
     for raw in lines_of(clean(text)):
         line = raw.strip()
-        m = _SUMMARY.match(line) or _VERBOSE.match(line)
+        m = _SUMMARY.match(line) or _VERBOSE.match(line) or _subtest(line)
         if not m:
             continue
         tid = test_id(m.group("id"))
@@ -86,6 +93,25 @@ def parse_test_ids(text: str, limit: int = 50) -> list[TestId]:
             if len(out) >= limit:
                 break
     return out
+
+
+def _subtest(line: str) -> re.Match[str] | None:
+    """A failed subtest's summary line, matched at its test's id: the first place after a space, within
+    the description's first `_SUB_SCAN` characters, where an id and then the reason (or the end) begin.
+    The description is the test's own text (its parameters), so an id-shaped parameter can be read
+    first: what this names is where to look, never a verdict (autod.checks.judge_plugin hears those)."""
+    if not line.startswith(SUBFAILED):
+        return None
+    at = len(SUBFAILED)
+    for _ in range(_SUB_TRIES):
+        at = line.find(" ", at, _SUB_SCAN)
+        if at < 0:
+            return None
+        at += 1
+        m = _SUB_ID.match(line, at)
+        if m:
+            return m
+    return None
 
 
 def test_id(nodeid: str) -> TestId | None:

@@ -102,11 +102,13 @@ def test_ochiai_ranks_the_function_only_failing_tests_run_first(tmp_path: Path) 
     assert not list(ws.rglob("autod_spectrum*")) and not (ws / "spectrum.json").exists()
 
 
-def _scenario(tmp_path: Path, check: dict[str, Any]) -> tuple[dict[tuple[str, str], float] | None, Path]:
+def _scenario(
+    tmp_path: Path, check: dict[str, Any], tests: str = TESTS
+) -> tuple[dict[tuple[str, str], float] | None, Path]:
     ws = tmp_path / "ws"
     (ws / "tests").mkdir(parents=True)
     (ws / "mod.py").write_text(MOD)
-    (ws / "tests" / "test_mod.py").write_text(TESTS)
+    (ws / "tests" / "test_mod.py").write_text(tests)
     (ws / "conftest.py").write_text(
         "import sys, pathlib\nsys.path.insert(0, str(pathlib.Path(__file__).parent))\n"
     )
@@ -217,3 +219,36 @@ def test_the_repr_pytest_calls_to_explain_a_failed_assert_is_not_counted_as_the_
     ran = {n for path, lines in failing["lines"].items() if Path(path).name == "point.py" for n in lines}
     assert {9, 13} <= ran  # __eq__ and double: what the test itself ran
     assert not {5, 6} & ran  # __repr__: what pytest's report ran
+
+
+SUBTESTS = '''\
+import unittest
+
+from mod import buggy, fine
+
+
+class TestMod(unittest.TestCase):
+    def test_buggy(self):
+        for x in (1, 2):
+            with self.subTest(x=x, label="a b - c"):
+                self.assertEqual(buggy(x), x)
+
+    def test_fine(self):
+        for x in (3, 4):
+            with self.subTest(x=x):
+                self.assertEqual(fine(x), x)
+'''
+
+
+def test_a_failure_only_subtests_report_is_ranked_like_any_other(tmp_path: Path) -> None:
+    """unittest's `subTest`: pytest 9 reports a failed subtest on its own summary line
+    (`SUBFAILED(x=1, label='a b - c') tests/test_mod.py::TestMod::test_buggy - ...`), and no FAILED
+    line: the test itself is reported passed. The failing tests are read from those lines, so the
+    recorder re-runs them and the function only they run ranks first (before: no failing test named,
+    no ranking: a suite written with subtests, like more-itertools', got no suspects at all)."""
+    run = f"{sys.executable} -m pytest -q -p no:cacheprovider tests"
+    scores, _ = _scenario(tmp_path, {"run": run, "timeout_s": 120}, SUBTESTS)
+    assert scores is not None
+    assert scores[("mod.py", "buggy")] == pytest.approx(1.0)
+    assert 0 < scores[("mod.py", "shared")] < 1.0
+    assert ("mod.py", "fine") not in scores

@@ -29,7 +29,8 @@ PARSERS: list[Callable[[str], object]] = [parse_locations, parse_failures, parse
 @pytest.mark.slow
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(unit=st.sampled_from(UNITS) | st.text(alphabet="aZ9_./\\-:()\",é ", min_size=1, max_size=6),
-       prefix=st.sampled_from(["", "FAILED ", 'File "', "error: ", "src/x.ts"]),
+       prefix=st.sampled_from(["", "FAILED ", 'File "', "error: ", "src/x.ts", "SUBFAILED(a=1) ",
+                               "SUBFAILED "]),
        parse=st.sampled_from(PARSERS))
 def test_work_grows_linearly_with_one_long_line(
     unit: str, prefix: str, parse: Callable[[str], object]
