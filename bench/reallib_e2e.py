@@ -132,8 +132,12 @@ def assess(repo: Path, pristine: Path, bug: dict[str, Any], before: dict[str, st
     with tempfile.TemporaryDirectory() as tmp:
         copy = Path(tmp) / "tree"
         shutil.copytree(repo, copy, ignore=shutil.ignore_patterns(".git", ".autod", "__pycache__"))
-        shutil.rmtree(copy / lib.tests, ignore_errors=True)
-        shutil.copytree(pristine / lib.tests, copy / lib.tests)  # the original tests, whatever happened
+        # the original tests, whatever happened (a library's tests may be one file: inflection's)
+        if (pristine / lib.tests).is_file():
+            shutil.copy2(pristine / lib.tests, copy / lib.tests)
+        else:
+            shutil.rmtree(copy / lib.tests, ignore_errors=True)
+            shutil.copytree(pristine / lib.tests, copy / lib.tests)
         after = outcomes(copy, lib)
     broken = sorted(t for t, v in before.items() if v == "passed" and after.get(t) != "passed")
     damage = [f"test file {p} changed" for p in tests]
