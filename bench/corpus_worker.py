@@ -11,9 +11,10 @@ tree from the library's sdist, the bug applied, the library's check run through 
 the real `check_failed` event, and the prompt of `DebugMode.context` / `messages`.
 
 `--cache DIR` keeps each bug's check output and the line recorder's result (keyed by the bug's
-mutation and the recorder's own text, so a changed recorder runs again) and works in DIR/trees, the
-same paths every run: the tests of a bug run once, for real, and every later side and run ranks that
-same evidence (a tuning loop in seconds a bug; `localize_ms` then leaves the re-run out).
+mutation, the recorder's own text and the test files it re-runs, so a changed recorder or another
+choice of files runs again) and works in DIR/trees, the same paths every run: the tests of a bug
+run once, for real, and every later side and run ranks that same evidence (a tuning loop in seconds
+a bug; `localize_ms` then leaves the re-run out).
 """
 
 from __future__ import annotations
@@ -164,7 +165,10 @@ def _recorded(run_check: Any, cache: Path | None, bug_id: str) -> Any:
             return await run_check(name, check, workspace, **kw)
         out = Path(flag.split("=", 1)[1])
         plugin = next(out.glob("*.py"), None)
-        key = hashlib.sha256(plugin.read_bytes() if plugin else b"").hexdigest()[:12]
+        # the recorder's text and what it re-runs (the failing tests' files), the output dir aside
+        args = [str(a) for a in kw.get("extra_args") or () if a is not flag]
+        text = (plugin.read_bytes() if plugin else b"") + "\0".join(args).encode()
+        key = hashlib.sha256(text).hexdigest()[:12]
         saved = cache / "spectra" / f"{bug_id}-{key}.json"
         if saved.exists():
             shutil.copyfile(saved, out / "spectrum.json")
