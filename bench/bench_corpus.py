@@ -1,17 +1,19 @@
 """Localization where nobody tuned it: twelve more real libraries, side by side with a baseline.
 
-The bugs: bench/corpus_bugs.json (bench/corpus_seed.py: mutation-seeded into twelve real PyPI
-libraries, split before any rule was chosen into a `dev` half and a `held_out` half) and
-bench/reallib_bugs.json (bench_reallib's six libraries, `old`). For each bug, each side builds the
-auto-debug prompt the way bench_reallib's committed default does (the bug in the repository's only
-commit, autod's defaults: a pytest check gets the coverage ranking; no model), in a process of its
-own (bench/corpus_worker.py) whose `autod` is that side's: `baseline` is `git archive REF autod/`
-(default: main), `autod` this checkout. The judgement is bench/corpus_hits.py's, the same for both.
+The bugs: bench/corpus_bugs.json (bench/corpus_seed.py: mutation-seeded into twelve real PyPI libraries,
+split before any rule was chosen into a `dev` half and a `held_out` half, and four more seeded after
+every rule was, `fresh`) and bench/reallib_bugs.json (bench_reallib's six libraries, `old`). For each
+bug, each side builds the auto-debug prompt the way bench_reallib's committed default does (the bug in
+the repository's only commit, autod's defaults: a pytest check gets the coverage ranking; no model), in
+a process of its own (bench/corpus_worker.py) whose `autod` is that side's: `baseline` is `git archive
+REF autod/` (default: main), `autod` this checkout. The judgement is bench/corpus_hits.py's, the same
+for both.
 
-    python bench/bench_corpus.py                     # held-out and dev halves and the old six, ~1.5 h
+    python bench/bench_corpus.py                     # every set, both sides, ~2 h
     python bench/bench_corpus.py --cache /tmp/corpus # the same; each bug's tests run once for both sides
     python bench/bench_corpus.py --set dev --cache /tmp/corpus   # a tuning loop: seconds a bug
     python bench/bench_corpus.py --set held_out      # the held-out half alone (report it once)
+    python bench/bench_corpus.py --set fresh         # the fresh set (measured once, 2026-12-01)
     python bench/bench_corpus.py --quick             # two bugs of each set
 
 Prints one JSON document: per set and per library, each side's found-in-prompt rate (whole, or a long
