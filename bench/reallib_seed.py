@@ -167,7 +167,7 @@ def failing_ids(output: str) -> list[str]:
     return list(dict.fromkeys(ids))
 
 
-_SUMMARY_LINE = re.compile(r"(?:FAILED|ERROR|SUBFAILED(?:\(.*?\)|\[.*?\])?) (\S.*)$")
+_SUMMARY_LINE = re.compile(r"(?:FAILED|ERROR|SUBFAIL(?:ED)?(?:\[.*?\])?(?: ?\(.*?\))?) (\S.*)$")
 
 
 def trace_depth(root: Path, lib: Library, rel: str, target: mutate.Target, failing: list[str],
