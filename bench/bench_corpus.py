@@ -13,7 +13,7 @@ for both.
     python bench/bench_corpus.py --cache /tmp/corpus # the same; each bug's tests run once for both sides
     python bench/bench_corpus.py --set dev --cache /tmp/corpus   # a tuning loop: seconds a bug
     python bench/bench_corpus.py --set held_out      # the held-out half alone (report it once)
-    python bench/bench_corpus.py --set fresh         # the fresh set (measured once, 2026-12-01)
+    python bench/bench_corpus.py --set fresh         # the fresh set (measured once, 2026-11-30)
     python bench/bench_corpus.py --quick             # two bugs of each set
 
 Prints one JSON document: per set and per library, each side's found-in-prompt rate (whole, or a long

@@ -5,7 +5,7 @@ dev venv, none of them installed there (an installed copy would shadow the tree 
 are split into two halves fixed before any localization rule was chosen (HALF, drawn with
 `random.Random("issue-37 split")` within two strata, libraries with a definition over 150 lines and
 the others): rules are chosen on `dev`; `held_out` is measured and reported, never tuned on. A third
-set, `fresh` (FRESH), was chosen and seeded after every rule was (2026-12-01) and measured once.
+set, `fresh` (FRESH), was chosen and seeded after every rule was (2026-11-30) and measured once.
 
 Per library, with a fixed RNG seed: every target (bench/reallib_mutate.targets: functions, innermost,
 and module- or class-level constants) is classed by where it sits (bench/corpus_mutate.site_kind:
