@@ -1,4 +1,4 @@
-"""Localization where nobody tuned it: twelve more real libraries, side by side with a baseline.
+"""Localization where nobody tuned it: sixteen more real libraries, side by side with a baseline.
 
 The bugs: bench/corpus_bugs.json (bench/corpus_seed.py: mutation-seeded into twelve real PyPI libraries,
 split before any rule was chosen into a `dev` half and a `held_out` half, and four more seeded after

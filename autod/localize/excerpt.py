@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from autod.linebreaks import lines_of
+from autod.localize.frames import SUBTEST_FAILED
 
 # pytest's progress lines (`tests/x.py ..F..s   [ 42%]`, `....F..`), bare percentage markers,
 # timing lines (`==== 3 failed, 5 passed in 0.12s ====`, `Ran 3 tests in 0.001s`), session headers.
@@ -36,7 +37,7 @@ def trim_failure(text: str, budget_chars: int) -> str:
     if len(clean) <= budget_chars:
         return clean
     lines = lines_of(clean)
-    summary = [ln for ln in lines if ln.startswith(("FAILED ", "ERROR ", "SUBFAIL", "E   "))][-20:]
+    summary = [ln for ln in lines if ln.startswith(("FAILED ", "ERROR ", SUBTEST_FAILED, "E   "))][-20:]
     tail = "\n".join(dict.fromkeys(summary))
     head_budget = max(200, budget_chars - len(tail) - 40)
     head = clean[:head_budget]

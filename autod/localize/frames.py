@@ -26,7 +26,7 @@ _TEST_ID = r"(?P<id>[^\s:]{1,1000}?\.py(?:::[A-Za-z_]\w{0,200}){1,4}(?:\[[^\n]{0
 _SUMMARY = re.compile(rf"^(?:FAILED|ERROR)\s+{_TEST_ID}(?:\s+-\s.*)?\s*$")
 # a failed subtest: `SUBFAILED[msg] (k=v, ...) path::test - reason` (pytest 9, unittest's subTest and the
 # `subtests` fixture), `SUBFAIL ...` (the pytest-subtests plugin); its test's own line may say PASSED
-SUBFAILED = "SUBFAIL"
+SUBTEST_FAILED = "SUBFAIL"  # the prefix both spell a failed subtest with
 _SUB_ID = re.compile(rf"{_TEST_ID}(?:\s+-(?:\s.*)?)?\s*$")
 _SUB_SCAN = 600  # characters of a subtest's description searched for its test's id, at most
 _SUB_TRIES = 40  # places (after a space) the id is tried at, at most: a bounded, linear read
@@ -100,9 +100,9 @@ def _subtest(line: str) -> re.Match[str] | None:
     the description's first `_SUB_SCAN` characters, where an id and then the reason (or the end) begin.
     The description is the test's own text (its parameters), so an id-shaped parameter can be read
     first: what this names is where to look, never a verdict (autod.checks.judge_plugin hears those)."""
-    if not line.startswith(SUBFAILED):
+    if not line.startswith(SUBTEST_FAILED):
         return None
-    at = len(SUBFAILED)
+    at = len(SUBTEST_FAILED)
     for _ in range(_SUB_TRIES):
         at = line.find(" ", at, _SUB_SCAN)
         if at < 0:
