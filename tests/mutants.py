@@ -55,7 +55,8 @@ GUARDS: dict[str, tuple[str, ...]] = {
     "autod/checks/renumbered.py": ("test_renumbered.py",),
     "autod/checks/seal.py": ("test_pertest.py",),
     "autod/checks/heard.py": ("test_heard.py",),
-    "autod/checks/judge_path.py": ("test_judge_path.py",),
+    "autod/checks/judge_path.py": ("test_judge_path.py", "test_judge_witness.py"),
+    "autod/checks/judge_ran.py": ("test_judge_witness.py",),
     "autod/checks/bytecode.py": ("test_bytecode.py",),
     "autod/checks/treewalk.py": ("test_bytecode.py",),
     "autod/checks/judge_reach.py": ("test_judge_reach.py",),
@@ -87,6 +88,11 @@ EQUIVALENT: dict[str, str] = {
     "autod/checks/judge_path.py::hooked: 0 -> 1": "as above: the name is recomputed every time, the same",
     "autod/safety/secretforms.py::_escaped: 0xFFFF -> 65536": "U+10000 gets a five-digit `\\u` form that"
     " no JSON writes (it escapes astral characters as a surrogate pair): an alternative that never matches",
+    "autod/checks/judge_ran.py::_returned: 0 <= at < _len(code) -> 0 < at < _len(code)": "offset 0 is a"
+    " code's first instruction (RESUME, or RETURN_GENERATOR), never a return",
+    "autod/checks/judge_ran.py::_returned: 0 -> 1": "as `0 < at`: offset 0 is never a return",
+    "autod/checks/judge_ran.py::_returned: 0 <= at < _len(code) -> 0 <= at <= _len(code)": "a frame's last"
+    " instruction is one of its code's: its offset is below the code's length",
     "autod/checks/judge_path.py::moved: strict=True -> strict=False": "the labels and the owners are"
     " three each, always: zip stops at the same place either way",
     "autod/safety/secretforms.py::_escaped: n - 0x10000 -> n + 65536 #2": "the low surrogate keeps the low"

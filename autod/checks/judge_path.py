@@ -22,6 +22,11 @@ import json
 import operator
 import os
 
+if __name__ == "autod_path":  # as a check loads it: its parts sit beside it in autod's lib/
+    from autod_ran import bound, constant, content, literals, unwrapped
+else:  # as autod's own module
+    from autod.checks.judge_ran import bound, constant, content, literals, unwrapped
+
 HOOKS = ("pytest_collection_modifyitems", "pytest_runtestloop", "pytest_runtest_protocol",
          "pytest_runtest_logstart", "pytest_runtest_setup", "pytest_runtest_call", "pytest_pyfunc_call",
          "pytest_runtest_teardown", "pytest_runtest_makereport", "pytest_runtest_logreport",
@@ -143,11 +148,15 @@ def ran(item):
     if _type(spaces) is not dict or not plain(spaces):
         return "a test module whose namespace cannot be read by name"
     labels = ["test " + _origin(fn)]
+    said = literals(fn.__code__.co_filename) if _judging(fn.__code__.co_filename) else {}
+    labels.extend("wraps " + _origin(inner) for inner in unwrapped(fn))
+    labels.extend("rebound " + name for name in bound(spaces))
+    labels.extend(_fixtures(item))
     for name in names:
         value = _dict_get(spaces, name, _MISSING)
         if value is _MISSING:
             continue  # a builtin, or only an attribute's name
-        labels.append(name + "=" + _origin(value))
+        labels.append(name + "=" + (constant(value) if name in said else _origin(value)))
         if _type(value) is _MODULE:
             inner = _getattr(value, "__dict__", {})
             if _type(inner) is not dict or not plain(inner):
@@ -155,6 +164,38 @@ def ran(item):
                 continue
             labels.extend(name + "." + a + "=" + _origin(_dict_get(inner, a)) for a in names if a in inner)
     return _sha256("\n".join(labels).encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def _fixtures(item):
+    """Labels of the fixtures a test requests, each the origin of its function (its content too, when a
+    test file holds it); none when the item keeps no fixture information pytest's way."""
+    info = _getattr(item, "_fixtureinfo", None)
+    defs = _getattr(info, "name2fixturedefs", None)
+    if _type(defs) is not dict or not plain(defs):
+        return []
+    out = []
+    for name in _sorted(defs):
+        for fixturedef in _tuple(defs[name] or ())[-1:]:  # the one the test gets: the closest
+            out.append("fixture " + name + "=" + _origin(_getattr(fixturedef, "func", None)))
+    return out
+
+
+def _defaults(fn):
+    """A function's default arguments as constants' text (a default is the function's, not its code's)."""
+    kw = fn.__kwdefaults__
+    return constant(fn.__defaults__) + constant(_tuple(_sorted(kw.items())) if _type(kw) is dict else kw)
+
+
+def _judging(filename):
+    """Whether a file of the workspace judges by pytest's naming (a test module, a conftest, a file
+    under a `tests`/`test`/`testing` directory): code the candidate may not change, so what it holds
+    must be what the run before compiled."""
+    if not _WS or _type(filename) is not _str or not filename.startswith(_join(_WS, "")):
+        return False
+    parts = _relpath(filename, _WS).split(os.sep)
+    name = parts[-1]
+    return name == "conftest.py" or name.startswith("test_") or name.endswith("_test.py") or \
+        any(p in ("tests", "test", "testing") for p in parts[:-1])
 
 
 def _read_names(code):
@@ -177,7 +218,8 @@ def _origin(value):
         if _WS and where.startswith(_join(_WS, "")):
             where = _relpath(where, _WS)
         qual = _str(_getattr(code, "co_qualname", code.co_name))
-        return "function " + where + ":" + qual + ("" if _bound_there(value, qual) else " (a twin)")
+        held = " holding " + content(code) + _defaults(value) if _judging(code.co_filename) else ""
+        return "function " + where + ":" + qual + ("" if _bound_there(value, qual) else " (a twin)") + held
     if kind is _MODULE:
         inner = value.__dict__
         return "module " + _str(_dict_get(inner, "__name__")) + " " + _str(_dict_get(inner, "__file__"))

@@ -25,6 +25,9 @@ recorder depends on nothing it could change with plain Python (autod.checks.seal
 - Before and after each test's call it names the hook implementations on a test's way to its verdict,
   a test whose function was swapped, what stands in for the item's own code, and what the call goes
   through if it moved since `pytest_configure` (`_watch`, autod.checks.judge_path), as runner changes.
+- Around each test's call a witness (autod.checks.judge_ran) keeps the frame the collected function's
+  code is entered in with the item's own arguments; a call whose frame did not end at a return is
+  counted as a raising one, whatever reported it.
 """
 
 import hashlib
@@ -35,10 +38,12 @@ import sys
 if __name__ == "autod_verdicts":  # as a check loads it: its parts sit beside it in autod's lib/
     from autod_path import HOOKS, collected, every_hook, hooked, is_code, name_of, plain, ran, standing  # noqa: I001
     from autod_path import keep_path, moved, test_function
+    from autod_ran import heard, keep_bindings, no_rewritten_bytecode, witness
     from autod_wire import _json, _mac, _take_key, _tell
 else:  # as autod's own module (autod.checks.pertest's tests write records with it)
     from autod.checks.judge_path import HOOKS, collected, every_hook, hooked, is_code, name_of, plain, ran  # noqa: I001
     from autod.checks.judge_path import keep_path, moved, standing, test_function
+    from autod.checks.judge_ran import heard, keep_bindings, no_rewritten_bytecode, witness
     from autod.checks.judge_wire import _json, _mac, _take_key, _tell
 
 _RANK = {"passed": 0, "xpassed": 1, "xfailed": 2, "skipped": 3, "failed": 4, "error": 5}
@@ -55,7 +60,6 @@ _dict, _list, _tuple, _set, _getattr, _hasattr = dict, list, tuple, set, getattr
 _O_WRITE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 _OUT = os.environ.get("_AUTOD_JUDGE_OUT")
 _WS = os.path.join(os.environ.get("_AUTOD_JUDGE_WS") or "", "") if os.environ.get("_AUTOD_JUDGE_WS") else ""
-_WS_REAL, _realpath = os.path.join(os.path.realpath(_WS), "") if _WS else "", os.path.realpath
 _MAX_NAMED = 1000  # runner parts named in a record (then one label counts the rest)
 
 
@@ -75,7 +79,7 @@ _tell("hello", _FP)  # before any conftest, test or code under test: this sessio
 # module has been collected and when the session ends, never while a test runs (its own `monkeypatch`).
 _RUNNER_ROOTS = ("pytest", "_pytest", "pluggy", "unittest", "builtins", "importlib", "_frozen_importlib",
                  "_frozen_importlib_external",  # the import system: the guard's bytecode rule lives there
-                 "autod_wire", "autod_path")  # what the record is written and autod told with
+                 "autod_wire", "autod_path", "autod_ran")  # what the record is written and autod told with
 _MISSING = object()
 _FUNCTION, _type = type(_take_key), type
 _map, _zip, _id, _any = map, zip, id, any
@@ -197,34 +201,6 @@ def _in_workspace(filename):
     return not _WS or not filename.startswith("/") or filename.startswith(_WS)
 
 
-def _no_rewritten_bytecode():
-    """pytest caches each test module's rewritten code as a `.pyc` in `__pycache__` and reads it back
-    whenever the source's hash matches. In the workspace such a file may be the candidate's own,
-    written in this run or a rolled-back one's (autod.checks.judge_guard, which keeps Python's own
-    imports from reading them): so the workspace's test modules are rewritten from their source in
-    every run, and no rewritten code of theirs is read or written."""
-    rewrite = sys.modules.get("_pytest.assertion.rewrite")
-    read, write = _getattr(rewrite, "_read_pyc", None), _getattr(rewrite, "_write_pyc", None)
-    if not _FIRST or not _WS or read is None or write is None:
-        return  # a later recorder of this process (pytester's, a copy imported): the first one did it
-
-    def _read_pyc(source, pyc, *args, **kwargs):
-        if _in_source_tree(_str(source)):
-            return None
-        return read(source, pyc, *args, **kwargs)
-
-    def _write_pyc(state, co, source_hash, pyc, *args, **kwargs):
-        if _in_source_tree(_str(pyc)):
-            return False
-        return write(state, co, source_hash, pyc, *args, **kwargs)
-
-    rewrite._read_pyc, rewrite._write_pyc = _read_pyc, _write_pyc
-
-
-def _in_source_tree(path):
-    return path.startswith(_WS) or _realpath(path).startswith(_WS_REAL)
-
-
 def _record(exitstatus, session):
     """Write this session's sealed record, once; nothing without a key or a directory to write in."""
     if _state["written"] or not _OUT or _KEY is None:
@@ -310,7 +286,7 @@ def pytest_runtest_logreport(report):
     if when == "call" and outcome in ("passed", "xpassed") and _state["raised"].get(report.nodeid):
         # the call raised, as this recorder saw it around the test itself: a report made after it that
         # says passed was made to say so (a plugin's wrapper, a swapped hook, a patched report)
-        _unsure("a test reported passed though its call raised: " + _str(report.nodeid))
+        _unsure("a test reported passed though its call raised or did not return: " + _str(report.nodeid))
         outcome = "failed"
     now = phases.get(when)
     if now is None or _RANK[outcome] > _RANK[now]:
@@ -346,6 +322,8 @@ def pytest_deselected(items):
 def pytest_collection_finish(session):
     _state["collected"].update(i.nodeid for i in session.items)
     _state["functions"].update((_str(i.nodeid), test_function(i)) for i in session.items)
+    for fn in _state["functions"].values():  # each test module's bindings, as collected
+        keep_bindings(_getattr(fn, "__globals__", None))
     collected(session.items)
     _watch(session.config.pluginmanager, None, every=True)  # what collected them, and anything else
 
@@ -371,15 +349,21 @@ try:  # pytest-xdist's controller learns each worker's collection through this h
 
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
     def pytest_runtest_call(item):
-        """Whether the test raised, seen around its call before any report is made of it: no report
-        hook, and no wrapper outside this one, can hide it (a wrapper inside it forges the call itself)."""
+        """Whether the test raised, seen around its call before any report is made of it (no report
+        hook, and no wrapper outside this one, can hide it), or did not run its own code to a return
+        (autod.checks.judge_ran `witness`: a wrapper inside this one, or anything on the way, that calls
+        something else or swallows what the test raised)."""
         _watch(item.config.pluginmanager, item)
         digest = _state["ran"][_str(item.nodeid)] = ran(item)
         if digest is not None:
             _tell("ran", _FP, _str(item.nodeid), digest)
+        watched = witness(_state["functions"].get(_str(item.nodeid)), _getattr(item, "funcargs", None)) \
+            if _FIRST else None
         outcome = yield
+        returned = heard(watched)
         _watch(item.config.pluginmanager, item)
-        raised = _state["raised"][_str(item.nodeid)] = _getattr(outcome, "excinfo", None) is not None
+        raised = _getattr(outcome, "excinfo", None) is not None or not returned
+        _state["raised"][_str(item.nodeid)] = raised
         if raised:
             _tell("raised", _FP, _str(item.nodeid))
 
@@ -392,7 +376,7 @@ except Exception:  # an old pytest without hookimpl: the controller's collection
 
 
 # taken last, still while pytest imports this module: before any conftest, test or code under test
-_no_rewritten_bytecode()
+no_rewritten_bytecode(_FIRST, _WS)
 _REPORT = _getattr(sys.modules.get("_pytest.reports"), "TestReport", None)
 _SPACES, _CODES = [], ()  # bound before they are kept: the keeping itself is not a change
 _SPACES, _CODES = _runner_parts()

@@ -123,7 +123,7 @@ def make_dirs() -> JudgeDirs:
     (lib / "sitecustomize.py").write_bytes(pkg.joinpath("judge_guard.py").read_bytes())
     (lib / f"{PLUGIN}.py").write_bytes(pkg.joinpath("judge_plugin.py").read_bytes())
     (lib / "autod_reach.py").write_bytes(pkg.joinpath("judge_reach.py").read_bytes())
-    for part in ("wire", "path"):  # the recorder's parts, beside it
+    for part in ("wire", "path", "ran"):  # the recorder's parts, beside it
         (lib / f"autod_{part}.py").write_bytes(pkg.joinpath(f"judge_{part}.py").read_bytes())
     for f in lib.iterdir():
         f.chmod(0o444)

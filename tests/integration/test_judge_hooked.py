@@ -7,9 +7,11 @@ report of it says passed and its call raises nothing the recorder could see: a `
 never calls the test, an inner `pytest_runtest_call` wrapper (old style, new style) that swallows what
 the test raised, the test's function swapped by a collection hook or a setup hook, pytest's own
 `pytest_pyfunc_call` implementation swapped for a function or for a callable object. Each is shown to
-be potent (the test recorded passed; the verdict without the names is `fixed`); with them it is
-rolled back, with and without the run before, and the reason names what stood in the way. The positive
-control: a project whose conftest has such hooks of its own, in both runs, still gets its real fix.
+be potent (pytest reports the test passed and exits 0; the verdict without the names and without the
+witness of autod.checks.judge_ran, which hears that the test's own code never returned, is `fixed`);
+with them it is rolled back, with and without the run before, and the reason names what stood in the
+way. The positive control: a project whose conftest has such hooks of its own, in both runs, still
+gets its real fix.
 """
 
 from __future__ import annotations
@@ -87,12 +89,18 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, CheckResu
     return calc_workspace(tmp_path_factory, "path")
 
 
+UNHEARD = "a test reported passed though its call raised or did not return: "
+
+
 def without_names(run: CheckResult, base: CheckResult) -> CheckResult:
-    """The run as the judge saw it before the way to a verdict was named: the runner's changes only."""
+    """The run as the judge saw it before the way to a verdict was named: the runner's changes only,
+    and a test whose call the witness (autod.checks.judge_ran) did not hear return as pytest reported it."""
     assert run.tests is not None and base.tests is not None
-    path = {n for n in run.tests.runner if " runs " in n or n.startswith("the function of ")}
+    path = {n for n in run.tests.runner if " runs " in n or n.startswith("the function of ")
+            or n.startswith(UNHEARD)}
+    outcomes = {**run.tests.outcomes, **{n[len(UNHEARD):]: "passed" for n in path if n.startswith(UNHEARD)}}
     tests = dataclasses.replace(run.tests, runner=run.tests.runner - path, foreign=run.tests.foreign - path,
-                                ran={})  # nor what each test ran (test_judge_ran.py)
+                                outcomes=outcomes, ran={})  # nor what each test ran (test_judge_ran.py)
     return dataclasses.replace(run, tests=tests)
 
 
@@ -102,13 +110,14 @@ def test_a_call_that_never_ran_the_test_is_never_fixed(workspace, what: str) -> 
     with planted(repo, ATTACKS[what]):
         after = candidate_check(repo, ("src/calc.py",))
     assert after.tests is not None, after.output[-1500:]
-    assert after.tests.outcomes.get(TEST_ID) == "passed" and after.exit_code == 0, after.output[-1500:]
+    assert after.exit_code == 0 and "2 passed" in after.output, after.output[-1500:]  # pytest said so
     blind = Before(1, FAILING, {"tests": without_names(base, base)})
     assert decide([without_names(after, base)], blind).status is Status.FIXED
     for before in ({"tests": base}, {}):
         decision = decide([after], Before(1, FAILING, before))
         assert decision.status is Status.ROLLED_BACK, (what, before)
-        assert "src/calc.py" in decision.reason or " runs a " in decision.reason, decision.reason
+        named = ("src/calc.py", " runs a ", "did not return")
+        assert any(w in decision.reason for w in named), decision.reason
 
 
 CONFTEST = '''import pytest
