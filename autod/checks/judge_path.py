@@ -183,6 +183,8 @@ def _fixtures(item):
 def _defaults(fn):
     """A function's default arguments as constants' text (a default is the function's, not its code's)."""
     kw = fn.__kwdefaults__
+    if _type(kw) is dict and not plain(kw):
+        return constant(fn.__defaults__) + "<keyword defaults not read by name>"
     return constant(fn.__defaults__) + constant(_tuple(_sorted(kw.items())) if _type(kw) is dict else kw)
 
 

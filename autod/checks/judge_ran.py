@@ -129,8 +129,9 @@ def _literal(node):
 
 
 def keep_bindings(namespace):
-    """Keep a test module's bindings as they are now (when collection ends)."""
-    if _type(namespace) is dict and _id(namespace) not in _BOUND:
+    """Keep a test module's bindings as they are now (when collection ends); not a namespace holding a
+    name that is not a `str` (any lookup there may run the key's code: `ran` says so instead)."""
+    if _type(namespace) is dict and _id(namespace) not in _BOUND and _all(_type(k) is str for k in namespace):
         _BOUND[_id(namespace)] = (namespace, dict(namespace))
 
 

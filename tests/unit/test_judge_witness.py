@@ -167,6 +167,14 @@ def test_bound_names_every_rebinding_addition_and_deletion_since_collection():
     assert ran.bound({"a": 1}) == [] and ran.bound(dict(ns)) == []
     ran.keep_bindings(None)
     ran.keep_bindings([("a", 1)])
+
+    class Key(str):
+        pass
+
+    odd = {Key("k"): 1, "j": 2}
+    ran.keep_bindings(odd)
+    odd["j"] = 3
+    assert ran.bound(odd) == []  # not kept: `ran` names such a namespace unreadable instead
     other = {"z": 1}
     ran._BOUND[id(other)] = ({}, {"z": 2})  # a namespace whose id was kept for another: not this one's
     assert ran.bound(other) == []
@@ -532,6 +540,13 @@ def test_ran_carries_a_test_s_default_arguments(tmp_path, monkeypatch):
         seen.add(digest)
     fn.__defaults__, fn.__kwdefaults__ = (5,), {"y": (1, "a")}
     assert path.ran(SimpleNamespace(obj=fn)) == base
+
+    class Key(str):
+        def __lt__(self, other):
+            raise AssertionError("a key's own code ran")
+
+    fn.__kwdefaults__ = {Key("y"): (1, "a"), "z": 1}
+    assert path.ran(SimpleNamespace(obj=fn)) not in seen
 
 
 def test_ran_names_what_a_wrapped_test_wraps_and_the_fixtures_it_requests(tmp_path, monkeypatch):
