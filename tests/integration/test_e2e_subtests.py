@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from daemon import Autod, base_config, git, write_config
+from daemon import base_config, git, start_autod
 
 pytestmark = pytest.mark.slow
 
@@ -74,11 +74,7 @@ def test_a_failure_only_subtests_report_is_asked_about_first_and_fixed(
     scripted_llm.push_text(reply(fixed))
     cfg = base_config(calc_repo, ranked=True, candidates={"n": 1, "focused": 1},
                       modes={"auto-debug": {"enabled": True, "max_attempts_per_cycle": 1}})
-    cfg["llm"]["base_url"] = scripted_llm.base_url
-    cfg["state_dir"] = str(tmp_path / "state")
-    log_file = tmp_path / "state" / "logs" / "autod.jsonl"
-    d = Autod(write_config(tmp_path / "autod.yaml", cfg), log_file=log_file)
-    d.start()
+    d = start_autod(tmp_path, cfg, scripted_llm.base_url)
     try:
         (r,) = d.wait_reflections(1)
         prompt = scripted_llm.requests[0]["messages"][-1]["content"]
