@@ -35,7 +35,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from autod.act.allowance import new_file_refusal
-from autod.act.reach import introduced
+from autod.act.judged_modules import introduced_here
 from autod.config.settings import DebugMode, DocMode
 from autod.errors import PlanRejected
 from autod.safety.boundary import glob_match
@@ -133,7 +133,7 @@ class Judges:
                     " (other pyproject.toml edits are fine)"
                 )
         if name.endswith((".py", ".pyw")):
-            added = introduced(_text(change.old), _text(change.new) or "")
+            added = introduced_here(_text(change.old), _text(change.new) or "", self.globs, self.workspace)
             if added:
                 return (
                     f"{rel}: the edit adds {'; '.join(added[:6])}, which reach into the test runner that"

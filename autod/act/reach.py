@@ -15,10 +15,12 @@ from __future__ import annotations
 import ast
 import re
 from collections import Counter
+from collections.abc import Callable
 
 from autod import pyast
+from autod.act.worldreach import names_a_test_module, world_features
 
-__all__ = ["introduced", "runner_features"]
+__all__ = ["introduced", "reaching", "runner_features"]
 
 # Modules of the test runner and its plugin machinery.
 RUNNER_MODULES = frozenset({"pytest", "_pytest", "pluggy", "py", "iniconfig", "xdist"})
@@ -193,8 +195,23 @@ class _Finder(ast.NodeVisitor):
                 self.found[f"@{name}"] += 1
 
 
-def runner_features(source: str) -> Counter[str] | None:
-    """What the source does that reaches into a test runner, counted; None if it does not parse."""
+def reaching(value: str) -> bool:
+    """Whether a string, read as a name (dotted or not), names something that reaches the runner: a
+    module of the runner, the interpreter or the tests, or one of the attributes and calls above."""
+    if _RUNNER_TEXT.search(value):
+        return True
+    names = SYS_ATTRS | TELLTALE_ATTRS | OS_EXITS | DYNAMIC_CALLS | RUNNER_MODULES | MACHINERY_MODULES
+    for part in value.split("."):
+        if part in names or (part.startswith("exec") and part[4:].isalpha()) or names_a_test_module(part):
+            return True
+    return False
+
+
+def runner_features(source: str, judging: Callable[[str], bool] | None = None,
+                    world: bool = True) -> Counter[str] | None:
+    """What the source does that reaches into a test runner or (`world`) outside its own module
+    (autod.act.worldreach), counted; None if it does not parse. `judging`: whether a module name is
+    one a judged file of the workspace provides."""
     try:
         tree = pyast.parse(source)
     except (SyntaxError, ValueError):
@@ -213,14 +230,17 @@ def runner_features(source: str) -> Counter[str] | None:
         if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
             finder.prose.add(id(node.value))
     finder.visit(tree)
-    return finder.found
+    return finder.found + ((world_features(source, reaching, judging) or Counter()) if world else Counter())
 
 
-def introduced(old: str | None, new: str) -> list[str]:
-    """The runner-reaching features `new` has more of than `old` (None: a new file), sorted."""
-    after = runner_features(new)
+def introduced(old: str | None, new: str, judging: Callable[[str], bool] | None = None,
+               world: bool = True) -> list[str]:
+    """The runner-reaching features `new` has more of than `old` (None: a new file), sorted. `world`:
+    with what reaches outside the module (tests of the judge itself leave it out, to show the judge
+    holds where the tripwire says nothing)."""
+    after = runner_features(new, judging, world)
     if after is None:
         return []  # not Python that parses: the syntax rule refuses it elsewhere
-    before = runner_features(old) if old is not None else Counter()
+    before = runner_features(old, judging, world) if old is not None else Counter()
     added = after - (before or Counter())
     return sorted(added)

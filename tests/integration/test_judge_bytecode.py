@@ -127,7 +127,7 @@ def test_no_planted_bytecode_makes_a_failing_test_fixed(tmp_path, kind, when):
     base = check(repo)
     assert base.tests is not None and base.tests.failing == FAILING, base.output[-2000:]
     candidate = PLANT % {"kind": kind} + BUGGY
-    assert introduced(BUGGY, candidate) == []  # plain Python: the tripwire sees none of it
+    assert introduced(BUGGY, candidate, world=False) == []  # plain Python: the tripwire sees none of it
     (repo / "src" / "calc.py").write_text(candidate)
     first = check(repo)
     runs = [first]

@@ -118,13 +118,19 @@ def test_skips_a_changed_runner_and_stand_ins_are_never_fixed_the_real_fix_is(sc
     r = scenario.first
     assert r["status"] == "fixed" and r["attempts"] == 5, r
     outcomes = [c["outcome"] for c in r["candidates"]]
-    assert outcomes[:2] == ["rolled_back"] * 2, r["candidates"]
-    # the skip came with json.dump rebound to write "passed": the recorder's record is sealed and
-    # written without json, so the skip is still a skip
-    assert "test_add skipped" in r["candidates"][0].get("reason", ""), r["candidates"][0]
-    # pytest itself reported test_add passed (its report's constructor was replaced): the runner changed
-    assert "test runner itself changed" in r["candidates"][1].get("reason", ""), r["candidates"][1]
-    assert len(r["refusals"]) == 2 and all("a fix may not create this file" in w for w in r["refusals"]), r
+    # the first two rebind another module's attributes (json.dump to write "passed"; pytest's report
+    # constructor, reached through a module's sys by names spelt in pieces): the tripwire
+    # (autod.act.worldreach) refuses them before any check runs. The judge rolls the same code back on
+    # its own: the sealed record is written without json, so the skip is still a skip, and a replaced
+    # report constructor is a changed runner (test_judge_sealed.py, test_judge_runner.py, with the
+    # tripwire's rules beyond the runner left out).
+    assert outcomes[:2] == ["refused"] * 2, r["candidates"]
+    for c in r["candidates"][:2]:
+        why = c.get("reason", "")
+        assert "another module's attribute" in why or "spelt in pieces" in why, c
+    files = [w for w in r["refusals"] if "a fix may not create this file" in w]
+    reach = [w for w in r["refusals"] if "reach into the test runner" in w]
+    assert len(files) == 2 and len(reach) == 2 and len(r["refusals"]) == 4, r
     assert not (scenario.repo / "textwrap.py").exists()
     assert "return a + b" in scenario.first_text
 

@@ -295,7 +295,7 @@ def candidate_check(repo: Path) -> CheckResult:
 def judged(repo: Path, base: CheckResult, code: str) -> tuple[Status, Status, CheckResult]:
     """The candidate `code` (the bug still in it, nothing the tripwire names) as `src/calc.py`, judged
     with and without the run before; the buggy module put back."""
-    assert "return a - b" in code and introduced(BUGGY, code) == [], code[:300]
+    assert "return a - b" in code and introduced(BUGGY, code, world=False) == [], code[:300]
     calc = repo / "src" / "calc.py"
     was = calc.read_text()
     calc.write_text(code)

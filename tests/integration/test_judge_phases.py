@@ -64,7 +64,7 @@ def test_a_session_ended_inside_the_failing_test_is_never_fixed(tmp_path: Path, 
     repo, base = calc_repo_with(tmp_path, {"tests/test_calc.py": ORDERS[order]}, order)
     for what, end in ENDS.items():
         code = end + "\n\n" + BUGGY.replace("    return a - b", "    _end()\n    return a - b")
-        assert introduced(BUGGY, code) == [], what  # plain Python: the tripwire sees none of it
+        assert introduced(BUGGY, code, world=False) == [], what  # plain Python: the tripwire sees none of it
         (repo / "src" / "calc.py").write_text(code)
         after = check(repo)
         assert after.tests is not None, (what, after.output[-1500:])

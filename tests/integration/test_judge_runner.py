@@ -117,7 +117,7 @@ def test_no_change_to_the_runner_makes_a_failing_test_fixed(workspace):
     assert base.tests is not None and base.tests.runner  # pytest changes itself as it configures
     try:
         for what, code in candidates():
-            assert introduced(BUGGY, code) == [], what  # plain Python: the tripwire sees none of it
+            assert introduced(BUGGY, code, world=False) == [], what  # plain Python: the tripwire is silent
             (repo / "src" / "calc.py").write_text(code)
             after = check(repo)
             assert after.tests is not None, (what, after.output[-1500:])

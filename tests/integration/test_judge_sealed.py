@@ -190,7 +190,7 @@ def test_no_forged_record_makes_a_test_that_did_not_pass_fixed_or_improved(works
     seen = set()
     try:
         for what, code in candidates():
-            assert introduced(BUGGY, code) == [], what  # plain Python: the tripwire sees none of it
+            assert introduced(BUGGY, code, world=False) == [], what  # plain Python: the tripwire is silent
             (repo / "src" / "calc.py").write_text(code)
             after = check(repo)
             status = decide([after], Before(1, FAILING, {"tests": base})).status
@@ -253,7 +253,7 @@ def test_a_project_plugin_pytest_loads_before_the_recorder_cannot_take_its_key_f
     assert base.tests is not None and base.tests.failing == FAILING, base.output[-2000:]
     (repo / "projplug.py").write_text(PLUGIN_FIRST)
     (repo / "src" / "calc.py").write_text(NOT_PASSING["skipped (exit 0)"])
-    assert introduced(BUGGY, (repo / "src" / "calc.py").read_text()) == []
+    assert introduced(BUGGY, (repo / "src" / "calc.py").read_text(), world=False) == []
     after = asyncio.run(run_check("tests", check_cfg, repo))
     assert after.exit_code == 0  # the skip: pytest's own status says nothing is wrong
     status = decide([after], Before(1, FAILING, {"tests": base})).status
@@ -290,7 +290,7 @@ def test_code_under_test_a_conftest_imports_finds_no_key_in_the_recorder_s_modul
                              "import calc  # noqa: F401  (the project's own fixtures need it)\n",
     }, "a conftest that imports the code under test")
     (repo / "src" / "calc.py").write_text(KEY_READER + NOT_PASSING["skipped (exit 0)"])
-    assert introduced(BUGGY, (repo / "src" / "calc.py").read_text()) == []
+    assert introduced(BUGGY, (repo / "src" / "calc.py").read_text(), world=False) == []
     after = check(repo)
     assert after.exit_code == 0 and after.tests is not None, after.output[-1500:]
     assert after.tests.outcomes.get("tests/test_calc.py::test_add") == "skipped"
