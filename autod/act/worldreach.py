@@ -127,23 +127,13 @@ class _World(ast.NodeVisitor):
             for t in target.elts:
                 self._target(t)
 
-    def visit_Assign(self, node: ast.Assign) -> None:
-        for t in node.targets:
+    def _assigning(self, node: ast.Assign | ast.AugAssign | ast.AnnAssign | ast.Delete) -> None:
+        targets = node.targets if isinstance(node, ast.Assign | ast.Delete) else [node.target]
+        for t in targets:
             self._target(t)
         self.generic_visit(node)
 
-    def visit_AugAssign(self, node: ast.AugAssign) -> None:
-        self._target(node.target)
-        self.generic_visit(node)
-
-    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
-        self._target(node.target)
-        self.generic_visit(node)
-
-    def visit_Delete(self, node: ast.Delete) -> None:
-        for t in node.targets:
-            self._target(t)
-        self.generic_visit(node)
+    visit_Assign = visit_AugAssign = visit_AnnAssign = visit_Delete = _assigning
 
     def visit_Call(self, node: ast.Call) -> None:
         value = fold(node)  # `''.join([...])` of constants
