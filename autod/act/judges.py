@@ -137,8 +137,8 @@ class Judges:
             if added:
                 return (
                     f"{rel}: the edit adds {'; '.join(added[:6])}, which reach into the test runner that"
-                    f" judges this fix (its modules, hooks, plugins, sys.modules, stack frames, or the"
-                    f" process's exit); {self.mode} may not change how the tests run - fix the code under"
+                    f" judges this fix (its modules, hooks, sys.modules, stack frames, the process's exit,"
+                    f" the tests' modules, other modules' attributes); {self.mode} may not - fix the code under"
                     " test itself, with plain Python, so the failing tests pass as written"
                 )
         if change.old is None and self.fixing and self.workspace is not None:
