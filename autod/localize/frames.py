@@ -27,7 +27,8 @@ _SUMMARY = re.compile(rf"^(?:FAILED|ERROR)\s+{_TEST_ID}(?:\s+-\s.*)?\s*$")
 # a failed subtest: `SUBFAILED[msg] (k=v, ...) path::test - reason` (pytest 9, unittest's subTest and the
 # `subtests` fixture), `SUBFAIL ...` (the pytest-subtests plugin); its test's own line may say PASSED
 SUBTEST_FAILED = "SUBFAIL"  # the prefix both spell a failed subtest with
-_SUB_ID = re.compile(rf"{_TEST_ID}(?:\s+-(?:\s.*)?)?\s*$")
+# read only where a space ends before it (`_subtest`): said in the pattern, so no other place costs a scan
+_SUB_ID = re.compile(rf"(?<!\S){_TEST_ID}(?:\s+-(?:\s.*)?)?\s*$")
 _SUB_SCAN = 600  # characters of a subtest's description searched for its test's id, at most
 _SUB_TRIES = 40  # places (after a space) the id is tried at, at most: a bounded, linear read
 _VERBOSE = re.compile(rf"^{_TEST_ID}\s+(?:FAILED|ERROR)\b")

@@ -33,7 +33,7 @@ def test_a_sampled_draw_is_given_the_docstring_and_its_fix_lands(tmp_path, scrip
     wrong = STATS.replace("(len(values) + 1)", "(len(values) + 2)")
     repo = make_repo(tmp_path / "repo", {"src/__init__.py": "", "src/stats.py": STATS,
                                          "tests/test_stats.py": STATS_TEST})
-    scripted_llm.chunk_s = 0.005  # a model writing: the first leg can be left at the signature
+    scripted_llm.chunk_s = 0.02  # a model writing: the first leg can be left at the signature
     scripted_llm.push_text(reply(wrong))  # the greedy draw: a change that does not fix it
     scripted_llm.push_text(reply(fixed))  # the sampled draw's first leg (left at the signature) ...
     scripted_llm.push_text(reply(fixed))  # ... and its second, begun after the docstring
@@ -55,5 +55,8 @@ def test_a_sampled_draw_is_given_the_docstring_and_its_fix_lands(tmp_path, scrip
     assert greedy["temperature"] == 0.0 and first["temperature"] > 0 and second["temperature"] > 0
     assert first["prompt"].endswith("<|im_start|>assistant\n````python\n")
     assert second["prompt"].endswith(f"<|im_start|>assistant\n````python\n{SIGNATURE}\n{DOCSTRING}\n")
-    assert scripted_llm.streams[1]["chunks"] < len(SIGNATURE) // 7 + 4  # left at the signature
+    # the first leg was left before its end (where: the second prompt above begins after the signature;
+    # how many chunks the server had sent by the time it saw the client go depends on the machine's load)
+    first_leg = scripted_llm.streams[1]
+    assert first_leg["left"] and first_leg["chunks"] < first_leg["of"] // 2, first_leg
     assert any(e.get("event") == "llm.docstring_given" for e in d.records())
