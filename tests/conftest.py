@@ -33,15 +33,16 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
-    """`-n auto` (pyproject): four workers per usable CPU. Most of the suite waits (on daemons starting,
+    """`-n auto` (pyproject): three workers per usable CPU. Most of the suite waits (on daemons starting,
     cycles, deadlines it tests): on two idle cores the suite used 64 % of them with two workers per CPU
-    and took 613 s, with three 559 s. With three it later used 68 % of them (666-700 s on a clean clone),
-    with four 70 % and 546-635 s, every worker busy to the end (docs/lab, the CI budget). `-n logical`
-    stays one per CPU (the unit tests alone hardly wait: autod's own check in config/autod.yaml), and
-    PYTEST_XDIST_AUTO_NUM_WORKERS still sets the number (xdist's hook)."""
+    and took 613 s, with three 559 s. Four were tried (2026-12-01): 70 % of the cores against 68 %, and
+    546-718 s against 666-700 s, inside the machine's own spread, while a pace test that times a loopback
+    server failed under the extra load. `-n logical` stays one per CPU (the unit tests alone hardly wait:
+    autod's own check in config/autod.yaml), and PYTEST_XDIST_AUTO_NUM_WORKERS still sets the number
+    (xdist's hook)."""
     if config.option.numprocesses != "auto" or os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None
-    return 4 * len(os.sched_getaffinity(0))
+    return 3 * len(os.sched_getaffinity(0))
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
