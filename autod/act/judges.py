@@ -138,7 +138,7 @@ class Judges:
                 return (
                     f"{rel}: the edit adds {'; '.join(added[:6])}, which reach into the test runner that"
                     f" judges this fix (its modules, hooks, sys.modules, stack frames, the process's exit,"
-                    f" the tests' modules, other modules' attributes); {self.mode} may not: fix the code"
+                    f" the tests' modules, other modules' state); {self.mode} may not: fix the code"
                     " under test itself, with plain Python, so the failing tests pass as written"
                 )
         if change.old is None and self.fixing and self.workspace is not None:

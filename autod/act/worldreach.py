@@ -1,19 +1,25 @@
 """What a Python edit adds that reaches outside its own module, decided on the AST: the tests' modules,
-other modules' attributes, and names spelt in pieces.
+other modules' state, and names spelt in pieces.
 
 The judge runs in the test process (autod.checks.judge_ran), so code under test that reaches the values
 a test compares against can make it pass with the bug in place, however the judge looks: mutate the
 test module's expected dict, rebind a conftest's or a `tests/` helper's value, patch `math.isclose` or
 `pytest.approx` for one use and put it back, walk frames by an attribute name assembled at run time
 (`attrgetter('tb_' + 'frame')`). A fix changes the behaviour of the code under test; it never needs to
-import the tests, assign another module's attributes, or spell a name in pieces. So an edit that *adds*
+import the tests, change another module's state, or spell a name in pieces. So an edit that *adds*
 one of these (compared with the file as it was) is a judge edit, like those autod.act.reach names:
 
 - an import of a module the tests are made of: by pytest's naming (`test_*`, `*_test`, `conftest`, a
   `tests`/`test`/`testing` package) or, given the workspace, any module a judged file provides;
-- an assignment, augmented assignment, deletion or `setattr` whose target is an attribute of an
-  imported module, or of anything reached through one (`math.isclose = f`, `unittest.TestCase.x = f`,
-  `os.path.join = f`);
+- a change to state outside the module: an assignment, augmented assignment or deletion of an
+  attribute or an item, a `setattr`/`delattr`, or a call of a container's changing method (`update`,
+  `append`, `__setitem__`, ...), whose object is reached from another module's state. The chain from
+  the changed object back to its root is followed through attributes, items, calls (`f().x`: what `f`
+  returns), `vars`/`getattr`/`type` (their first argument's state) and local aliases (`m = math`); the
+  root is an imported name, a builtin function (`len.__self__` is the builtins module), `__builtins__`
+  or a module `import_module` hands back (`math.isclose = f`, `math.__dict__['isclose'] = f`,
+  `len.__self__.sorted = f`, `vars(m).update(x=f)`, `object.__setattr__(m, 'x', f)`). What a fix does
+  to its own objects (`self`, its arguments, its locals, `super()`, `globals()`) is not followed;
 - a string built only from constants (`'f_' + 'locals'`, `''.join([...])`, `'...'[::-1]`, an f-string
   of constants), folded and read as the constant it is: a folded name is judged like a written one.
 
@@ -24,6 +30,8 @@ spelt. Still a tripwire on forms, not a proof: SECURITY.md says what it misses.
 from __future__ import annotations
 
 import ast
+import builtins
+import types
 from collections import Counter
 from collections.abc import Callable
 
@@ -33,6 +41,24 @@ __all__ = ["names_a_test_module", "world_features"]
 
 _TEST_PACKAGES = frozenset({"tests", "test", "testing"})
 _MAX_FOLD = 10_000  # characters a folded string may reach (a constant built by repetition is not folded)
+# builtin functions: each one's `__self__` is the builtins module (the namespace calls of their own
+# functions), so a change reached from one is a change to every module's builtins
+_BUILTIN_FUNCTIONS = frozenset(
+    n for n, v in vars(builtins).items() if isinstance(v, types.BuiltinFunctionType)
+) - {"globals", "locals", "vars", "getattr", "setattr", "delattr"}  # own namespace, or followed as views
+_BUILTIN_CLASSES = frozenset(n for n, v in vars(builtins).items() if isinstance(v, type))
+# calls that hand back their first argument's own state: followed into that argument
+_VIEWS = frozenset({"vars", "getattr", "type"})
+# calls that hand back a module by its name
+_MODULE_BY_NAME = frozenset({"import_module", "__import__"})
+# methods that change the object they are called on (or, called on a builtin class, their first argument)
+_CHANGING = frozenset({
+    "update", "setdefault", "pop", "popitem", "clear", "append", "extend", "insert", "remove", "add",
+    "discard", "sort", "reverse", "__setitem__", "__delitem__", "__setattr__", "__delattr__", "__set__",
+    "__delete__", "__iadd__", "__ior__", "difference_update", "intersection_update",
+    "symmetric_difference_update", "appendleft", "extendleft", "move_to_end",
+})
+_BUILTINS_KEY = "__builtins__"
 
 
 def names_a_test_module(dotted: str) -> bool:
@@ -88,10 +114,14 @@ def _int(node: ast.expr) -> int | None:
 
 
 class _World(ast.NodeVisitor):
-    def __init__(self, judging: Callable[[str], bool], reaching: Callable[[str], bool]) -> None:
+    def __init__(self, judging: Callable[[str], bool], reaching: Callable[[str], bool],
+                 bound: frozenset[str] = frozenset()) -> None:
         self.found: Counter[str] = Counter()
-        self.modules: set[str] = set()  # local names bound to an imported module (or a name from one)
+        self.modules: set[str] = set()  # module-level names bound to outside state (imports, aliases)
+        self.imports: set[str] = set()  # names bound by `import m`: `m.f()` calls a function, changes nothing
+        self.scopes: list[tuple[frozenset[str], set[str]]] = []  # functions': (their names, outside ones)
         self.judging, self.reaching = judging, reaching
+        self.bound = bound  # the names the module binds at its top: a builtin's name it binds is its own
 
     def _imported(self, name: str) -> None:
         if names_a_test_module(name) or self.judging(name):
@@ -100,7 +130,9 @@ class _World(ast.NodeVisitor):
     def visit_Import(self, node: ast.Import) -> None:
         for a in node.names:
             self._imported(a.name)
-            self.modules.add(a.asname or a.name.split(".")[0])
+            local = a.asname or a.name.split(".")[0]
+            self._alias(local, True)
+            self.imports.add(local)
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         mod = node.module or ""
@@ -110,41 +142,111 @@ class _World(ast.NodeVisitor):
                 if names_a_test_module(a.name):
                     self._imported(f"{mod}.{a.name}")
         for a in node.names:
-            self.modules.add(a.asname or a.name)
+            self._alias(a.asname or a.name, True)
 
-    def _rooted(self, node: ast.expr) -> str | None:
-        """The imported name an attribute chain starts from (`math` of `math.isclose`), or None."""
-        while isinstance(node, ast.Attribute | ast.Subscript):
-            node = node.value
-        return node.id if isinstance(node, ast.Name) and node.id in self.modules else None
+    def _alias(self, name: str, outside: bool) -> None:
+        """Bind `name` in the scope it lives in: to outside state, or (rebound) to something else."""
+        held = next((al for loc, al in reversed(self.scopes) if name in loc), self.modules)
+        if outside:
+            held.add(name)
+        else:
+            held.discard(name)
+
+    def _scoped(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> None:
+        self.scopes.append((_scope_names(node.body if isinstance(node.body, list) else [node.body],
+                                         node.args), set()))
+        self.generic_visit(node)
+        self.scopes.pop()
+
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = _scoped
+
+    def _world(self, name: str) -> bool:
+        for loc, al in reversed(self.scopes):
+            if name in loc:  # a function's own name: outside only if it was bound to outside state
+                return name in al
+        return name in self.modules or name == _BUILTINS_KEY or (
+            name in _BUILTIN_FUNCTIONS and name not in self.bound)
+
+    def _rooted(self, node: ast.expr, calls: bool = True) -> str | None:
+        """The outside state an object is reached from (`math` of `math.__dict__['isclose']`, `len` of
+        `vars(len.__self__)`), or None: its chain is followed through attributes, items, the views and,
+        with `calls`, what a call without arguments returns (a getter's: the called function's root; a
+        call with arguments makes something of them, `cast(T, x)`). Bounded by the tree's depth."""
+        while True:
+            if isinstance(node, ast.Attribute):
+                if node.attr == _BUILTINS_KEY:
+                    return _BUILTINS_KEY
+                node = node.value
+            elif isinstance(node, ast.Subscript):
+                if fold(node.slice) == _BUILTINS_KEY:
+                    return _BUILTINS_KEY
+                node = node.value
+            elif isinstance(node, ast.Call):
+                name = _called(node)
+                if name in _MODULE_BY_NAME:
+                    return name
+                if name in _VIEWS and node.args and name not in self.bound:
+                    node = node.args[0]
+                elif calls and not node.args and not node.keywords:
+                    node = node.func
+                else:
+                    return None
+            elif isinstance(node, ast.Name):
+                return node.id if self._world(node.id) else None
+            else:
+                return None
 
     def _target(self, target: ast.expr) -> None:
-        if isinstance(target, ast.Attribute):
+        if isinstance(target, ast.Attribute | ast.Subscript):
             root = self._rooted(target.value)
             if root is not None:
-                self.found[f"assigns {root}...{target.attr}: another module's attribute"] += 1
-        elif isinstance(target, ast.Tuple | ast.List):
-            for t in target.elts:
+                what = f".{target.attr}" if isinstance(target, ast.Attribute) else "[...]"
+                self.found[f"assigns {root}...{what}: another module's state"] += 1
+        elif isinstance(target, ast.Tuple | ast.List | ast.Starred):
+            for t in target.elts if not isinstance(target, ast.Starred) else [target.value]:
                 self._target(t)
 
     def _assigning(self, node: ast.Assign | ast.AugAssign | ast.AnnAssign | ast.Delete) -> None:
         targets = node.targets if isinstance(node, ast.Assign | ast.Delete) else [node.target]
         for t in targets:
             self._target(t)
+        value = getattr(node, "value", None)
+        if isinstance(node, ast.Delete) or (value is not None and not isinstance(node, ast.AugAssign)):
+            outside = value is not None and self._rooted(value, calls=False) is not None
+            for t in targets:  # an alias of outside state (`m = math`, `b = len.__self__`), or rebound
+                if isinstance(t, ast.Name):
+                    self._alias(t.id, outside)
         self.generic_visit(node)
 
     visit_Assign = visit_AugAssign = visit_AnnAssign = visit_Delete = _assigning
+
+    def visit_NamedExpr(self, node: ast.NamedExpr) -> None:
+        self._alias(node.target.id, self._rooted(node.value, calls=False) is not None)
+        self.generic_visit(node)
+
+    def _changing(self, node: ast.Call) -> None:
+        """A call that changes an object reached from outside state: `setattr`/`delattr` of it, one of
+        its changing methods, or such a method of a builtin class called on it (`object.__setattr__`)."""
+        f, name = node.func, _called(node)
+        if name in ("setattr", "delattr") and isinstance(f, ast.Name) and name not in self.bound:
+            changed = node.args[0] if node.args else None
+        elif name in _CHANGING and isinstance(f, ast.Attribute):
+            on = f.value.id if isinstance(f.value, ast.Name) else None
+            if on is not None and on in self.imports and name not in ("__setattr__", "__delattr__"):
+                return  # a module's function (`os.remove(p)`, `operator.add(a, b)`)
+            on_class = on in _BUILTIN_CLASSES and on not in self.bound
+            changed = (node.args[0] if node.args else None) if on_class else f.value
+        else:
+            return
+        root = self._rooted(changed) if changed is not None else None
+        if root is not None:
+            self.found[f"{name}() on {root}...: another module's state"] += 1
 
     def visit_Call(self, node: ast.Call) -> None:
         value = fold(node)  # `''.join([...])` of constants
         if value is not None and self.reaching(value):
             self.found[f"a name spelt in pieces: {value[:60]!r}"] += 1
-        f = node.func
-        name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
-        if name in ("setattr", "delattr") and node.args and (
-                self._rooted(node.args[0]) is not None or (isinstance(node.args[0], ast.Name)
-                and node.args[0].id in self.modules)):
-            self.found[f"{name}() on another module's object"] += 1
+        self._changing(node)
         self.generic_visit(node)
 
     def visit_BinOp(self, node: ast.BinOp) -> None:
@@ -166,6 +268,43 @@ class _World(ast.NodeVisitor):
             self.found[f"a name spelt in pieces: {value[:60]!r}"] += 1
 
 
+def _called(node: ast.Call) -> str:
+    """The name a call calls by (`f` of `f()` and of `m.f()`), or ''."""
+    f = node.func
+    return f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+
+
+def _scope_names(body: list[ast.stmt] | list[ast.expr], args: ast.arguments | None) -> frozenset[str]:
+    """The names a scope binds: its arguments and what its own statements bind (assigned, defined,
+    imported, caught, matched), not what nested functions' bodies bind; less those it declares global
+    or nonlocal."""
+    out: set[str] = set()
+    declared: set[str] = set()
+    if args is not None:
+        every = [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]
+        out.update(a.arg for a in every if a is not None)
+    stack: list[ast.AST] = list(body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            out.add(node.name)
+            continue
+        if isinstance(node, ast.Lambda):
+            continue
+        if isinstance(node, ast.Global | ast.Nonlocal):
+            declared.update(node.names)
+        elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            out.add(node.id)
+        elif isinstance(node, ast.alias):
+            out.add(node.asname or node.name.split(".")[0])
+        elif isinstance(node, ast.ExceptHandler | ast.MatchAs | ast.MatchStar) and node.name:
+            out.add(node.name)
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            out.add(node.rest)
+        stack.extend(ast.iter_child_nodes(node))
+    return frozenset(out - declared)
+
+
 def world_features(source: str, reaching: Callable[[str], bool],
                    judging: Callable[[str], bool] | None = None) -> Counter[str] | None:
     """What the source does that reaches outside its module, counted; None if it does not parse.
@@ -175,6 +314,6 @@ def world_features(source: str, reaching: Callable[[str], bool],
         tree = pyast.parse(source)
     except (SyntaxError, ValueError):
         return None
-    finder = _World(judging or (lambda name: False), reaching)
+    finder = _World(judging or (lambda name: False), reaching, _scope_names(tree.body, None))
     finder.visit(tree)
     return finder.found

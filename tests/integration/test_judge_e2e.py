@@ -127,7 +127,7 @@ def test_skips_a_changed_runner_and_stand_ins_are_never_fixed_the_real_fix_is(sc
     assert outcomes[:2] == ["refused"] * 2, r["candidates"]
     for c in r["candidates"][:2]:
         why = c.get("reason", "")
-        assert "another module's attribute" in why or "spelt in pieces" in why, c
+        assert "another module's state" in why or "spelt in pieces" in why, c
     files = [w for w in r["refusals"] if "a fix may not create this file" in w]
     reach = [w for w in r["refusals"] if "reach into the test runner" in w]
     assert len(files) == 2 and len(reach) == 2 and len(r["refusals"]) == 4, r

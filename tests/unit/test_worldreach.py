@@ -1,8 +1,9 @@
 """What an edit adds that reaches outside its own module (autod.act.worldreach), through the tripwire
-(autod.act.reach `introduced`): the tests' modules, other modules' attributes, names spelt in pieces.
+(autod.act.reach `introduced`): the tests' modules, other modules' state, names spelt in pieces.
 Generated: every name the runner lists hold, spelt in pieces every way the folding reads; imports of
-test modules by every naming pytest has; assignments to other modules' attributes in every statement
-form. The fifth judge probe's attacks are all refused; what real code writes is not."""
+test modules by every naming pytest has; every way to change an object, on every way to reach another
+module's state (refused) and on a fix's own objects (not). The fifth judge probe's attacks are all
+refused; what real code writes is not."""
 
 from __future__ import annotations
 
@@ -111,7 +112,7 @@ ASSIGNS = [
 @pytest.mark.parametrize("code", ASSIGNS)
 def test_an_assignment_to_another_module_s_attribute_is_refused(code: str) -> None:
     found = reach.introduced(BUGGY, code + BUGGY)
-    assert any("another module" in f for f in found), found
+    assert any("another module's state" in f for f in found), found
 
 
 def test_what_a_fix_does_to_its_own_objects_is_not_an_assignment_elsewhere() -> None:
@@ -127,6 +128,82 @@ def test_only_what_the_edit_adds_counts() -> None:
     assert reach.introduced(old, old.replace("a - b", "a + b")) == []
     assert reach.introduced(old, old + "\nmath.pi = 3\n")
     assert reach.introduced(BUGGY, "import math\nmath.isclose = max\n" + BUGGY, world=False) == []
+
+
+# Outside state, however it is reached: (what the module must hold first, the expression)
+OUTSIDE = [
+    ("import math\n", "math"),
+    ("import os.path\n", "os.path"),
+    ("import math as _m\n", "_m"),
+    ("from unittest import TestCase\n", "TestCase"),
+    ("", "len.__self__"),
+    ("", "print.__self__"),
+    ("", "getattr(len, '__self__')"),
+    ("import importlib\n", "importlib.import_module('math')"),
+    ("import math\n", "vars(math)"),
+    ("import math\n", "getattr(math, 'isclose')"),
+    ("import math\n", "type(math)"),
+    ("", "__builtins__"),
+    ("", "globals()['__builtins__']"),
+    ("import math\n_alias = math\n", "_alias"),
+    ("_b = len.__self__\n", "_b"),
+    ("(_w := len.__self__)\n", "_w"),
+    ("import logging\n", "logging.getLogger()"),
+    ("import importlib\n\n\ndef _m():\n    return 1\n\n\n_m = importlib.import_module('math')\n", "_m"),
+]
+IMPORTED = {"math", "os.path", "_m"}  # bound by `import`
+# What a fix does to its own objects: `self`, an argument, a local, its own module's globals
+OWN = ["self", "self.items", "obj", "out", "box", "od", "super()", "globals()", "type(self)", "vars(self)",
+       "_CACHE", "getattr(self, 'cache')", "dict()", "print", "len", "copy", "mod", "cast(Any, obj)",
+       "collections.OrderedDict(obj)"]
+# `copy` a local where the module imports copy; `mod` rebound after it held a module (cachetools, toolz)
+OWN_PREFIX = ("import collections\nimport copy\nfrom typing import Any, cast\n\n\n"
+              "class Box:\n    pass\n\n\n_CACHE = {}\n\n\n"
+              "def add(a, b, obj=None, print=None):\n    self, out, box = Box(), {}, Box()\n"
+              "    od = collections.OrderedDict()\n    len = Box()\n    copy = copy.copy(obj)\n"
+              "    mod = copy\n    mod = Box()\n")
+PATHS = ["", ".__dict__", ".isclose", "['k']"]
+# every way to change an object `X`
+CHANGES = [
+    "{X}.attr = f", "{X}['k'] = f", "{X}.attr += 1", "del {X}.attr", "del {X}['k']", "{X}.attr: int = 1",
+    "setattr({X}, 'attr', f)", "delattr({X}, 'attr')", "object.__setattr__({X}, 'attr', f)",
+    "dict.update({X}, attr=f)", "{X}.update(attr=f)", "{X}.__setitem__('k', f)", "{X}.append(f)",
+    "{X}.setdefault('k', f)", "{X}.pop('k')", "{X}.clear()", "a, {X}.attr = 1, f", "[*{X}.attr] = [f]",
+    "{X}.__setattr__('attr', f)", "{X}.__delattr__('attr')",
+]
+
+
+def test_every_change_to_outside_state_however_it_is_reached_is_refused() -> None:
+    """Generated: every outside root x path x change, inside a function and at the module's top."""
+    missed = []
+    for prefix, root in OUTSIDE:
+        for path in PATHS:
+            for change in CHANGES:
+                if root in IMPORTED and not path and change.startswith("{X}.") and "(" in change and (
+                        "attr__(" not in change):
+                    continue  # `math.update(...)` calls the module's function: a module has no such method
+                stmt = change.format(X=root + path)
+                for code in (f"{prefix}\n\ndef add(a, b):\n    f = max\n    {stmt}\n    return a - b\n",
+                             f"{prefix}f = max\n{stmt}\n\n\n{BUGGY}"):
+                    if not any("another module's state" in r for r in reach.introduced(BUGGY, code)):
+                        missed.append(stmt)
+    assert missed == [], f"{len(missed)} not refused, e.g. {missed[:10]}"
+
+
+def test_the_same_changes_to_a_fix_s_own_objects_are_not_refused() -> None:
+    # and a module's functions named like a container's changing methods
+    assert reach.introduced(BUGGY, "import os\nimport operator\n\n\ndef add(a, b):\n    os.remove('p')\n"
+                            "    operator.add(a, b)\n    return a + b\n") == []
+    wrong = []
+    for own in OWN:
+        for path in PATHS:
+            for change in CHANGES:
+                stmt = change.format(X=own + path)
+                code = f"{OWN_PREFIX}    f = max\n    {stmt}\n    return a - b\n"
+                found = reach.introduced(BUGGY, code)
+                if found:
+                    wrong.append((stmt, found))
+    assert wrong == [], f"{len(wrong)} refused, e.g. {wrong[:5]}"
 
 
 PROBE_ATTACKS = {
