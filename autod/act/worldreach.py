@@ -115,9 +115,17 @@ def _int(node: ast.expr) -> int | None:
 
 class _World(ast.NodeVisitor):
     def __init__(self, judging: Callable[[str], bool], reaching: Callable[[str], bool],
-                 bound: frozenset[str] = frozenset()) -> None:
+                 bound: frozenset[str] = frozenset(), ever: _World | None = None) -> None:
         self.found: Counter[str] = Counter()
         self.modules: set[str] = set()  # module-level names bound to outside state (imports, aliases)
+        # what a first pass over the whole module found (names bound to outside state at its top at any
+        # point; attribute names assigned outside state, `self.m = math`): a function may run after any
+        # of it, so in a function these count wherever they appear
+        self.ever_modules: set[str] = set(ever.ever_modules) if ever else set()
+        self.stashed: set[str] = set(ever.stashed) if ever else set()
+        # names given a container that holds outside state (`ms = [math]`): its items are outside, the
+        # container itself is not (`ms.append(x)` changes a list of the fix's own)
+        self.holders: set[str] = set(ever.holders) if ever else set()
         self.imports: set[str] = set()  # names bound by `import m`: `m.f()` calls a function, changes nothing
         self.scopes: list[tuple[frozenset[str], set[str]]] = []  # functions': (their names, outside ones)
         self.judging, self.reaching = judging, reaching
@@ -149,6 +157,8 @@ class _World(ast.NodeVisitor):
         held = next((al for loc, al in reversed(self.scopes) if name in loc), self.modules)
         if outside:
             held.add(name)
+            if held is self.modules:
+                self.ever_modules.add(name)
         else:
             held.discard(name)
 
@@ -164,8 +174,9 @@ class _World(ast.NodeVisitor):
         for loc, al in reversed(self.scopes):
             if name in loc:  # a function's own name: outside only if it was bound to outside state
                 return name in al
-        return name in self.modules or name == _BUILTINS_KEY or (
-            name in _BUILTIN_FUNCTIONS and name not in self.bound)
+        if name in self.modules or name == _BUILTINS_KEY or (self.scopes and name in self.ever_modules):
+            return True
+        return name in _BUILTIN_FUNCTIONS and name not in self.bound
 
     def _rooted(self, node: ast.expr, calls: bool = True) -> str | None:
         """The outside state an object is reached from (`math` of `math.__dict__['isclose']`, `len` of
@@ -174,12 +185,16 @@ class _World(ast.NodeVisitor):
         call with arguments makes something of them, `cast(T, x)`). Bounded by the tree's depth."""
         while True:
             if isinstance(node, ast.Attribute):
-                if node.attr == _BUILTINS_KEY:
-                    return _BUILTINS_KEY
+                if node.attr == _BUILTINS_KEY or node.attr in self.stashed:
+                    return node.attr
+                node = node.value
+            elif isinstance(node, ast.Starred):
                 node = node.value
             elif isinstance(node, ast.Subscript):
                 if fold(node.slice) == _BUILTINS_KEY:
                     return _BUILTINS_KEY
+                if self._holds(node.value):
+                    return "an item of outside state"
                 node = node.value
             elif isinstance(node, ast.Call):
                 name = _called(node)
@@ -195,6 +210,17 @@ class _World(ast.NodeVisitor):
                 return node.id if self._world(node.id) else None
             else:
                 return None
+
+    def _holds(self, node: ast.expr) -> bool:
+        """Whether `node` is a container holding outside state: a literal with such an item, or a name
+        given one."""
+        if isinstance(node, ast.Name):
+            return node.id in self.holders
+        if isinstance(node, ast.List | ast.Tuple | ast.Set | ast.Dict):
+            items = node.values if isinstance(node, ast.Dict) else node.elts
+            return any(e is not None and (self._rooted(e, calls=False) is not None or self._holds(e))
+                       for e in items)
+        return False
 
     def _target(self, target: ast.expr) -> None:
         if isinstance(target, ast.Attribute | ast.Subscript):
@@ -214,9 +240,38 @@ class _World(ast.NodeVisitor):
         if isinstance(node, ast.Delete) or (value is not None and not isinstance(node, ast.AugAssign)):
             outside = value is not None and self._rooted(value, calls=False) is not None
             for t in targets:  # an alias of outside state (`m = math`, `b = len.__self__`), or rebound
-                if isinstance(t, ast.Name):
-                    self._alias(t.id, outside)
+                self._bind(t, outside)
+                if isinstance(t, ast.Name) and value is not None and self._holds(value):
+                    self.holders.add(t.id)
         self.generic_visit(node)
+
+    def _bind(self, target: ast.expr, outside: bool) -> None:
+        """A name (or names) bound to outside state or to something else; an attribute that is given
+        outside state is remembered by its name (`self.m = math`: `self.m.isclose = f` is outside)."""
+        if isinstance(target, ast.Name):
+            self._alias(target.id, outside)
+        elif isinstance(target, ast.Attribute) and outside:
+            self.stashed.add(target.attr)
+        elif isinstance(target, ast.Tuple | ast.List):
+            for t in target.elts:
+                self._bind(t, outside)
+        elif isinstance(target, ast.Starred):
+            self._bind(target.value, outside)
+
+    def _looped(self, node: ast.For | ast.AsyncFor | ast.comprehension) -> None:
+        held = self._rooted(node.iter, calls=False) is not None or self._holds(node.iter)
+        self._bind(node.target, held)  # `for m in (math,)`
+        self.generic_visit(node)
+
+    visit_For = visit_AsyncFor = visit_comprehension = _looped
+
+    def _comprehended(self, node: ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp) -> None:
+        for g in node.generators:  # its loops bind before its element runs
+            self.visit(g)
+        for part in (node.key, node.value) if isinstance(node, ast.DictComp) else (node.elt,):
+            self.visit(part)
+
+    visit_ListComp = visit_SetComp = visit_GeneratorExp = visit_DictComp = _comprehended
 
     visit_Assign = visit_AugAssign = visit_AnnAssign = visit_Delete = _assigning
 
@@ -314,6 +369,9 @@ def world_features(source: str, reaching: Callable[[str], bool],
         tree = pyast.parse(source)
     except (SyntaxError, ValueError):
         return None
-    finder = _World(judging or (lambda name: False), reaching, _scope_names(tree.body, None))
+    judge, bound = judging or (lambda name: False), _scope_names(tree.body, None)
+    first = _World(judge, reaching, bound)
+    first.visit(tree)  # what the whole module binds to outside state, wherever it does it
+    finder = _World(judge, reaching, bound, ever=first)
     finder.visit(tree)
     return finder.found

@@ -151,6 +151,28 @@ OUTSIDE = [
     ("import logging\n", "logging.getLogger()"),
     ("import importlib\n\n\ndef _m():\n    return 1\n\n\n_m = importlib.import_module('math')\n", "_m"),
 ]
+# outside state kept where a walk in source order would not follow it: a module-level alias bound after
+# the function that uses it, an attribute or a container given it, a loop over it
+HIDDEN = [
+    "def add(a, b):\n    _b.sorted = max\n    return a - b\n\n\n_b = len.__self__\n",
+    "import math\n\n\nclass Box:\n    def __init__(self):\n        self.m = math\n\n"
+    "    def add(self, a, b):\n        self.m.isclose = max\n        return a - b\n",
+    "import math\n\n\ndef add(a, b):\n    ms = [math]\n    ms[0].isclose = max\n    return a - b\n",
+    "import math\n\n\ndef add(a, b):\n    ms = {'m': math}\n    ms['m'].__dict__.update(isclose=max)\n"
+    "    return a - b\n",
+    "import math\n\n\ndef add(a, b):\n    for m in (math,):\n        setattr(m, 'isclose', max)\n"
+    "    return a - b\n",
+    "import math\n\n\ndef add(a, b):\n    [setattr(m, 'isclose', max) for m in [math]]\n    return a - b\n",
+    "def add(a, b):\n    global _g\n    _g = len.__self__\n    return a - b\n\n\n"
+    "def sub(a, b):\n    _g.sorted = max\n    return a - b\n",
+]
+
+
+@pytest.mark.parametrize("code", HIDDEN)
+def test_outside_state_kept_out_of_source_order_is_followed(code: str) -> None:
+    assert any("another module's state" in r for r in reach.introduced(BUGGY, code)), code
+
+
 IMPORTED = {"math", "os.path", "_m"}  # bound by `import`
 # What a fix does to its own objects: `self`, an argument, a local, its own module's globals
 OWN = ["self", "self.items", "obj", "out", "box", "od", "super()", "globals()", "type(self)", "vars(self)",
@@ -194,6 +216,10 @@ def test_the_same_changes_to_a_fix_s_own_objects_are_not_refused() -> None:
     # and a module's functions named like a container's changing methods
     assert reach.introduced(BUGGY, "import os\nimport operator\n\n\ndef add(a, b):\n    os.remove('p')\n"
                             "    operator.add(a, b)\n    return a + b\n") == []
+    # a list of its own that holds other modules' objects (sqlparse's `types = [T.Name, ...]`)
+    assert reach.introduced(BUGGY, "from pkg import tokens as T\n\n\ndef add(a, b):\n"
+                            "    types = [T.Name, T.String]\n    types.append(T.Keyword)\n"
+                            "    types += [T.Other]\n    types[0] = T.Name\n    return a + b\n") == []
     wrong = []
     for own in OWN:
         for path in PATHS:
