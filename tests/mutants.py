@@ -51,6 +51,7 @@ GUARDS: dict[str, tuple[str, ...]] = {
     "autod/act/edits.py": ("test_edits.py", "test_definition_edit.py"),
     "autod/act/judges.py": ("test_judges.py", "test_protected_files.py"),
     "autod/act/allowance.py": ("test_allowance.py",),
+    "autod/act/worldreach.py": ("test_worldreach.py", "test_worldreach_scope.py"),
     "autod/checks/outcome.py": ("test_outcome.py", "test_judge.py"),
     "autod/checks/renumbered.py": ("test_renumbered.py",),
     "autod/checks/seal.py": ("test_pertest.py",),
@@ -93,6 +94,8 @@ EQUIVALENT: dict[str, str] = {
     "autod/checks/judge_ran.py::_returned: 0 -> 1": "as `0 < at`: offset 0 is never a return",
     "autod/checks/judge_ran.py::_returned: 0 <= at < _len(code) -> 0 <= at <= _len(code)": "a frame's last"
     " instruction is one of its code's: its offset is below the code's length",
+    "autod/act/worldreach.py::fold: strict=True -> strict=False": "the slice's three parts and their three"
+    " bounds: always the same length",
     "autod/checks/judge_path.py::moved: strict=True -> strict=False": "the labels and the owners are"
     " three each, always: zip stops at the same place either way",
     "autod/safety/secretforms.py::_escaped: n - 0x10000 -> n + 65536 #2": "the low surrogate keeps the low"

@@ -218,8 +218,7 @@ class _World(ast.NodeVisitor):
             return node.id in self.holders
         if isinstance(node, ast.List | ast.Tuple | ast.Set | ast.Dict):
             items = node.values if isinstance(node, ast.Dict) else node.elts
-            return any(e is not None and (self._rooted(e, calls=False) is not None or self._holds(e))
-                       for e in items)
+            return any(self._rooted(e, calls=False) is not None or self._holds(e) for e in items)
         return False
 
     def _target(self, target: ast.expr) -> None:
