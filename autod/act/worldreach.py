@@ -14,12 +14,15 @@ one of these (compared with the file as it was) is a judge edit, like those auto
 - a change to state outside the module: an assignment, augmented assignment or deletion of an
   attribute or an item, a `setattr`/`delattr`, or a call of a container's changing method (`update`,
   `append`, `__setitem__`, ...), whose object is reached from another module's state. The chain from
-  the changed object back to its root is followed through attributes, items, calls (`f().x`: what `f`
-  returns), `vars`/`getattr`/`type` (their first argument's state) and local aliases (`m = math`); the
-  root is an imported name, a builtin function (`len.__self__` is the builtins module), `__builtins__`
-  or a module `import_module` hands back (`math.isclose = f`, `math.__dict__['isclose'] = f`,
-  `len.__self__.sorted = f`, `vars(m).update(x=f)`, `object.__setattr__(m, 'x', f)`). What a fix does
-  to its own objects (`self`, its arguments, its locals, `super()`, `globals()`) is not followed;
+  the changed object back to its root is followed through attributes, items, getters called without
+  arguments (`get().x`: what `get` returns), `vars`/`getattr`/`type` (their first argument's state)
+  and aliases, scope by scope (`m = math`; a first pass also finds those bound below their use, the
+  attributes given outside state, `self.m = math`, and the items of containers given it,
+  `ms = [math]`); the root is an imported name, a builtin function (`len.__self__` is the builtins
+  module), `__builtins__` or a module `import_module` hands back (`math.isclose = f`,
+  `math.__dict__['isclose'] = f`, `len.__self__.sorted = f`, `vars(m).update(x=f)`,
+  `object.__setattr__(m, 'x', f)`). What a fix does to its own objects (`self`, its arguments, its
+  locals, `super()`, `globals()`) and a module's own functions (`os.remove(p)`) are not followed;
 - a string built only from constants (`'f_' + 'locals'`, `''.join([...])`, `'...'[::-1]`, an f-string
   of constants), folded and read as the constant it is: a folded name is judged like a written one.
 
