@@ -18,6 +18,7 @@ from collections import Counter
 from collections.abc import Callable
 
 from autod import pyast
+from autod.act.selfpassing import self_passing_features
 from autod.act.worldreach import names_a_test_module, world_features
 
 __all__ = ["introduced", "reaching", "runner_features"]
@@ -210,7 +211,8 @@ def reaching(value: str) -> bool:
 def runner_features(source: str, judging: Callable[[str], bool] | None = None,
                     world: bool = True) -> Counter[str] | None:
     """What the source does that reaches into a test runner or (`world`) outside its own module
-    (autod.act.worldreach), counted; None if it does not parse. `judging`: whether a module name is
+    (autod.act.worldreach) or passes a test's check by itself (autod.act.selfpassing), counted; None
+    if it does not parse. `judging`: whether a module name is
     one a judged file of the workspace provides."""
     try:
         tree = pyast.parse(source)
@@ -230,7 +232,10 @@ def runner_features(source: str, judging: Callable[[str], bool] | None = None,
         if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
             finder.prose.add(id(node.value))
     finder.visit(tree)
-    return finder.found + ((world_features(source, reaching, judging) or Counter()) if world else Counter())
+    if not world:
+        return finder.found
+    return finder.found + (world_features(source, reaching, judging) or Counter()) + (
+        self_passing_features(source) or Counter())
 
 
 def introduced(old: str | None, new: str, judging: Callable[[str], bool] | None = None,
