@@ -76,6 +76,21 @@ _FM, _SF = "autod/safety/filemodes.py::private_file: ", "autod/safety/secretform
 _OPEN_FM = "os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC -> "
 _OPEN_E = "_read_original: os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC -> "
 _SE = "autod/checks/seal.py::"
+# The pass in CI, split so that xdist runs its parts on separate workers (tests/integration/
+# test_guard_mutants*.py, one part each): alone on two cores it takes ~2 minutes, but beside the suite
+# one worker ran it for 460-610 s, the suite's longest path. Every guard module is in exactly one part.
+PARTS: dict[str, tuple[str, ...]] = {
+    "safety": ("autod/safety/boundary.py", "autod/safety/protected.py", "autod/safety/saferead.py",
+               "autod/config/bounded.py", "autod/safety/secretforms.py", "autod/safety/filemodes.py",
+               "autod/safety/termsafe.py", "autod/act/edits.py", "autod/act/judges.py",
+               "autod/act/allowance.py", "autod/safety/safejson.py", "autod/pyast.py", "autod/walk.py",
+               "autod/cycle/limits.py"),
+    "checks": ("autod/checks/outcome.py", "autod/checks/renumbered.py", "autod/checks/seal.py",
+               "autod/checks/heard.py", "autod/checks/judge_path.py", "autod/checks/judge_ran.py",
+               "autod/checks/bytecode.py", "autod/checks/treewalk.py", "autod/checks/judge_reach.py"),
+    "world": ("autod/act/worldreach.py",),
+}
+
 EQUIVALENT: dict[str, str] = {
     "autod/checks/renumbered.py::matched: not gone or not new -> not gone and (not new)":
     "a shortcut: with either side empty no pair can form (`was in gone`, `t in new`), so reading the keys"
