@@ -1,7 +1,8 @@
 """The safety guards hold under mutation: every small change to a guard (tests/mutants.py) fails a
 test, or is a listed equivalent with its reason. docs/MUTATION.md says what runs and how long. This
 file runs the `safety` part (the file rules, secrets, the act rules, limits); the others run beside it
-on other workers (test_guard_mutants_checks.py, test_guard_mutants_world.py)."""
+on other workers (test_guard_mutants_checks.py, test_guard_mutants_world.py,
+test_guard_mutants_selfpassing.py)."""
 
 from __future__ import annotations
 
